@@ -1,0 +1,37 @@
+# signoff — the two commands a newcomer needs are `make run` and `make test`.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CONFIG ?= config.example.toml
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: install run test lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)  ## venv + pip install -e '.[dev]'
+
+run: $(STAMP)  ## start the daemon on the example config: http://127.0.0.1:8080/
+	$(BIN)/signoff daemon start --config $(CONFIG)
+
+test: $(STAMP)  ## the whole test suite
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: $(STAMP)  ## ruff, mypy and the layer contract
+	$(BIN)/ruff check signoff tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: $(STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
+	@for b in throughput policy flow api slack; do \
+	  if [ -f bench/$$b.py ]; then echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; fi; \
+	done
+
+clean:
+	rm -rf $(VENV) signoff-work test-artifacts .mypy_cache .ruff_cache

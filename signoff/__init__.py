@@ -1,0 +1,26 @@
+"""signoff: approval-gated autonomy for agents and scheduled jobs.
+
+``from signoff import Agent, Action, RiskClass, Planner``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from signoff.runtime.models import Action, RiskClass
+from signoff.runtime.planner import Planner
+
+if TYPE_CHECKING:
+    from signoff.agent import Agent
+
+__version__ = "0.1.0"
+__all__ = ["Action", "Agent", "Planner", "RiskClass", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Agent pulls in the whole stack (config, store, flow); import it only when asked.
+    if name == "Agent":
+        from signoff.agent import Agent
+
+        return Agent
+    raise AttributeError(name)

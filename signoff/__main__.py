@@ -1,0 +1,5 @@
+"""`python -m signoff`."""
+
+from signoff.cli import main
+
+main()

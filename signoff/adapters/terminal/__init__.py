@@ -1,0 +1,1 @@
+"""The terminal approval surface used by `signoff handle`."""

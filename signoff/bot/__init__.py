@@ -1,0 +1,1 @@
+"""The approval conversation, platform-neutral."""

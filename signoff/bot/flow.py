@@ -1,0 +1,112 @@
+"""The approval conversation: one request, every surface, the first valid answer wins.
+
+request (runtime) → card jobs in the outbox → posted on every surface, each post's
+CardRef stored → a click/tap/press from any surface → authorization → compare-and-set
+decision (runtime) → resume → every copy of the card edited to show the outcome.
+Nothing lives only in memory: after a restart the same cards keep working because a
+decision needs only the approval id carried by the button.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from signoff.bot.cards import build_card
+from signoff.bot.notify import Notifier
+from signoff.bot.outbox import Dispatcher, remember_card
+from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
+from signoff.bot.routing import Authorizer
+from signoff.runtime.clock import Clock
+from signoff.runtime.decisions import Decider
+from signoff.runtime.models import Approval, Task
+from signoff.runtime.store import OutboxItem, TaskStore
+
+log = logging.getLogger(__name__)
+
+
+class ApprovalFlow:
+    """Connects the runtime's requests and decisions with the chat surfaces.
+
+    It is the engine's listener (cards, notifications) and every surface's decision
+    handler (`on_decision`).
+    """
+
+    def __init__(self, *, store: TaskStore, decider: Decider, clock: Clock,
+                 platforms: dict[str, ChatPlatform], authorizer: Authorizer,
+                 notifier: Notifier | None = None, console_url: str | None = None) -> None:
+        self.store = store
+        self.decider = decider
+        self.clock = clock
+        self.platforms = platforms
+        self.authorizer = authorizer
+        self.notifier = notifier
+        self.console_url = console_url
+        self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
+                                     deliver=self.deliver)
+
+    # -- engine listener ---------------------------------------------------------------
+    async def approval_requested(self, task: Task, approval: Approval) -> None:
+        """Cards were queued in the same commit; deliver them now."""
+        self.dispatcher.wake()
+
+    async def approval_decided(self, task: Task, approval: Approval) -> None:
+        """Card edits were queued in the same commit; deliver them now."""
+        self.dispatcher.wake()
+
+    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+        """Tell the team channels that subscribed to this kind of event."""
+        if self.notifier is not None:
+            try:
+                await self.notifier.task_event(kind, task, detail)
+            except Exception:  # a notification must never break the task
+                log.exception("notify_failed", extra={"task_id": task.id, "kind": kind})
+            self.dispatcher.wake()
+
+    # -- delivering card jobs ----------------------------------------------------------
+    async def deliver(self, item: OutboxItem, platform: ChatPlatform) -> None:
+        """Make one outbox job happen on one surface."""
+        if item.kind == "notify":
+            thread = None
+            if item.approval_id:
+                thread = await self._ref(item.approval_id, platform.name)
+            await platform.notify(str(item.payload["channel"]), str(item.payload["text"]),
+                                  thread=thread)
+            return
+        approval_id = str(item.payload["approval_id"])
+        approval = await self.store.get_approval(approval_id)
+        task = await self.store.get_task(approval.task_id) if approval else None
+        if approval is None or task is None:
+            return  # the request is gone (reset): nothing to show
+        ref = await self._ref(approval_id, platform.name)
+        card = build_card(task, approval, console_url=self.console_url,
+                          mentions=tuple(item.payload.get("mentions") or ()))
+        if item.kind == "post":
+            if ref is None:
+                ref = await platform.post_card(card)
+                await remember_card(self.store, approval_id, ref)
+            return
+        if ref is None:
+            # Jobs of one surface run in order, so the post was tried first and gave up.
+            return
+        await platform.update_card(ref, card)
+
+    async def _ref(self, approval_id: str, surface: str) -> CardRef | None:
+        for record in await self.store.cards(approval_id):
+            if record.surface == surface:
+                return CardRef(record.surface, record.channel, record.message_id)
+        return None
+
+    # -- decisions from surfaces -------------------------------------------------------
+    async def on_decision(self, event: DecisionEvent) -> DecisionOutcome:
+        """Authorize, then decide; the answer is shown to whoever clicked."""
+        actor = event.actor.key
+        approval = await self.store.get_approval(event.approval_id)
+        if approval is not None and not self.authorizer.may_decide(actor, approval):
+            await self.decider.refuse(approval.id, actor, "not an approver for this request",
+                                      channel=event.surface)
+            log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
+            return DecisionOutcome(False, "Not authorized: you are not an approver for this "
+                                   "request", code="not_authorized")
+        result = await self.decider.decide(event.approval_id, event.scope, actor,
+                                           reason=event.reason, channel=event.surface)
+        return DecisionOutcome(result.accepted, result.message, code=result.code)

@@ -1,0 +1,142 @@
+"""Delivering platform calls from the durable outbox: retried, ordered, never doubled.
+
+The runtime writes surface-neutral jobs ("*": post or update an approval's card) in the
+same transaction as the state change; this dispatcher expands them per surface and
+delivers each with backoff. 429s wait exactly as long as the platform asked. Items of
+one surface go out in order and one failing surface never holds up the others. A card
+is posted once per (approval, surface): the idempotency key prevents a second job and
+the stored CardRef turns a later retry into a no-op.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+from signoff.bot.ports import CardRef, ChatPlatform
+from signoff.errors import PlatformRejected, RateLimited, SignoffError
+from signoff.runtime.clock import Clock
+from signoff.runtime.store import CardRecord, Change, OutboxItem, TaskStore
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 15
+MAX_BACKOFF = 60.0
+FOREVER = datetime(9999, 1, 1, tzinfo=UTC)  # "every undelivered job"
+
+CardJob = Callable[[OutboxItem, ChatPlatform], Awaitable[None]]
+
+
+def backoff(attempts: int) -> float:
+    """Seconds to wait after ``attempts`` failures: 0.2, 0.4, 0.8 … capped at a minute."""
+    return min(0.2 * (2 ** attempts), MAX_BACKOFF)
+
+
+class Dispatcher:
+    """Runs the outbox for a set of platforms."""
+
+    def __init__(self, *, store: TaskStore, clock: Clock, platforms: dict[str, ChatPlatform],
+                 deliver: CardJob, interval: float = 0.2) -> None:
+        self.store = store
+        self.clock = clock
+        self.platforms = platforms
+        self.deliver = deliver
+        self.interval = interval
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Look at the outbox now."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Deliver until cancelled."""
+        while True:
+            try:
+                await self.run_once()
+            except SignoffError:
+                log.exception("outbox_round_failed")
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            except TimeoutError:
+                pass
+
+    async def run_once(self) -> int:
+        """One round over everything undelivered; returns how many items were delivered.
+
+        Each surface's jobs run strictly in order: a job waiting for its retry time holds
+        back the later jobs of its surface (so an edit never overtakes its post, and a
+        burst arrives in order), but never another surface's.
+        """
+        pending = await self.store.due_outbox(FOREVER, limit=1000)
+        fanouts = [i for i in pending if i.surface == "*"]
+        for item in fanouts:
+            await self._expand(item)
+        if fanouts:
+            pending = await self.store.due_outbox(FOREVER, limit=1000)
+        now = self.clock.now()
+        by_surface: dict[str, list[OutboxItem]] = {}
+        held: set[str] = set()
+        for item in sorted(pending, key=lambda i: i.id):
+            if item.surface == "*" or item.surface in held:
+                continue
+            if item.next_at is not None and item.next_at > now:
+                held.add(item.surface)  # its retry time has not come: later ones wait too
+                continue
+            by_surface.setdefault(item.surface, []).append(item)
+        counts = await asyncio.gather(*(self._surface(name, items)
+                                        for name, items in by_surface.items()))
+        return sum(counts)
+
+    async def _expand(self, item: OutboxItem) -> None:
+        copies = [OutboxItem(key=f"{item.key}@{name}", surface=name, kind=item.kind,
+                             payload=item.payload, approval_id=item.approval_id)
+                  for name in self.platforms]
+        await self.store.commit(Change(outbox=copies))
+        await self.store.outbox_done(item.id, self.clock.now())
+
+    async def _surface(self, name: str, items: list[OutboxItem]) -> int:
+        platform = self.platforms.get(name)
+        delivered = 0
+        for item in items:
+            if platform is None:
+                await self.store.outbox_retry(item.id, next_at=self.clock.now(),
+                                              error=f"no platform {name}", give_up=True)
+                continue
+            if not await self._one(item, platform):
+                break  # keep this surface's order: later items wait for this one
+            delivered += 1
+        return delivered
+
+    async def _one(self, item: OutboxItem, platform: ChatPlatform) -> bool:
+        now = self.clock.now()
+        try:
+            await self.deliver(item, platform)
+        except RateLimited as exc:
+            log.info("platform_rate_limited", extra={"surface": platform.name,
+                                                     "retry_after": exc.retry_after})
+            await self.store.outbox_retry(item.id, error=str(exc),
+                                          next_at=now + timedelta(seconds=exc.retry_after))
+            return False
+        except PlatformRejected as exc:
+            log.error("platform_rejected", extra={"surface": platform.name, "error": str(exc)})
+            await self.store.outbox_retry(item.id, next_at=now, error=str(exc), give_up=True)
+            return True
+        except Exception as exc:  # PlatformUnavailable and anything unexpected: retry
+            give_up = item.attempts + 1 >= MAX_ATTEMPTS
+            log.warning("platform_call_failed", extra={"surface": platform.name,
+                                                       "attempts": item.attempts + 1,
+                                                       "error": str(exc)})
+            await self.store.outbox_retry(
+                item.id, error=str(exc) or type(exc).__name__, give_up=give_up,
+                next_at=now + timedelta(seconds=backoff(item.attempts)))
+            return False
+        await self.store.outbox_done(item.id, now)
+        return True
+
+
+async def remember_card(store: TaskStore, approval_id: str, ref: CardRef) -> None:
+    """Store where a card was posted (before any update of it is attempted)."""
+    await store.save_card(CardRecord(approval_id, ref.surface, ref.channel, ref.message_id))

@@ -1,0 +1,139 @@
+"""The port every approval surface implements, and the neutral values it speaks.
+
+A surface (Slack, Telegram, the web console, the terminal, an in-memory recorder) turns an
+`ApprovalCard` into its native message and native clicks into a `DecisionEvent`. It knows
+nothing of tasks, stores or policy: the flow (`bot/flow.py`) owns those.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from signoff.runtime.models import Scope
+
+
+@dataclass(frozen=True)
+class Actor:
+    """A person (or an automatic rule) on one platform, e.g. ``slack:U123``."""
+
+    platform: str
+    user_id: str
+    display: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The `platform:user_id` form used in approver lists and audit events."""
+        return f"{self.platform}:{self.user_id}"
+
+    @classmethod
+    def parse(cls, key: str, display: str | None = None) -> Actor:
+        """Build from ``platform:user_id``."""
+        platform, _, user = key.partition(":")
+        return cls(platform=platform, user_id=user, display=display)
+
+
+@dataclass(frozen=True)
+class CardRef:
+    """Where one copy of a card lives on a surface (enough to edit it later)."""
+
+    surface: str
+    channel: str
+    message_id: str
+
+
+@dataclass(frozen=True)
+class ApprovalCard:
+    """What a card says, as plain data; each surface renders it natively."""
+
+    approval_id: str
+    task_id: str
+    title: str  # the action in plain words
+    tool: str
+    risk: str
+    capability: str
+    targets: tuple[str, ...]
+    goal: str
+    schedule: str | None
+    step: int  # 1-based
+    steps_total: int
+    details: tuple[tuple[str, str], ...]  # shortened content lines (label, value)
+    allowed: tuple[Scope, ...]
+    requested_at: datetime
+    expires_at: datetime
+    status: str = "pending"  # pending | approved | denied | expired
+    outcome: str | None = None  # "Approved for this session by slack:U1 at 14:03"
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    note: str | None = None
+    mentions: tuple[str, ...] = ()  # people to alert (escalation), as actor keys
+    console_url: str | None = None
+
+    @property
+    def open(self) -> bool:
+        """True while buttons should be shown."""
+        return self.status == "pending"
+
+
+@dataclass(frozen=True)
+class DecisionEvent:
+    """A click, tap, command or console press: somebody answered a card."""
+
+    approval_id: str
+    scope: Scope
+    actor: Actor
+    surface: str
+    reason: str | None = None
+    ref: CardRef | None = None
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    """What the flow tells the person who answered (a toast, an ephemeral reply)."""
+
+    accepted: bool
+    message: str
+    code: str = "ok"  # ok | not_authorized | already_decided | expired | unknown | scope_not_allowed
+
+
+DecisionHandler = Callable[[DecisionEvent], Awaitable[DecisionOutcome]]
+
+
+@runtime_checkable
+class ChatPlatform(Protocol):
+    """An approval surface.
+
+    Implementations raise `PlatformUnavailable` or `RateLimited` for retryable failures
+    and `PlatformRejected` for final ones; the outbox retries the former.
+    """
+
+    name: str
+
+    async def post_card(self, card: ApprovalCard) -> CardRef:
+        """Show a new card to the approvers; return where it lives."""
+        ...
+
+    async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
+        """Edit a posted card in place (outcome shown, buttons gone once decided)."""
+        ...
+
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
+        """Post one line to a channel, or under a card when ``thread`` is given."""
+        ...
+
+    async def run(self, on_decision: DecisionHandler) -> None:
+        """Receive decisions until cancelled; call ``on_decision`` for each."""
+        ...
+
+
+@dataclass
+class PlatformSet:
+    """The surfaces a daemon has, by name."""
+
+    platforms: dict[str, ChatPlatform] = field(default_factory=dict)
+
+    def add(self, platform: ChatPlatform) -> None:
+        """Register one surface under its name."""
+        self.platforms[platform.name] = platform

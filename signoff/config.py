@@ -1,0 +1,532 @@
+"""The configuration file: typed settings for every section, loaded from TOML.
+
+``load_settings(path)`` reads the file, substitutes ``${ENV}`` / ``${ENV:-default}`` in
+every string (secrets stay out of the file), validates it and returns a frozen
+:class:`Settings`; ``Settings.default()`` gives the embedded defaults with no file at all.
+Every problem raises :class:`~signoff.errors.ConfigError` with one line per problem:
+``config.toml: approvals.timeout: invalid duration 'abc' (use e.g. '30s', '15m', '2h')``.
+Unknown keys are errors (a typo must not silently fall back to a default).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from datetime import date, time, timedelta
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from signoff.config_checks import (
+    ActorKey,
+    AwareDatetime,
+    ChatId,
+    DatabaseUrl,
+    Duration,
+    GrantTable,
+    Handoff,
+    HttpUrl,
+    NonEmpty,
+    NotifyChannel,
+    PositiveDuration,
+    Regex,
+    Risk,
+    TimezoneName,
+    absolute_sqlite_url,
+    check_cron,
+    describe_errors,
+    mask_url,
+    parse_handoff,
+    problem,
+    problems,
+    read_toml,
+    substitute_env,
+)
+from signoff.errors import ConfigError
+from signoff.runtime.models import ALL_SCOPES, JsonDict, RiskClass, Scope
+
+__all__ = [
+    "ApiKey", "ApiSettings", "ApprovalMode", "ApprovalsSettings", "CronMode",
+    "DaemonSettings", "EmailSettings", "EvaluationSettings", "NotifyEvent", "NotifySettings",
+    "OncallOverride", "OncallSettings", "PlannerKind", "PlannerSettings", "PolicySettings",
+    "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
+    "TelegramMode", "TelegramSettings", "check_config", "load_settings",
+]  # fmt: skip
+
+
+class _Section(BaseModel):
+    # Frozen: settings are read by many components and must not be patched at runtime;
+    # CLI flags produce a new copy with model_copy(update=...).
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ApprovalMode(enum.StrEnum):
+    """How ASK_USER is resolved for interactive tasks."""
+
+    MANUAL = "manual"
+    SMART = "smart"
+    OFF = "off"
+
+
+class CronMode(enum.StrEnum):
+    """How ASK_USER is resolved for scheduled tasks."""
+
+    DENY = "deny"
+    APPROVE = "approve"
+    ASK = "ask"
+
+
+class PlannerKind(enum.StrEnum):
+    """Which planner turns goals into actions."""
+
+    RULES = "rules"
+    OPENAI = "openai"
+
+
+class SlackMode(enum.StrEnum):
+    """Socket Mode (no public URL needed) or HTTP events on /slack/events."""
+
+    SOCKET = "socket"
+    HTTP = "http"
+
+
+class TelegramMode(enum.StrEnum):
+    """Long polling (no public URL needed) or a webhook on /telegram/webhook."""
+
+    POLLING = "polling"
+    WEBHOOK = "webhook"
+
+
+class NotifyEvent(enum.StrEnum):
+    """Task events a team channel can subscribe to."""
+
+    QUEUED = "queued"
+    WAITING_APPROVAL = "waiting_approval"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    ESCALATED = "escalated"
+    SKIPPED = "skipped"
+
+
+class DaemonSettings(_Section):
+    """[daemon]: where the daemon listens and keeps its state."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+    work_dir: Path = Path("./signoff-work")
+    database: DatabaseUrl | None = None  # None: sqlite file signoff.db inside work_dir
+    max_retries: int = Field(default=1, ge=0)
+    node_id: str | None = None
+    public_url: HttpUrl | None = None  # base URL of the console, used in chat links
+    lease: PositiveDuration = timedelta(seconds=60)
+
+
+class ApiKey(_Section):
+    """[[api.keys]]: a named key; its holder acts as ``web:<name>``."""
+
+    name: NonEmpty
+    key: NonEmpty
+
+
+class ApiSettings(_Section):
+    """[api]: bearer keys for the HTTP API and console."""
+
+    key: str | None = None
+    keys: list[ApiKey] = []
+
+    @field_validator("key")
+    @classmethod
+    def _empty_is_none(cls, value: str | None) -> str | None:
+        # `key = "${SIGNOFF_API_KEY:-}"` must mean "no key", not "the empty key".
+        return value or None
+
+    @model_validator(mode="after")
+    def _unique(self) -> Self:
+        seen: set[str] = set()
+        for i, entry in enumerate(self.keys):
+            if entry.name in seen:
+                raise problem(f"keys[{i}].name", f"duplicate key name {entry.name!r}")
+            seen.add(entry.name)
+        return self
+
+
+def _default_scopes() -> dict[RiskClass, list[Scope]]:
+    return {RiskClass.SEND: list(ALL_SCOPES), RiskClass.DESTRUCTIVE: list(ALL_SCOPES)}
+
+
+class ApprovalsSettings(_Section):
+    """[approvals]: who decides, how long a request waits, what may run unattended."""
+
+    mode: ApprovalMode = ApprovalMode.MANUAL
+    cron_mode: CronMode = CronMode.DENY
+    timeout: PositiveDuration = timedelta(minutes=30)
+    autonomous_risks: list[Risk] = [RiskClass.READ, RiskClass.DRAFT]
+    approvers: list[ActorKey] = []
+    forbid_self_approval: bool = False
+    scopes: dict[Risk, list[Scope]] = Field(default_factory=_default_scopes)
+
+    @field_validator("scopes")
+    @classmethod
+    def _scopes(cls, value: dict[RiskClass, list[Scope]]) -> dict[RiskClass, list[Scope]]:
+        for risk, scopes in value.items():
+            if Scope.DENY not in scopes:
+                raise problem(risk.value, "'deny' must always be offered")
+        # Risk classes the file leaves out keep their defaults; order is canonical.
+        merged = _default_scopes() | value
+        return {r: [s for s in ALL_SCOPES if s in scopes] for r, scopes in merged.items()}
+
+    def scopes_for(self, risk: RiskClass) -> list[Scope]:
+        """The decisions offered for ``risk`` (all four unless configured)."""
+        return list(self.scopes.get(risk, ALL_SCOPES))
+
+
+class EvaluationSettings(_Section):
+    """[evaluation]: how far --yolo and mode=off may go."""
+
+    strict_yolo: bool = False
+
+
+class PolicySettings(_Section):
+    """[policy]: global prohibitions, harmless commands, per-task budgets."""
+
+    prohibit: list[NonEmpty] = []
+    read_only_commands: list[NonEmpty] = []
+    budgets: dict[str, Annotated[int, Field(gt=0)]] = {}
+    command_timeout: PositiveDuration = timedelta(seconds=60)
+
+
+class PlannerSettings(_Section):
+    """[planner]: the built-in rules planner or an OpenAI-compatible endpoint."""
+
+    kind: PlannerKind = PlannerKind.RULES
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    timeout: PositiveDuration = timedelta(seconds=30)
+
+    @model_validator(mode="after")
+    def _openai_needs(self) -> Self:
+        for key in ("base_url", "model"):
+            if self.kind is PlannerKind.OPENAI and not getattr(self, key):
+                raise problem(key, 'required when kind = "openai"')
+        return self
+
+
+class StepSpec(_Section):
+    """One explicit step: a tool name and its arguments."""
+
+    tool: NonEmpty
+    args: JsonDict = {}
+
+
+class Recipe(_Section):
+    """[[recipes]]: goals matching ``match`` run these steps instead of being planned."""
+
+    name: NonEmpty
+    match: Regex
+    steps: list[StepSpec] = Field(min_length=1)
+    description: str | None = None
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        """``match`` compiled case-insensitively (goals are typed by people)."""
+        return re.compile(self.match, re.IGNORECASE)
+
+
+class EmailSettings(_Section):
+    """[email]: the SMTP server used by send_email."""
+
+    host: str = "localhost"
+    port: int = Field(default=25, ge=1, le=65535)
+    sender: str = Field(default="signoff@localhost", alias="from")
+    starttls: bool = False
+    username: str | None = None
+    password: str | None = None
+    timeout: PositiveDuration = timedelta(seconds=30)
+
+
+class SlackSettings(_Section):
+    """[slack]: approval cards and notifications in Slack."""
+
+    mode: SlackMode = SlackMode.SOCKET
+    bot_token: NonEmpty
+    app_token: str | None = None
+    signing_secret: str | None = None
+    channel: NonEmpty
+    api_url: str = "https://slack.com/api/"
+
+    @field_validator("api_url")
+    @classmethod
+    def _slash(cls, value: str) -> str:
+        # slack_sdk joins method names onto base_url, so the slash must be there.
+        return value if value.endswith("/") else value + "/"
+
+    @model_validator(mode="after")
+    def _mode_needs(self) -> Self:
+        if self.mode is SlackMode.SOCKET:
+            if not self.app_token:
+                raise problem("app_token", "required in socket mode (an 'xapp-...' token)")
+            if not self.app_token.startswith("xapp-"):
+                raise problem("app_token", "must be an app-level token starting with 'xapp-'")
+        if self.mode is SlackMode.HTTP and not self.signing_secret:
+            raise problem("signing_secret", "required in http mode")
+        return self
+
+
+class TelegramSettings(_Section):
+    """[telegram]: approval cards and notifications in Telegram."""
+
+    mode: TelegramMode = TelegramMode.POLLING
+    bot_token: NonEmpty
+    chat_id: ChatId
+    base_url: str = "https://api.telegram.org/bot"
+    base_file_url: str = "https://api.telegram.org/file/bot"
+    webhook_secret: str | None = None
+    webhook_url: str | None = None
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _secret_charset(cls, value: str | None) -> str | None:
+        # Telegram's setWebhook refuses other secrets; fail at startup, not at first use.
+        if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", value):
+            raise ValueError("must be 1-256 characters of A-Z, a-z, 0-9, '_' and '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _mode_needs(self) -> Self:
+        if self.mode is TelegramMode.WEBHOOK and not self.webhook_secret:
+            raise problem("webhook_secret", "required in webhook mode")
+        return self
+
+
+class Schedule(_Section):
+    """[[schedules]]: a goal (or steps) run on a cron line or every N."""
+
+    name: NonEmpty
+    cron: str | None = None
+    every: PositiveDuration | None = None
+    timezone: TimezoneName = "UTC"
+    goal: str = ""
+    steps: list[StepSpec] | None = None
+    prohibit: list[NonEmpty] = []
+    cron_mode: CronMode | None = None  # None: inherit approvals.cron_mode
+    enabled: bool = True
+    jitter: Duration | None = None
+    misfire_grace: PositiveDuration = timedelta(minutes=5)
+    timeout: PositiveDuration | None = None
+    grants: list[GrantTable] = []
+    approvers: list[ActorKey] | None = None
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        return None if value is None else check_cron(value)
+
+    @model_validator(mode="after")
+    def _when_and_what(self) -> Self:
+        if (self.cron is None) == (self.every is None):
+            raise ValueError("set exactly one of 'cron' or 'every'")
+        if not self.goal.strip():
+            if not self.steps:
+                raise problem("goal", "a schedule needs a goal or steps")
+            object.__setattr__(self, "goal", f"scheduled: {self.name}")  # frozen model
+        return self
+
+
+class Rotation(_Section):
+    """[[oncall.rotations]]: members taking turns as approvers."""
+
+    name: NonEmpty
+    members: list[ActorKey]
+    period: PositiveDuration = timedelta(weeks=1)
+    handoff: Handoff = "mon 09:00"  # weekday + HH:MM; for periods under a week only the time
+    timezone: TimezoneName = "UTC"
+    start: date = date(2026, 1, 5)  # a Monday
+    escalate_after: PositiveDuration | None = None
+    next: str | None = None  # rotation to escalate to
+    repeat_limit: int = Field(default=1, ge=0)
+
+    @field_validator("members")
+    @classmethod
+    def _members(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("rotation has no members")
+        return value
+
+    @property
+    def handoff_weekday(self) -> int:
+        """Weekday of the handoff, 0 = Monday (Monday when only a time was given)."""
+        return parse_handoff(self.handoff)[0]
+
+    @property
+    def handoff_time(self) -> time:
+        """Local time of day of the handoff."""
+        return parse_handoff(self.handoff)[1]
+
+
+class OncallOverride(_Section):
+    """[[oncall.overrides]]: ``who`` is on call from ``from`` until ``until``."""
+
+    who: ActorKey
+    start: AwareDatetime = Field(alias="from")
+    until: AwareDatetime
+    rotation: str | None = None  # None: every rotation
+
+    @model_validator(mode="after")
+    def _order(self) -> Self:
+        if self.until <= self.start:
+            raise problem("until", "must be later than 'from'")
+        return self
+
+
+class OncallSettings(_Section):
+    """[oncall]: rotations and temporary overrides."""
+
+    rotations: list[Rotation] = []
+    overrides: list[OncallOverride] = []
+
+    @model_validator(mode="after")
+    def _references(self) -> Self:
+        names = [r.name for r in self.rotations]
+        found: list[tuple[str, str]] = []
+        for i, rot in enumerate(self.rotations):
+            if rot.name in names[:i]:
+                found.append((f"rotations[{i}].name", f"duplicate rotation {rot.name!r}"))
+            if rot.next is not None and (rot.next not in names or rot.next == rot.name):
+                found.append((f"rotations[{i}].next", _no_rotation(rot.next, names)))
+        for i, over in enumerate(self.overrides):
+            if over.rotation is not None and over.rotation not in names:
+                found.append((f"overrides[{i}].rotation", _no_rotation(over.rotation, names)))
+        if found:
+            raise problems(found)
+        return self
+
+
+def _no_rotation(name: str, names: list[str]) -> str:
+    known = ", ".join(dict.fromkeys(names)) or "none"
+    return f"no other rotation is named {name!r} (known: {known})"
+
+
+_DEFAULT_EVENTS = ["waiting_approval", "completed", "failed", "blocked"]
+
+
+class NotifySettings(_Section):
+    """[[notify]]: a team channel that hears about task events."""
+
+    channel: NotifyChannel
+    events: list[NotifyEvent] = [NotifyEvent(e) for e in _DEFAULT_EVENTS]
+    include_content: bool = False
+
+    @property
+    def platform(self) -> str:
+        """``slack`` or ``telegram``."""
+        return self.channel.partition(":")[0]
+
+    @property
+    def target(self) -> str:
+        """The channel or chat id on that platform."""
+        return self.channel.partition(":")[2]
+
+
+class Settings(_Section):
+    """The whole configuration file."""
+
+    daemon: DaemonSettings = DaemonSettings()
+    api: ApiSettings = ApiSettings()
+    approvals: ApprovalsSettings = ApprovalsSettings()
+    evaluation: EvaluationSettings = EvaluationSettings()
+    policy: PolicySettings = PolicySettings()
+    planner: PlannerSettings = PlannerSettings()
+    recipes: list[Recipe] = []
+    email: EmailSettings = EmailSettings()
+    slack: SlackSettings | None = None
+    telegram: TelegramSettings | None = None
+    schedules: list[Schedule] = []
+    oncall: OncallSettings = OncallSettings()
+    notify: list[NotifySettings] = []
+
+    @classmethod
+    def default(cls) -> Settings:
+        """The embedded defaults: SQLite in ./signoff-work, 127.0.0.1:8080, no chat."""
+        return cls()
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Self:
+        found: list[tuple[str, str]] = []
+        for kind, items in (("schedule", self.schedules), ("recipe", self.recipes)):
+            names = [item.name for item in items]
+            for i, name in enumerate(names):
+                if name in names[:i]:
+                    found.append((f"{kind}s[{i}].name", f"duplicate {kind} name {name!r}"))
+        for i, target in enumerate(self.notify):
+            if getattr(self, target.platform) is None:
+                found.append(
+                    (
+                        f"notify[{i}].channel",
+                        f"{target.platform} is not configured (add a [{target.platform}] section)",
+                    )
+                )
+        if found:
+            raise problems(found)
+        return self
+
+    def resolved_work_dir(self, work_dir_override: Path | None = None) -> Path:
+        """The absolute work dir (relative paths are taken from the current directory)."""
+        return (work_dir_override or self.daemon.work_dir).expanduser().resolve()
+
+    def database_url(self, work_dir_override: Path | None = None) -> str:
+        """The SQLAlchemy URL to use, with any SQLite path made absolute.
+
+        A relative ``sqlite:///rel.db`` is resolved against the current working directory,
+        not the config file's directory (see :func:`absolute_sqlite_url` for why).
+        """
+        if self.daemon.database is None:
+            db = self.resolved_work_dir(work_dir_override) / "signoff.db"
+            return f"sqlite:///{db}"
+        return absolute_sqlite_url(self.daemon.database)
+
+
+def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read, substitute and validate a config file; ``None`` gives the defaults.
+
+    ``environ`` replaces ``os.environ`` for ``${ENV}`` substitution (tests, embedding).
+    Raises :class:`ConfigError` naming the file, the key path and each problem.
+    """
+    if path is None:
+        return Settings.default()
+    source = Path(path)
+    data, missing = substitute_env(read_toml(source), environ)
+    if missing:
+        raise ConfigError("\n".join(f"{source}: {key}: {msg}" for key, msg in missing))
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        lines = describe_errors(exc, Settings)
+        raise ConfigError("\n".join(f"{source}: {line}" for line in lines)) from None
+
+
+def check_config(path: str | Path | None) -> str:
+    """Validate a config file and summarise it for ``signoff config check``."""
+    settings = load_settings(path)
+    surfaces = ["web"]
+    if settings.slack is not None:
+        surfaces.append(f"slack ({settings.slack.mode.value})")
+    if settings.telegram is not None:
+        surfaces.append(f"telegram ({settings.telegram.mode.value})")
+    return "\n".join(
+        [
+            f"{path if path is not None else '(embedded defaults)'}: OK",
+            f"database: {mask_url(settings.database_url())}",
+            f"listen: {settings.daemon.host}:{settings.daemon.port}",
+            f"surfaces: {', '.join(surfaces)}",
+            f"schedules: {len(settings.schedules)}",
+            f"rotations: {len(settings.oncall.rotations)}",
+        ]
+    )

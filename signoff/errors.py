@@ -1,0 +1,102 @@
+"""The error tree of signoff: one root, retryable failures apart from final ones.
+
+    SignoffError
+    ├── ConfigError            bad or missing configuration (final)
+    ├── StoreError             the database could not be reached or answered oddly
+    │   └── Conflict           a compare-and-set lost: someone else changed the row first
+    ├── ToolError              a tool could not run or failed (the action fails)
+    │   ├── UnknownTool
+    │   ├── BadArguments
+    │   └── PathEscape         a path left the work dir
+    ├── PlannerError           the planner could not produce actions
+    ├── ApprovalError          a decision could not be applied (final)
+    │   ├── NotAuthorized      the actor may not decide this request
+    │   ├── AlreadyDecided     the request was decided (or expired) before
+    │   ├── ScopeNotAllowed    the scope is not offered for this risk class
+    │   └── NotWaiting         the task is not waiting for a decision
+    └── PlatformError          a chat platform call failed
+        ├── PlatformUnavailable  retryable: 5xx, timeouts, connection refused
+        ├── RateLimited          retryable after ``retry_after`` seconds
+        └── PlatformRejected     final: bad token, missing scope, bot removed from chat
+"""
+
+from __future__ import annotations
+
+
+class SignoffError(Exception):
+    """Something went wrong in signoff."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__class__.__doc__ or "").strip())
+
+
+class ConfigError(SignoffError):
+    """The configuration is invalid."""
+
+
+class StoreError(SignoffError):
+    """The task store failed."""
+
+
+class Conflict(StoreError):
+    """Another writer changed the record first."""
+
+
+class ToolError(SignoffError):
+    """The tool failed."""
+
+
+class UnknownTool(ToolError):
+    """No tool of that name is registered."""
+
+
+class BadArguments(ToolError):
+    """The tool's arguments are missing or of the wrong type."""
+
+
+class PathEscape(ToolError):
+    """The path leaves the work directory."""
+
+
+class PlannerError(SignoffError):
+    """The planner could not plan the goal."""
+
+
+class ApprovalError(SignoffError):
+    """The decision could not be applied."""
+
+
+class NotAuthorized(ApprovalError):
+    """You are not allowed to decide this request."""
+
+
+class AlreadyDecided(ApprovalError):
+    """This request was already decided."""
+
+
+class ScopeNotAllowed(ApprovalError):
+    """That decision is not offered for this action."""
+
+
+class NotWaiting(ApprovalError):
+    """The task is not waiting for approval."""
+
+
+class PlatformError(SignoffError):
+    """A chat platform call failed."""
+
+
+class PlatformUnavailable(PlatformError):
+    """The chat platform is unreachable for now."""
+
+
+class RateLimited(PlatformError):
+    """The chat platform asked us to slow down."""
+
+    def __init__(self, message: str | None = None, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PlatformRejected(PlatformError):
+    """The chat platform refused the call for good."""

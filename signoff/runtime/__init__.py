@@ -1,0 +1,1 @@
+"""signoff runtime: the engine, free of chat and HTTP."""

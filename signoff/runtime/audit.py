@@ -1,0 +1,84 @@
+"""The tamper-evident audit log: events sealed into a sha256 hash chain.
+
+Each event stores the hash of the event before it and its own hash over its canonical
+JSON (id and prev_hash included), so editing, deleting or reordering any row breaks the
+chain. A chain cannot notice a cut tail by itself: `head()` gives (count, hash) to keep
+elsewhere, and `verify(expect_head=...)` proves a later log still contains it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from signoff.runtime.models import AuditEvent
+from signoff.runtime.store import TaskStore
+
+GENESIS = "0" * 64
+
+
+def _digest(event: AuditEvent) -> str:
+    body = event.model_dump(mode="json", exclude={"hash"})
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal(event: AuditEvent, *, event_id: int, prev_hash: str) -> AuditEvent:
+    """Give an event its place in the chain: id, the previous hash, its own hash."""
+    placed = event.model_copy(update={"id": event_id, "prev_hash": prev_hash, "hash": ""})
+    return placed.model_copy(update={"hash": _digest(placed)})
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The result of walking the chain."""
+
+    ok: bool
+    count: int
+    head: str
+    problem: str | None = None
+    bad_event: int | None = None
+
+
+def check_event(event: AuditEvent, *, expected_id: int, prev_hash: str) -> str | None:
+    """What is wrong with one event in its place, or None."""
+    if event.id != expected_id:
+        return f"event {expected_id} is missing or out of order (found id {event.id})"
+    if event.prev_hash != prev_hash:
+        return f"event {event.id} does not follow the event before it (chain broken)"
+    if _digest(event) != event.hash:
+        return f"event {event.id} was altered (hash mismatch)"
+    return None
+
+
+async def verify(store: TaskStore, *, expect_head: tuple[int, str] | None = None,
+                 batch: int = 20_000) -> Verification:
+    """Re-walk the whole chain; name the first bad event."""
+    prev, count, after = GENESIS, 0, 0
+    seen_expected = expect_head is None
+    while True:
+        events = await store.audit_chain(after=after, limit=batch)
+        if not events:
+            break
+        for event in events:
+            problem = check_event(event, expected_id=count + 1, prev_hash=prev)
+            if problem:
+                return Verification(False, count, prev, problem, event.id)
+            prev, count = event.hash, count + 1
+            if expect_head and count == expect_head[0]:
+                if event.hash != expect_head[1]:
+                    return Verification(False, count, prev,
+                                        f"event {count} is not the expected head", count)
+                seen_expected = True
+        after = events[-1].id
+    stored_count, stored_head = await store.audit_head()
+    if (stored_count, stored_head) != (count, prev):
+        return Verification(False, count, prev,
+                            f"the log ends at event {count} but its head record says "
+                            f"{stored_count}: events were removed", count + 1)
+    if not seen_expected and expect_head:
+        return Verification(False, count, prev,
+                            f"the log has {count} events; expected head {expect_head[0]} "
+                            "is missing (the tail was cut)", count + 1)
+    return Verification(True, count, prev)

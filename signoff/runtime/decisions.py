@@ -1,0 +1,204 @@
+"""Applying answers: a person's decision, an expiry, a refused attempt, a revoked grant.
+
+Every decision is a compare-and-set on the approval request (pending → decided) in the
+same transaction as the task's state change, the grant it creates and its audit event,
+so on any backend and any number of nodes the first answer wins and the action runs
+once. Who may decide is the bot layer's question; this module checks what the request
+itself allows (scopes, expiry, the self-approval rule).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from signoff.runtime.engine import Engine, card_item
+from signoff.runtime.events import audit_event
+from signoff.runtime.models import (
+    ActionRecord,
+    Approval,
+    ApprovalStatus,
+    Grant,
+    Scope,
+    Task,
+    TaskState,
+)
+from signoff.runtime.policy import make_grant
+from signoff.runtime.store import Change
+
+log = logging.getLogger(__name__)
+
+Runnable = Callable[[Task], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """What happened to one answer."""
+
+    accepted: bool
+    code: str  # ok | unknown | already_decided | expired | scope_not_allowed | not_waiting
+    message: str  # |  not_authorized
+    task: Task | None = None
+    approval: Approval | None = None
+
+
+_DONE_WORDS = {Scope.ONCE: "Approved once", Scope.SESSION: "Approved for this session",
+               Scope.ALWAYS: "Approved always", Scope.DENY: "Denied"}
+
+
+def _already(approval: Approval) -> DecisionResult:
+    if approval.status is ApprovalStatus.EXPIRED:
+        return DecisionResult(False, "expired", "Expired — the request timed out and was denied",
+                              approval=approval)
+    when = approval.decided_at.strftime("%H:%M UTC") if approval.decided_at else "?"
+    return DecisionResult(False, "already_decided",
+                          f"Already decided by {approval.decided_by} at {when}",
+                          approval=approval)
+
+
+class Decider:
+    """Turns answers into committed state changes."""
+
+    def __init__(self, *, engine: Engine, on_runnable: Runnable | None = None) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.on_runnable = on_runnable
+
+    async def refuse(self, approval_id: str, actor: str, why: str, *,
+                     channel: str | None = None, task: Task | None = None) -> None:
+        """Audit an attempt that was not allowed (unauthorized, too late, bad scope)."""
+        approval = await self.store.get_approval(approval_id)
+        if task is None and approval is not None:
+            task = await self.store.get_task(approval.task_id)
+        target = task or Task(id="", goal="")
+        event = audit_event("refused", target, approval.action if approval else None,
+                            decision="refused", actor=actor, reason=why, approval=approval,
+                            channel=channel)
+        if task is None:
+            event = event.model_copy(update={"task_id": None, "approval_id": approval_id})
+        await self.store.commit(Change(audit=[event]))
+
+    async def decide(self, approval_id: str, scope: Scope, actor: str, *,
+                     reason: str | None = None, channel: str | None = None) -> DecisionResult:
+        """Apply one answer; exactly one of any number of racing answers is accepted."""
+        approval = await self.store.get_approval(approval_id)
+        if approval is None:
+            await self.refuse(approval_id, actor, "unknown approval request", channel=channel)
+            return DecisionResult(False, "unknown", "Unknown or expired request")
+        if approval.status is not ApprovalStatus.PENDING:
+            await self.refuse(approval_id, actor, "too late: already decided", channel=channel)
+            return _already(approval)
+        if scope not in approval.allowed_scopes:
+            await self.refuse(approval_id, actor, f"scope {scope.value} is not allowed",
+                              channel=channel)
+            allowed = ", ".join(s.value for s in approval.allowed_scopes)
+            return DecisionResult(False, "scope_not_allowed",
+                                  f"'{scope.value}' is not offered for this action "
+                                  f"(allowed: {allowed})", approval=approval)
+        task = await self.store.get_task(approval.task_id)
+        if task is None or task.state is not TaskState.WAITING_APPROVAL or (
+                task.approval is None or task.approval.id != approval.id):
+            state = task.state.value if task else "missing"
+            return DecisionResult(False, "not_waiting", f"The task is {state}, not waiting",
+                                  task=task, approval=approval)
+        if (self.engine.config.forbid_self_approval and scope.approves
+                and task.submitted_by and task.submitted_by == actor):
+            await self.refuse(approval_id, actor, "self-approval is forbidden", channel=channel,
+                              task=task)
+            return DecisionResult(False, "not_authorized",
+                                  "You submitted this task; someone else must approve it",
+                                  task=task, approval=approval)
+        return await self._apply(task, approval, scope, actor, reason, channel)
+
+    async def _apply(self, task: Task, approval: Approval, scope: Scope, actor: str,
+                     reason: str | None, channel: str | None) -> DecisionResult:
+        now = self.engine.clock.now()
+        status = ApprovalStatus.APPROVED if scope.approves else ApprovalStatus.DENIED
+        decided = approval.model_copy(update={"status": status, "scope": scope,
+                                              "decided_by": actor, "decided_at": now,
+                                              "reason": reason})
+        latency = (now - approval.requested_at).total_seconds() * 1000
+        event = audit_event("decision", task, approval.action,
+                            decision="approve" if scope.approves else "deny", actor=actor,
+                            scope=scope.value, reason=reason, approval=decided, channel=channel,
+                            latency_ms=latency)
+        grants: list[Grant] = []
+        task.approval = decided
+        task.updated_at = now
+        if scope.approves:
+            grants.append(make_grant(task, approval.action, scope, actor=actor, now=now))
+            task.state = TaskState.IN_PROGRESS
+            task.claimed_by = self.engine.config.node_id
+            task.lease_until = now + self.engine.config.lease
+        else:
+            why = f"user denied: {reason}" if reason else "user denied"
+            self._end_denied(task, approval, "denied", actor, why)
+        change = Change(task=task, expect_state=TaskState.WAITING_APPROVAL, approval=decided,
+                        approval_expect=ApprovalStatus.PENDING, grants=grants, audit=[event],
+                        outbox=[card_item("update", approval.id)])
+        if not await self.store.commit(change):
+            current = await self.store.get_approval(approval.id)
+            await self.refuse(approval.id, actor, "too late: already decided", channel=channel)
+            return _already(current or approval)
+        await self._announce(task, decided, "approved" if scope.approves else "denied")
+        if scope.approves and self.on_runnable is not None:
+            await self.on_runnable(task)
+        return DecisionResult(True, "ok", _DONE_WORDS[scope], task=task, approval=decided)
+
+    def _end_denied(self, task: Task, approval: Approval, outcome: str, actor: str,
+                    reason: str) -> None:
+        action = approval.action
+        task.actions.append(ActionRecord(
+            step=task.step_index, tool=action.tool, args=action.args, risk=action.risk,
+            capability=action.capability, targets=list(action.targets), decision=outcome,
+            decided_by=actor, outcome=outcome, error=reason, at=self.engine.clock.now()))
+        task.state = TaskState.FAILED
+        task.pending_action = None
+        task.claimed_by = task.lease_until = None
+        task.result = {"reason": reason, "step": task.step_index}
+
+    async def _announce(self, task: Task, approval: Approval, kind: str) -> None:
+        listener = self.engine.listener
+        await listener.approval_decided(task, approval)
+        await listener.task_event(kind, task, approval.reason)
+        if task.state is TaskState.FAILED:
+            await listener.task_event("failed", task, (task.result or {}).get("reason"))
+
+    async def expire_due(self) -> list[Task]:
+        """Deny every request past its expiry ("approval timed out")."""
+        expired = []
+        for approval in await self.store.due_approvals(self.engine.clock.now()):
+            task = await self.store.get_task(approval.task_id)
+            if task is None or task.approval is None or task.approval.id != approval.id:
+                continue
+            now = self.engine.clock.now()
+            decided = approval.model_copy(update={
+                "status": ApprovalStatus.EXPIRED, "scope": Scope.DENY,
+                "decided_by": "auto:timeout", "decided_at": now,
+                "reason": "approval timed out"})
+            task.approval = decided
+            task.updated_at = now
+            self._end_denied(task, approval, "timed_out", "auto:timeout", "approval timed out")
+            event = audit_event("expired", task, approval.action, decision="deny",
+                                actor="auto:timeout", scope="deny", reason="approval timed out",
+                                approval=decided)
+            if await self.store.commit(Change(
+                    task=task, approval=decided, approval_expect=ApprovalStatus.PENDING,
+                    audit=[event], outbox=[card_item("update", approval.id)])):
+                await self._announce(task, decided, "expired")
+                expired.append(task)
+        return expired
+
+    async def revoke_grant(self, grant_id: str, actor: str) -> Grant | None:
+        """Revoke a grant (audited); None if unknown."""
+        grant = await self.store.get_grant(grant_id)
+        if grant is None:
+            return None
+        event = audit_event("grant_revoked", Task(id=grant.task_id or "", goal=""), None,
+                            decision="revoke", actor=actor, scope=grant.scope.value,
+                            reason=f"grant {grant.id} revoked").model_copy(update={
+                                "tool": grant.tool, "fingerprint": grant.fingerprint,
+                                "risk": grant.risk.value, "task_id": grant.task_id})
+        await self.store.commit(Change(grant_revokes=[grant.id], audit=[event]))
+        return await self.store.get_grant(grant_id)

@@ -1,0 +1,351 @@
+"""The engine: plan a task once, run its safe steps, pause on gated ones, resume.
+
+`advance()` takes a task this node has claimed and moves it as far as it can go: to
+`waiting_approval` (a request stored with the pending action), `completed` or `failed`.
+Resuming never re-plans: the stored pending action runs, then the remaining stored
+steps. Autonomous steps commit nothing until the task pauses or ends (a crash re-runs
+them, which is safe for READ and DRAFT); a gated action is committed as `executing`
+before it runs, so a crash mid-send comes back to a person instead of sending twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol
+
+from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
+from signoff.runtime import ids
+from signoff.runtime.clock import Clock
+from signoff.runtime.events import EngineListener, NullListener, audit_event
+from signoff.runtime.models import (
+    ALL_SCOPES,
+    Action,
+    ActionRecord,
+    Approval,
+    AuditEvent,
+    RiskClass,
+    RunMode,
+    Scope,
+    Task,
+    TaskState,
+    Verdict,
+)
+from signoff.runtime.planner import Planner, call_planner
+from signoff.runtime.policy import Policy, Unattended, new_approval, resolve_unattended
+from signoff.runtime.store import Change, OutboxItem, TaskStore
+from signoff.runtime.tools.base import ToolContext
+from signoff.runtime.tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+OUTPUT_LIMIT = 4_000
+
+
+def card_item(kind: str, approval_id: str, suffix: str = "") -> OutboxItem:
+    """A surface-neutral card job ("*" is expanded to every surface by the bot layer)."""
+    return OutboxItem(key=f"{kind}:{approval_id}{suffix}", surface="*", kind=kind,
+                      payload={"approval_id": approval_id}, approval_id=approval_id)
+
+
+class Judge(Protocol):
+    """Smart approval: APPROVE, DENY or ESCALATE for one action."""
+
+    async def judge(self, task: Task, action: Action) -> str:
+        """One word."""
+        ...
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """The engine's settings (built by the wiring from the config file)."""
+
+    node_id: str = "local"
+    approval_timeout: timedelta = timedelta(minutes=30)
+    lease: timedelta = timedelta(seconds=60)
+    max_retries: int = 1
+    scopes: Mapping[RiskClass, tuple[Scope, ...]] = field(default_factory=dict)
+    unattended: Unattended = Unattended()
+    forbid_self_approval: bool = False
+
+    def scopes_for(self, risk: RiskClass | None) -> list[Scope]:
+        """The buttons offered for a risk class (deny is always there)."""
+        return list(self.scopes.get(risk or RiskClass.SEND, ALL_SCOPES))
+
+
+def _short(value: Any) -> Any:
+    text = value if isinstance(value, str) else None
+    if text is not None and len(text) > OUTPUT_LIMIT:
+        return text[:OUTPUT_LIMIT] + "…"
+    if isinstance(value, dict):
+        return {k: _short(v) for k, v in value.items()}
+    return value
+
+
+class Engine:
+    """Plans, evaluates and executes the actions of tasks."""
+
+    def __init__(self, *, store: TaskStore, registry: ToolRegistry, policy: Policy,
+                 planner: Planner, clock: Clock, tool_context: ToolContext,
+                 config: EngineConfig = EngineConfig(), judge: Judge | None = None,
+                 listener: EngineListener | None = None) -> None:
+        self.store = store
+        self.registry = registry
+        self.policy = policy
+        self.planner = planner
+        self.clock = clock
+        self.tool_context = tool_context
+        self.config = config
+        self.judge = judge
+        self.listener: EngineListener = listener or NullListener()
+
+    # -- submission -------------------------------------------------------------------
+    def prepare_steps(self, steps: Sequence[Action]) -> list[Action]:
+        """Registry-checked actions; an error names the step (``steps[1]: …``)."""
+        prepared = []
+        for index, step in enumerate(steps):
+            try:
+                prepared.append(self.registry.prepare(step))
+            except ToolError as exc:
+                raise BadArguments(f"steps[{index}]: {exc}") from exc
+        return prepared
+
+    async def submit(self, goal: str, *, steps: Sequence[Action] | None = None,
+                     prohibit: Sequence[str] = (), mode: RunMode = RunMode.INTERACTIVE,
+                     schedule: str | None = None, fire_time: Any = None,
+                     cron_mode: str | None = None, submitted_by: str | None = None,
+                     claim: bool = False) -> Task | None:
+        """Store a new task (queued, or claimed by this node); None if the schedule
+        already has a task for this fire time."""
+        now = self.clock.now()
+        task = Task(id=ids.task_id(), goal=goal, prohibit=list(prohibit), mode=mode,
+                    schedule=schedule, fire_time=fire_time, cron_mode=cron_mode,
+                    submitted_by=submitted_by, created_at=now, updated_at=now,
+                    steps=self.prepare_steps(steps) if steps is not None else None)
+        if claim:
+            task.state = TaskState.PLANNING if task.steps is None else TaskState.IN_PROGRESS
+            task.claimed_by, task.lease_until = self.config.node_id, now + self.config.lease
+        if not await self.store.commit(Change(task=task, insert=True)):
+            return None
+        await self.listener.task_event("queued", task)
+        return task
+
+    # -- the main step ------------------------------------------------------------------
+    async def advance(self, task: Task) -> Task:
+        """Move a claimed task until it waits, completes or fails."""
+        try:
+            if task.state is TaskState.PLANNING:
+                if not await self._plan(task):
+                    return task
+            return await self._run_steps(task)
+        except Conflict:
+            log.info("task_changed_elsewhere", extra={"task_id": task.id})
+            return await self.store.get_task(task.id) or task
+
+    async def _plan(self, task: Task) -> bool:
+        try:
+            actions = await call_planner(self.planner, task.goal, tools=self.registry.schemas())
+            if not actions:
+                raise PlannerError("the planner produced no actions for this goal")
+            task.steps = self.prepare_steps(actions)
+        except SignoffError as exc:
+            await self._fail(task, f"planning failed: {exc}")
+            return False
+        task.state = TaskState.IN_PROGRESS
+        await self._save(task)
+        return True
+
+    async def _run_steps(self, task: Task) -> Task:
+        steps = task.steps or []
+        if task.pending_action is not None:
+            approval = task.approval
+            if approval is None or approval.status.value != "approved":
+                return task  # still waiting; nothing to do
+            who = approval.decided_by or "?"
+            decision = f"approved:{approval.scope.value if approval.scope else 'once'}"
+            # The decision was audited when it was made; do not audit it twice.
+            if not await self._run_gated(task, task.pending_action, decision, who,
+                                         audit_kind=None):
+                return task
+        while task.step_index < len(steps):
+            action = steps[task.step_index]
+            if not await self._step(task, action):
+                return task
+        await self._complete(task)
+        return task
+
+    async def _step(self, task: Task, action: Action) -> bool:
+        """One action: True to go on with the next step, False when the task stopped."""
+        ev = await self.policy.evaluate(task, action, self.store)
+        if ev.verdict is Verdict.BLOCK:
+            await self._block(task, action, ev.reason, actor="auto:policy")
+            return False
+        if ev.verdict is Verdict.ALLOW and ev.actor is None:
+            return await self._run_autonomous(task, action)
+        if ev.verdict is Verdict.ALLOW:
+            return await self._run_gated(task, action, "grant", ev.actor or "auto:grant",
+                                         reason=ev.reason, audit_kind="evaluation")
+        res = resolve_unattended(task, self.config.unattended)
+        if res.outcome == "judge":
+            word = await self.judge.judge(task, action) if self.judge else "ESCALATE"
+            if word == "APPROVE":  # runs this action only: smart approval never grants
+                return await self._run_gated(task, action, "auto", "auto:smart",
+                                             reason="smart approval: APPROVE")
+            if word == "DENY":
+                await self._block(task, action, "smart approval denied", actor="auto:smart")
+                return False
+            res = resolve_unattended(task.model_copy(update={"mode": RunMode.INTERACTIVE}),
+                                     Unattended(mode="manual"))
+        if res.outcome == "allow":
+            return await self._run_gated(task, action, "auto", res.actor or "auto",
+                                         reason=res.reason)
+        if res.outcome == "block":
+            await self._block(task, action, res.reason, actor=res.actor or "auto:policy")
+            return False
+        await self.request_approval(task, action)
+        return False
+
+    async def _run_autonomous(self, task: Task, action: Action) -> bool:
+        ok, output, error = await self._execute(action)
+        task.actions.append(self._record(task, action, "allow", None, ok, output, error))
+        if not ok:
+            await self._fail(task, f"{action.tool} failed: {error}")
+            return False
+        task.step_index += 1
+        return True
+
+    async def _run_gated(self, task: Task, action: Action, decision: str, actor: str, *,
+                         reason: str | None = None, audit_kind: str | None = "decision") -> bool:
+        """Run a SEND/DESTRUCTIVE action with its decision audited and a crash marker."""
+        events: list[AuditEvent] = []
+        if audit_kind:
+            events.append(audit_event(audit_kind, task, action,
+                                      decision="ALLOW" if decision == "grant" else "approve",
+                                      actor=actor, reason=reason,
+                                      scope="once" if decision == "auto" else None))
+        task.executing = action
+        task.pending_action = None
+        await self._save(task, audit=events)
+        ok, output, error = await self._execute(action)
+        task.executing = None
+        task.actions.append(self._record(task, action, decision, actor, ok, output, error))
+        if not ok:
+            await self._fail(task, f"{action.tool} failed: {error}")
+            return False
+        task.step_index += 1
+        await self._save(task)
+        return True
+
+    async def _execute(self, action: Action) -> tuple[bool, Any, str | None]:
+        try:
+            output = await self.registry.execute(action, self.tool_context)
+            return True, _short(output), None
+        except ToolError as exc:
+            text = str(exc)
+            prefix = f"{action.tool} failed: "
+            return False, None, text[len(prefix):] if text.startswith(prefix) else text
+
+    def _record(self, task: Task, action: Action, decision: str, actor: str | None,
+                ok: bool, output: Any, error: str | None) -> ActionRecord:
+        return ActionRecord(step=task.step_index, tool=action.tool, args=_short(action.args),
+                            risk=action.risk, capability=action.capability,
+                            targets=list(action.targets), decision=decision, decided_by=actor,
+                            outcome="ok" if ok else "error", output=output, error=error,
+                            at=self.clock.now())
+
+    # -- pausing and ending -------------------------------------------------------------
+    async def request_approval(self, task: Task, action: Action, *,
+                               note: str | None = None) -> Approval:
+        """Park the task at `waiting_approval` with a new request for ``action``."""
+        now = self.clock.now()
+        approval = new_approval(task, action, approval_id=ids.approval_id(), now=now,
+                                expires_at=now + self.config.approval_timeout,
+                                allowed=self.config.scopes_for(action.risk), note=note)
+        task.state = TaskState.WAITING_APPROVAL
+        task.pending_action = action
+        task.approval = approval
+        task.claimed_by = task.lease_until = None
+        event = audit_event("evaluation", task, action, decision="ASK_USER",
+                            approval=approval, reason=note or "approval requested")
+        # The card fan-out is written in the same transaction: a crash right after this
+        # commit still gets the card posted (the bot layer expands "*" per surface).
+        await self._save(task, approval=approval, audit=[event],
+                         outbox=[card_item("post", approval.id)])
+        await self.listener.approval_requested(task, approval)
+        await self.listener.task_event("waiting_approval", task)
+        return approval
+
+    async def _block(self, task: Task, action: Action, why: str, *, actor: str) -> None:
+        task.actions.append(ActionRecord(step=task.step_index, tool=action.tool,
+                                         args=_short(action.args), risk=action.risk,
+                                         capability=action.capability,
+                                         targets=list(action.targets), decision="block",
+                                         decided_by=actor, outcome="blocked", error=why,
+                                         at=self.clock.now()))
+        event = audit_event("evaluation", task, action, decision="BLOCK", actor=actor, reason=why)
+        await self._fail(task, f"blocked: {why}", audit=[event], kind="blocked")
+
+    async def _complete(self, task: Task) -> None:
+        task.state = TaskState.COMPLETED
+        task.claimed_by = task.lease_until = None
+        outputs = [{"step": r.step, "tool": r.tool, "output": r.output}
+                   for r in task.actions if r.outcome == "ok"]
+        task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs}
+        await self._save(task)
+        await self.listener.task_event("completed", task)
+
+    async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
+                    kind: str = "failed", approval: Approval | None = None) -> None:
+        task.state = TaskState.FAILED
+        task.pending_action = task.executing = None
+        task.claimed_by = task.lease_until = None
+        task.result = {"reason": reason, "step": task.step_index}
+        await self._save(task, audit=audit or [], approval=approval)
+        await self.listener.task_event(kind, task, reason)
+        if kind != "failed":
+            await self.listener.task_event("failed", task, reason)
+
+    async def _save(self, task: Task, *, audit: list[AuditEvent] | None = None,
+                    approval: Approval | None = None,
+                    outbox: list[OutboxItem] | None = None) -> None:
+        task.updated_at = self.clock.now()
+        change = Change(task=task, audit=audit or [], approval=approval, outbox=outbox or [])
+        if not await self.store.commit(change):
+            raise Conflict(f"task {task.id} was changed by someone else")
+
+    # -- recovery -------------------------------------------------------------------------
+    async def recover(self, *, include_own: bool = True) -> list[Task]:
+        """Requeue orphans of a crash; gated actions cut short go back to a person.
+
+        At start-up this node's own claims are orphans of its previous life; later only
+        tasks whose lease ran out (another node died) are.
+        """
+        recovered = []
+        owner = self.config.node_id if include_own else "\0"
+        for task in await self.store.orphans(owner, self.clock.now()):
+            try:
+                await self._recover_one(task)
+            except Conflict:
+                continue
+            recovered.append(task)
+        return recovered
+
+    async def _recover_one(self, task: Task) -> None:
+        if task.state is TaskState.PLANNING:
+            task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
+            await self._save(task)
+            return
+        task.retries += 1
+        gated = task.executing
+        if gated is not None and gated.risk in (RiskClass.SEND, RiskClass.DESTRUCTIVE):
+            task.executing = None
+            log.warning("gated_action_interrupted", extra={"task_id": task.id})
+            await self.request_approval(task, gated, note="outcome unknown after a crash")
+            return
+        task.executing = None
+        if task.retries > self.config.max_retries:
+            await self._fail(task, "max retries exceeded")
+            return
+        task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
+        await self._save(task)

@@ -1,0 +1,82 @@
+"""What the engine tells the layers above it: the listener port and the audit helper.
+
+The bot layer implements `EngineListener` (post cards, notify channels); the runtime
+never imports it. Listeners are called after the state change is committed, so a
+listener that fails loses nothing: the flow re-syncs cards from the store on start.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from signoff.runtime.models import Action, Approval, AuditEvent, Task
+
+
+class EngineListener(Protocol):
+    """Receives committed events. Implementations must not raise."""
+
+    async def approval_requested(self, task: Task, approval: Approval) -> None:
+        """A request was created and the task waits for it."""
+        ...
+
+    async def approval_decided(self, task: Task, approval: Approval) -> None:
+        """A request was approved, denied or expired."""
+        ...
+
+    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+        """queued, completed, failed, blocked, … (see INTERFACE.md `[[notify]]`)."""
+        ...
+
+
+class NullListener:
+    """Listens to nothing."""
+
+    async def approval_requested(self, task: Task, approval: Approval) -> None:
+        """Ignore."""
+
+    async def approval_decided(self, task: Task, approval: Approval) -> None:
+        """Ignore."""
+
+    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+        """Ignore."""
+
+
+def audit_event(kind: str, task: Task, action: Action | None, *, decision: str | None = None,
+                actor: str | None = None, scope: str | None = None, reason: str | None = None,
+                approval: Approval | None = None, channel: str | None = None,
+                latency_ms: float | None = None) -> AuditEvent:
+    """An unsealed audit event about one action of one task."""
+    return AuditEvent(
+        task_id=task.id, approval_id=approval.id if approval else None, kind=kind,
+        decision=decision, scope=scope, actor=actor,
+        tool=action.tool if action else None,
+        targets=list(action.targets) if action else [],
+        risk=action.risk.value if action and action.risk else None,
+        fingerprint=action.fingerprint if action else None, reason=reason, channel=channel,
+        latency_ms=latency_ms)
+
+
+class MultiListener:
+    """Fans every event out to several listeners (flow, metrics, …), in order."""
+
+    def __init__(self, *listeners: EngineListener) -> None:
+        self.listeners = list(listeners)
+
+    def add(self, listener: EngineListener) -> None:
+        """Listen too."""
+        self.listeners.append(listener)
+
+    async def approval_requested(self, task: Task, approval: Approval) -> None:
+        """Tell everyone."""
+        for listener in self.listeners:
+            await listener.approval_requested(task, approval)
+
+    async def approval_decided(self, task: Task, approval: Approval) -> None:
+        """Tell everyone."""
+        for listener in self.listeners:
+            await listener.approval_decided(task, approval)
+
+    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+        """Tell everyone."""
+        for listener in self.listeners:
+            await listener.task_event(kind, task, detail)

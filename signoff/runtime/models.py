@@ -1,0 +1,282 @@
+"""The runtime's values: tasks, actions, approvals, grants and audit events.
+
+Everything here is plain data (pydantic models and string Enums) so that the store, the
+HTTP API and the chat adapters can share it without importing each other.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+JsonDict = dict[str, Any]
+
+
+def utcnow() -> datetime:
+    """Return an aware UTC timestamp (naive datetimes are a bug everywhere in signoff)."""
+    return datetime.now(UTC)
+
+
+class RiskClass(str, enum.Enum):
+    """How much harm an action can do; the autonomy boundary."""
+
+    READ = "READ"
+    DRAFT = "DRAFT"
+    SEND = "SEND"
+    DESTRUCTIVE = "DESTRUCTIVE"
+
+    @property
+    def rank(self) -> int:
+        """Order of severity: READ < DRAFT < SEND < DESTRUCTIVE."""
+        return _RISK_ORDER.index(self)
+
+    @classmethod
+    def parse(cls, value: str) -> RiskClass:
+        """Accept any case ("send", "SEND")."""
+        try:
+            return cls(value.strip().upper())
+        except ValueError:
+            names = ", ".join(r.value for r in cls)
+            raise ValueError(f"unknown risk class {value!r} (expected one of {names})") from None
+
+
+_RISK_ORDER = [RiskClass.READ, RiskClass.DRAFT, RiskClass.SEND, RiskClass.DESTRUCTIVE]
+
+
+class TaskState(str, enum.Enum):
+    """The task lifecycle of the contract."""
+
+    QUEUED = "queued"
+    PLANNING = "planning"
+    IN_PROGRESS = "in_progress"
+    WAITING_APPROVAL = "waiting_approval"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        """True for the two terminal states."""
+        return self in (TaskState.COMPLETED, TaskState.FAILED)
+
+
+class Verdict(str, enum.Enum):
+    """What the policy says about one action."""
+
+    ALLOW = "ALLOW"
+    ASK_USER = "ASK_USER"
+    BLOCK = "BLOCK"
+
+
+class Scope(str, enum.Enum):
+    """A person's answer to an approval request."""
+
+    ONCE = "once"
+    SESSION = "session"
+    ALWAYS = "always"
+    DENY = "deny"
+
+    @property
+    def approves(self) -> bool:
+        """True for once, session and always."""
+        return self is not Scope.DENY
+
+
+ALL_SCOPES: tuple[Scope, ...] = (Scope.ONCE, Scope.SESSION, Scope.ALWAYS, Scope.DENY)
+
+
+class ApprovalStatus(str, enum.Enum):
+    """Where an approval request stands."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+
+    @property
+    def open(self) -> bool:
+        """True while a decision can still be made."""
+        return self is ApprovalStatus.PENDING
+
+
+class RunMode(str, enum.Enum):
+    """Who can answer when the policy asks: decides how ASK_USER is resolved."""
+
+    INTERACTIVE = "interactive"  # submitted to the daemon: ask on every surface
+    SCHEDULED = "scheduled"  # fired by a schedule: follow cron_mode
+    TERMINAL = "terminal"  # `signoff handle` with a person at the prompt
+    NON_INTERACTIVE = "non_interactive"  # `signoff handle` with nobody there: fail closed
+    YOLO = "yolo"  # `signoff handle --yolo`
+
+
+class Action(BaseModel):
+    """One step of a plan: a tool call. The registry fills risk, capability, targets."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tool: str
+    args: JsonDict = Field(default_factory=dict)
+    risk: RiskClass | None = None
+    capability: str | None = None
+    targets: tuple[str, ...] = ()
+    fingerprint: str | None = None
+
+    def public(self) -> JsonDict:
+        """The contract's `pending_action` shape."""
+        return {
+            "tool": self.tool,
+            "args": self.args,
+            "risk": self.risk.value if self.risk else None,
+            "capability": self.capability,
+            "targets": list(self.targets),
+        }
+
+
+class ActionRecord(BaseModel):
+    """One executed or refused action in a task's history."""
+
+    step: int
+    tool: str
+    args: JsonDict = Field(default_factory=dict)
+    risk: RiskClass | None = None
+    capability: str | None = None
+    targets: list[str] = Field(default_factory=list)
+    decision: str  # ALLOW / ASK_USER / BLOCK, then the scope or automatic rule
+    decided_by: str | None = None
+    outcome: str  # ok, error, denied, blocked, timed_out, unknown
+    output: Any = None
+    error: str | None = None
+    at: datetime = Field(default_factory=utcnow)
+
+
+class Approval(BaseModel):
+    """One request for a person's decision on one exact action."""
+
+    id: str
+    task_id: str
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    action: Action
+    step: int = 0
+    allowed_scopes: list[Scope] = Field(default_factory=lambda: list(ALL_SCOPES))
+    requested_at: datetime = Field(default_factory=utcnow)
+    expires_at: datetime
+    decided_at: datetime | None = None
+    decided_by: str | None = None
+    scope: Scope | None = None
+    reason: str | None = None
+    note: str | None = None  # e.g. "outcome unknown after a crash"
+    approvers: list[str] = Field(default_factory=list)  # extra deciders (on-call, escalation)
+    escalation_level: int = 0
+    escalated_at: datetime | None = None
+
+    def public(self) -> JsonDict:
+        """The contract's `approval` shape."""
+        return {
+            "id": self.id,
+            "status": self.status.value,
+            "requested_at": self.requested_at.isoformat(),
+            "expires_at": self.expires_at.isoformat(),
+        }
+
+
+class Task(BaseModel):
+    """A goal being worked on, with its plan, history and pending decision."""
+
+    id: str
+    state: TaskState = TaskState.QUEUED
+    goal: str
+    steps: list[Action] | None = None  # None until planned; explicit steps skip the planner
+    step_index: int = 0
+    pending_action: Action | None = None
+    approval: Approval | None = None
+    actions: list[ActionRecord] = Field(default_factory=list)
+    result: JsonDict | None = None
+    retries: int = 0
+    schedule: str | None = None
+    fire_time: datetime | None = None
+    cron_mode: str | None = None  # resolved cron_mode for scheduled tasks
+    prohibit: list[str] = Field(default_factory=list)
+    submitted_by: str | None = None
+    mode: RunMode = RunMode.INTERACTIVE
+    executing: Action | None = None  # set while a gated action runs (crash marker)
+    claimed_by: str | None = None
+    lease_until: datetime | None = None
+    version: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def policy_id(self) -> str:
+        """Where `always` grants live: the schedule's name, else this task."""
+        return self.schedule or self.id
+
+    def public(self) -> JsonDict:
+        """The contract's task shape."""
+        return {
+            "id": self.id,
+            "state": self.state.value,
+            "goal": self.goal,
+            "result": self.result,
+            "pending_action": self.pending_action.public() if self.pending_action else None,
+            "approval": self.approval.public() if self.approval else None,
+            "actions": [a.model_dump(mode="json") for a in self.actions],
+            "retries": self.retries,
+            "schedule": self.schedule,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+class Grant(BaseModel):
+    """Authority for exactly one action fingerprint."""
+
+    id: str
+    key: str  # signoff:<policy_id>:<sha256(tool, capability, rule, fingerprint)>
+    policy_id: str
+    task_id: str | None = None
+    scope: Scope
+    tool: str
+    capability: str
+    risk: RiskClass
+    fingerprint: str
+    max_calls: int | None = None  # 1 for once; None for session/always
+    used: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    created_by: str | None = None
+    revoked_at: datetime | None = None
+    source: str = "decision"  # decision | schedule
+
+    @property
+    def live(self) -> bool:
+        """Not revoked and not used up."""
+        if self.revoked_at is not None:
+            return False
+        return self.max_calls is None or self.used < self.max_calls
+
+
+class AuditEvent(BaseModel):
+    """One decision, hash-chained to the one before it."""
+
+    id: int = 0
+    at: datetime = Field(default_factory=utcnow)
+    task_id: str | None = None
+    approval_id: str | None = None
+    kind: str  # evaluation, decision, refused, expired, grant_revoked, ...
+    decision: str | None = None
+    scope: str | None = None
+    actor: str | None = None
+    tool: str | None = None
+    targets: list[str] = Field(default_factory=list)
+    risk: str | None = None
+    fingerprint: str | None = None
+    reason: str | None = None
+    channel: str | None = None
+    latency_ms: float | None = None
+    prev_hash: str = ""
+    hash: str = ""
+
+    def public(self) -> JsonDict:
+        """The contract's audit event shape (plus channel and latency)."""
+        return self.model_dump(mode="json")

@@ -1,0 +1,80 @@
+"""Planners turn a goal into actions: a Protocol, and the rules planner from `[[recipes]]`.
+
+A planner proposes tool calls only; the registry decides each action's risk class,
+capability, targets and fingerprint, so a planner can raise a risk but never lower it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from signoff.errors import PlannerError
+from signoff.runtime.models import Action
+
+
+@runtime_checkable
+class Planner(Protocol):
+    """Anything with ``plan(goal, **kwargs)`` returning actions (sync or async).
+
+    kwargs carry context such as ``tools`` (the registry's function schemas).
+    """
+
+    def plan(self, goal: str, **kwargs: Any) -> list[Action] | Awaitable[list[Action]]:
+        """Propose the actions for ``goal``."""
+        ...
+
+
+async def call_planner(planner: Planner, goal: str, **kwargs: Any) -> list[Action]:
+    """Call a sync or async planner and check what comes back."""
+    result = planner.plan(goal, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    if not isinstance(result, list) or not all(isinstance(a, Action) for a in result):
+        raise PlannerError(f"planner {type(planner).__name__} did not return a list of Action")
+    return result
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One rule: when the goal matches ``pattern``, plan ``steps``."""
+
+    name: str
+    pattern: str
+    steps: tuple[tuple[str, dict[str, Any]], ...]
+
+
+def _fill(value: Any, names: dict[str, str]) -> Any:
+    """Substitute ``{goal}`` and named regex groups into string arguments."""
+    if isinstance(value, str):
+        try:
+            return value.format_map(names)
+        except (KeyError, ValueError, IndexError):
+            return value
+    if isinstance(value, list):
+        return [_fill(v, names) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill(v, names) for k, v in value.items()}
+    return value
+
+
+class RulesPlanner:
+    """Deterministic planning from recipes: the first matching recipe wins."""
+
+    def __init__(self, recipes: Sequence[Recipe] = ()) -> None:
+        self.recipes = list(recipes)
+        self._compiled = [(r, re.compile(r.pattern, re.IGNORECASE)) for r in self.recipes]
+
+    def plan(self, goal: str, **kwargs: Any) -> list[Action]:
+        """The steps of the first recipe whose pattern is found in the goal."""
+        for recipe, pattern in self._compiled:
+            match = pattern.search(goal)
+            if match:
+                names = {"goal": goal, **{k: v or "" for k, v in match.groupdict().items()}}
+                return [Action(tool=tool, args=_fill(args, names)) for tool, args in recipe.steps]
+        known = ", ".join(r.name for r in self.recipes) or "none configured"
+        raise PlannerError(f"no recipe matches the goal (recipes: {known}); "
+                           "give explicit steps or add a [[recipes]] entry")

@@ -1,0 +1,132 @@
+"""SQLModel tables of the SQL store.
+
+Each row keeps the full record as JSON text in ``data`` plus the few columns that
+queries filter or sort on. JSON text (not a native JSON type) keeps SQLite and
+PostgreSQL byte-identical, which the audit chain's hashes rely on.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+
+
+class UtcDateTime(sa.TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out, on SQLite and PostgreSQL alike.
+
+    SQLite has no time zones: values are stored as naive UTC so that comparisons in SQL
+    (lease and expiry checks) order correctly.
+    """
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store (use aware UTC)")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None else None
+
+
+UTC_DT = UtcDateTime()
+
+
+class TaskRow(SQLModel, table=True):
+    """A task; ``seq`` orders tasks and is the pagination cursor."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        sa.UniqueConstraint("schedule", "fire_time", name="uq_task_schedule_fire"),
+        sa.Index("ix_tasks_state_seq", "state", "seq"),
+    )
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(sa_column=sa.Column(sa.String(40), unique=True, nullable=False))
+    state: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    schedule: str | None = Field(default=None, sa_column=sa.Column(sa.String(200)))
+    fire_time: datetime | None = Field(default=None, sa_column=sa.Column(UTC_DT))
+    claimed_by: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+    lease_until: datetime | None = Field(default=None, sa_column=sa.Column(UTC_DT))
+    version: int = Field(default=0)
+    needs_plan: bool = Field(default=True)
+    data: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+
+
+class ApprovalRow(SQLModel, table=True):
+    """An approval request (history of every request ever made)."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (sa.Index("ix_approvals_status_expires", "status", "expires_at"),)
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(sa_column=sa.Column(sa.String(40), unique=True, nullable=False))
+    task_id: str = Field(sa_column=sa.Column(sa.String(40), index=True, nullable=False))
+    status: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    expires_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    data: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+
+
+class GrantRow(SQLModel, table=True):
+    """A grant for one action fingerprint."""
+
+    __tablename__ = "grants"
+    seq: int | None = Field(default=None, primary_key=True)
+    id: str = Field(sa_column=sa.Column(sa.String(40), unique=True, nullable=False))
+    key: str = Field(sa_column=sa.Column(sa.String(400), index=True, nullable=False))
+    policy_id: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+    task_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(40)))
+    scope: str = Field(sa_column=sa.Column(sa.String(10), nullable=False))
+    max_calls: int | None = Field(default=None)
+    used: int = Field(default=0)
+    revoked: bool = Field(default=False)
+    data: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+
+
+class AuditRow(SQLModel, table=True):
+    """One audit event; ``id`` is its place in the chain."""
+
+    __tablename__ = "audit"
+    id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    task_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(40), index=True))
+    data: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+
+
+class AuditHeadRow(SQLModel, table=True):
+    """The single row that serializes appends to the chain and remembers its head."""
+
+    __tablename__ = "audit_head"
+    id: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    count: int = Field(default=0)
+    hash: str = Field(sa_column=sa.Column(sa.String(64), nullable=False))
+
+
+class CardRow(SQLModel, table=True):
+    """Where one copy of an approval card was posted."""
+
+    __tablename__ = "cards"
+    approval_id: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    surface: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    channel: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+    message_id: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+
+
+class OutboxRow(SQLModel, table=True):
+    """A platform call waiting to be made or retried."""
+
+    __tablename__ = "outbox"
+    __table_args__ = (sa.Index("ix_outbox_due", "done", "next_at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    key: str = Field(sa_column=sa.Column(sa.String(300), unique=True, nullable=False))
+    surface: str = Field(sa_column=sa.Column(sa.String(40), nullable=False))
+    kind: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    approval_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(40)))
+    payload: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    attempts: int = Field(default=0)
+    done: bool = Field(default=False)
+    next_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))

@@ -1,0 +1,27 @@
+"""Built-in tools and the tool registry."""
+
+from __future__ import annotations
+
+from signoff.runtime.tools.base import (
+    MessagePoster,
+    Param,
+    SmtpSettings,
+    Tool,
+    ToolContext,
+)
+from signoff.runtime.tools.canonical import canonical_json, sha256_hex
+from signoff.runtime.tools.fs import confine
+from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
+
+__all__ = [
+    "MessagePoster",
+    "Param",
+    "SmtpSettings",
+    "Tool",
+    "ToolContext",
+    "ToolRegistry",
+    "builtin_registry",
+    "canonical_json",
+    "confine",
+    "sha256_hex",
+]

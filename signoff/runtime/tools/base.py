@@ -1,0 +1,110 @@
+"""What a tool is: its parameters, its risk, its fingerprint, and how it runs.
+
+A tool is any object with the attributes and methods of :class:`Tool`; built-ins and
+plugins (entry-point group ``signoff.tools``) look the same to the registry. Tools never
+see settings files: everything they need at run time arrives in a :class:`ToolContext`
+built by the wiring, so tests can point a tool at a temporary dir or a fake SMTP server.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from signoff.runtime.models import RiskClass
+
+# How `post_message` reaches a chat platform: (channel, text). The wiring injects one that
+# routes "slack:C123" / "telegram:-100123" to the right adapter; None when no chat is set up.
+MessagePoster = Callable[[str, str], Awaitable[None]]
+
+# Argument keys that carry message content. The contract keeps them out of every
+# fingerprint, so approving one e-mail to John covers the next one to John.
+CONTENT_KEYS = frozenset({"subject", "body", "payload", "text", "content"})
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    """Where `send_email` delivers (the `[email]` config table)."""
+
+    host: str = "localhost"
+    port: int = 25
+    sender: str = "signoff@localhost"
+    starttls: bool = False
+    username: str | None = None
+    # Kept out of the repr so the password never reaches a log line through one.
+    password: str | None = field(default=None, repr=False)
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Everything a tool may use while it runs."""
+
+    work_dir: Path
+    smtp: SmtpSettings = field(default_factory=SmtpSettings)
+    post_message: MessagePoster | None = None
+    command_timeout: float = 60.0
+    http_timeout: float = 30.0
+    output_limit: int = 64_000  # bytes kept of any file, response body or command stream
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a tool. ``type`` is what isinstance accepts; ``object`` means any JSON."""
+
+    name: str
+    type: type | tuple[type, ...]
+    required: bool = True
+    description: str = ""
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A callable capability of the agent.
+
+    ``risk_for``, ``fingerprint_fields`` and ``targets`` receive arguments already
+    filtered to ``params`` and type-checked; they may raise
+    :class:`~signoff.errors.BadArguments` when the values cannot name a valid target
+    (a malformed address, an unsupported URL scheme), so bad actions fail before anyone
+    is asked to approve them.
+    """
+
+    name: str
+    capability: str
+    description: str
+    params: tuple[Param, ...]
+
+    def risk_for(self, args: dict[str, Any]) -> RiskClass:
+        """The risk class of this call."""
+        ...
+
+    def fingerprint_fields(self, args: dict[str, Any]) -> dict[str, Any]:
+        """What a grant for this call covers; never message content (see CONTENT_KEYS)."""
+        ...
+
+    def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
+        """What a person sees the call touch: paths, urls, recipients, channel, command."""
+        ...
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        """Do the work; return JSON-able output or raise a ToolError subclass."""
+        ...
+
+
+def decode_prefix(data: bytes, *, truncated: bool) -> str:
+    """Decode UTF-8 text that may have been cut mid-character by a byte limit.
+
+    A cut through a multi-byte character is dropped rather than shown as garbage; invalid
+    bytes elsewhere (a binary file) become U+FFFD so the output is always valid text.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    return decoder.decode(data, final=not truncated)
+
+
+def tail(text: str, limit: int = 500) -> str:
+    """The last ``limit`` characters of ``text``: errors usually say what went wrong last."""
+    text = text.strip()
+    return text if len(text) <= limit else "…" + text[-limit:]

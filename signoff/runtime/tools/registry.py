@@ -1,0 +1,277 @@
+"""The tool registry: the one place that decides an action's risk, targets and fingerprint.
+
+``prepare`` turns a planner's raw ``Action(tool, args)`` into what the policy judges: args
+cut down to the tool's own parameters (planners add metadata such as ``query`` or
+``name``, seed section 8), type-checked, and labelled with risk class, capability,
+targets and the grant fingerprint. ``execute`` runs a prepared action and guarantees that
+only :class:`~signoff.errors.ToolError` ever comes out of a tool.
+
+Plugins register through the entry-point group ``signoff.tools``; a broken plugin is
+logged and skipped, because one bad package must not stop the daemon from starting.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any
+
+from signoff.errors import BadArguments, ToolError, UnknownTool
+from signoff.runtime.models import Action, RiskClass
+from signoff.runtime.tools.base import CONTENT_KEYS, Param, Tool, ToolContext
+from signoff.runtime.tools.canonical import canonical_json, sha256_hex
+from signoff.runtime.tools.fs import DeleteFileTool, ListDirTool, ReadFileTool, WriteFileTool
+from signoff.runtime.tools.messaging import PostMessageTool, SendEmailTool
+from signoff.runtime.tools.net import HttpGetTool, SendWebhookTool
+from signoff.runtime.tools.shell import RunCommandTool
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "signoff.tools"
+
+_JSON_TYPES: dict[type, str] = {
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    list: "array",
+    tuple: "array",
+    dict: "object",
+}
+
+
+def _types(param: Param) -> tuple[type, ...]:
+    return param.type if isinstance(param.type, tuple) else (param.type,)
+
+
+def param_schema(param: Param) -> dict[str, Any]:
+    """The JSON schema of one parameter (``object`` means any JSON value)."""
+    names = [_JSON_TYPES[t] for t in _types(param) if t in _JSON_TYPES]
+    schema: dict[str, Any] = {}
+    if object not in _types(param) and names:
+        schema["type"] = names[0] if len(names) == 1 else sorted(set(names))
+    if param.description:
+        schema["description"] = param.description
+    return schema
+
+
+def _type_ok(value: Any, param: Param) -> bool:
+    allowed = _types(param)
+    if object in allowed:
+        return True
+    # bool is an int to isinstance, but `true` for a count is a planner bug, not a 1.
+    if isinstance(value, bool) and bool not in allowed:
+        return False
+    # JSON has one number type: accept 3 where 3.0 is expected.
+    if float in allowed and isinstance(value, int):
+        return True
+    return isinstance(value, allowed)
+
+
+def _type_names(param: Param) -> str:
+    return " or ".join(_JSON_TYPES.get(t, t.__name__) for t in _types(param))
+
+
+class ToolRegistry:
+    """Tools by name, plus the rules that label and run actions."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool, *, replace: bool = False) -> None:
+        """Add ``tool``; a second tool with the same name is refused unless ``replace``."""
+        if not isinstance(tool, Tool) or isinstance(tool, type):
+            raise TypeError(f"{tool!r} is not a Tool instance")
+        if tool.name in self._tools and not replace:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool:
+        """The tool called ``name``; UnknownTool lists the known ones."""
+        try:
+            return self._tools[name]
+        except KeyError:
+            known = ", ".join(self.names()) or "none"
+            raise UnknownTool(f"unknown tool {name!r} (known tools: {known})") from None
+
+    def names(self) -> list[str]:
+        """Registered tool names, sorted."""
+        return sorted(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI function-calling ``tools`` list for every registered tool."""
+        out = []
+        for name in self.names():
+            tool = self._tools[name]
+            parameters = {
+                "type": "object",
+                "properties": {p.name: param_schema(p) for p in tool.params},
+                "required": [p.name for p in tool.params if p.required],
+                "additionalProperties": False,
+            }
+            out.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": parameters,
+                    },
+                }
+            )
+        return out
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> list[str]:
+        """Register the tools of installed plugins; returns the names that loaded.
+
+        An entry point may name a Tool instance, a Tool class or a zero-argument factory.
+        """
+        loaded = []
+        for ep in entry_points(group=group):
+            try:
+                tool = _load_tool(ep)
+                self.register(tool)
+            except Exception as exc:  # a plugin may raise anything; it must not stop us
+                log.warning(
+                    "tool_plugin_skipped",
+                    extra={"entry_point": ep.name, "value": ep.value, "error": str(exc)},
+                )
+                continue
+            log.info("tool_plugin_loaded", extra={"entry_point": ep.name, "tool": tool.name})
+            loaded.append(tool.name)
+        return loaded
+
+    def clean_args(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` reduced to the tool's parameters and checked; BadArguments otherwise.
+
+        A null optional argument counts as absent (planners often emit ``"cc": null``).
+        """
+        clean: dict[str, Any] = {}
+        for param in tool.params:
+            value = args.get(param.name)
+            if value is None:
+                if param.required:
+                    raise BadArguments(f"{tool.name}: missing required argument {param.name!r}")
+                continue
+            if not _type_ok(value, param):
+                raise BadArguments(
+                    f"{tool.name}: argument {param.name!r} must be {_type_names(param)}, "
+                    f"not {type(value).__name__}"
+                )
+            clean[param.name] = value
+        return clean
+
+    def prepare(self, action: Action) -> Action:
+        """Label ``action`` with filtered args, risk, capability, targets and fingerprint.
+
+        The risk is the tool's for these args; a higher risk already on the action (set
+        by a planner) is kept, a lower one is ignored.
+        """
+        tool = self.get(action.tool)
+        args = self.clean_args(tool, action.args)
+        try:
+            risk = _as_risk(tool.risk_for(args))
+            targets = tuple(str(t) for t in tool.targets(args))
+            digest = fingerprint(tool, args)
+        except ToolError:
+            raise
+        except Exception as exc:  # a plugin's hooks are not type-checked
+            raise ToolError(f"{tool.name}: cannot label this call: {exc}") from exc
+        if action.risk is not None and action.risk.rank > risk.rank:
+            risk = action.risk
+        return action.model_copy(
+            update={
+                "args": args,
+                "risk": risk,
+                "capability": tool.capability,
+                "targets": targets,
+                "fingerprint": digest,
+            }
+        )
+
+    def risk_for(self, action: Action) -> RiskClass:
+        """The registry's own risk class for ``action`` (ignoring any risk it carries)."""
+        tool = self.get(action.tool)
+        return _as_risk(tool.risk_for(self.clean_args(tool, action.args)))
+
+    async def execute(self, action: Action, ctx: ToolContext) -> dict[str, Any]:
+        """Run ``action``'s tool; any failure comes out as a ToolError."""
+        tool = self.get(action.tool)
+        # Filter again: a stored action may predate a change of the tool's parameters.
+        args = self.clean_args(tool, action.args)
+        try:
+            output = await tool.run(args, ctx)
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolError(f"{tool.name} failed: {exc or type(exc).__name__}") from exc
+        # Plugins are not type-checked: give callers the dict the contract promises.
+        if output is None:
+            return {}
+        if not isinstance(output, dict):
+            return {"result": output}
+        return output
+
+
+def fingerprint(tool: Tool, args: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of the tool, its capability and its fingerprint fields."""
+    # The contract keeps message content out of every fingerprint; enforce it for plugins
+    # too, so a grant can never be tied to (or leak through) one message's text.
+    fields = {k: v for k, v in tool.fingerprint_fields(args).items() if k not in CONTENT_KEYS}
+    return sha256_hex(
+        canonical_json({"tool": tool.name, "capability": tool.capability, "fields": fields})
+    )
+
+
+def _as_risk(value: RiskClass | str) -> RiskClass:
+    """Plugins may answer "SEND" instead of RiskClass.SEND; anything else is their bug."""
+    return value if isinstance(value, RiskClass) else RiskClass.parse(str(value))
+
+
+def _load_tool(ep: EntryPoint) -> Tool:
+    obj = ep.load()
+    if isinstance(obj, type) or (callable(obj) and not isinstance(obj, Tool)):
+        obj = obj()  # a Tool class, or a zero-argument factory
+    if not isinstance(obj, Tool):
+        raise TypeError(f"entry point {ep.name!r} gave {obj!r}, which is not a Tool")
+    return obj
+
+
+def builtin_tools(
+    *, read_only_commands: Iterable[str] = (), work_dir: Path | None = None
+) -> list[Tool]:
+    """Fresh instances of the nine built-in tools."""
+    return [
+        ReadFileTool(work_dir=work_dir),
+        ListDirTool(work_dir=work_dir),
+        WriteFileTool(work_dir=work_dir),
+        DeleteFileTool(work_dir=work_dir),
+        HttpGetTool(),
+        SendWebhookTool(),
+        SendEmailTool(),
+        PostMessageTool(),
+        RunCommandTool(read_only_commands=frozenset(read_only_commands), work_dir=work_dir),
+    ]
+
+
+def builtin_registry(
+    *,
+    read_only_commands: Iterable[str] = (),
+    work_dir: Path | None = None,
+    entry_points_group: str | None = ENTRY_POINT_GROUP,
+) -> ToolRegistry:
+    """The nine built-ins plus installed plugins (``entry_points_group=None`` skips them).
+
+    ``work_dir`` only makes absolute paths inside it fingerprint like relative ones.
+    """
+    registry = ToolRegistry(builtin_tools(read_only_commands=read_only_commands, work_dir=work_dir))
+    if entry_points_group:
+        registry.load_entry_points(entry_points_group)
+    return registry

@@ -1,0 +1,99 @@
+"""The worker: claims queued tasks atomically and advances them, a few at a time.
+
+Tasks come from two places: the store's queue (`claim_next`, safe with any number of
+workers on one database) and tasks this node already holds, such as one approved a
+moment ago (`hand_over`). While a task runs, its lease is renewed so that other nodes
+do not take it for an orphan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from signoff.runtime.engine import Engine
+from signoff.runtime.models import Task
+
+log = logging.getLogger(__name__)
+
+
+class Worker:
+    """Runs tasks with ``concurrency`` parallel consumers."""
+
+    def __init__(self, *, engine: Engine, concurrency: int = 4,
+                 poll_interval: float = 0.5) -> None:
+        self.engine = engine
+        self.concurrency = concurrency
+        self.poll_interval = poll_interval
+        self._ready: asyncio.Queue[Task] = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self._paused = False
+        self.busy = 0
+
+    def pause(self) -> None:
+        """Stop claiming queued tasks (shutdown); tasks handed over still run."""
+        self._paused = True
+
+    def wake(self) -> None:
+        """Look at the queue now (a task was submitted)."""
+        self._wake.set()
+
+    async def hand_over(self, task: Task) -> None:
+        """Run a task this node already claimed (e.g. just approved)."""
+        await self._ready.put(task)
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Consume until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for n in range(self.concurrency):
+                group.create_task(self._consume(), name=f"signoff-worker-{n}")
+
+    async def _next(self) -> Task | None:
+        if not self._ready.empty():
+            return self._ready.get_nowait()
+        if self._paused:
+            return None
+        cfg = self.engine.config
+        return await self.engine.store.claim_next(cfg.node_id,
+                                                  self.engine.clock.now() + cfg.lease)
+
+    async def _consume(self) -> None:
+        while True:
+            task = await self._next()
+            if task is None:
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                continue
+            self.busy += 1
+            try:
+                await self._advance(task)
+            except Exception:  # one bad task must not stop the worker
+                log.exception("task_crashed", extra={"task_id": task.id})
+            finally:
+                self.busy -= 1
+
+    async def _advance(self, task: Task) -> None:
+        async with asyncio.TaskGroup() as group:
+            keeper = group.create_task(self._keep_lease(task.id))
+            try:
+                await self.engine.advance(task)
+            finally:
+                keeper.cancel()
+
+    async def _keep_lease(self, task_id: str) -> None:
+        cfg = self.engine.config
+        every = max(cfg.lease.total_seconds() / 3, 0.05)
+        while True:
+            await asyncio.sleep(every)
+            await self.engine.store.renew_lease(task_id, cfg.node_id,
+                                                self.engine.clock.now() + cfg.lease)
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait until no task is being worked on (for tests and the one-shot CLI)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while (self.busy or not self._ready.empty()) and loop.time() < end:
+            await asyncio.sleep(0.01)

@@ -1,0 +1,306 @@
+"""Test helpers shipped with signoff: an in-memory surface and the surface contract suite.
+
+`RecordingPlatform` is a complete `ChatPlatform` that keeps every card and notification in
+memory, so the flow can be tested without any network. `PlatformContract` is the suite
+every surface must pass: subclass it in a test module as ``TestXContract`` and provide a
+``harness`` fixture returning a `PlatformHarness` for your surface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from signoff.bot.ports import (
+    ApprovalCard,
+    Actor,
+    CardRef,
+    DecisionEvent,
+    DecisionHandler,
+    DecisionOutcome,
+)
+from signoff.errors import PlatformUnavailable
+from signoff.runtime.models import ALL_SCOPES, Scope
+
+BUTTON_LABELS = {
+    Scope.ONCE: "Once",
+    Scope.SESSION: "Session",
+    Scope.ALWAYS: "Always",
+    Scope.DENY: "Deny",
+}
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What a person sees of one card right now."""
+
+    text: str
+    buttons: tuple[str, ...]
+
+
+@dataclass
+class _Message:
+    card: ApprovalCard
+    edits: int = 0
+
+
+@dataclass
+class RecordingPlatform:
+    """An in-memory `ChatPlatform`: records posts, edits and notifications.
+
+    ``fail_next`` makes the next N calls raise `PlatformUnavailable`, for fault tests.
+    """
+
+    name: str = "recording"
+    messages: dict[str, _Message] = field(default_factory=dict)
+    notes: list[tuple[str, str, CardRef | None]] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    feedback: list[str] = field(default_factory=list)
+    fail_next: int = 0
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _handler: DecisionHandler | None = None
+    _posted: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def _maybe_fail(self, what: str) -> None:
+        self.calls.append(what)
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            raise PlatformUnavailable(f"{self.name}: injected failure on {what}")
+
+    async def post_card(self, card: ApprovalCard) -> CardRef:
+        """Record a new card."""
+        self._maybe_fail("post_card")
+        message_id = str(next(self._ids))
+        self.messages[message_id] = _Message(card)
+        self._posted.set()
+        return CardRef(surface=self.name, channel="recording", message_id=message_id)
+
+    async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
+        """Replace a recorded card in place."""
+        self._maybe_fail("update_card")
+        message = self.messages[ref.message_id]
+        message.card = card
+        message.edits += 1
+
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
+        """Record a notification."""
+        self._maybe_fail("notify")
+        self.notes.append((channel, text, thread))
+
+    async def run(self, on_decision: DecisionHandler) -> None:
+        """Keep the handler so `click` can reach it; wait until cancelled."""
+        self._handler = on_decision
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._handler = None
+
+    def attach(self, on_decision: DecisionHandler) -> None:
+        """Use without running a background task (the flow's unit tests do this)."""
+        self._handler = on_decision
+
+    async def click(self, ref: CardRef, scope: Scope, user_id: str,
+                    reason: str | None = None) -> DecisionOutcome:
+        """Press a button on a recorded card as ``recording:<user_id>``."""
+        if self._handler is None:
+            raise RuntimeError("RecordingPlatform is not running")
+        card = self.messages[ref.message_id].card
+        event = DecisionEvent(
+            approval_id=card.approval_id,
+            scope=scope,
+            actor=Actor(platform=self.name, user_id=user_id),
+            surface=self.name,
+            reason=reason,
+            ref=ref,
+        )
+        outcome = await self._handler(event)
+        self.feedback.append(outcome.message)
+        return outcome
+
+    def card(self, ref: CardRef) -> ApprovalCard:
+        """The current state of a posted card."""
+        return self.messages[ref.message_id].card
+
+    def rendered(self, ref: CardRef) -> Rendered:
+        """Text and buttons, as a person would see them."""
+        card = self.card(ref)
+        text = " | ".join(filter(None, [card.title, ", ".join(card.targets), card.outcome]))
+        buttons = tuple(BUTTON_LABELS[s] for s in card.allowed) if card.open else ()
+        return Rendered(text=text, buttons=buttons)
+
+    async def wait_posted(self, timeout: float = 5.0) -> None:
+        """Wait until at least one card has been posted."""
+        await asyncio.wait_for(self._posted.wait(), timeout)
+
+
+class PlatformHarness(Protocol):
+    """Drives one surface the way its users and its servers would."""
+
+    platform: object  # the ChatPlatform under test
+    user_id: str  # a user id on this surface
+    notify_channel: str  # a channel id notifications may go to
+
+    async def start(self, on_decision: DecisionHandler) -> None:
+        """Run the platform (its `run`) in the background."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop what `start` started."""
+        ...
+
+    async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
+        """Send a native click on a posted card; return once the platform handled it."""
+        ...
+
+    async def rendered(self, ref: CardRef) -> Rendered:
+        """What the card looks like now on the surface (from the server's records)."""
+        ...
+
+    async def feedback(self) -> list[str]:
+        """Messages shown to people who clicked (toasts, ephemeral replies)."""
+        ...
+
+    async def notifications(self, channel: str) -> list[str]:
+        """Texts posted to ``channel`` by `notify`."""
+        ...
+
+
+def sample_card(**changes: object) -> ApprovalCard:
+    """A realistic card for a SEND action, for contract tests."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    card = ApprovalCard(
+        approval_id="ap7Q2xK9",
+        task_id="t-contract",
+        title="Send email to john@example.com — subject 'Weekly report'",
+        tool="send_email",
+        risk="SEND",
+        capability="email.send",
+        targets=("john@example.com",),
+        goal="send the weekly report to John",
+        schedule=None,
+        step=2,
+        steps_total=2,
+        details=(("body", "Hi John, here is the report…"),),
+        allowed=ALL_SCOPES,
+        requested_at=now,
+        expires_at=now + timedelta(minutes=30),
+    )
+    return replace(card, **changes)  # type: ignore[arg-type]
+
+
+class PlatformContract:
+    """The behaviour every ChatPlatform must show. Subclass as ``TestXContract``.
+
+    The subclass provides an async ``harness`` fixture returning a started-or-not
+    `PlatformHarness`; each test starts and stops it itself.
+    """
+
+    async def test_post_card_shows_action_targets_and_allowed_buttons(self, harness: PlatformHarness) -> None:
+        """A posted card shows the action in plain words, its target and only the allowed buttons."""
+        platform = harness.platform
+        card = sample_card(allowed=(Scope.ONCE, Scope.DENY))
+        ref = await platform.post_card(card)  # type: ignore[attr-defined]
+        assert ref.surface == platform.name  # type: ignore[attr-defined]
+        seen = await harness.rendered(ref)
+        assert "john@example.com" in seen.text
+        assert "Send email" in seen.text
+        assert seen.buttons == ("Once", "Deny")
+
+    async def test_update_card_replaces_buttons_with_outcome(self, harness: PlatformHarness) -> None:
+        """After a decision the same message shows the outcome and has no buttons."""
+        platform = harness.platform
+        card = sample_card()
+        ref = await platform.post_card(card)  # type: ignore[attr-defined]
+        decided = replace(card, status="approved", outcome="Approved for this session by x:alice at 14:03 UTC",
+                          decided_by="x:alice", decided_at=datetime.now(UTC))
+        await platform.update_card(ref, decided)  # type: ignore[attr-defined]
+        seen = await harness.rendered(ref)
+        assert "Approved for this session" in seen.text
+        assert "john@example.com" in seen.text, "the action text stays on the edited card"
+        assert seen.buttons == ()
+
+    async def test_click_reaches_the_flow_with_approval_scope_and_actor(self, harness: PlatformHarness) -> None:
+        """A click becomes one DecisionEvent naming the approval, the scope and who clicked."""
+        platform = harness.platform
+        events: list[DecisionEvent] = []
+
+        async def on_decision(event: DecisionEvent) -> DecisionOutcome:
+            events.append(event)
+            return DecisionOutcome(True, "Approved for this session")
+
+        await harness.start(on_decision)
+        try:
+            card = sample_card()
+            ref = await platform.post_card(card)  # type: ignore[attr-defined]
+            await harness.click(ref, card, Scope.SESSION, harness.user_id)
+            assert len(events) == 1
+            event = events[0]
+            assert event.approval_id == card.approval_id
+            assert event.scope is Scope.SESSION
+            assert event.actor.key == f"{platform.name}:{harness.user_id}"  # type: ignore[attr-defined]
+            assert event.surface == platform.name  # type: ignore[attr-defined]
+        finally:
+            await harness.stop()
+
+    async def test_refused_click_is_answered_to_the_clicker(self, harness: PlatformHarness) -> None:
+        """When the flow refuses a click, the person who clicked is told why."""
+        platform = harness.platform
+
+        async def on_decision(event: DecisionEvent) -> DecisionOutcome:
+            return DecisionOutcome(False, "Not authorized to decide this", code="not_authorized")
+
+        await harness.start(on_decision)
+        try:
+            card = sample_card()
+            ref = await platform.post_card(card)  # type: ignore[attr-defined]
+            await harness.click(ref, card, Scope.ONCE, harness.user_id)
+            assert any("Not authorized" in text for text in await harness.feedback())
+            assert (await harness.rendered(ref)).buttons, "a refused click leaves the card open"
+        finally:
+            await harness.stop()
+
+    async def test_notify_posts_one_line(self, harness: PlatformHarness) -> None:
+        """A notification arrives in the named channel."""
+        platform = harness.platform
+        await platform.notify(harness.notify_channel, "Task t1 completed")  # type: ignore[attr-defined]
+        assert any("Task t1 completed" in t for t in await harness.notifications(harness.notify_channel))
+
+
+@dataclass
+class RecordingHarness:
+    """`PlatformHarness` for `RecordingPlatform` (also a model for other surfaces)."""
+
+    platform: RecordingPlatform = field(default_factory=RecordingPlatform)
+    user_id: str = "alice"
+    notify_channel: str = "team"
+    _task: asyncio.Task[None] | None = None
+
+    async def start(self, on_decision: DecisionHandler) -> None:
+        """Run the platform in the background."""
+        self._task = asyncio.create_task(self.platform.run(on_decision))
+        await asyncio.sleep(0)
+
+    async def stop(self) -> None:
+        """Cancel the background run."""
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
+        """Press a button."""
+        await self.platform.click(ref, scope, user_id)
+
+    async def rendered(self, ref: CardRef) -> Rendered:
+        """The recorded card."""
+        return self.platform.rendered(ref)
+
+    async def feedback(self) -> list[str]:
+        """What clickers were told."""
+        return list(self.platform.feedback)
+
+    async def notifications(self, channel: str) -> list[str]:
+        """Recorded notifications for a channel."""
+        return [text for ch, text, _ in self.platform.notes if ch == channel]

@@ -1,0 +1,208 @@
+"""The one place that reads settings and builds a signoff node from them.
+
+Everything else takes keyword-only constructor arguments; only this module knows which
+setting goes where. `build_node` gives the runtime + approval flow; `build_daemon` adds
+the long-running services (HTTP server, chat platforms, outbox, scheduler).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from signoff.bot.flow import ApprovalFlow
+from signoff.bot.notify import Notifier, NotifyRule
+from signoff.bot.ports import ChatPlatform
+from signoff.bot.routing import Authorizer
+from signoff.config import Settings
+from signoff.errors import ConfigError
+from signoff.runtime.clock import Clock, SystemClock
+from signoff.runtime.decisions import Decider
+from signoff.runtime.engine import Engine, EngineConfig
+from signoff.runtime.events import MultiListener
+from signoff.runtime.llm import ChatClient, LlmJudge, LlmPlanner
+from signoff.runtime.models import RiskClass, Scope
+from signoff.runtime.planner import Planner, Recipe, RulesPlanner
+from signoff.runtime.policy import Policy, Unattended, grant_key
+from signoff.runtime.sqlstore import SqlTaskStore
+from signoff.runtime.store import TaskStore
+from signoff.runtime.tools.base import SmtpSettings, ToolContext
+from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
+from signoff.runtime.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Node:
+    """A fully built signoff node (not yet running)."""
+
+    settings: Settings
+    work_dir: Path
+    store: TaskStore
+    registry: ToolRegistry
+    engine: Engine
+    decider: Decider
+    worker: Worker
+    flow: ApprovalFlow
+    authorizer: Authorizer
+    clock: Clock
+    listener: MultiListener
+    platforms: dict[str, ChatPlatform] = field(default_factory=dict)
+
+
+def node_id(settings: Settings, work_dir: Path) -> str:
+    """Stable across restarts of the same daemon, distinct between daemons sharing a DB."""
+    if settings.daemon.node_id:
+        return settings.daemon.node_id
+    digest = hashlib.sha256(str(work_dir).encode()).hexdigest()[:8]
+    return f"{socket.gethostname()}-{digest}"
+
+
+def build_planner(settings: Settings) -> Planner:
+    """Rules planner from [[recipes]], wrapped by the LLM planner when configured."""
+    recipes = [Recipe(name=r.name, pattern=r.match,
+                      steps=tuple((s.tool, dict(s.args)) for s in r.steps))
+               for r in settings.recipes]
+    rules = RulesPlanner(recipes)
+    p = settings.planner
+    if p.kind == "openai" and p.base_url and p.model:
+        client = ChatClient(base_url=p.base_url, model=p.model, api_key=p.api_key,
+                            timeout=p.timeout.total_seconds())
+        return LlmPlanner(client=client, fallback=rules)
+    return rules
+
+
+def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, frozenset[str]]:
+    """Grant keys of each schedule's declared envelope (`[[schedules]] grants`)."""
+    from signoff.runtime.models import Action
+
+    out: dict[str, frozenset[str]] = {}
+    for i, sched in enumerate(settings.schedules):
+        keys = set()
+        for j, spec in enumerate(sched.grants):
+            args = {k: v for k, v in spec.items() if k != "tool"}
+            try:
+                tool = registry.get(str(spec.get("tool")))
+                args = registry.clean_args(tool, args)
+                from signoff.runtime.tools.registry import fingerprint
+
+                risk = tool.risk_for(args)
+                action = Action(tool=tool.name, args=args, risk=risk,
+                                capability=tool.capability, fingerprint=fingerprint(tool, args))
+            except Exception as exc:
+                raise ConfigError(f"schedules[{i}].grants[{j}]: {exc}") from exc
+            keys.add(grant_key(sched.name, action))
+        out[sched.name] = frozenset(keys)
+    return out
+
+
+def build_node(settings: Settings, *, work_dir: Path | None = None, database: str | None = None,
+               autonomous_risks: Iterable[RiskClass] | None = None, clock: Clock | None = None,
+               store: TaskStore | None = None, planner: Planner | None = None,
+               platforms: dict[str, ChatPlatform] | None = None,
+               oncall: Any = None) -> Node:
+    """Build the runtime and the approval flow from settings."""
+    wd = settings.resolved_work_dir(work_dir)
+    wd.mkdir(parents=True, exist_ok=True)
+    clock = clock or SystemClock()
+    store = store or SqlTaskStore(url=database or settings.database_url(work_dir))
+    pol = settings.policy
+    registry = builtin_registry(read_only_commands=pol.read_only_commands, work_dir=wd)
+    em = settings.email
+    context = ToolContext(
+        work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),
+        smtp=SmtpSettings(host=em.host, port=em.port, sender=em.sender, starttls=em.starttls,
+                          username=em.username, password=em.password,
+                          timeout=em.timeout.total_seconds()))
+    ap = settings.approvals
+    risks = frozenset(autonomous_risks) if autonomous_risks is not None else frozenset(
+        ap.autonomous_risks)
+    policy = Policy(autonomous_risks=risks, prohibit=tuple(pol.prohibit),
+                    budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry))
+    scopes = {risk: tuple(ap.scopes_for(risk)) for risk in RiskClass}
+    config = EngineConfig(
+        node_id=node_id(settings, wd), approval_timeout=ap.timeout, lease=settings.daemon.lease,
+        max_retries=settings.daemon.max_retries, scopes=scopes,
+        unattended=Unattended(mode=str(ap.mode), cron_mode=str(ap.cron_mode),
+                              strict_yolo=settings.evaluation.strict_yolo),
+        forbid_self_approval=ap.forbid_self_approval)
+    judge = None
+    if str(ap.mode) == "smart" and settings.planner.base_url and settings.planner.model:
+        judge = LlmJudge(client=ChatClient(
+            base_url=settings.planner.base_url, model=settings.planner.model,
+            api_key=settings.planner.api_key, timeout=settings.planner.timeout.total_seconds()))
+    listener = MultiListener()
+    engine = Engine(store=store, registry=registry, policy=policy,
+                    planner=planner or build_planner(settings), clock=clock,
+                    tool_context=context, config=config, judge=judge, listener=listener)
+    worker = Worker(engine=engine)
+    decider = Decider(engine=engine, on_runnable=worker.hand_over)
+    authorizer = Authorizer(approvers=frozenset(ap.approvers), oncall=oncall)
+    chosen = dict(platforms or {})
+    rules = [NotifyRule(platform=n.platform, channel=n.target, events=frozenset(map(str, n.events)),
+                        include_content=n.include_content) for n in settings.notify]
+    public = settings.daemon.public_url
+    notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
+    flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
+                        authorizer=authorizer, notifier=notifier, console_url=public)
+    listener.add(flow)
+    return Node(settings=settings, work_dir=wd, store=store, registry=registry, engine=engine,
+                decider=decider, worker=worker, flow=flow, authorizer=authorizer, clock=clock,
+                listener=listener, platforms=chosen)
+
+
+def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:
+    """For help texts."""
+    return [s.value for s in scopes]
+
+
+class _PendingCards:
+    """Late-bound `/pending` lister for chat surfaces built before the node."""
+
+    def __init__(self) -> None:
+        self.node: Node | None = None
+
+    async def __call__(self) -> list[Any]:
+        from signoff.bot.cards import build_card
+
+        if self.node is None:
+            return []
+        page = await self.node.store.pending_approvals(limit=20)
+        return [build_card(t, t.approval, console_url=self.node.settings.daemon.public_url)
+                for t in page.items if t.approval is not None]  # type: ignore[attr-defined]
+
+
+def chat_platforms(settings: Settings, *, node_pending: _PendingCards | None
+                   ) -> dict[str, ChatPlatform]:
+    """Slack and Telegram surfaces for the configured sections (SDKs imported lazily)."""
+    out: dict[str, ChatPlatform] = {}
+    if settings.slack is not None:
+        from signoff.adapters.slack.platform import SlackPlatform
+
+        s = settings.slack
+        out["slack"] = SlackPlatform(bot_token=s.bot_token, channel=s.channel, mode=str(s.mode),
+                                     app_token=s.app_token, signing_secret=s.signing_secret,
+                                     api_url=s.api_url)
+    if settings.telegram is not None:
+        from signoff.adapters.telegram.platform import TelegramPlatform
+
+        t = settings.telegram
+        out["telegram"] = TelegramPlatform(
+            bot_token=t.bot_token, chat_id=t.chat_id, mode=str(t.mode), base_url=t.base_url,
+            base_file_url=t.base_file_url, webhook_secret=t.webhook_secret,
+            webhook_url=t.webhook_url, pending_lister=node_pending)
+    return out
+
+
+def load_node(config: str | Path | None) -> Node:
+    """A node for CLI commands that work on the daemon's database directly."""
+    from signoff.config import load_settings
+
+    settings = load_settings(config) if config else Settings.default()
+    return build_node(settings)

@@ -1,0 +1,1 @@
+"""Fakes at the wire for tests: servers that speak the real protocols."""

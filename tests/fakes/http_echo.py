@@ -1,0 +1,105 @@
+"""A tiny aiohttp server on 127.0.0.1 for the HTTP tools; it records every request.
+
+    async with HttpEcho() as echo:
+        await tool.run({"url": echo.url("/text")}, ctx)
+        assert echo.requests[-1].path == "/text"
+
+Routes:
+    GET  /text            200 "hello from echo" (text/plain, with a Set-Cookie header)
+    GET  /big?size=N      200, N bytes of "x"
+    GET  /redirect        302 to /text
+    GET  /slow?seconds=S  sleeps S seconds, then 200
+    *    /status/{code}   answers that status with body "status {code}"
+    POST /hook            records the JSON body, 200 {"ok": true}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class HttpEcho:
+    """An async context manager running the echo app in the current event loop."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = 0
+        self.requests: list[RecordedRequest] = []
+        app = web.Application(middlewares=[self._record])
+        app.router.add_get("/text", self._text)
+        app.router.add_get("/big", self._big)
+        app.router.add_get("/redirect", self._redirect)
+        app.router.add_get("/slow", self._slow)
+        app.router.add_route("*", "/status/{code}", self._status)
+        app.router.add_post("/hook", self._hook)
+        self._runner = web.AppRunner(app)
+
+    def url(self, path: str) -> str:
+        """The absolute URL of ``path`` on this server."""
+        return f"http://{self.host}:{self.port}{path}"
+
+    @web.middleware
+    async def _record(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        body = await request.read()
+        self.requests.append(
+            RecordedRequest(request.method, request.path, dict(request.headers), body)
+        )
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    async def _text(self, request: web.Request) -> web.Response:
+        response = web.Response(text="hello from echo", content_type="text/plain")
+        response.set_cookie("session", "secret")
+        return response
+
+    async def _big(self, request: web.Request) -> web.Response:
+        return web.Response(text="x" * int(request.query.get("size", "1000")))
+
+    async def _redirect(self, request: web.Request) -> web.Response:
+        raise web.HTTPFound("/text")
+
+    async def _slow(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(float(request.query.get("seconds", "5")))
+        return web.Response(text="slow")
+
+    async def _status(self, request: web.Request) -> web.Response:
+        code = int(request.match_info["code"])
+        return web.Response(status=code, text=f"status {code}")
+
+    async def _hook(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def __aenter__(self) -> HttpEcho:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, 0)
+        await site.start()
+        # Port 0 lets the OS pick a free port; read back which one it chose.
+        self.port = int(self._runner.addresses[0][1])
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._runner.cleanup()
