@@ -242,9 +242,12 @@ class Engine:
             output = await self.registry.execute(action, self.tool_context)
             return True, _short(output), None
         except ToolError as exc:
+            # Tools often name themselves in their messages; say the tool's name once.
             text = str(exc)
-            prefix = f"{action.tool} failed: "
-            return False, None, text[len(prefix):] if text.startswith(prefix) else text
+            for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
+                if text.startswith(prefix):
+                    text = text[len(prefix):]
+            return False, None, text
 
     def _record(self, task: Task, action: Action, decision: str, actor: str | None,
                 ok: bool, output: Any, error: str | None) -> ActionRecord:

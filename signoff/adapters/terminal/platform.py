@@ -66,6 +66,7 @@ class TerminalPlatform:
         self._ids = itertools.count(1)
         self._cards: asyncio.Queue[tuple[CardRef, ApprovalCard]] = asyncio.Queue()
         self.feedback: list[str] = []
+        self.shown: dict[str, ApprovalCard] = {}  # latest state of each printed card
 
     def _print(self, text: str) -> None:
         self.stdout.write(text + "\n")
@@ -74,12 +75,14 @@ class TerminalPlatform:
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Print the card; the question is asked by `run` / `ask_next`."""
         ref = CardRef(self.name, "tty", str(next(self._ids)))
+        self.shown[ref.message_id] = card
         self._print("\n" + render(card))
         await self._cards.put((ref, card))
         return ref
 
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
         """Print the outcome line."""
+        self.shown[ref.message_id] = card
         if card.outcome:
             self._print(f"  → {card.outcome}")
 
@@ -99,6 +102,10 @@ class TerminalPlatform:
     async def ask_next(self, on_decision: DecisionHandler) -> DecisionOutcome:
         """Ask about the next posted card and hand the answer to the flow."""
         ref, card = await self._cards.get()
+        card = self.shown.get(ref.message_id, card)
+        if not card.open:
+            return DecisionOutcome(False, card.outcome or "Already decided",
+                                   code="already_decided")
         choices = " / ".join(WORDS[s] for s in card.allowed)
         try:
             answer = await self._read(f"Allow this action? {choices} (default deny): ")
@@ -110,9 +117,9 @@ class TerminalPlatform:
         event = DecisionEvent(approval_id=card.approval_id, scope=scope,
                               actor=Actor(self.name, self.user), surface=self.name, ref=ref)
         outcome = await on_decision(event)
-        self.feedback.append(outcome.message)
         if not outcome.accepted:
             self._print(f"  ! {outcome.message}")
+        self.feedback.append(outcome.message)
         return outcome
 
     async def run(self, on_decision: DecisionHandler) -> None:
