@@ -1,0 +1,146 @@
+"""Approval cards as Telegram messages: HTML text, inline keyboards, callback data.
+
+Pure functions only, so the rendering is testable without a bot. Everything that comes
+from a task (goal, targets, content) is escaped with `html.escape`: the message is sent
+with ``parse_mode=HTML`` and Telegram refuses the whole message on an unknown tag.
+
+Callback data is ``so:<approval_id>:<o|s|a|d>``. Telegram allows 1–64 bytes and
+python-telegram-bot does not check, so `encode_callback` does; the details of a request
+live in the store, never in the button.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime
+
+from signoff.bot.ports import ApprovalCard
+from signoff.runtime.models import Scope
+from signoff.testing import BUTTON_LABELS  # one set of labels for every surface
+
+CALLBACK_PREFIX = "so"
+MAX_CALLBACK_BYTES = 64  # Bot API limit for InlineKeyboardButton.callback_data
+MAX_TEXT = 4096  # Bot API limit for a message text
+
+_CODES: dict[Scope, str] = {
+    Scope.ONCE: "o",
+    Scope.SESSION: "s",
+    Scope.ALWAYS: "a",
+    Scope.DENY: "d",
+}
+_SCOPES_BY_CODE = {code: scope for scope, code in _CODES.items()}
+
+_RISK_MARK = {"READ": "🟢", "DRAFT": "🟡", "SEND": "🟠", "DESTRUCTIVE": "🔴"}
+_STATUS_MARK = {"approved": "✅", "denied": "⛔", "expired": "⌛"}
+
+# Per-field length budgets, tried in order until the message fits in MAX_TEXT. Cards are
+# already shortened in bot/cards.py; this is the last guard against odd data.
+_BUDGETS = ((400, 20), (160, 8), (60, 3))
+
+Keyboard = list[list[tuple[str, str]]]
+
+
+def encode_callback(approval_id: str, scope: Scope) -> str:
+    """``so:<approval_id>:<code>``; ValueError if it would not fit in 64 bytes."""
+    if not approval_id:
+        raise ValueError("approval id is empty")
+    data = f"{CALLBACK_PREFIX}:{approval_id}:{_CODES[scope]}"
+    size = len(data.encode("utf-8"))
+    if size > MAX_CALLBACK_BYTES:
+        raise ValueError(
+            f"callback data for approval {approval_id!r} is {size} bytes; "
+            f"Telegram allows at most {MAX_CALLBACK_BYTES}"
+        )
+    return data
+
+
+def decode_callback(data: str | None) -> tuple[str, Scope] | None:
+    """The approval id and scope in a button's data, or None when it is not ours."""
+    if not data or len(data.encode("utf-8")) > MAX_CALLBACK_BYTES:
+        return None
+    prefix, sep, rest = data.partition(":")
+    if prefix != CALLBACK_PREFIX or not sep:
+        return None
+    # rpartition: the decision code is last, so an id may itself contain ':'.
+    approval_id, sep, code = rest.rpartition(":")
+    scope = _SCOPES_BY_CODE.get(code)
+    if not sep or not approval_id or scope is None:
+        return None
+    return approval_id, scope
+
+
+def card_keyboard(card: ApprovalCard) -> Keyboard:
+    """One row of (label, callback data) for the allowed decisions; empty once decided."""
+    if not card.open:
+        return []
+    row = [(BUTTON_LABELS[s], encode_callback(card.approval_id, s)) for s in card.allowed]
+    return [row] if row else []
+
+
+def card_html(card: ApprovalCard) -> str:
+    """The card as Telegram HTML, at most 4096 characters."""
+    for field_limit, list_limit in _BUDGETS:
+        text = _render(card, field_limit, list_limit)
+        if len(text) <= MAX_TEXT:
+            return text
+    # Unreachable with sane budgets; cut plain text rather than break a tag.
+    return html.escape(_cut(card.title, MAX_TEXT // 8))
+
+
+def _cut(value: str, limit: int) -> str:
+    value = " ".join(value.split())
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def _e(value: str, limit: int) -> str:
+    return html.escape(_cut(value, limit))
+
+
+def _hhmm(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _render(card: ApprovalCard, limit: int, items: int) -> str:
+    risk = card.risk.upper()
+    head = "Approval needed" if card.open else "Decided"
+    lines = [
+        f"{_RISK_MARK.get(risk, '⚪')} <b>{head}</b> · <b>{_e(risk, 20)}</b> · "
+        f"<code>{_e(card.tool, 60)}</code>",
+        f"<b>{_e(card.title, limit)}</b>",
+    ]
+    if card.targets:
+        shown = ", ".join(f"<code>{_e(t, limit)}</code>" for t in card.targets[:items])
+        more = len(card.targets) - items
+        lines.append(f"Targets: {shown}" + (f" and {more} more" if more > 0 else ""))
+    lines.extend(f"{_e(label, 40)}: <i>{_e(value, limit)}</i>"
+                 for label, value in card.details[:items])
+    lines.append(f"Goal: {_e(card.goal, limit)}")
+    task = f"Task <code>{_e(card.task_id, 80)}</code> · step {card.step}/{card.steps_total}"
+    if card.schedule:
+        task += f" · schedule <code>{_e(card.schedule, 80)}</code>"
+    lines.append(task)
+    if card.note:
+        lines.append(f"Note: {_e(card.note, limit)}")
+    if card.open:
+        lines.append(f"Expires {_hhmm(card.expires_at)} · request "
+                     f"<code>{_e(card.approval_id, 80)}</code>")
+    if card.console_url:
+        url = html.escape(card.console_url, quote=True)
+        lines.append(f'<a href="{url}">Open in console</a>')
+    mentions = _mentions(card.mentions[:items])
+    if mentions and card.open:
+        lines.append(f"Waiting for {mentions}")
+    if card.outcome:
+        mark = _STATUS_MARK.get(card.status, "•")
+        lines.append(f"{mark} <b>{_e(card.outcome, limit)}</b>")
+    return "\n".join(lines)
+
+
+def _mentions(keys: tuple[str, ...]) -> str:
+    """Telegram approvers as user links (a tap opens the profile and pings them)."""
+    links = []
+    for key in keys:
+        platform, _, user_id = key.partition(":")
+        if platform == "telegram" and user_id.isdigit():
+            links.append(f'<a href="tg://user?id={user_id}">{user_id}</a>')
+    return ", ".join(links)
