@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
+from signoff.bot.cards import BUTTON_LABELS
 from signoff.bot.ports import (
     ApprovalCard,
     Actor,
@@ -25,12 +26,8 @@ from signoff.bot.ports import (
 from signoff.errors import PlatformUnavailable
 from signoff.runtime.models import ALL_SCOPES, Scope
 
-BUTTON_LABELS = {
-    Scope.ONCE: "Once",
-    Scope.SESSION: "Session",
-    Scope.ALWAYS: "Always",
-    Scope.DENY: "Deny",
-}
+__all__ = ["BUTTON_LABELS", "PlatformContract", "PlatformHarness", "RecordingHarness",
+           "RecordingPlatform", "Rendered", "sample_card"]
 
 
 @dataclass(frozen=True)

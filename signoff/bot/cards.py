@@ -11,6 +11,14 @@ from datetime import datetime
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, Scope, Task
 
+# The labels every surface puts on its buttons, in this order.
+BUTTON_LABELS = {
+    Scope.ONCE: "Once",
+    Scope.SESSION: "Session",
+    Scope.ALWAYS: "Always",
+    Scope.DENY: "Deny",
+}
+
 # Arguments that carry message content: shown shortened, never part of a fingerprint.
 CONTENT_ARGS = ("subject", "body", "payload", "text", "content")
 SHORT = 120

@@ -1,0 +1,345 @@
+"""`SlackPlatform`: approval cards in a Slack channel, decided by their buttons.
+
+Built on slack-bolt's `AsyncApp`; every Web API call goes to ``api_url`` (a local fake in
+tests) with a timeout, and its failures become `RateLimited`, `PlatformUnavailable` or
+`PlatformRejected` (see `calls`). Two ways to hear clicks:
+
+- ``socket`` (needs an ``xapp-`` app token; no public URL): `run` opens a Socket Mode
+  websocket with bolt's `AsyncSocketModeHandler` and keeps it until cancelled.
+- ``http`` (needs the signing secret): the daemon's HTTP app mounts `handle_http` at
+  ``POST /slack/events``; `run` only has to be running for clicks to be handled.
+
+A click is acknowledged first (Slack wants the ack within 3 s), then decided: the decision
+runs as a task of the TaskGroup `run` owns, so shutdown cancels it instead of leaking it.
+A refused decision is told to the clicker alone with ``chat.postEphemeral``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any, Literal, cast
+
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+
+from signoff.adapters.slack.blocks import ACTION_PREFIX, card_blocks, card_text, escape
+from signoff.adapters.slack.calls import call, error_code, token_problem
+from signoff.adapters.slack.guard import RequestGuard
+from signoff.adapters.slack.listeners import decision_from_action, parse_http_body
+from signoff.bot.ports import (
+    ApprovalCard,
+    CardRef,
+    DecisionEvent,
+    DecisionHandler,
+    DecisionOutcome,
+)
+from signoff.errors import (
+    ConfigError,
+    PlatformError,
+    PlatformRejected,
+    PlatformUnavailable,
+    RateLimited,
+)
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["socket", "http"]
+REQUIRED_SCOPES = ("chat:write",)
+MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_API_URL = "https://slack.com/api/"
+_FAILED = "Sorry, your answer could not be recorded. Please try again."
+
+
+class SlackPlatform:
+    """Approval cards as Block Kit messages in one Slack channel."""
+
+    name = "slack"
+
+    def __init__(
+        self,
+        *,
+        bot_token: str,
+        channel: str,
+        mode: str = "socket",
+        app_token: str | None = None,
+        signing_secret: str | None = None,
+        api_url: str = DEFAULT_API_URL,
+        timeout: float = 10.0,
+    ) -> None:
+        if not bot_token:
+            raise ConfigError("slack.bot_token is empty")
+        if not channel:
+            raise ConfigError("slack.channel is empty")
+        if mode not in ("socket", "http"):
+            raise ConfigError(f"slack.mode must be 'socket' or 'http', not {mode!r}")
+        if mode == "socket" and not app_token:
+            raise ConfigError("slack.app_token (xapp-…) is needed in socket mode")
+        if mode == "http" and not signing_secret:
+            raise ConfigError("slack.signing_secret is needed in http mode")
+        if timeout <= 0:
+            raise ConfigError("the Slack timeout must be positive")
+        self._mode: Mode = cast(Mode, mode)
+        self._channel = channel
+        self._app_token = app_token
+        self._timeout = timeout
+        # The SDK joins base_url and the method name without a separator.
+        base_url = api_url if api_url.endswith("/") else api_url + "/"
+        self._client = AsyncWebClient(
+            token=bot_token,
+            base_url=base_url,
+            # aiohttp takes a float; the SDK's annotation says int.
+            timeout=cast(int, timeout),
+            # No retries inside the SDK: the outbox owns retry policy for every surface.
+            retry_handlers=[],
+        )
+        self._app = AsyncApp(
+            client=self._client,
+            name="signoff",
+            logger=logging.getLogger(f"{__name__}.bolt"),
+            # Signatures are checked by `RequestGuard` (see `handle_http`), which logs a
+            # refusal without the body and feeds the replay guard; the socket carries none.
+            signing_secret="",
+            request_verification_enabled=False,
+            # Run the listener to its end before answering: it only acks and hands the
+            # decision to our TaskGroup, so the answer is as quick, and bolt neither
+            # spawns a task of its own nor polls for the ack every 10 ms.
+            process_before_response=True,
+        )
+        self._app.action(re.compile(f"^{ACTION_PREFIX}"))(self._on_action)
+        self._http = AsyncSlackRequestHandler(self._app)
+        self._guard = (RequestGuard(signing_secret)
+                       if self._mode == "http" and signing_secret else None)
+        self._active = False
+        self._group: asyncio.TaskGroup | None = None
+        self._on_decision: DecisionHandler | None = None
+
+    @property
+    def mode(self) -> str:
+        """``socket`` or ``http``."""
+        return self._mode
+
+    @property
+    def running(self) -> bool:
+        """True while `run` is receiving decisions."""
+        return self._group is not None
+
+    # -- outbound -------------------------------------------------------------------------
+
+    async def post_card(self, card: ApprovalCard) -> CardRef:
+        """Post ``card`` to the approvals channel; the ref holds the channel id and ts."""
+        response = await call("chat.postMessage", self._client.chat_postMessage(
+            channel=self._channel, text=card_text(card), blocks=card_blocks(card),
+            unfurl_links=False, unfurl_media=False,
+        ))
+        # Slack answers with the channel id even when we posted to a "#name": chat.update
+        # accepts only the id.
+        channel = str(response.get("channel") or self._channel)
+        ref = CardRef(surface=self.name, channel=channel, message_id=str(response["ts"]))
+        logger.info("slack_card_posted approval_id=%s channel=%s ts=%s",
+                    card.approval_id, ref.channel, ref.message_id)
+        return ref
+
+    async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
+        """Edit the posted card in place with ``chat.update``."""
+        if ref.surface != self.name:
+            raise PlatformRejected(f"slack: cannot edit a card of surface {ref.surface!r}")
+        await call("chat.update", self._client.chat_update(
+            channel=ref.channel, ts=ref.message_id, text=card_text(card), blocks=card_blocks(card),
+        ))
+        logger.info("slack_card_updated approval_id=%s channel=%s ts=%s status=%s",
+                    card.approval_id, ref.channel, ref.message_id, card.status)
+
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
+        """Post one line to ``channel``; with a Slack ``thread``, as a reply under that card.
+
+        A thread reply has to go to the card's own channel, so ``thread.channel`` wins.
+        The text is escaped: a goal saying ``<!channel>`` must not page a whole channel.
+        """
+        thread_ts = None
+        if thread is not None and thread.surface == self.name:
+            channel, thread_ts = thread.channel, thread.message_id
+        await call("chat.postMessage", self._client.chat_postMessage(
+            channel=channel, text=escape(text), thread_ts=thread_ts,
+            unfurl_links=False, unfurl_media=False,
+        ))
+        logger.info("slack_notified channel=%s threaded=%s", channel, thread_ts is not None)
+
+    async def check(self) -> None:
+        """Verify the tokens and scopes at start-up; raise `PlatformRejected` saying what to fix.
+
+        ``auth.test`` proves the bot token; its ``x-oauth-scopes`` header lists the granted
+        scopes, each of `REQUIRED_SCOPES` must be there. In socket mode the app-level token
+        is proved by asking for a websocket URL (``apps.connections.open``), which is
+        otherwise harmless. Network trouble raises `PlatformUnavailable` (try again later).
+        """
+        auth = await call("auth.test", self._client.auth_test())
+        granted = auth.headers.get("x-oauth-scopes") if auth.headers else None
+        if granted is None:
+            logger.warning("slack_scopes_unknown: auth.test sent no x-oauth-scopes header")
+        else:
+            have = {scope.strip() for scope in str(granted).split(",")}
+            missing = [scope for scope in REQUIRED_SCOPES if scope not in have]
+            if missing:
+                raise PlatformRejected(
+                    f"the Slack bot token lacks the scope {', '.join(missing)}: add it under"
+                    " OAuth & Permissions → Bot Token Scopes and reinstall the app")
+        if self._mode == "socket":
+            await self._socket_url()
+        logger.info("slack_ready team_id=%s bot_user_id=%s mode=%s",
+                    auth.get("team_id"), auth.get("user_id"), self._mode)
+
+    async def _socket_url(self) -> str:
+        try:
+            response = await call("apps.connections.open", self._client.apps_connections_open(
+                app_token=cast(str, self._app_token)))
+        except PlatformRejected as exc:
+            raise PlatformRejected(
+                f"{token_problem(error_code(exc.__cause__), 'slack.app_token (xapp-…)')};"
+                " it needs the connections:write scope and Socket Mode turned on") from exc
+        return str(response["url"])
+
+    # -- inbound --------------------------------------------------------------------------
+
+    async def run(self, on_decision: DecisionHandler) -> None:
+        """Hear clicks until cancelled and pass each decision to ``on_decision``.
+
+        In socket mode this connects the websocket first; a refused app token raises
+        `PlatformRejected` (the daemon should log it and keep its other surfaces).
+        """
+        if self._active:
+            raise RuntimeError("SlackPlatform.run is already running")
+        self._active = True
+        try:
+            # Outside the TaskGroup, so that a refused token is raised as itself.
+            first_url = await self._first_socket_url() if self._mode == "socket" else None
+            async with asyncio.TaskGroup() as group:
+                self._group, self._on_decision = group, on_decision
+                try:
+                    if self._mode == "socket":
+                        await self._run_socket(first_url)
+                    else:
+                        logger.info("slack_listening mode=http path=/slack/events")
+                        await asyncio.Event().wait()
+                finally:
+                    self._group, self._on_decision = None, None
+        finally:
+            self._active = False
+
+    async def _first_socket_url(self) -> str | None:
+        """A websocket URL, or None when Slack is unreachable (the SDK retries then)."""
+        # Our own request maps a refused app token to a clear error; the SDK would log
+        # and retry it forever.
+        try:
+            return await self._socket_url()
+        except (PlatformUnavailable, RateLimited) as exc:
+            logger.warning("slack_socket_url_failed error=%s; the SDK will retry", exc)
+        return None
+
+    async def _run_socket(self, first_url: str | None) -> None:
+        handler = AsyncSocketModeHandler(
+            self._app, app_token=self._app_token,
+            logger=logging.getLogger(f"{__name__}.socket"),
+        )
+        try:
+            handler.client.wss_uri = first_url
+            await handler.connect_async()
+            logger.info("slack_listening mode=socket")
+            await asyncio.Event().wait()
+        finally:
+            await self._close_socket(handler)
+
+    async def _close_socket(self, handler: AsyncSocketModeHandler) -> None:
+        client = handler.client
+        try:
+            await asyncio.wait_for(handler.close_async(), self._timeout)
+        except Exception as exc:  # closing a broken socket must not hide why we stopped
+            logger.warning("slack_socket_close_failed error=%s", type(exc).__name__)
+        # close() only cancels the client's loops; wait for them so none outlives us.
+        loops = [f for f in (client.message_processor, client.message_receiver,
+                             client.current_session_monitor) if f is not None]
+        for loop in loops:
+            loop.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
+        logger.info("slack_socket_closed")
+
+    async def _on_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """Bolt listener for every ``signoff_*`` button: ack at once, decide afterwards."""
+        await ack()
+        event = decision_from_action(body)
+        if event is None:
+            logger.warning("slack_action_malformed: a signoff button click without a"
+                           " usable action, value or user; ignored")
+            return
+        group, handler = self._group, self._on_decision
+        if group is None or handler is None:
+            logger.warning("slack_action_not_running approval_id=%s", event.approval_id)
+            return
+        try:
+            group.create_task(self._decide(handler, event))
+        except RuntimeError:  # the TaskGroup is shutting down
+            logger.warning("slack_action_dropped_on_shutdown approval_id=%s", event.approval_id)
+
+    async def _decide(self, handler: DecisionHandler, event: DecisionEvent) -> None:
+        try:
+            outcome = await handler(event)
+        except Exception:
+            # One failing decision must not end the TaskGroup (and every other decision).
+            logger.exception("slack_decision_failed approval_id=%s actor=%s",
+                             event.approval_id, event.actor.key)
+            outcome = DecisionOutcome(False, _FAILED, code="error")
+        logger.info("slack_decision approval_id=%s scope=%s actor=%s accepted=%s code=%s",
+                    event.approval_id, event.scope.value, event.actor.key,
+                    outcome.accepted, outcome.code)
+        if not outcome.accepted:
+            await self._tell(event, outcome.message)
+
+    async def _tell(self, event: DecisionEvent, message: str) -> None:
+        """Show ``message`` to the clicker only."""
+        if event.ref is None:
+            logger.warning("slack_ephemeral_skipped approval_id=%s: no channel in the click",
+                           event.approval_id)
+            return
+        try:
+            await call("chat.postEphemeral", self._client.chat_postEphemeral(
+                channel=event.ref.channel, user=event.actor.user_id, text=escape(message)))
+        except PlatformError as exc:
+            logger.warning("slack_ephemeral_failed approval_id=%s error=%s",
+                           event.approval_id, exc)
+
+    async def handle_http(self, request: Request) -> Response:
+        """Serve ``POST /slack/events`` (http mode) for the daemon's HTTP app.
+
+        401 for a missing, bad or stale signature and for a replayed request; 413 for a
+        body over 1 MiB; 400 for a body that is not a Slack payload; 404 in socket mode.
+        Before `run` has started (or after it stopped) an authentic request gets 503 and
+        is not processed: an early click is refused, never half-handled. Everything else
+        goes to bolt, which acks ``signoff_*`` clicks within milliseconds.
+        """
+        if self._guard is None:
+            return PlainTextResponse("Slack HTTP mode is not enabled", status_code=404)
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:
+            logger.warning("slack_request_refused reason=too_large bytes=%d", len(body))
+            return PlainTextResponse("request too large", status_code=413)
+        refusal = self._guard.authentic(body, request.headers)
+        if refusal is not None:
+            logger.warning("slack_request_refused reason=%s", refusal.value)
+            return PlainTextResponse("invalid request", status_code=401)
+        try:
+            parse_http_body(body, request.headers.get("content-type"))
+        except ValueError:
+            logger.warning("slack_request_malformed: signed body is not a Slack payload")
+            return PlainTextResponse("malformed payload", status_code=400)
+        if self._group is None:
+            logger.warning("slack_request_before_run: refused, decisions are not being received")
+            return PlainTextResponse("not ready", status_code=503, headers={"Retry-After": "1"})
+        if not self._guard.first_time(request.headers):
+            logger.warning("slack_request_refused reason=replayed")
+            return PlainTextResponse("replayed request", status_code=401)
+        return await self._http.handle(request)
