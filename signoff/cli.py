@@ -58,7 +58,8 @@ def daemon_start(
     port: Annotated[int | None, typer.Option(help="HTTP port (default 8080).")] = None,
     work_dir: Annotated[Path | None, typer.Option(help="Sandbox for file tools and state.")] = None,
     database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
-    reset: Annotated[bool, typer.Option(help="Delete all tasks, approvals and audit first.")] = False,
+    reset: Annotated[bool, typer.Option(
+        help="Delete all tasks, approvals and audit first.")] = False,
     autonomous_risks: Annotated[str | None, typer.Option(
         help="Risk classes that run without asking, e.g. READ,DRAFT (use with care).")] = None,
 ) -> None:

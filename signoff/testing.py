@@ -16,8 +16,8 @@ from typing import Protocol
 
 from signoff.bot.cards import BUTTON_LABELS
 from signoff.bot.ports import (
-    ApprovalCard,
     Actor,
+    ApprovalCard,
     CardRef,
     DecisionEvent,
     DecisionHandler,
@@ -195,8 +195,9 @@ class PlatformContract:
     `PlatformHarness`; each test starts and stops it itself.
     """
 
-    async def test_post_card_shows_action_targets_and_allowed_buttons(self, harness: PlatformHarness) -> None:
-        """A posted card shows the action in plain words, its target and only the allowed buttons."""
+    async def test_post_card_shows_action_targets_and_allowed_buttons(
+            self, harness: PlatformHarness) -> None:
+        """A posted card shows the action in words, its target and only the allowed buttons."""
         platform = harness.platform
         card = sample_card(allowed=(Scope.ONCE, Scope.DENY))
         ref = await platform.post_card(card)  # type: ignore[attr-defined]
@@ -206,12 +207,14 @@ class PlatformContract:
         assert "Send email" in seen.text
         assert seen.buttons == ("Once", "Deny")
 
-    async def test_update_card_replaces_buttons_with_outcome(self, harness: PlatformHarness) -> None:
+    async def test_update_card_replaces_buttons_with_outcome(
+            self, harness: PlatformHarness) -> None:
         """After a decision the same message shows the outcome and has no buttons."""
         platform = harness.platform
         card = sample_card()
         ref = await platform.post_card(card)  # type: ignore[attr-defined]
-        decided = replace(card, status="approved", outcome="Approved for this session by x:alice at 14:03 UTC",
+        decided = replace(card, status="approved",
+                          outcome="Approved for this session by x:alice at 14:03 UTC",
                           decided_by="x:alice", decided_at=datetime.now(UTC))
         await platform.update_card(ref, decided)  # type: ignore[attr-defined]
         seen = await harness.rendered(ref)
@@ -219,7 +222,8 @@ class PlatformContract:
         assert "john@example.com" in seen.text, "the action text stays on the edited card"
         assert seen.buttons == ()
 
-    async def test_click_reaches_the_flow_with_approval_scope_and_actor(self, harness: PlatformHarness) -> None:
+    async def test_click_reaches_the_flow_with_approval_scope_and_actor(
+            self, harness: PlatformHarness) -> None:
         """A click becomes one DecisionEvent naming the approval, the scope and who clicked."""
         platform = harness.platform
         events: list[DecisionEvent] = []
@@ -242,7 +246,8 @@ class PlatformContract:
         finally:
             await harness.stop()
 
-    async def test_refused_click_is_answered_to_the_clicker(self, harness: PlatformHarness) -> None:
+    async def test_refused_click_is_answered_to_the_clicker(
+            self, harness: PlatformHarness) -> None:
         """When the flow refuses a click, the person who clicked is told why."""
         platform = harness.platform
 
@@ -263,7 +268,8 @@ class PlatformContract:
         """A notification arrives in the named channel."""
         platform = harness.platform
         await platform.notify(harness.notify_channel, "Task t1 completed")  # type: ignore[attr-defined]
-        assert any("Task t1 completed" in t for t in await harness.notifications(harness.notify_channel))
+        seen = await harness.notifications(harness.notify_channel)
+        assert any("Task t1 completed" in t for t in seen)
 
 
 @dataclass

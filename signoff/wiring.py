@@ -26,13 +26,13 @@ from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
 from signoff.runtime.llm import ChatClient, LlmJudge, LlmPlanner
-from signoff.runtime.models import RiskClass, Scope
+from signoff.runtime.models import Action, RiskClass, Scope, Task
 from signoff.runtime.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy import Policy, Unattended, grant_key
 from signoff.runtime.sqlstore import SqlTaskStore
 from signoff.runtime.store import TaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
-from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
+from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
 from signoff.runtime.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -80,8 +80,6 @@ def build_planner(settings: Settings) -> Planner:
 
 def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, frozenset[str]]:
     """Grant keys of each schedule's declared envelope (`[[schedules]] grants`)."""
-    from signoff.runtime.models import Action
-
     out: dict[str, frozenset[str]] = {}
     for i, sched in enumerate(settings.schedules):
         keys = set()
@@ -90,8 +88,6 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
             try:
                 tool = registry.get(str(spec.get("tool")))
                 args = registry.clean_args(tool, args)
-                from signoff.runtime.tools.registry import fingerprint
-
                 risk = tool.risk_for(args)
                 action = Action(tool=tool.name, args=args, risk=risk,
                                 capability=tool.capability, fingerprint=fingerprint(tool, args))
@@ -174,8 +170,9 @@ class _PendingCards:
         if self.node is None:
             return []
         page = await self.node.store.pending_approvals(limit=20)
+        tasks = [t for t in page.items if isinstance(t, Task) and t.approval is not None]
         return [build_card(t, t.approval, console_url=self.node.settings.daemon.public_url)
-                for t in page.items if t.approval is not None]  # type: ignore[attr-defined]
+                for t in tasks if t.approval is not None]
 
 
 def chat_platforms(settings: Settings, *, node_pending: _PendingCards | None
@@ -194,7 +191,8 @@ def chat_platforms(settings: Settings, *, node_pending: _PendingCards | None
 
         t = settings.telegram
         out["telegram"] = TelegramPlatform(
-            bot_token=t.bot_token, chat_id=t.chat_id, mode=str(t.mode), base_url=t.base_url,
+            bot_token=t.bot_token, chat_id=t.chat_id,
+            mode="webhook" if str(t.mode) == "webhook" else "polling", base_url=t.base_url,
             base_file_url=t.base_file_url, webhook_secret=t.webhook_secret,
             webhook_url=t.webhook_url, pending_lister=node_pending)
     return out

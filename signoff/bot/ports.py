@@ -95,7 +95,8 @@ class DecisionOutcome:
 
     accepted: bool
     message: str
-    code: str = "ok"  # ok | not_authorized | already_decided | expired | unknown | scope_not_allowed
+    # ok | not_authorized | already_decided | expired | unknown | scope_not_allowed
+    code: str = "ok"
 
 
 DecisionHandler = Callable[[DecisionEvent], Awaitable[DecisionOutcome]]

@@ -66,7 +66,7 @@ class EngineConfig:
     lease: timedelta = timedelta(seconds=60)
     max_retries: int = 1
     scopes: Mapping[RiskClass, tuple[Scope, ...]] = field(default_factory=dict)
-    unattended: Unattended = Unattended()
+    unattended: Unattended = field(default_factory=Unattended)
     forbid_self_approval: bool = False
 
     def scopes_for(self, risk: RiskClass | None) -> list[Scope]:
@@ -135,9 +135,8 @@ class Engine:
     async def advance(self, task: Task) -> Task:
         """Move a claimed task until it waits, completes or fails."""
         try:
-            if task.state is TaskState.PLANNING:
-                if not await self._plan(task):
-                    return task
+            if task.state is TaskState.PLANNING and not await self._plan(task):
+                return task
             return await self._run_steps(task)
         except Conflict:
             log.info("task_changed_elsewhere", extra={"task_id": task.id})

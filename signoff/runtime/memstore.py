@@ -8,7 +8,9 @@ by accident — the SQL store gives the same guarantee by serializing.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 from signoff.runtime import audit as audit_chain
 from signoff.runtime.models import (
@@ -265,8 +267,7 @@ class MemTaskStore:
                     item.done_at = next_at
 
 
-def _page(rows: list[tuple[int, object]], limit: int, copy: object) -> Page:
+def _page(rows: Sequence[tuple[int, Any]], limit: int, copy: Callable[[Any], Any]) -> Page:
     more = len(rows) > limit
     rows = rows[:limit]
-    fn = copy if callable(copy) else (lambda x: x)
-    return Page([fn(r) for _, r in rows], str(rows[-1][0]) if more else None)
+    return Page([copy(r) for _, r in rows], str(rows[-1][0]) if more else None)

@@ -20,7 +20,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class RiskClass(str, enum.Enum):
+class RiskClass(enum.StrEnum):
     """How much harm an action can do; the autonomy boundary."""
 
     READ = "READ"
@@ -46,7 +46,7 @@ class RiskClass(str, enum.Enum):
 _RISK_ORDER = [RiskClass.READ, RiskClass.DRAFT, RiskClass.SEND, RiskClass.DESTRUCTIVE]
 
 
-class TaskState(str, enum.Enum):
+class TaskState(enum.StrEnum):
     """The task lifecycle of the contract."""
 
     QUEUED = "queued"
@@ -62,7 +62,7 @@ class TaskState(str, enum.Enum):
         return self in (TaskState.COMPLETED, TaskState.FAILED)
 
 
-class Verdict(str, enum.Enum):
+class Verdict(enum.StrEnum):
     """What the policy says about one action."""
 
     ALLOW = "ALLOW"
@@ -70,7 +70,7 @@ class Verdict(str, enum.Enum):
     BLOCK = "BLOCK"
 
 
-class Scope(str, enum.Enum):
+class Scope(enum.StrEnum):
     """A person's answer to an approval request."""
 
     ONCE = "once"
@@ -87,7 +87,7 @@ class Scope(str, enum.Enum):
 ALL_SCOPES: tuple[Scope, ...] = (Scope.ONCE, Scope.SESSION, Scope.ALWAYS, Scope.DENY)
 
 
-class ApprovalStatus(str, enum.Enum):
+class ApprovalStatus(enum.StrEnum):
     """Where an approval request stands."""
 
     PENDING = "pending"
@@ -101,7 +101,7 @@ class ApprovalStatus(str, enum.Enum):
         return self is ApprovalStatus.PENDING
 
 
-class RunMode(str, enum.Enum):
+class RunMode(enum.StrEnum):
     """Who can answer when the policy asks: decides how ASK_USER is resolved."""
 
     INTERACTIVE = "interactive"  # submitted to the daemon: ask on every surface

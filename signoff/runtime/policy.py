@@ -70,7 +70,7 @@ def _prohibited(action: Action, entries: Iterable[str]) -> str | None:
             continue
         if action.risk is not None and needle.upper() == action.risk.value:
             return needle
-        if needle == action.tool or needle == action.capability:
+        if needle in (action.tool, action.capability):
             return needle
     return None
 

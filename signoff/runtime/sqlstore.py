@@ -238,7 +238,7 @@ class SqlTaskStore:
     def _append_audit(self, conn: Connection, events: list[AuditEvent]) -> list[AuditEvent]:
         head = conn.execute(sa.select(head_t.c.count, head_t.c.hash)
                             .where(head_t.c.id == 1).with_for_update()).one()
-        count, prev = head.count, head.hash
+        count, prev = int(head[0]), str(head[1])
         sealed = []
         for event in events:
             count += 1
@@ -451,7 +451,7 @@ class SqlTaskStore:
         with self._tx(write=False) as conn:
             row = conn.execute(sa.select(head_t.c.count, head_t.c.hash)
                                .where(head_t.c.id == 1)).first()
-        return (row.count, row.hash) if row else (0, audit_chain.GENESIS)
+        return (int(row[0]), str(row[1])) if row else (0, audit_chain.GENESIS)
 
     # -- cards and outbox ---------------------------------------------------------------
     async def save_card(self, record: CardRecord) -> None:

@@ -13,7 +13,6 @@ import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
 
-
 class UtcDateTime(sa.TypeDecorator[datetime]):
     """Aware UTC datetimes in, aware UTC datetimes out, on SQLite and PostgreSQL alike.
 
