@@ -129,11 +129,12 @@ class CrontabTrigger(BaseTrigger):
         if self.wildcard_time:
             return False
         wall = fire.astimezone(self.timezone).replace(tzinfo=None)
-        first = wall.replace(tzinfo=self.timezone, fold=0)
-        second = wall.replace(tzinfo=self.timezone, fold=1)
-        # In a fall-back overlap fold=1 is the later instant; in a spring-forward gap it is
-        # the earlier one, and gap times are not repeats.
-        return second > first and fire == second
+        # Compared in UTC: aware datetimes sharing a tzinfo compare by wall time, ignoring
+        # fold. In a fall-back overlap fold=1 is the later instant; in a spring-forward gap
+        # it is the earlier one, and gap times are not repeats.
+        first = wall.replace(tzinfo=self.timezone, fold=0).astimezone(UTC)
+        second = wall.replace(tzinfo=self.timezone, fold=1).astimezone(UTC)
+        return second > first and fire.astimezone(UTC) == second
 
     def __str__(self) -> str:
         return f"crontab[{self.expression} {self.timezone}]"
