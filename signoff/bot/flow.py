@@ -19,7 +19,7 @@ from signoff.bot.routing import Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.models import Approval, Task
-from signoff.runtime.store import OutboxItem, TaskStore
+from signoff.runtime.store import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,9 @@ class ApprovalFlow:
         self.dispatcher.wake()
 
     async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
-        """Tell the team channels that subscribed to this kind of event."""
+        """Tell subscribed team channels; reply under the task's cards when it ends."""
+        if kind in ("completed", "failed") and task.approval is not None:
+            await self._reply_under_cards(kind, task, detail)
         if self.notifier is not None:
             try:
                 await self.notifier.task_event(kind, task, detail)
@@ -62,15 +64,27 @@ class ApprovalFlow:
                 log.exception("notify_failed", extra={"task_id": task.id, "kind": kind})
             self.dispatcher.wake()
 
+    async def _reply_under_cards(self, kind: str, task: Task, detail: str | None) -> None:
+        approval = task.approval
+        assert approval is not None
+        text = f"Task {task.id} {kind}" + (f": {detail}" if detail and kind == "failed" else "")
+        items = [OutboxItem(key=f"thread:{approval.id}:{kind}@{name}", surface=name,
+                            kind="notify", approval_id=approval.id,
+                            payload={"channel": "", "text": text, "thread": True})
+                 for name in self.platforms]
+        await self.store.commit(Change(outbox=items))
+
     # -- delivering card jobs ----------------------------------------------------------
     async def deliver(self, item: OutboxItem, platform: ChatPlatform) -> None:
         """Make one outbox job happen on one surface."""
         if item.kind == "notify":
             thread = None
-            if item.approval_id:
+            if item.payload.get("thread") and item.approval_id:
                 thread = await self._ref(item.approval_id, platform.name)
-            await platform.notify(str(item.payload["channel"]), str(item.payload["text"]),
-                                  thread=thread)
+                if thread is None:
+                    return  # the card never reached this surface: nothing to reply under
+            channel = str(item.payload["channel"]) or (thread.channel if thread else "")
+            await platform.notify(channel, str(item.payload["text"]), thread=thread)
             return
         approval_id = str(item.payload["approval_id"])
         approval = await self.store.get_approval(approval_id)

@@ -225,3 +225,18 @@ async def test_expiry_edits_every_card_to_expired(tmp_path: Path) -> None:
     assert [e.actor for e in (await node.store.audit_events(task_id=task.id)).items][-1] == \
         "auto:timeout"
     await node.store.close()
+
+
+async def test_a_finished_task_is_reported_under_its_card(tmp_path: Path) -> None:
+    """When an approved task completes, each surface gets a reply threaded under the card."""
+    slack = RecordingPlatform(name="slack")
+    node = make(tmp_path, {"slack": slack})
+    task = await waiting(node)
+    slack.attach(node.flow.on_decision)
+    await slack.click(only_ref(slack), Scope.ONCE, "U1")
+    await node.engine.advance(await node.worker._ready.get())
+    await node.flow.dispatcher.run_once()
+    channel, text, thread = slack.notes[-1]
+    assert thread == only_ref(slack) and channel == "recording"
+    assert text == f"Task {task.id} completed"
+    await node.store.close()
