@@ -1,0 +1,183 @@
+"""The `signoff` command as a user runs it: a subprocess, real files, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def signoff(*args: str, cwd: Path, stdin: int | None = subprocess.DEVNULL,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "signoff", *args], cwd=cwd, stdin=stdin,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A directory with a work dir holding a README and a file to delete."""
+    work = tmp_path / "signoff-work"
+    work.mkdir()
+    (work / "README.md").write_text("hello from the readme")
+    (work / "old.txt").write_text("old")
+    (tmp_path / "delete.json").write_text(json.dumps(
+        [{"tool": "delete_file", "args": {"path": "old.txt"}}]))
+    return tmp_path
+
+
+def test_config_check_accepts_the_example_config(project: Path) -> None:
+    """The shipped example config is valid."""
+    result = signoff("config", "check", str(ROOT / "config.example.toml"), cwd=project)
+    assert result.returncode == 0, result.stderr
+
+
+def test_config_check_names_file_key_and_problem_and_exits_2(project: Path) -> None:
+    """A bad value is reported with the file, the key and what is wrong."""
+    bad = project / "bad.toml"
+    bad.write_text('[approvals]\ntimeout = "soon"\n')
+    result = signoff("config", "check", str(bad), cwd=project)
+    assert result.returncode == 2
+    assert "bad.toml" in result.stderr and "approvals.timeout" in result.stderr
+    assert "soon" in result.stderr
+
+
+def test_broken_toml_is_a_clear_error(project: Path) -> None:
+    """Broken TOML names the file and the line; nothing starts."""
+    bad = project / "broken.toml"
+    bad.write_text("[daemon\nport = 1\n")
+    result = signoff("daemon", "start", "--config", str(bad), cwd=project)
+    assert result.returncode == 2
+    assert "broken.toml" in result.stderr and "line 1" in result.stderr
+
+
+def test_handle_runs_a_recipe_to_completion(project: Path) -> None:
+    """A goal matched by a recipe completes, exit code 0."""
+    result = signoff("handle", "summarize the readme", "--config",
+                     str(ROOT / "config.example.toml"), cwd=project)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "completed" in result.stdout
+
+
+def test_handle_without_a_terminal_fails_closed_with_exit_3(project: Path) -> None:
+    """No terminal: the DESTRUCTIVE step is blocked, exit 3, the file is untouched."""
+    result = signoff("handle", "tidy", "--steps", "delete.json", cwd=project)
+    assert result.returncode == 3, result.stderr + result.stdout
+    assert "blocked" in result.stdout
+    assert (project / "signoff-work" / "old.txt").exists()
+
+
+def test_handle_yolo_approves_and_audits_it(project: Path) -> None:
+    """--yolo runs the gated step; the automatic approval is in the audit log."""
+    result = signoff("handle", "tidy", "--steps", "delete.json", "--yolo", cwd=project)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert not (project / "signoff-work" / "old.txt").exists()
+    audit = signoff("audit", "--json", cwd=project)
+    events = [json.loads(line) for line in audit.stdout.splitlines()]
+    assert any(e["actor"] == "auto:yolo" and e["tool"] == "delete_file" for e in events)
+    assert signoff("audit", "--verify", cwd=project).returncode == 0
+
+
+def test_strict_yolo_blocks_instead(project: Path) -> None:
+    """With evaluation.strict_yolo, --yolo turns the request into a block."""
+    cfg = project / "strict.toml"
+    cfg.write_text("[evaluation]\nstrict_yolo = true\n")
+    result = signoff("handle", "tidy", "--steps", "delete.json", "--yolo", "--config",
+                     str(cfg), cwd=project)
+    assert result.returncode == 3
+    assert (project / "signoff-work" / "old.txt").exists()
+
+
+def test_malformed_steps_file_is_a_usage_error(project: Path) -> None:
+    """A steps file that is not valid JSON is exit 2 with the file and position."""
+    (project / "bad.json").write_text('[{"tool": "read_file",')
+    result = signoff("handle", "x", "--steps", "bad.json", cwd=project)
+    assert result.returncode == 2
+    assert "bad.json" in result.stderr and "line 1" in result.stderr
+
+
+def test_unknown_tool_in_steps_is_a_usage_error(project: Path) -> None:
+    """An unknown tool is named; nothing runs."""
+    (project / "unknown.json").write_text('[{"tool": "launch_rockets"}]')
+    result = signoff("handle", "x", "--steps", "unknown.json", cwd=project)
+    assert result.returncode == 2
+    assert "launch_rockets" in result.stderr
+
+
+def test_toml_steps_file_works(project: Path) -> None:
+    """`[[steps]]` tables in TOML are accepted."""
+    (project / "steps.toml").write_text(
+        '[[steps]]\ntool = "write_file"\nargs = { path = "new.txt", content = "x" }\n')
+    result = signoff("handle", "x", "--steps", "steps.toml", cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert (project / "signoff-work" / "new.txt").read_text() == "x"
+
+
+def _interactive(project: Path, answer: bytes) -> tuple[int, str]:
+    """Run `signoff handle` on a pseudo-terminal and type ``answer`` at the prompt."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "signoff", "handle", "tidy", "--steps",
+                             "delete.json"], cwd=project, stdin=slave, stdout=slave,
+                            stderr=slave, close_fds=True)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 30
+    answered = False
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        if not answered and b"(default deny)" in seen:
+            os.write(master, answer)
+            answered = True
+        if proc.poll() is not None and not ready:
+            break
+    code = proc.wait(timeout=30)
+    os.close(master)
+    return code, seen.decode(errors="replace")
+
+
+def test_handle_asks_at_a_terminal_and_session_runs_the_action(project: Path) -> None:
+    """At a terminal the prompt offers [o]nce / [s]ession / [a]lways / [d]eny."""
+    code, screen = _interactive(project, b"s\n")
+    assert "[o]nce / [s]ession / [a]lways / [d]eny" in screen
+    assert code == 0, screen
+    assert not (project / "signoff-work" / "old.txt").exists()
+
+
+def test_an_empty_answer_at_the_terminal_denies(project: Path) -> None:
+    """Pressing Enter denies: exit 3 and the file stays."""
+    code, screen = _interactive(project, b"\n")
+    assert code == 3, screen
+    assert "user denied" in screen
+    assert (project / "signoff-work" / "old.txt").exists()
+
+
+def test_daemon_refuses_a_public_host_without_a_key(project: Path) -> None:
+    """--host 0.0.0.0 without api.key is refused with a clear message."""
+    result = signoff("daemon", "start", "--host", "0.0.0.0", "--port", "1", cwd=project)
+    assert result.returncode == 2
+    assert "API key" in result.stderr
+
+
+def test_daemon_with_an_unreachable_database_is_a_clear_error(project: Path) -> None:
+    """A database that cannot be reached is named; the daemon does not start."""
+    result = signoff("daemon", "start", "--port", "1", "--database",
+                     "postgresql+psycopg://nobody:pw@127.0.0.1:1/none", cwd=project)
+    assert result.returncode == 2
+    assert "127.0.0.1:1" in result.stderr and "pw@" not in result.stderr
