@@ -18,7 +18,9 @@ import typer
 
 from signoff.errors import ConfigError, SignoffError, StoreError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+# pretty_exceptions_show_locals: a traceback must never print tokens held in locals.
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_show_locals=False,
                   help="signoff: AI agents do the work, a person keeps the last word.")
 daemon_app = typer.Typer(no_args_is_help=True, help="Run the always-on daemon.")
 config_app = typer.Typer(no_args_is_help=True, help="Check configuration files.")

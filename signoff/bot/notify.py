@@ -1,23 +1,38 @@
-"""Team notifications: one concise line per task event to the channels that asked for it.
+"""Team notifications: one concise line per task event, bursts folded into a digest.
 
 `[[notify]]` rules name a channel (``slack:C123``, ``telegram:-100123``) and the events
 it wants. Lines never carry message content (bodies, payloads) unless the rule says
 ``include_content``, because a team channel is broader than the approvers.
+
+A burst must not flood a channel (a nightly schedule failing ten tasks at once), so each
+channel has a small buffer: the first event opens a window (default 3 s); when it closes,
+`flush` writes ONE outbox item for the channel — the line itself if it was alone, else a
+digest ("5 events:" and one line each). `run` closes windows on the Clock; tests call
+`flush(now)` directly. The buffer is memory only: a crash can lose the last window's
+lines, never a decision (those are in the audit log and on the cards).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from signoff.bot.cards import describe, shorten
 from signoff.runtime.clock import Clock
-from signoff.runtime.models import Task
+from signoff.runtime.models import RunMode, Task
 from signoff.runtime.store import Change, OutboxItem, TaskStore
+
+log = logging.getLogger(__name__)
 
 ICONS = {"queued": "📥", "waiting_approval": "⏳", "approved": "👍", "denied": "⛔",
          "expired": "⌛", "completed": "✅", "failed": "❌", "blocked": "🚫",
          "escalated": "📣", "skipped": "⏭"}
+_ACTION_EVENTS = ("waiting_approval", "approved", "denied", "expired", "blocked", "escalated")
+DIGEST_LIMIT = 20  # lines shown in one digest; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -37,44 +52,127 @@ def event_line(kind: str, task: Task, detail: str | None, *, console_url: str | 
     what = f"{icon} {kind.replace('_', ' ')}: {shorten(task.goal, 80)}"
     if task.schedule:
         what += f" (schedule {task.schedule})"
-    action = task.pending_action or (task.approval.action if task.approval else None)
-    if kind in ("waiting_approval", "approved", "denied", "expired", "blocked") and action:
-        what += f" — {describe(action) if include_content else _bare(action.tool, action.targets)}"
-    if kind == "blocked" and task.mode.value == "scheduled" and task.actions:
-        last = task.actions[-1]
-        what += (f" — would have needed approval: {last.tool} to {', '.join(last.targets)}; "
+    last = task.actions[-1] if task.actions else None
+    if kind == "blocked" and last is not None and _blocked_by_cron_mode(task):
+        # Say what the run would have needed, so someone can decide to allow it next time.
+        targets = f" to {', '.join(last.targets)}" if last.targets else ""
+        what += (f" — would have needed approval: {last.tool}{targets}; "
                  "set cron_mode or add a grant")
-    elif detail and kind in ("failed", "denied"):
-        what += f" — {shorten(detail, 100)}"
+    elif kind == "blocked" and last is not None:
+        what += f" — {_bare(last.tool, last.targets)}: {shorten(last.error or detail or '', 100)}"
+    else:
+        action = task.pending_action or (task.approval.action if task.approval else None)
+        if kind in _ACTION_EVENTS and action is not None:
+            what += " — " + (describe(action) if include_content
+                             else _bare(action.tool, action.targets))
+        if detail and kind in ("failed", "denied", "skipped", "escalated"):
+            what += f" — {shorten(detail, 120)}"
     link = f"{console_url.rstrip('/')}/tasks/{task.id}" if console_url else task.id
     return f"{what} [{link}]"
+
+
+def _blocked_by_cron_mode(task: Task) -> bool:
+    last = task.actions[-1]
+    return (task.mode is RunMode.SCHEDULED and last.outcome == "blocked"
+            and last.decided_by == "auto:cron_mode")
 
 
 def _bare(tool: str, targets: Sequence[str]) -> str:
     return f"{tool} → {', '.join(targets)}" if targets else tool
 
 
+def digest_text(lines: Sequence[str]) -> str:
+    """One message for several events: a count, then one line each."""
+    if len(lines) == 1:
+        return lines[0]
+    shown = list(lines[:DIGEST_LIMIT])
+    if len(lines) > DIGEST_LIMIT:
+        shown.append(f"… and {len(lines) - DIGEST_LIMIT} more")
+    return f"{len(lines)} events:\n" + "\n".join(shown)
+
+
+@dataclass
+class _Window:
+    opened: datetime
+    lines: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+
+
 class Notifier:
-    """Queues notification jobs in the outbox for the channels that subscribed."""
+    """Buffers event lines per channel and writes them to the outbox, folded."""
 
     def __init__(self, *, store: TaskStore, clock: Clock, rules: Sequence[NotifyRule],
-                 console_url: str | None = None) -> None:
+                 console_url: str | None = None, window: timedelta = timedelta(seconds=3),
+                 on_flush: Callable[[], None] | None = None, tick: float = 0.5) -> None:
         self.store = store
         self.clock = clock
         self.rules = list(rules)
         self.console_url = console_url
+        self.window = window  # 0: no folding, every event is written at once
+        self.on_flush = on_flush  # e.g. Dispatcher.wake
+        self.tick = tick
+        self._windows: dict[tuple[str, str], _Window] = {}
 
     async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
-        """Queue one line per subscribed channel."""
-        items = []
+        """Add one line to every subscribed channel's window."""
+        now = self.clock.now()
+        # The key names the event, so the same event seen by two nodes (a schedule skip)
+        # becomes one outbox row when it is alone in its window.
+        event = f"{task.id}:{kind}:{task.version}:{_digest(detail or '')[:8]}"
         for rule in self.rules:
             if kind not in rule.events:
                 continue
             text = event_line(kind, task, detail, console_url=self.console_url,
                               include_content=rule.include_content)
-            items.append(OutboxItem(
-                key=f"notify:{task.id}:{kind}:{task.version}:{rule.platform}:{rule.channel}",
-                surface=rule.platform, kind="notify",
-                payload={"channel": rule.channel, "text": text}))
-        if items:
-            await self.store.commit(Change(outbox=items))
+            slot = self._windows.setdefault((rule.platform, rule.channel), _Window(opened=now))
+            slot.lines.append(text)
+            slot.keys.append(event)
+        if self.window <= timedelta():
+            await self.flush(now, force=True)
+
+    def pending(self) -> int:
+        """Lines waiting in open windows."""
+        return sum(len(w.lines) for w in self._windows.values())
+
+    async def flush(self, now: datetime | None = None, *, force: bool = False) -> int:
+        """Write every window that has closed by ``now`` (all, with ``force``); returns
+        the number of outbox items written (one per channel)."""
+        at = now or self.clock.now()
+        due = [(target, w) for target, w in self._windows.items()
+               if force or at - w.opened >= self.window]
+        if not due:
+            return 0
+        items = []
+        for (platform, channel), slot in due:
+            del self._windows[(platform, channel)]
+            if len(slot.keys) == 1:
+                key = f"notify:{slot.keys[0]}:{platform}:{channel}"
+            else:
+                key = f"digest:{_digest(' '.join(slot.keys))[:24]}:{platform}:{channel}"
+            items.append(OutboxItem(key=key, surface=platform, kind="notify",
+                                    payload={"channel": channel,
+                                             "text": digest_text(slot.lines)}))
+        await self.store.commit(Change(outbox=items))
+        if self.on_flush is not None:
+            self.on_flush()
+        return len(items)
+
+    async def run(self) -> None:
+        """Close windows as they expire, until cancelled; then write what is left."""
+        try:
+            while True:
+                try:
+                    await self.flush()
+                except Exception:  # a store hiccup must not end notifications for good
+                    log.exception("notify_flush_failed")
+                await asyncio.sleep(self.tick)
+        finally:
+            if self._windows:
+                try:
+                    await self.flush(force=True)
+                except Exception:
+                    log.exception("notify_flush_failed")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def signoff(*args: str, cwd: Path, stdin: int | None = subprocess.DEVNULL,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "signoff", *args], cwd=cwd, stdin=stdin,
-                          capture_output=True, text=True, timeout=60,
+                          capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, **(env or {})})
 
 
