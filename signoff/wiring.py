@@ -204,3 +204,8 @@ def load_node(config: str | Path | None) -> Node:
 
     settings = load_settings(config) if config else Settings.default()
     return build_node(settings)
+
+
+def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
+    """(schedules provider, on-call provider, extra services) for the daemon."""
+    return None, None, []
