@@ -165,3 +165,19 @@ def test_sigkill_mid_action_loses_nothing(daemon: Daemon) -> None:
     wait_for(lambda: daemon.task(waiting)["state"] == "completed", "the delete to complete")
     assert not (daemon.tmp / "work" / "keep.txt").exists()
     assert daemon.task(gated)["state"] == "waiting_approval"
+
+
+def test_sigterm_shuts_down_cleanly_and_the_next_start_resumes(daemon: Daemon) -> None:
+    """SIGTERM exits 0; work cut short is requeued and runs on the next start."""
+    daemon.start()
+    running = daemon.submit([{"tool": "run_command", "args": {"command": READ_SLEEP}}])
+    wait_for(lambda: bool(processes(READ_SLEEP)), "the action to run")
+    assert daemon.proc is not None
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert daemon.proc.wait(timeout=30) == 0
+    wait_for(lambda: not processes(READ_SLEEP), "the tool's process to be stopped")
+    daemon.start()
+    wait_for(lambda: daemon.task(running)["retries"] == 1, "the task to be requeued")
+    wait_for(lambda: bool(processes(READ_SLEEP)), "the action to run again")
+    log = (daemon.tmp / "daemon.log").read_text()
+    assert "signoff_stopping" in log
