@@ -166,12 +166,16 @@ def schedule_trigger(*, cron: str | None, every: timedelta | None, timezone: str
 
 
 def fire_times(trigger: BaseTrigger, start: datetime) -> Iterator[datetime]:
-    """Fire times from ``start`` (inclusive) onwards, in order."""
+    """Fire times from ``start`` (inclusive) onwards, in order, in UTC.
+
+    UTC because aware datetimes in one zone compare and hash by wall time, ignoring
+    ``fold``: the two 02:30 of a DST night would look equal.
+    """
     fire: datetime | None = trigger.get_next_fire_time(None, start)
     for _ in range(_MAX_STEPS):
         if fire is None:
             return
-        yield fire
+        yield fire.astimezone(UTC)
         fire = trigger.get_next_fire_time(fire, fire)
 
 
@@ -181,7 +185,7 @@ def next_fire_times(trigger: BaseTrigger, now: datetime, count: int = 3) -> list
     for fire in fire_times(trigger, now):
         if len(out) == count:
             break
-        out.append(fire.astimezone(UTC))
+        out.append(fire)
     return out
 
 
@@ -197,4 +201,4 @@ def previous_fire_time(trigger: BaseTrigger, now: datetime,
         if fire > now:
             break
         last = fire
-    return last.astimezone(UTC) if last is not None else None
+    return last
