@@ -14,6 +14,7 @@ import asyncio
 import functools
 import json
 import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -27,6 +28,9 @@ from sqlmodel import SQLModel
 
 from signoff.errors import StoreError
 from signoff.runtime import audit as audit_chain
+from signoff.runtime.fastsqlite import FastSqlite
+from signoff.runtime.fastsqlite import Busy as FastBusy
+from signoff.runtime.fastsqlite import Lost as FastLost
 from signoff.runtime.models import (
     Approval,
     ApprovalStatus,
@@ -101,6 +105,12 @@ class SqlTaskStore:
             raise StoreError(f"cannot use database {_safe_url(url)}: {exc}") from exc
         self._pool = ThreadPoolExecutor(max_workers=1 if self.is_sqlite else 8,
                                         thread_name_prefix="signoff-db")
+        database = sa.engine.make_url(url).database if self.is_sqlite else None
+        # The per-task hot path skips SQLAlchemy on a SQLite file (see fastsqlite.py): tried
+        # inline first (never waiting for a lock), then in the database thread.
+        file_db = bool(database) and database != ":memory:"
+        self._fast = FastSqlite(str(database)) if file_db else None
+        self._inline = FastSqlite(str(database), busy_ms=0) if file_db else None
 
     # -- plumbing ---------------------------------------------------------------------
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -136,6 +146,10 @@ class SqlTaskStore:
 
     async def close(self) -> None:
         """Dispose of the engines and the thread pool."""
+        if self._fast is not None:
+            await self._run(self._fast.close)
+        if self._inline is not None:
+            self._inline.close()
         self._write.dispose()
         self._read.dispose()
         self._pool.shutdown(wait=False)
@@ -157,6 +171,17 @@ class SqlTaskStore:
     # -- the unit of work ---------------------------------------------------------------
     async def commit(self, change: Change) -> bool:
         """Apply a Change atomically; False when a compare-and-set lost."""
+        if self._inline is not None and change.task is not None and _only_task(change):
+            try:
+                self._fast_write(self._inline, change)
+            except _Lost:
+                return False
+            except FastBusy:
+                pass  # locked right now: the database thread may wait for it
+            else:
+                if not change.insert:
+                    change.task.version += 1
+                return True
         try:
             sealed = await self._run(self._commit, change)
         except (_Lost, sa.exc.IntegrityError):
@@ -166,7 +191,22 @@ class SqlTaskStore:
         change.audit[:] = sealed
         return True
 
+    def _fast_write(self, fast: FastSqlite, ch: Change) -> None:
+        assert ch.task is not None
+        try:
+            if ch.insert:
+                fast.insert_task(ch.task)
+            else:
+                fast.update_task(ch.task)
+        except (FastLost, sqlite3.IntegrityError):
+            raise _Lost from None
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"database {_safe_url(self.url)} failed: {exc}") from exc
+
     def _commit(self, ch: Change) -> list[AuditEvent]:
+        if self._fast is not None and ch.task is not None and _only_task(ch):
+            self._fast_write(self._fast, ch)
+            return []
         with self._tx() as conn:
             if ch.approval is not None:
                 self._write_approval(conn, ch.approval, ch.approval_expect)
@@ -291,6 +331,13 @@ class SqlTaskStore:
 
     async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:
         """Take the oldest queued task atomically."""
+        if self._inline is not None:
+            try:
+                return self._inline.claim_next(node_id, lease_until, TaskState.QUEUED)
+            except FastBusy:
+                pass  # locked right now: let the database thread wait for it
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"database {_safe_url(self.url)} failed: {exc}") from exc
         return await self._run(self._claim, None, node_id, lease_until, TaskState.QUEUED)
 
     async def claim(self, task_id: str, node_id: str, lease_until: datetime,
@@ -300,6 +347,11 @@ class SqlTaskStore:
 
     def _claim(self, task_id: str | None, node_id: str, lease_until: datetime,
                from_state: TaskState) -> Task | None:
+        if task_id is None and self._fast is not None:
+            try:
+                return self._fast.claim_next(node_id, lease_until, from_state)
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"database {_safe_url(self.url)} failed: {exc}") from exc
         if task_id is None:
             pick = (sa.select(tasks_t.c.seq).where(tasks_t.c.state == from_state.value)
                     .order_by(tasks_t.c.seq).limit(1))
@@ -499,6 +551,12 @@ class SqlTaskStore:
     def _outbox_update(self, item_id: int, values: dict[str, Any]) -> None:
         with self._tx() as conn:
             conn.execute(outbox_t.update().where(outbox_t.c.id == item_id).values(**values))
+
+
+def _only_task(ch: Change) -> bool:
+    """True when a Change writes nothing but its task (the per-task hot path)."""
+    return (ch.approval is None and ch.expect_state is None and not ch.grants
+            and not ch.grant_uses and not ch.grant_revokes and not ch.audit and not ch.outbox)
 
 
 def _dumps(obj: object) -> str:

@@ -218,3 +218,35 @@ async def test_unreachable_database_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(StoreError) as info:
         await bad.open()
     assert "127.0.0.1:1" in str(info.value) and "secret" not in str(info.value)
+
+
+async def test_a_locked_sqlite_file_never_blocks_the_event_loop(tmp_path) -> None:
+    """While another process holds the write lock, writes wait in the DB thread, not the loop."""
+    import sqlite3
+
+    path = tmp_path / "locked.db"
+    store = SqlTaskStore(url=f"sqlite:///{path}")
+    await store.open()
+    await store.commit(Change(task=task(1, steps=[]), insert=True))
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # the write lock, as another daemon would hold it
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    beat = asyncio.create_task(ticker())
+    write = asyncio.create_task(store.commit(Change(task=task(2, steps=[]), insert=True)))
+    await asyncio.sleep(0.3)
+    assert not write.done(), "the write waits for the lock"
+    assert ticks >= 10, "the event loop kept running meanwhile"
+    other.execute("COMMIT")
+    assert await asyncio.wait_for(write, 10)
+    claimed = await store.claim_next("n", NOW)
+    assert claimed is not None and claimed.id == "t-1"
+    beat.cancel()
+    other.close()
+    await store.close()
