@@ -16,7 +16,9 @@ because users write crontab and expect crontab:
 ``every`` schedules count elapsed time from a fixed anchor (2000-01-01 00:00 in the
 schedule's time zone), not from the moment a daemon started, so every node sharing a
 database agrees on the fire times — that is what makes the (schedule, fire_time) key
-exactly-once across nodes.
+exactly-once across nodes. For the same reason jitter only delays a fire: the key is the
+un-jittered time, found again with `previous_fire_time` (jitter must stay below the
+period).
 """
 
 from __future__ import annotations
@@ -31,14 +33,15 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 __all__ = [
-    "CrontabTrigger", "crontab_weekdays", "fire_times", "interval_trigger", "next_fire_times",
-    "previous_fire_time", "schedule_trigger",
+    "CrontabTrigger", "EveryTrigger", "crontab_weekdays", "fire_times", "interval_trigger",
+    "next_fire_times", "previous_fire_time", "schedule_trigger",
 ]  # fmt: skip
 
 # crontab numbering: index = crontab weekday number (0 = Sunday, 7 is Sunday again).
 _CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 EVERY_ANCHOR = datetime(2000, 1, 1)  # wall time in the schedule's zone; a Saturday
 _MAX_STEPS = 200_000  # bound on walking a trigger (a per-minute cron over ~4 months)
+_TICK = timedelta(microseconds=1)
 
 
 def _day_number(token: str) -> int:
@@ -143,15 +146,45 @@ class CrontabTrigger(BaseTrigger):
         return f"<CrontabTrigger ({self.expression!r}, timezone={self.timezone!s})>"
 
 
+class EveryTrigger(BaseTrigger):
+    """Every ``every`` of elapsed time on a fixed grid, with jitter that never drifts.
+
+    APScheduler's `IntervalTrigger` adds the interval to the previous (jittered) fire
+    time, so jitter accumulates period after period and the runs leave the grid that the
+    exactly-once key is built on. Here each fire is the next grid point, then jittered.
+    """
+
+    __slots__ = ("every", "grid", "jitter")
+
+    def __init__(self, every: timedelta, *, timezone: str = "UTC",
+                 jitter: float | None = None) -> None:
+        if every <= timedelta():
+            raise ValueError("an interval must be longer than 0s")
+        self.every = every
+        self.jitter = jitter
+        anchor = EVERY_ANCHOR.replace(tzinfo=ZoneInfo(timezone)).astimezone(UTC)
+        # Elapsed time, so the grid itself is in UTC: "every 2h" stays 2h across DST.
+        self.grid = IntervalTrigger(seconds=every.total_seconds(), start_date=anchor,
+                                    timezone=UTC)
+
+    def get_next_fire_time(self, previous_fire_time: datetime | None,
+                           now: datetime) -> datetime | None:
+        """The first grid point after ``previous_fire_time`` (or at/after ``now``)."""
+        start = now if previous_fire_time is None else previous_fire_time + _TICK
+        fire = self.grid.get_next_fire_time(None, start)
+        return self._apply_jitter(fire, self.jitter, now)
+
+    def __str__(self) -> str:
+        return f"every[{self.every}]"
+
+    def __repr__(self) -> str:
+        return f"<EveryTrigger (every={self.every!s}, jitter={self.jitter})>"
+
+
 def interval_trigger(every: timedelta, *, timezone: str = "UTC",
-                     jitter: float | None = None) -> IntervalTrigger:
+                     jitter: float | None = None) -> EveryTrigger:
     """Every ``every`` of elapsed time, on a grid all nodes share (see the module doc)."""
-    if every <= timedelta():
-        raise ValueError("an interval must be longer than 0s")
-    anchor = EVERY_ANCHOR.replace(tzinfo=ZoneInfo(timezone)).astimezone(UTC)
-    # Elapsed time, so the trigger itself runs in UTC: "every 2h" stays 2h across DST.
-    return IntervalTrigger(seconds=every.total_seconds(), start_date=anchor, timezone=UTC,
-                           jitter=jitter)
+    return EveryTrigger(every, timezone=timezone, jitter=jitter)
 
 
 def schedule_trigger(*, cron: str | None, every: timedelta | None, timezone: str = "UTC",

@@ -28,8 +28,8 @@ from sqlmodel import SQLModel
 
 from signoff.errors import StoreError
 from signoff.runtime import audit as audit_chain
-from signoff.runtime.fastsqlite import FastSqlite
 from signoff.runtime.fastsqlite import Busy as FastBusy
+from signoff.runtime.fastsqlite import FastSqlite
 from signoff.runtime.fastsqlite import Lost as FastLost
 from signoff.runtime.models import (
     Approval,
