@@ -79,6 +79,8 @@ async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mod
             task = await node.engine.advance(runnable.get_nowait())
         else:
             task = await node.store.get_task(task.id) or task
+    if node.flow.notifier is not None:
+        await node.flow.notifier.flush(force=True)  # no digest window in a one-shot run
     await node.flow.dispatcher.run_once()
     return task
 

@@ -12,6 +12,7 @@ import logging
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
 from signoff.runtime.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.models import Action, RiskClass, Scope, Task
+from signoff.runtime.oncall import OnCallRouter
 from signoff.runtime.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy import Policy, Unattended, grant_key
+from signoff.runtime.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.sqlstore import SqlTaskStore
 from signoff.runtime.store import TaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
@@ -54,6 +57,8 @@ class Node:
     clock: Clock
     listener: MultiListener
     platforms: dict[str, ChatPlatform] = field(default_factory=dict)
+    oncall: OnCallRouter | None = None
+    scheduler: Scheduler | None = None
 
 
 def node_id(settings: Settings, work_dir: Path) -> str:
@@ -87,7 +92,13 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
             args = {k: v for k, v in spec.items() if k != "tool"}
             try:
                 tool = registry.get(str(spec.get("tool")))
-                args = registry.clean_args(tool, args)
+                known = {p.name for p in tool.params}
+                unknown = sorted(set(args) - known)
+                if unknown:
+                    raise ConfigError(f"{tool.name} has no argument {', '.join(unknown)} "
+                                      f"(it takes {', '.join(sorted(known))})")
+                # Only the fingerprint matters here: content arguments (subject, body) are
+                # neither needed nor part of it, so required-argument checks do not apply.
                 risk = tool.risk_for(args)
                 action = Action(tool=tool.name, args=args, risk=risk,
                                 capability=tool.capability, fingerprint=fingerprint(tool, args))
@@ -122,12 +133,16 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     policy = Policy(autonomous_risks=risks, prohibit=tuple(pol.prohibit),
                     budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry))
     scopes = {risk: tuple(ap.scopes_for(risk)) for risk in RiskClass}
+    router = OnCallRouter(
+        rotations=settings.oncall.rotations, overrides=settings.oncall.overrides, clock=clock,
+        schedule_approvers={s.name: s.approvers for s in settings.schedules if s.approvers})
     config = EngineConfig(
         node_id=node_id(settings, wd), approval_timeout=ap.timeout, lease=settings.daemon.lease,
         max_retries=settings.daemon.max_retries, scopes=scopes,
         unattended=Unattended(mode=str(ap.mode), cron_mode=str(ap.cron_mode),
                               strict_yolo=settings.evaluation.strict_yolo),
-        forbid_self_approval=ap.forbid_self_approval)
+        forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
+        timeout_for=schedule_timeouts(settings.schedules))
     judge = None
     if str(ap.mode) == "smart" and settings.planner.base_url and settings.planner.model:
         judge = LlmJudge(client=ChatClient(
@@ -139,7 +154,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                     tool_context=context, config=config, judge=judge, listener=listener)
     worker = Worker(engine=engine)
     decider = Decider(engine=engine, on_runnable=worker.hand_over)
-    authorizer = Authorizer(approvers=frozenset(ap.approvers), oncall=oncall)
+    authorizer = Authorizer(approvers=frozenset(ap.approvers), oncall=oncall or router.current)
     chosen = dict(platforms or {})
     rules = [NotifyRule(platform=n.platform, channel=n.target, events=frozenset(map(str, n.events)),
                         include_content=n.include_content) for n in settings.notify]
@@ -147,10 +162,14 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public)
+    notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
+    # Built here so that a schedule naming an unknown tool is a config error at start.
+    scheduler = Scheduler(engine=engine, schedules=settings.schedules, clock=clock,
+                          wake=worker.wake)
     return Node(settings=settings, work_dir=wd, store=store, registry=registry, engine=engine,
                 decider=decider, worker=worker, flow=flow, authorizer=authorizer, clock=clock,
-                listener=listener, platforms=chosen)
+                listener=listener, platforms=chosen, oncall=router, scheduler=scheduler)
 
 
 def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:
@@ -208,4 +227,22 @@ def load_node(config: str | Path | None) -> Node:
 
 def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
     """(schedules provider, on-call provider, extra services) for the daemon."""
-    return None, None, []
+    from signoff.bot.escalation import Escalator
+
+    assert node.scheduler is not None and node.oncall is not None
+    scheduler, router = node.scheduler, node.oncall
+    escalator = Escalator(store=node.store, clock=node.clock, rotations=router.rotations,
+                          overrides=router.overrides, listener=node.listener,
+                          wake=node.flow.dispatcher.wake)
+
+    async def schedules() -> list[dict[str, Any]]:
+        return await scheduler.status()
+
+    async def oncall(at: datetime | None) -> dict[str, Any]:
+        return router.describe(at)
+
+    services: list[tuple[str, Any]] = [("scheduler", scheduler.run),
+                                       ("escalation", escalator.run)]
+    if node.flow.notifier is not None:
+        services.append(("notify", node.flow.notifier.run))
+    return schedules, oncall, services

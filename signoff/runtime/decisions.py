@@ -65,6 +65,13 @@ class Decider:
         self.store = engine.store
         self.on_runnable = on_runnable
 
+    async def _commit(self, change: Change) -> bool:
+        """Commit with audit times from the node's clock (testable, one time source)."""
+        now = self.engine.clock.now()
+        for event in change.audit:
+            event.at = now
+        return await self.store.commit(change)
+
     async def refuse(self, approval_id: str, actor: str, why: str, *,
                      channel: str | None = None, task: Task | None = None) -> None:
         """Audit an attempt that was not allowed (unauthorized, too late, bad scope)."""
@@ -77,7 +84,7 @@ class Decider:
                             channel=channel)
         if task is None:
             event = event.model_copy(update={"task_id": None, "approval_id": approval_id})
-        await self.store.commit(Change(audit=[event]))
+        await self._commit(Change(audit=[event]))
 
     async def decide(self, approval_id: str, scope: Scope, actor: str, *,
                      reason: str | None = None, channel: str | None = None) -> DecisionResult:
@@ -96,7 +103,34 @@ class Decider:
             return DecisionResult(False, "scope_not_allowed",
                                   f"'{scope.value}' is not offered for this action "
                                   f"(allowed: {allowed})", approval=approval)
-        task = await self.store.get_task(approval.task_id)
+        # A lost compare-and-set while the request is still pending means the task row
+        # changed under us (an escalation added approvers): read it again and retry.
+        for _ in range(5):
+            task = await self.store.get_task(approval.task_id)
+            refused = self._check_task(task, approval, scope, actor)
+            if refused is not None and refused.code == "not_authorized":
+                await self.refuse(approval_id, actor, "self-approval is forbidden",
+                                  channel=channel, task=task)
+                return refused
+            result = None
+            if refused is None:
+                assert task is not None
+                result = await self._apply(task, approval, scope, actor, reason, channel)
+                if result is not None:
+                    return result
+            # Lost, or the task moved on: if someone decided meanwhile, say who.
+            current = await self.store.get_approval(approval.id)
+            if current is None or current.status is not ApprovalStatus.PENDING:
+                await self.refuse(approval.id, actor, "too late: already decided",
+                                  channel=channel)
+                return _already(current or approval)
+            if refused is not None:
+                return refused
+            approval = current
+        return DecisionResult(False, "not_waiting", "The task keeps changing; try again")
+
+    def _check_task(self, task: Task | None, approval: Approval, scope: Scope,
+                    actor: str) -> DecisionResult | None:
         if task is None or task.state is not TaskState.WAITING_APPROVAL or (
                 task.approval is None or task.approval.id != approval.id):
             state = task.state.value if task else "missing"
@@ -104,15 +138,14 @@ class Decider:
                                   task=task, approval=approval)
         if (self.engine.config.forbid_self_approval and scope.approves
                 and task.submitted_by and task.submitted_by == actor):
-            await self.refuse(approval_id, actor, "self-approval is forbidden", channel=channel,
-                              task=task)
             return DecisionResult(False, "not_authorized",
                                   "You submitted this task; someone else must approve it",
                                   task=task, approval=approval)
-        return await self._apply(task, approval, scope, actor, reason, channel)
+        return None
 
     async def _apply(self, task: Task, approval: Approval, scope: Scope, actor: str,
-                     reason: str | None, channel: str | None) -> DecisionResult:
+                     reason: str | None, channel: str | None) -> DecisionResult | None:
+        """Commit the decision; None when the compare-and-set lost (the caller sorts out why)."""
         now = self.engine.clock.now()
         status = ApprovalStatus.APPROVED if scope.approves else ApprovalStatus.DENIED
         decided = approval.model_copy(update={"status": status, "scope": scope,
@@ -137,10 +170,8 @@ class Decider:
         change = Change(task=task, expect_state=TaskState.WAITING_APPROVAL, approval=decided,
                         approval_expect=ApprovalStatus.PENDING, grants=grants, audit=[event],
                         outbox=[card_item("update", approval.id)])
-        if not await self.store.commit(change):
-            current = await self.store.get_approval(approval.id)
-            await self.refuse(approval.id, actor, "too late: already decided", channel=channel)
-            return _already(current or approval)
+        if not await self._commit(change):
+            return None
         await self._announce(task, decided, "approved" if scope.approves else "denied")
         if scope.approves and self.on_runnable is not None:
             await self.on_runnable(task)
@@ -183,7 +214,7 @@ class Decider:
             event = audit_event("expired", task, approval.action, decision="deny",
                                 actor="auto:timeout", scope="deny", reason="approval timed out",
                                 approval=decided)
-            if await self.store.commit(Change(
+            if await self._commit(Change(
                     task=task, approval=decided, approval_expect=ApprovalStatus.PENDING,
                     audit=[event], outbox=[card_item("update", approval.id)])):
                 await self._announce(task, decided, "expired")
@@ -200,5 +231,5 @@ class Decider:
                             reason=f"grant {grant.id} revoked").model_copy(update={
                                 "tool": grant.tool, "fingerprint": grant.fingerprint,
                                 "risk": grant.risk.value, "task_id": grant.task_id})
-        await self.store.commit(Change(grant_revokes=[grant.id], audit=[event]))
+        await self._commit(Change(grant_revokes=[grant.id], audit=[event]))
         return await self.store.get_grant(grant_id)

@@ -11,7 +11,7 @@ before it runs, so a crash mid-send comes back to a person instead of sending tw
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -68,6 +68,10 @@ class EngineConfig:
     scopes: Mapping[RiskClass, tuple[Scope, ...]] = field(default_factory=dict)
     unattended: Unattended = field(default_factory=Unattended)
     forbid_self_approval: bool = False
+    # First approvers of a request (on-call for scheduled runs) and a schedule's own
+    # approval timeout; both None outside the daemon.
+    approvers_for: Callable[[Task], Sequence[str]] | None = None
+    timeout_for: Callable[[Task], timedelta | None] | None = None
 
     def scopes_for(self, risk: RiskClass | None) -> list[Scope]:
         """The buttons offered for a risk class (deny is always there)."""
@@ -261,9 +265,12 @@ class Engine:
                                note: str | None = None) -> Approval:
         """Park the task at `waiting_approval` with a new request for ``action``."""
         now = self.clock.now()
+        cfg = self.config
+        timeout = (cfg.timeout_for(task) if cfg.timeout_for else None) or cfg.approval_timeout
+        approvers = list(cfg.approvers_for(task)) if cfg.approvers_for else []
         approval = new_approval(task, action, approval_id=ids.approval_id(), now=now,
-                                expires_at=now + self.config.approval_timeout,
-                                allowed=self.config.scopes_for(action.risk), note=note)
+                                expires_at=now + timeout, allowed=cfg.scopes_for(action.risk),
+                                note=note, approvers=approvers)
         task.state = TaskState.WAITING_APPROVAL
         task.pending_action = action
         task.approval = approval
@@ -272,8 +279,10 @@ class Engine:
                             approval=approval, reason=note or "approval requested")
         # The card fan-out is written in the same transaction: a crash right after this
         # commit still gets the card posted (the bot layer expands "*" per surface).
-        await self._save(task, approval=approval, audit=[event],
-                         outbox=[card_item("post", approval.id)])
+        post = card_item("post", approval.id)
+        if approvers:  # ping whoever is on call on the card itself
+            post.payload["mentions"] = approvers
+        await self._save(task, approval=approval, audit=[event], outbox=[post])
         await self.listener.approval_requested(task, approval)
         await self.listener.task_event("waiting_approval", task)
         return approval
@@ -312,6 +321,8 @@ class Engine:
                     approval: Approval | None = None,
                     outbox: list[OutboxItem] | None = None) -> None:
         task.updated_at = self.clock.now()
+        for event in audit or []:
+            event.at = task.updated_at  # one time source: the node's clock
         change = Change(task=task, audit=audit or [], approval=approval, outbox=outbox or [])
         if not await self.store.commit(change):
             raise Conflict(f"task {task.id} was changed by someone else")

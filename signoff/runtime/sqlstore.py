@@ -181,6 +181,7 @@ class SqlTaskStore:
             else:
                 if not change.insert:
                     change.task.version += 1
+                await asyncio.sleep(0)  # an inline write never suspends: let others run
                 return True
         try:
             sealed = await self._run(self._commit, change)
@@ -333,7 +334,9 @@ class SqlTaskStore:
         """Take the oldest queued task atomically."""
         if self._inline is not None:
             try:
-                return self._inline.claim_next(node_id, lease_until, TaskState.QUEUED)
+                claimed = self._inline.claim_next(node_id, lease_until, TaskState.QUEUED)
+                await asyncio.sleep(0)  # an inline claim never suspends: let others run
+                return claimed
             except FastBusy:
                 pass  # locked right now: let the database thread wait for it
             except sqlite3.OperationalError as exc:
