@@ -174,18 +174,11 @@ def config_check(path: Annotated[Path, typer.Argument(help="The TOML file.")]) -
 
 
 def _register_extras() -> None:
-    """Commands owned by other modules (HTTP client, schedules); absent ones are skipped."""
-    try:
-        from signoff import client
-    except ImportError:  # pragma: no cover - during development only
-        client = None  # type: ignore[assignment]
-    if client is not None:
-        client.register(app)
-    try:
-        from signoff import schedules_cli
-        from signoff.wiring import load_node
-    except ImportError:  # pragma: no cover
-        return
+    """Commands owned by other modules: the HTTP client and the schedule commands."""
+    from signoff import client, schedules_cli
+    from signoff.wiring import load_node
+
+    client.register(app)
     schedules_cli.register(app, load_node=load_node)
 
 
