@@ -53,11 +53,12 @@ class Dispatcher:
     async def run(self) -> None:
         """Deliver until cancelled."""
         while True:
+            # Clear before the round: a wake-up arriving during it must start another.
+            self._wake.clear()
             try:
                 await self.run_once()
             except SignoffError:
                 log.exception("outbox_round_failed")
-            self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), self.interval)
             except TimeoutError:

@@ -39,6 +39,7 @@ class MemTaskStore:
         self._seq = itertools.count(1)
         self._approvals: dict[str, Approval] = {}
         self._grants: dict[str, tuple[int, Grant]] = {}
+        self._by_key: dict[str, list[str]] = {}  # grant key -> grant ids, oldest first
         self._audit: list[AuditEvent] = []
         self._head: tuple[int, str] = (0, audit_chain.GENESIS)
         self._cards: dict[tuple[str, str], CardRecord] = {}
@@ -105,6 +106,7 @@ class MemTaskStore:
             self._tasks[ch.task.id] = (seq, ch.task.model_copy(deep=True))
         for grant in ch.grants:
             self._grants[grant.id] = (len(self._grants), grant.model_copy(deep=True))
+            self._by_key.setdefault(grant.key, []).append(grant.id)
         for grant_id in ch.grant_uses:
             self._grants[grant_id][1].used += 1
         for grant_id in ch.grant_revokes:
@@ -203,10 +205,11 @@ class MemTaskStore:
                 if a.status is ApprovalStatus.PENDING and a.expires_at <= now]
 
     async def find_grant(self, key: str, *, policy_id: str, task_id: str) -> Grant | None:
-        """A live grant for this key and task."""
-        for _, g in sorted(self._grants.values(), key=lambda x: x[0]):
-            if g.key == key and g.live and (g.scope.value == "always" or g.task_id == task_id):
-                return g.model_copy(deep=True)
+        """A live grant for this key and task (indexed by key: this runs for every action)."""
+        for grant_id in self._by_key.get(key, ()):
+            g = self._grants[grant_id][1]
+            if g.live and (g.scope.value == "always" or g.task_id == task_id):
+                return g.model_copy()  # a Grant holds only immutable values
         return None
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:

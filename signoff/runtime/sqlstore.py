@@ -294,6 +294,8 @@ class SqlTaskStore:
     # -- tasks ---------------------------------------------------------------------------
     async def get_task(self, task_id: str) -> Task | None:
         """One task by id."""
+        if self._inline is not None:
+            return self._inline.get_task(task_id)
         return await self._run(self._get_task, task_id)
 
     def _get_task(self, task_id: str) -> Task | None:
@@ -397,6 +399,8 @@ class SqlTaskStore:
     # -- approvals -----------------------------------------------------------------------
     async def get_approval(self, approval_id: str) -> Approval | None:
         """One approval request."""
+        if self._inline is not None:
+            return self._inline.get_approval(approval_id)
         return await self._run(self._get_approval, approval_id)
 
     def _get_approval(self, approval_id: str) -> Approval | None:
@@ -433,6 +437,8 @@ class SqlTaskStore:
     # -- grants --------------------------------------------------------------------------
     async def find_grant(self, key: str, *, policy_id: str, task_id: str) -> Grant | None:
         """A live grant with this key, valid for this task."""
+        if self._inline is not None:
+            return self._inline.find_grant(key, task_id)
         return await self._run(self._find_grant, key, task_id)
 
     def _find_grant(self, key: str, task_id: str) -> Grant | None:
@@ -522,6 +528,8 @@ class SqlTaskStore:
 
     async def cards(self, approval_id: str) -> list[CardRecord]:
         """Posted copies of an approval's card."""
+        if self._inline is not None:
+            return [CardRecord(*row) for row in self._inline.cards(approval_id)]
         return await self._run(self._cards, approval_id)
 
     def _cards(self, approval_id: str) -> list[CardRecord]:

@@ -1,0 +1,212 @@
+"""Approval flow latency: request → card posted, and decision → action started.
+
+Run: ``python bench/flow.py [--requests N] [--store sqlite|memory|both]``.
+
+A real node (``build_node``) with a RecordingPlatform whose ``post_card`` records
+``time.perf_counter()``, the outbox dispatcher and the worker running in the background
+as in the daemon, and a no-op SEND tool that records when its ``run`` starts. For each of
+N requests, one after another:
+
+1. request → card: from the moment the task reaches ``waiting_approval`` (an engine
+   listener placed first, called right after the commit) to ``post_card`` being called.
+   The time from the start of ``engine.advance`` (evaluation + commit included) is shown
+   too.
+2. decision → action: from calling ``node.decider.decide(...)`` to the tool's ``run``
+   starting (commit of the decision, hand-over to the worker, the gated action's own
+   commit, then the call).
+
+Targets: p50 <= 5 ms and p99 <= 25 ms for both. The SQLite store (the default
+deployment) is the one checked against them; the in-memory store shows the flow's own
+overhead. The last line is ``ok`` or ``over`` with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from signoff.bot.ports import ApprovalCard, CardRef
+from signoff.config import Settings
+from signoff.runtime.memstore import MemTaskStore
+from signoff.runtime.models import Action, Approval, RiskClass, Scope, Task
+from signoff.runtime.tools.base import Param, ToolContext
+from signoff.testing import RecordingPlatform
+from signoff.wiring import build_node
+
+REQUESTS = 1_000
+P50_MS, P99_MS = 5.0, 25.0
+
+
+@dataclass
+class TimedPlatform(RecordingPlatform):
+    """A RecordingPlatform that stamps every post_card call."""
+
+    posted_at: dict[str, float] = field(default_factory=dict)
+    posted: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    async def post_card(self, card: ApprovalCard) -> CardRef:
+        """Stamp first, then record as usual."""
+        self.posted_at[card.approval_id] = time.perf_counter()
+        self.posted.setdefault(card.approval_id, asyncio.Event()).set()
+        return await super().post_card(card)
+
+
+class StartTool:
+    """A no-op SEND tool that stamps the start of each run."""
+
+    name = "notify_bench"
+    capability = "bench.send"
+    description = "Does nothing, but is gated (SEND)."
+    params = (Param("n", int, required=False),)
+
+    def __init__(self) -> None:
+        self.started: list[float] = []
+        self.ran = asyncio.Event()
+
+    def risk_for(self, args: dict[str, Any]) -> RiskClass:
+        return RiskClass.SEND
+
+    def fingerprint_fields(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"n": args.get("n")}
+
+    def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
+        return (str(args.get("n")),)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        self.started.append(time.perf_counter())
+        self.ran.set()
+        return {}
+
+
+@dataclass
+class Stamps:
+    """An engine listener (placed first) stamping waits and completions."""
+
+    waiting_at: dict[str, float] = field(default_factory=dict)
+    finished: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    async def approval_requested(self, task: Task, approval: Approval) -> None:
+        """The request is committed: the clock for request → card starts."""
+        self.waiting_at[approval.id] = time.perf_counter()
+
+    async def approval_decided(self, task: Task, approval: Approval) -> None:
+        """Not timed."""
+
+    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+        """Let the driver wait for the end of each task."""
+        if kind in ("completed", "failed"):
+            self.finished.setdefault(task.id, asyncio.Event()).set()
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile (nearest rank) in milliseconds."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))] * 1000
+
+
+@dataclass
+class Figures:
+    """Latencies of one run, in seconds."""
+
+    store: str
+    to_card: list[float]
+    advance_to_card: list[float]
+    to_action: list[float]
+
+    def line(self, name: str, values: list[float]) -> str:
+        return (f"  {name:<26} p50 {pct(values, 50):6.2f} ms   p99 {pct(values, 99):6.2f} ms"
+                f"   max {max(values) * 1000:7.2f} ms")
+
+    def met(self) -> bool:
+        return all(pct(v, 50) <= P50_MS and pct(v, 99) <= P99_MS
+                   for v in (self.to_card, self.to_action))
+
+
+async def measure(kind: str, requests: int, work: Path, budget: float) -> Figures:
+    """Run ``requests`` request/decision round trips on one node (at most ``budget`` s)."""
+    settings = Settings.model_validate({"daemon": {"work_dir": str(work / kind),
+                                                   "node_id": f"bench-{kind}"}})
+    platform = TimedPlatform()
+    store = MemTaskStore() if kind == "memory" else None
+    node = build_node(settings, store=store, database=f"sqlite:///{work / (kind + '.db')}",
+                      platforms={"recording": platform})
+    tool = StartTool()
+    node.registry.register(tool)
+    stamps = Stamps()
+    node.listener.listeners.insert(0, stamps)
+    await node.store.open()
+    background = [asyncio.create_task(node.worker.run()),
+                  asyncio.create_task(node.flow.dispatcher.run())]
+    to_card, advance_to_card, to_action = [], [], []
+    deadline = time.perf_counter() + budget
+    try:
+        for n in range(requests):
+            if time.perf_counter() > deadline:
+                break
+            task = await node.engine.submit("bench", steps=[Action(tool=tool.name,
+                                                                   args={"n": n})], claim=True)
+            assert task is not None
+            began = time.perf_counter()
+            task = await node.engine.advance(task)
+            assert task.approval is not None, task.result
+            approval_id = task.approval.id
+            await asyncio.wait_for(platform.posted.setdefault(approval_id,
+                                                              asyncio.Event()).wait(), 10)
+            to_card.append(platform.posted_at[approval_id] - stamps.waiting_at[approval_id])
+            advance_to_card.append(platform.posted_at[approval_id] - began)
+            tool.ran.clear()
+            began = time.perf_counter()
+            result = await node.decider.decide(approval_id, Scope.ONCE, "web:bench")
+            assert result.accepted, result.message
+            await asyncio.wait_for(tool.ran.wait(), 10)
+            to_action.append(tool.started[-1] - began)
+            await asyncio.wait_for(stamps.finished.setdefault(task.id, asyncio.Event()).wait(),
+                                   10)
+    finally:
+        for job in background:
+            job.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await node.store.close()
+    return Figures(kind, to_card, advance_to_card, to_action)
+
+
+def main() -> None:
+    """Measure and report."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=REQUESTS)
+    parser.add_argument("--store", choices=["sqlite", "memory", "both"], default="both")
+    parser.add_argument("--budget", type=float, default=25.0,
+                        help="seconds per store; fewer requests are measured if exceeded")
+    args = parser.parse_args()
+    kinds = ["memory", "sqlite"] if args.store == "both" else [args.store]
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in kinds:
+            began = time.perf_counter()
+            figures = asyncio.run(measure(kind, args.requests, Path(tmp), args.budget))
+            results[kind] = figures
+            done = len(figures.to_card)
+            cut = "" if done == args.requests else (
+                f"; stopped after {done} of {args.requests} requests: time budget")
+            print(f"{kind} store, {done} requests ({time.perf_counter() - began:.1f} s{cut}):")
+            print(figures.line("request -> card posted", figures.to_card))
+            print(figures.line("(advance start -> card)", figures.advance_to_card))
+            print(figures.line("decision -> action started", figures.to_action))
+    checked = results.get("sqlite") or results[kinds[0]]
+    verdict = "ok" if checked.met() else "over"
+    print(f"{verdict} ({checked.store}; targets p50 <= {P50_MS:g} ms, p99 <= {P99_MS:g} ms): "
+          f"request->card p50={pct(checked.to_card, 50):.2f}ms p99={pct(checked.to_card, 99):.2f}ms"
+          f", decision->action p50={pct(checked.to_action, 50):.2f}ms "
+          f"p99={pct(checked.to_action, 99):.2f}ms")
+
+
+if __name__ == "__main__":
+    main()
