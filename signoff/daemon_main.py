@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import signal
 from collections.abc import Iterator
@@ -18,24 +17,15 @@ from typing import Any
 
 import uvicorn
 
+from signoff.api.context import is_loopback
 from signoff.config import Settings
 from signoff.errors import ConfigError, PlatformError
 from signoff.runtime.daemon import Daemon, Service
 from signoff.runtime.models import RiskClass
-from signoff.wiring import Node, _PendingCards, build_node, chat_platforms
+from signoff.wiring import Node, PendingCards, api_providers, build_node, chat_platforms
 
 log = logging.getLogger(__name__)
 GRACE_SECONDS = 10.0
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and localhost."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class _Server(uvicorn.Server):
@@ -102,11 +92,11 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     """The node plus every service the daemon runs next to its worker."""
     from signoff.adapters.web.platform import WebPlatform
     from signoff.api.app import create_app
-    from signoff.api.context import ApiContext
+    from signoff.api.context import ApiContext, keys_from_settings
     from signoff.api.metrics import MetricsListener
 
     web = WebPlatform()
-    pending = _PendingCards()
+    pending = PendingCards()
     chats = chat_platforms(settings, node_pending=pending)
     platforms: dict[str, Any] = {"web": web, **chats}
     node = build_node(settings, work_dir=work_dir, database=database,
@@ -125,17 +115,13 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
             node.platforms.pop(name, None)
     metrics = MetricsListener()
     node.listener.add(metrics)
-    keys = {k.key: k.name for k in settings.api.keys}
-    if settings.api.key:
-        keys[settings.api.key] = "admin"
+    keys = keys_from_settings(settings.api)
     extra = []
     for name, path, attr in (("slack", "/slack/events", "handle_http"),
                              ("telegram", "/telegram/webhook", "handle_webhook")):
-        platform = node.platforms.get(name)
-        if platform is not None and hasattr(platform, attr):
-            extra.append((path, getattr(platform, attr)))
-    from signoff.wiring import api_providers
-
+        surface = node.platforms.get(name)
+        if surface is not None and hasattr(surface, attr):
+            extra.append((path, getattr(surface, attr)))
     schedules, oncall, scheduler_services = api_providers(node)
     ctx = ApiContext(store=node.store, engine=node.engine, decider=node.decider, flow=node.flow,
                      clock=node.clock, wake=node.worker.wake, keys=keys,

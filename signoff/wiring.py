@@ -177,7 +177,7 @@ def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:
     return [s.value for s in scopes]
 
 
-class _PendingCards:
+class PendingCards:
     """Late-bound `/pending` lister for chat surfaces built before the node."""
 
     def __init__(self) -> None:
@@ -194,7 +194,7 @@ class _PendingCards:
                 for t in tasks if t.approval is not None]
 
 
-def chat_platforms(settings: Settings, *, node_pending: _PendingCards | None
+def chat_platforms(settings: Settings, *, node_pending: PendingCards | None
                    ) -> dict[str, ChatPlatform]:
     """Slack and Telegram surfaces for the configured sections (SDKs imported lazily)."""
     out: dict[str, ChatPlatform] = {}

@@ -15,9 +15,9 @@ import re
 from datetime import datetime
 from typing import Any
 
+from signoff.bot.cards import BUTTON_LABELS
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
-from signoff.bot.cards import BUTTON_LABELS
 
 Block = dict[str, Any]
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import html
 from datetime import datetime
 
+from signoff.bot.cards import BUTTON_LABELS  # one set of labels for every surface
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
-from signoff.bot.cards import BUTTON_LABELS  # one set of labels for every surface
 
 CALLBACK_PREFIX = "so"
 MAX_CALLBACK_BYTES = 64  # Bot API limit for InlineKeyboardButton.callback_data
