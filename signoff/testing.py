@@ -130,7 +130,8 @@ class RecordingPlatform:
 
     async def wait_posted(self, timeout: float = 5.0) -> None:
         """Wait until at least one card has been posted."""
-        await asyncio.wait_for(self._posted.wait(), timeout)
+        async with asyncio.timeout(timeout):
+            await self._posted.wait()
 
 
 class PlatformHarness(Protocol):

@@ -6,6 +6,7 @@ secret (bodies, payloads, file content) is shortened here, once, for every surfa
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
@@ -26,7 +27,7 @@ SHORT = 120
 
 def shorten(value: object, limit: int = SHORT) -> str:
     """One line, at most ``limit`` characters, with an ellipsis when cut."""
-    text = value if isinstance(value, str) else repr(value)
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -131,5 +132,5 @@ def build_card(task: Task, approval: Approval, *, console_url: str | None = None
         decided_at=approval.decided_at,
         note=approval.note,
         mentions=mentions,
-        console_url=f"{console_url.rstrip('/')}/tasks/{task.id}" if console_url else None,
+        console_url=f"{console_url.rstrip('/')}/console/tasks/{task.id}" if console_url else None,
     )

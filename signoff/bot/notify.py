@@ -67,7 +67,7 @@ def event_line(kind: str, task: Task, detail: str | None, *, console_url: str | 
                              else _bare(action.tool, action.targets))
         if detail and kind in ("failed", "denied", "skipped", "escalated"):
             what += f" — {shorten(detail, 120)}"
-    link = f"{console_url.rstrip('/')}/tasks/{task.id}" if console_url else task.id
+    link = f"{console_url.rstrip('/')}/console/tasks/{task.id}" if console_url else task.id
     return f"{what} [{link}]"
 
 

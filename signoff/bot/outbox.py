@@ -11,6 +11,7 @@ the stored CardRef turns a later retry into a no-op.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -59,10 +60,10 @@ class Dispatcher:
                 await self.run_once()
             except SignoffError:
                 log.exception("outbox_round_failed")
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.interval)
-            except TimeoutError:
-                pass
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.interval):
+                    await self._wake.wait()
 
     async def run_once(self) -> int:
         """One round over everything undelivered; returns how many items were delivered.

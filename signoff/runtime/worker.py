@@ -64,8 +64,11 @@ class Worker:
             task = await self._next()
             if task is None:
                 self._wake.clear()
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
+                # lands in the same tick as the event, and shutdown would hang.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+                    async with asyncio.timeout(self.poll_interval):
+                        await self._wake.wait()
                 continue
             self.busy += 1
             try:

@@ -42,7 +42,7 @@ def test_line_links_to_the_console() -> None:
     """A line has an icon, the event, the goal, the schedule and a console link."""
     line = event_line("completed", task(schedule="nightly"), None,
                       console_url="https://so.example/")
-    assert line == "✅ completed: goal number 1 (schedule nightly) [https://so.example/tasks/t1]"
+    assert line == "✅ completed: goal number 1 (schedule nightly) [https://so.example/console/tasks/t1]"
 
 
 def test_line_hides_content_unless_asked() -> None:

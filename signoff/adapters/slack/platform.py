@@ -257,7 +257,8 @@ class SlackPlatform:
     async def _close_socket(self, handler: AsyncSocketModeHandler) -> None:
         client = handler.client
         try:
-            await asyncio.wait_for(handler.close_async(), self._timeout)
+            async with asyncio.timeout(self._timeout):
+                await handler.close_async()
         except Exception as exc:  # closing a broken socket must not hide why we stopped
             logger.warning("slack_socket_close_failed error=%s", type(exc).__name__)
         # close() only cancels the client's loops; wait for them so none outlives us.

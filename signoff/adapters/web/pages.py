@@ -1,0 +1,248 @@
+"""The console's HTML, rendered by pure functions from cards, tasks and audit events.
+
+No template engine: `string.Template` for the page frame (templates/base.html) and
+f-strings for the parts, with every value passed through `e()` (html.escape) — nothing
+from a task, a card or a request reaches the page unescaped. Decision buttons are real
+`<button>` elements in a plain POST form, so a card works without JavaScript; the small
+script in static/ only refreshes the live region and the countdowns.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any
+
+from signoff.bot.ports import ApprovalCard
+from signoff.runtime.models import AuditEvent, Scope, Task
+
+BUTTONS = {Scope.ONCE: "Once", Scope.SESSION: "Session", Scope.ALWAYS: "Always",
+           Scope.DENY: "Deny"}
+
+
+def e(value: object) -> str:
+    """Escape anything for HTML text and attribute values."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+@cache
+def _template(name: str) -> Template:
+    text = resources.files("signoff.adapters.web").joinpath("templates", name).read_text("utf-8")
+    return Template(text)
+
+
+@dataclass(frozen=True)
+class CardView:
+    """A card plus what the console shows around it."""
+
+    card: ApprovalCard
+    asked_by: str | None = None
+    task_state: str | None = None
+
+
+def time_left(expires_at: datetime, now: datetime) -> str:
+    """"expires in 29 min", "expires in 1 h 5 min", "expired"."""
+    seconds = int((expires_at - now).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    if seconds < 60:
+        return f"expires in {seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"expires in {minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"expires in {hours} h {minutes} min" if minutes else f"expires in {hours} h"
+
+
+def _stamp(at: datetime | None) -> str:
+    if at is None:
+        return ""
+    return f'<time datetime="{e(at.isoformat())}">{e(at.strftime("%Y-%m-%d %H:%M UTC"))}</time>'
+
+
+def _dl(rows: Iterable[tuple[str, str]], cls: str = "meta") -> str:
+    """A definition list; values are already-escaped HTML."""
+    items = "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in rows)
+    return f'<dl class="{cls}">{items}</dl>'
+
+
+def task_link(task_id: str) -> str:
+    """A link to the console's task page."""
+    return f'<a href="/console/tasks/{e(task_id)}">{e(task_id)}</a>'
+
+
+def _form(card: ApprovalCard, csrf: str, next_path: str) -> str:
+    buttons = "".join(
+        f'<button type="submit" name="scope" value="{e(s.value)}" '
+        f'class="btn btn-{e(s.value)}">{e(BUTTONS[s])}</button>'
+        for s in card.allowed)
+    reason = ""
+    if Scope.DENY in card.allowed:
+        reason = ('<input class="reason" type="text" name="reason" maxlength="500" '
+                  'placeholder="Reason (optional, for Deny)" aria-label="Reason for a denial">')
+    return (f'<form class="decide" method="post" action="/console/decide">'
+            f'<input type="hidden" name="approval_id" value="{e(card.approval_id)}">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="next" value="{e(next_path)}">'
+            f'{reason}<div class="buttons">{buttons}</div></form>')
+
+
+def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/") -> str:
+    """One approval card: the action in plain words, targets, context, buttons or outcome."""
+    card = view.card
+    risk = card.risk.lower()
+    targets = "".join(f"<li>{e(t)}</li>" for t in card.targets) or "<li>(no target)</li>"
+    expires = ""
+    if card.open:
+        expires = (f'<span class="expires" data-expires="{e(card.expires_at.isoformat())}">'
+                   f'{e(time_left(card.expires_at, now))}</span>')
+    meta = [("Goal", e(card.goal)), ("Asked by", e(view.asked_by or "—")),
+            ("Task", f"{task_link(card.task_id)} · step {card.step} of {card.steps_total}"),
+            ("Schedule", e(card.schedule or "—")), ("Requested", _stamp(card.requested_at))]
+    details = _dl([(k, e(v)) for k, v in card.details], "details") if card.details else ""
+    note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
+    if card.open:
+        tail = _form(card, csrf, next_path)
+    else:
+        state = ""
+        if view.task_state:
+            state = (f'<p class="task-state state-{e(view.task_state)}">'
+                     f'Task {e(view.task_state.replace("_", " "))}</p>')
+        tail = f'<p class="outcome">{e(card.outcome or card.status)}</p>{state}'
+    return (f'<article class="card risk-{e(risk)} status-{e(card.status)}" '
+            f'id="card-{e(card.approval_id)}" data-approval="{e(card.approval_id)}">'
+            f'<header class="card-head"><span class="risk">{e(card.risk)}</span>'
+            f'<span class="tool">{e(card.tool)}</span>{expires}</header>'
+            f'<h2 class="title">{e(card.title)}</h2>'
+            f'<ul class="targets" aria-label="Targets">{targets}</ul>'
+            f'{_dl(meta)}{details}{note}{tail}</article>')
+
+
+def _task_item(task: Task) -> str:
+    return (f'<li class="task"><a href="/console/tasks/{e(task.id)}">'
+            f'<span class="goal">{e(task.goal)}</span></a>'
+            f'<span class="state state-{e(task.state.value)}">'
+            f'{e(task.state.value.replace("_", " "))}</span>'
+            f'<span class="id">{e(task.id)}</span> {_stamp(task.updated_at)}</li>')
+
+
+def approvals_fragment(*, pending: Sequence[CardView], decided: Sequence[CardView],
+                       tasks: Sequence[Task], notes: Sequence[str], csrf: str, now: datetime,
+                       more_pending: bool = False) -> str:
+    """The live region of the console: pending cards first, then decided ones, tasks, notes."""
+    cards = "".join(card_html(v, csrf=csrf, now=now) for v in pending)
+    if not cards:
+        cards = '<p class="empty">Nothing is waiting for a decision.</p>'
+    more = ('<p class="more">More requests are waiting; the oldest are shown first.</p>'
+            if more_pending else "")
+    parts = [f'<section class="pending" aria-labelledby="h-pending">'
+             f'<h1 id="h-pending">Waiting for a decision '
+             f'<span class="count{"" if pending else " zero"}">'
+             f'{len(pending)}{"+" if more_pending else ""}</span></h1>'
+             f'{cards}{more}</section>']
+    if decided:
+        done = "".join(card_html(v, csrf=csrf, now=now) for v in decided)
+        parts.append(f'<section class="decided"><h2>Recently decided</h2>{done}</section>')
+    items = "".join(_task_item(t) for t in tasks) or '<li class="empty">No tasks yet.</li>'
+    parts.append(f'<section class="tasks"><h2>Recent tasks</h2>'
+                 f'<ul class="tasklist">{items}</ul></section>')
+    if notes:
+        lines = "".join(f"<li>{e(n)}</li>" for n in notes)
+        parts.append(f'<section class="notes"><h2>Notes</h2><ul>{lines}</ul></section>')
+    return "".join(parts)
+
+
+def _history(task: Task) -> str:
+    if not task.actions:
+        return '<p class="empty">No action has run yet.</p>'
+    rows = []
+    for r in task.actions:
+        who = f" by {e(r.decided_by)}" if r.decided_by else ""
+        error = f'<p class="error">{e(r.error)}</p>' if r.error else ""
+        risk = e(r.risk.value) if r.risk else ""
+        rows.append(f'<li class="outcome-{e(r.outcome)}"><b>{e(r.tool)}</b> '
+                    f'<span class="risk">{risk}</span> {e(", ".join(r.targets))}'
+                    f'<br><span class="decision">{e(r.decision)}{who}</span> → '
+                    f'<span class="result">{e(r.outcome)}</span> {_stamp(r.at)}{error}</li>')
+    return f'<ol class="history">{"".join(rows)}</ol>'
+
+
+def _audit(events: Sequence[AuditEvent]) -> str:
+    if not events:
+        return '<p class="empty">No audit events.</p>'
+    rows = []
+    for ev in events:
+        bits = [ev.kind, ev.decision, ev.scope and f"scope {ev.scope}", ev.actor, ev.tool]
+        text = " · ".join(e(b) for b in bits if b)
+        reason = f'<br><span class="reason">{e(ev.reason)}</span>' if ev.reason else ""
+        rows.append(f'<li><span class="id">#{ev.id}</span> {_stamp(ev.at)}<br>{text}{reason}</li>')
+    return f'<ol class="audit">{"".join(rows)}</ol>'
+
+
+def _pretty(value: Any) -> str:
+    return e(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def task_fragment(task: Task, events: Sequence[AuditEvent], *, card: CardView | None,
+                  csrf: str, now: datetime) -> str:
+    """The live region of a task page: state, pending card, result, history, audit."""
+    rows = [("State", f'<span class="state state-{e(task.state.value)}">'
+                      f'{e(task.state.value.replace("_", " "))}</span>'),
+            ("Goal", e(task.goal)), ("Submitted by", e(task.submitted_by or "—")),
+            ("Schedule", e(task.schedule or "—")), ("Retries", e(task.retries)),
+            ("Created", _stamp(task.created_at)), ("Updated", _stamp(task.updated_at))]
+    parts = [f'<h1>Task <span class="id">{e(task.id)}</span></h1>', _dl(rows)]
+    if card is not None:
+        parts.append(card_html(card, csrf=csrf, now=now, next_path=f"/console/tasks/{task.id}"))
+    if task.result is not None:
+        parts.append(f'<h2>Result</h2><pre class="result">{_pretty(task.result)}</pre>')
+    parts.append(f"<h2>Actions</h2>{_history(task)}")
+    parts.append(f"<h2>Audit events</h2>{_audit(events)}")
+    return "".join(parts)
+
+
+def page(*, title: str, body: str, who: str, csrf: str, flash: str | None = None,
+         can_logout: bool = False) -> str:
+    """The page frame around a body."""
+    logout = ""
+    if can_logout:
+        logout = (f'<form class="logout" method="post" action="/logout">'
+                  f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+                  f'<button type="submit" class="link">Sign out</button></form>')
+    notice = f'<p class="flash" role="status">{e(flash)}</p>' if flash else ""
+    return _template("base.html").substitute(title=e(title), who=e(who), logout=logout,
+                                             flash=notice, body=body)
+
+
+def live(src: str, inner: str) -> str:
+    """The region the script re-fetches from ``src`` when the server says something changed."""
+    return f'<div id="live" data-src="{e(src)}" aria-live="polite">{inner}</div>'
+
+
+def login_page(*, error: str | None = None, next_path: str = "/") -> str:
+    """The sign-in form (the API key, once; the browser keeps a session cookie)."""
+    problem = f'<p class="flash error" role="alert">{e(error)}</p>' if error else ""
+    body = (f'<section class="login"><h1>Sign in</h1>{problem}'
+            f'<form method="post" action="/login">'
+            f'<label for="key">API key</label>'
+            f'<input id="key" name="key" type="password" autocomplete="current-password" '
+            f'required autofocus>'
+            f'<input type="hidden" name="next" value="{e(next_path)}">'
+            f'<button type="submit" class="btn btn-once">Sign in</button></form>'
+            f'<p class="hint">Use a key from the daemon\'s <code>[api]</code> config. '
+            f'The browser keeps a session cookie, not the key.</p></section>')
+    return _template("base.html").substitute(title="Sign in", who="", logout="", flash="",
+                                             body=body)
+
+
+def message_page(*, title: str, text: str) -> str:
+    """A short page for errors a person may see (unknown task, refused request)."""
+    body = f'<section><h1>{e(title)}</h1><p>{e(text)}</p><p><a href="/">Back</a></p></section>'
+    return _template("base.html").substitute(title=e(title), who="", logout="", flash="",
+                                             body=body)

@@ -1,0 +1,76 @@
+/* signoff console: live updates over server-sent events, countdowns. No framework.
+ *
+ * The page works without this script (plain forms, full reloads). With it, the element
+ * #live is re-fetched from its data-src whenever the server announces a change on
+ * /events, so new requests and decisions made elsewhere appear without a reload.
+ */
+(function () {
+  "use strict";
+
+  function formatLeft(ms) {
+    var s = Math.floor(ms / 1000);
+    if (s <= 0) { return "expired"; }
+    if (s < 60) { return "expires in " + s + " s"; }
+    var m = Math.floor(s / 60);
+    if (m < 60) { return "expires in " + m + " min"; }
+    var h = Math.floor(m / 60);
+    m = m % 60;
+    return "expires in " + h + " h" + (m ? " " + m + " min" : "");
+  }
+
+  function tick() {
+    var nodes = document.querySelectorAll("[data-expires]");
+    for (var i = 0; i < nodes.length; i++) {
+      var at = Date.parse(nodes[i].getAttribute("data-expires"));
+      if (!isNaN(at)) { nodes[i].textContent = formatLeft(at - Date.now()); }
+    }
+  }
+
+  var live = document.getElementById("live");
+  var pending = null;
+  var busy = false;
+  var again = false;
+
+  function refresh() {
+    if (!live) { return; }
+    if (busy) { again = true; return; }
+    busy = true;
+    fetch(live.getAttribute("data-src"), {
+      credentials: "same-origin",
+      headers: { "Accept": "text/html" },
+      cache: "no-store"
+    }).then(function (response) {
+      if (response.status === 401) { window.location.reload(); return null; }
+      return response.ok ? response.text() : null;
+    }).then(function (html) {
+      var typing = document.activeElement && live.contains(document.activeElement) &&
+        document.activeElement.tagName === "INPUT" && document.activeElement.value;
+      if (html !== null && html !== live.innerHTML && !typing) {
+        live.innerHTML = html;
+        tick();
+      }
+    }).catch(function () { /* the next event or tick retries */ }).then(function () {
+      busy = false;
+      if (again) { again = false; schedule(); }
+    });
+  }
+
+  function schedule() {
+    if (pending) { clearTimeout(pending); }
+    pending = setTimeout(refresh, 100);
+  }
+
+  if (live && window.EventSource) {
+    var source = new EventSource("/events");
+    source.addEventListener("refresh", schedule);
+    source.addEventListener("hello", function () {
+      document.body.classList.add("connected");
+      // Changes between rendering this page and opening the stream (or while it was
+      // reconnecting) announce nothing: refresh once on every (re)connect.
+      schedule();
+    });
+    source.onerror = function () { document.body.classList.remove("connected"); };
+  }
+  tick();
+  setInterval(tick, 1000);
+}());

@@ -1,0 +1,101 @@
+"""The daemon's one ASGI app: the JSON API, the web console and the chat webhooks.
+
+    app = create_app(ApiContext.from_settings(settings, store=node.store, ...))
+    await uvicorn.Server(uvicorn.Config(app, ...)).serve()
+
+Layers, outermost first: `GuardMiddleware` (413, foreign origins, crashes → 500),
+`AuthMiddleware` (401 unless a key, the console cookie or the keyless loopback mode),
+then the routes. The chat platforms' webhooks are mounted as given, outside our auth:
+they check their own signatures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from signoff import __version__
+from signoff.adapters.web import pages
+from signoff.api import console, errors, routes
+from signoff.api.auth import Authenticator, AuthMiddleware
+from signoff.api.context import ApiContext
+from signoff.api.metrics import MetricsListener
+from signoff.api.middleware import GuardMiddleware
+from signoff.runtime.events import MultiListener
+
+PUBLIC_PATHS = frozenset({"/health"})
+
+
+def attach_metrics(ctx: ApiContext) -> MetricsListener:
+    """The context's metrics listener, or a new one listening to the engine's events."""
+    if ctx.metrics is not None:
+        return ctx.metrics
+    metrics = MetricsListener()
+    listener = ctx.engine.listener
+    if isinstance(listener, MultiListener):
+        listener.add(metrics)
+    ctx.metrics = metrics
+    return metrics
+
+
+def _errors_are_json(operation: dict[str, Any]) -> None:
+    # FastAPI files a text route's (e.g. /metrics) error models under text/plain; every
+    # error this app sends is JSON.
+    for status, response in operation.get("responses", {}).items():
+        content = response.get("content", {})
+        if status[0] in "45" and "text/plain" in content and "application/json" not in content:
+            content["application/json"] = content.pop("text/plain")
+
+
+def document_auth(app: FastAPI) -> None:
+    """Declare the bearer key in /openapi.json (the check itself is `AuthMiddleware`)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = generate()
+        schema.setdefault("components", {})["securitySchemes"] = {"bearer": {
+            "type": "http", "scheme": "bearer",
+            "description": "api.key (acts as web:admin) or a [[api.keys]] key (web:<name>)"}}
+        for path, operations in schema.get("paths", {}).items():
+            for operation in operations.values():
+                if path not in PUBLIC_PATHS:
+                    operation["security"] = [{"bearer": []}]
+                _errors_are_json(operation)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def create_app(ctx: ApiContext) -> FastAPI:
+    """Build the app for one node (see the module docstring)."""
+    metrics = attach_metrics(ctx)
+    auth = Authenticator(ctx.keys, local_no_key=ctx.local_no_key)
+    app = FastAPI(title="signoff", version=__version__, docs_url=None, redoc_url=None,
+                  openapi_url="/openapi.json",
+                  description="Approval-gated autonomy: tasks, decisions, audit.")
+    app.state.ctx = ctx
+    app.state.auth = auth
+    app.state.metrics = metrics
+    app.include_router(routes.build_router(ctx, metrics))
+    app.include_router(console.build_router(ctx, auth))
+    extra = [path for path, _ in ctx.extra_routes]
+    for path, endpoint in ctx.extra_routes:
+        app.add_route(path, endpoint, methods=["POST"], include_in_schema=False)
+    errors.install(app)
+    document_auth(app)
+    open_paths = PUBLIC_PATHS | set(extra)
+
+    def is_public(method: str, path: str) -> bool:
+        if path in open_paths or path.startswith("/static/"):
+            return True
+        return method == "POST" and path == "/login"
+
+    app.add_middleware(AuthMiddleware, auth=auth, public=is_public, login_page=pages.login_page,
+                       public_url=ctx.public_url)
+    app.add_middleware(GuardMiddleware, loopback_only=ctx.local_no_key,
+                       trusted_origins=[ctx.public_url] if ctx.public_url else [],
+                       unguarded=extra)
+    return app

@@ -1,0 +1,272 @@
+"""The web console's routes: pages, live fragments, decisions by form, sign-in, SSE.
+
+Pages render from the store, so a console is right even when another daemon on the same
+database received the card or took the decision. The `WebPlatform`'s memory only makes
+the updates fast: a card change on this node is pushed at once, and every stream also
+checks a cheap signature of the store (tasks per state, audit head) every couple of
+seconds, which catches changes made on other nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from importlib import resources
+from typing import Annotated
+from urllib.parse import parse_qs, quote, unquote
+
+from fastapi import APIRouter, Path, Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+
+from signoff.adapters.web import pages
+from signoff.adapters.web.pages import CardView
+from signoff.api.auth import (
+    COOKIE,
+    HTML_HEADERS,
+    Authenticator,
+    Identity,
+    cookie_secure,
+    safe_next,
+    set_session,
+)
+from signoff.api.context import ApiContext
+from signoff.api.routes import identity_of
+from signoff.bot.cards import build_card
+from signoff.bot.ports import Actor, CardRef, DecisionEvent
+from signoff.runtime.models import ApprovalStatus, AuditEvent, Scope, Task
+
+FLASH = "signoff_flash"
+SSE_POLL = 2.0  # seconds between store checks on each open stream
+KEEPALIVE = 10.0
+DECIDED_WINDOW = timedelta(hours=1)
+STATIC = {"console.js": "text/javascript; charset=utf-8",
+          "console.css": "text/css; charset=utf-8"}
+Id = Annotated[str, Path(min_length=1, max_length=100)]
+
+
+def html(body: str, status: int = 200) -> HTMLResponse:
+    """An HTML answer with the console's security headers."""
+    return HTMLResponse(body, status_code=status, headers=HTML_HEADERS)
+
+
+async def form_of(request: Request) -> dict[str, str] | None:
+    """A urlencoded form's first values (None when the body is not a small form)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return None
+    try:
+        parsed = parse_qs((await request.body()).decode("utf-8", "replace"),
+                          keep_blank_values=True, max_num_fields=20)
+    except ValueError:
+        return None
+    return {key: values[0] for key, values in parsed.items()}
+
+
+def view(task: Task) -> CardView | None:
+    """The card of a task's current (or last) approval request."""
+    if task.approval is None:
+        return None
+    return CardView(build_card(task, task.approval), asked_by=task.submitted_by,
+                    task_state=task.state.value)
+
+
+class Console:
+    """Console handlers bound to one context."""
+
+    def __init__(self, ctx: ApiContext, auth: Authenticator) -> None:
+        self.ctx = ctx
+        self.auth = auth
+
+    async def approvals(self, identity: Identity) -> str:
+        """The live region of the main page."""
+        store, now = self.ctx.store, self.ctx.clock.now()
+        page = await store.pending_approvals(limit=50)
+        pending = [v for t in page.items if isinstance(t, Task) and (v := view(t))]
+        recent = [t for t in (await store.list_tasks(limit=20)).items if isinstance(t, Task)]
+        decided = [v for t in recent if (v := view(t)) and t.approval is not None
+                   and t.approval.status is not ApprovalStatus.PENDING
+                   and t.approval.decided_at is not None
+                   and now - t.approval.decided_at < DECIDED_WINDOW][:10]
+        notes = [text for _, text, _ in reversed(self.ctx.web.notes)][:10]
+        return pages.approvals_fragment(pending=pending, decided=decided, tasks=recent,
+                                        notes=notes, csrf=self.auth.csrf_token(identity),
+                                        now=now, more_pending=page.next_cursor is not None)
+
+    async def task(self, identity: Identity, task_id: str) -> str | None:
+        """The live region of a task page, or None for an unknown task."""
+        task = await self.ctx.store.get_task(task_id)
+        if task is None:
+            return None
+        events = (await self.ctx.store.audit_events(task_id=task_id, limit=200)).items
+        return pages.task_fragment(task, [ev for ev in events if isinstance(ev, AuditEvent)],
+                                   card=view(task), csrf=self.auth.csrf_token(identity),
+                                   now=self.ctx.clock.now())
+
+    async def card(self, identity: Identity, approval_id: str) -> str | None:
+        """One card: from the store, else from this node's memory (cards of other tasks)."""
+        approval = await self.ctx.store.get_approval(approval_id)
+        task = await self.ctx.store.get_task(approval.task_id) if approval else None
+        if approval is not None and task is not None:
+            card = CardView(build_card(task, approval), asked_by=task.submitted_by,
+                            task_state=task.state.value)
+        else:
+            local = self.ctx.web.card(approval_id)
+            if local is None:
+                return None
+            card = CardView(local)
+        return pages.card_html(card, csrf=self.auth.csrf_token(identity),
+                               now=self.ctx.clock.now())
+
+    def frame(self, identity: Identity, title: str, body: str, flash: str | None) -> str:
+        """A whole page around a body."""
+        return pages.page(title=title, body=body, who=identity.actor,
+                          csrf=self.auth.csrf_token(identity), flash=flash,
+                          can_logout=identity.via == "cookie")
+
+    async def signature(self) -> tuple[object, ...]:
+        """Cheap summary of the store that changes whenever a task or decision does."""
+        counts = await self.ctx.store.count_by_state()
+        head = await self.ctx.store.audit_head()
+        return tuple(sorted(counts.items())), head
+
+    async def stream(self) -> AsyncIterator[str]:
+        """Server-sent events: ``refresh`` whenever something the console shows changed."""
+        with self.ctx.web.broadcaster.subscribe() as queue:
+            yield "retry: 3000\nevent: hello\ndata: {}\n\n"
+            last = await self.signature()
+            quiet = 0.0
+            while True:
+                why: str | None = "poll"
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+                # cancellation (client gone) that races with an event arriving.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(SSE_POLL):
+                        why = await queue.get()
+                if why is None:
+                    return  # the platform stopped: end the stream so the server can close
+                current = await self.signature()
+                if why != "poll" or current != last:
+                    last, quiet = current, 0.0
+                    yield f"event: refresh\ndata: {json.dumps({'why': why})}\n\n"
+                    continue
+                quiet += SSE_POLL
+                if quiet >= KEEPALIVE:  # lets the server notice a closed connection
+                    quiet = 0.0
+                    yield ": keep-alive\n\n"
+
+
+def _with_flash(response: Response, message: str) -> Response:
+    response.set_cookie(FLASH, quote(message[:300]), max_age=60, path="/", httponly=True,
+                        samesite="strict")
+    return response
+
+
+def _static(name: str) -> bytes:
+    return resources.files("signoff.adapters.web").joinpath("static", name).read_bytes()
+
+
+def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
+    """The console's routes (none of them in the OpenAPI schema)."""
+    console = Console(ctx, auth)
+    router = APIRouter(include_in_schema=False)
+    assets = {name: _static(name) for name in STATIC}
+
+    @router.get("/")
+    async def home(request: Request) -> Response:
+        who = identity_of(request)
+        flash = request.cookies.get(FLASH)
+        body = pages.live("/console/fragment/approvals", await console.approvals(who))
+        response = html(console.frame(who, "Approvals", body, unquote(flash) if flash else None))
+        if flash:
+            response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
+        return response
+
+    @router.get("/console/fragment/approvals")
+    async def approvals_fragment(request: Request) -> Response:
+        return html(await console.approvals(identity_of(request)))
+
+    @router.get("/console/tasks/{task_id}")
+    async def task_page(request: Request, task_id: Id) -> Response:
+        who = identity_of(request)
+        inner = await console.task(who, task_id)
+        if inner is None:
+            return html(pages.message_page(title="Unknown task", text=f"No task {task_id}."),
+                        404)
+        flash = request.cookies.get(FLASH)
+        body = pages.live(f"/console/fragment/tasks/{task_id}", inner)
+        response = html(console.frame(who, f"Task {task_id}", body,
+                                      unquote(flash) if flash else None))
+        if flash:
+            response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
+        return response
+
+    @router.get("/console/fragment/tasks/{task_id}")
+    async def task_fragment(request: Request, task_id: Id) -> Response:
+        inner = await console.task(identity_of(request), task_id)
+        return html(inner, 200) if inner is not None else html("", 404)
+
+    @router.get("/console/cards/{approval_id}")
+    async def one_card(request: Request, approval_id: Id) -> Response:
+        inner = await console.card(identity_of(request), approval_id)
+        return html(inner, 200) if inner is not None else html("", 404)
+
+    @router.post("/console/decide")
+    async def decide(request: Request) -> Response:
+        who = identity_of(request)
+        form = await form_of(request)
+        if form is None or not auth.check_csrf(who, form.get("csrf")):
+            return html(pages.message_page(title="Refused", text="This form has expired or "
+                                           "came from another site. Reload and try again."),
+                        403)
+        try:
+            scope = Scope(form.get("scope", ""))
+        except ValueError:
+            return html(pages.message_page(title="Unknown decision",
+                                           text="Choose Once, Session, Always or Deny."), 422)
+        approval_id = form.get("approval_id", "")[:100]
+        reason = (form.get("reason") or "").strip()[:500] or None
+        event = DecisionEvent(approval_id=approval_id, scope=scope, actor=Actor("web", who.name),
+                              surface="web", reason=reason if scope is Scope.DENY else None,
+                              ref=CardRef("web", "console", approval_id))
+        outcome = await ctx.web.decide(event, ctx.flow.on_decision)
+        target = safe_next(form.get("next"))
+        return _with_flash(RedirectResponse(target, status_code=303), outcome.message)
+
+    @router.post("/login")
+    async def login(request: Request) -> Response:
+        form = await form_of(request) or {}
+        target = safe_next(form.get("next"))
+        found = auth.by_key(form.get("key", "")) if form.get("key") else None
+        if found is None:
+            return html(pages.login_page(error="That key is not valid.", next_path=target), 401)
+        response = RedirectResponse(target, status_code=303)
+        set_session(response, found.session, secure=cookie_secure(request.scope, ctx.public_url))
+        return response
+
+    @router.post("/logout")
+    async def logout(request: Request) -> Response:
+        who = identity_of(request)
+        form = await form_of(request) or {}
+        if not auth.check_csrf(who, form.get("csrf")):
+            return html(pages.message_page(title="Refused", text="Reload and try again."), 403)
+        response = RedirectResponse("/", status_code=303)
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+    @router.get("/events")
+    async def events(request: Request) -> Response:
+        identity_of(request)
+        return StreamingResponse(console.stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    @router.get("/static/{name}")
+    async def static(name: str) -> Response:
+        if name not in assets:
+            return Response(status_code=404)
+        return Response(assets[name], media_type=STATIC[name],
+                        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+
+    return router

@@ -1,0 +1,120 @@
+"""Error bodies of the API: one-line ``detail``, 422s naming the field, nothing internal.
+
+Every error is ``{"detail": "..."}``; a 409 adds the task's ``state``; a 422 adds
+``errors: [{"field": "steps[0].tool", "message": "..."}]`` and starts ``detail`` with
+the field. Tracebacks go to the log only (see `GuardMiddleware`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+from signoff.api.schemas import ConflictOut, ErrorOut, ValidationOut
+from signoff.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+_LOCATIONS = ("body", "query", "path", "header", "cookie")
+
+
+class ApiError(Exception):
+    """An answer other than 2xx, raised from a handler."""
+
+    def __init__(self, status: int, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.extra = extra
+
+    def response(self) -> JSONResponse:
+        """The JSON response."""
+        return JSONResponse({"detail": self.detail, **self.extra}, status_code=self.status)
+
+
+def invalid(field: str, message: str) -> ApiError:
+    """A 422 naming one field."""
+    return ApiError(422, f"{field}: {message}", errors=[{"field": field, "message": message}])
+
+
+def field_name(loc: Sequence[Any]) -> str:
+    """("body", "steps", 0, "tool") → "steps[0].tool"."""
+    parts = list(loc[1:] if loc and loc[0] in _LOCATIONS else loc)
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or (str(loc[0]) if loc else "body")
+
+
+def _describe(error: dict[str, Any]) -> tuple[str, str]:
+    kind = error.get("type", "")
+    if kind == "json_invalid":
+        reason = (error.get("ctx") or {}).get("error", "malformed")
+        return "body", f"invalid JSON ({reason})"
+    field = field_name(error.get("loc", ()))
+    message = str(error.get("msg", "invalid value"))
+    if kind == "missing" and field == "body":
+        message = "a JSON object is required"
+    if kind == "extra_forbidden":
+        message = "unknown field"
+    return field, message
+
+
+async def _validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [_describe(err) for err in exc.errors()]
+    detail = "; ".join(f"{field}: {message}" for field, message in errors) or "invalid request"
+    return JSONResponse({"detail": detail,
+                         "errors": [{"field": f, "message": m} for f, m in errors]},
+                        status_code=422)
+
+
+async def _api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400:
+        # FastAPI answers 400 for a body it cannot even decode (bad UTF-8); the contract
+        # treats every malformed body the same way: 422 naming the body.
+        return invalid("body", "invalid JSON (cannot be decoded)").response()
+    return JSONResponse({"detail": str(exc.detail)}, status_code=exc.status_code,
+                        headers=getattr(exc, "headers", None))
+
+
+async def _store_error(request: Request, exc: Exception) -> JSONResponse:
+    log.error("store_unavailable", extra={"path": request.url.path, "error": str(exc)})
+    return JSONResponse({"detail": "the database is unavailable; try again"}, status_code=503)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(StoreError, _store_error)
+
+
+def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI descriptions of the error answers a route can give."""
+    known: dict[int, tuple[type, str]] = {
+        401: (ErrorOut, "Missing or wrong API key"),
+        403: (ErrorOut, "Not allowed (another site, or not an approver)"),
+        404: (ErrorOut, "Unknown task, grant or path"),
+        409: (ConflictOut, "The task is not waiting for this decision"),
+        413: (ErrorOut, "Request body over 1 MiB"),
+        422: (ValidationOut, "Invalid input; the message names the field"),
+        503: (ErrorOut, "The database is unavailable"),
+    }
+    return {code: {"model": known[code][0], "description": known[code][1]} for code in codes}

@@ -1,0 +1,71 @@
+"""Prometheus metrics: counters fed by the engine's events, gauges read at scrape time.
+
+`MetricsListener` is an `EngineListener`: add it to the node's `MultiListener` and it
+counts decisions (by outcome, with their latency) and executed actions (by tool and
+outcome, when a task ends). Gauges (tasks by state, pending approvals, audit events) are
+read from the store when /metrics is scraped, so they are right on every node of a
+shared database. Each listener has its own `CollectorRegistry`, never the global one,
+so several apps (tests, embedded daemons) in one process do not collide.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from signoff.runtime.models import Approval, Task, TaskState
+from signoff.runtime.store import TaskStore
+
+__all__ = ["PROMETHEUS_CONTENT_TYPE", "MetricsListener"]
+
+LATENCY_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 86400)
+
+
+class MetricsListener:
+    """Counts what the engine reports; renders the Prometheus text format."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.tasks = Gauge("signoff_tasks", "Tasks by state", ["state"], registry=r)
+        self.pending = Gauge("signoff_pending_approvals", "Approval requests waiting for a "
+                             "decision", registry=r)
+        self.audit = Gauge("signoff_audit_events", "Events in the audit chain", registry=r)
+        self.decisions = Counter("signoff_decisions", "Decisions by outcome "
+                                 "(approved, denied, expired)", ["outcome"], registry=r)
+        self.latency = Histogram("signoff_decision_latency_seconds", "Time from request to "
+                                 "decision", buckets=LATENCY_BUCKETS, registry=r)
+        self.actions = Counter("signoff_actions", "Actions of finished tasks by tool and "
+                               "outcome", ["tool", "outcome"], registry=r)
+        self.tasks_finished = Counter("signoff_tasks_finished", "Tasks that ended, by state",
+                                      ["state"], registry=r)
+
+    # -- EngineListener ----------------------------------------------------------------
+    async def approval_requested(self, task: Task, approval: Approval) -> None:
+        """Nothing to count (the pending gauge is read at scrape time)."""
+
+    async def approval_decided(self, task: Task, approval: Approval) -> None:
+        """Count the decision and observe its latency."""
+        self.decisions.labels(outcome=approval.status.value).inc()
+        if approval.decided_at is not None:
+            seconds = (approval.decided_at - approval.requested_at).total_seconds()
+            self.latency.observe(max(seconds, 0.0))
+
+    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+        """When a task ends, count each action of its history once."""
+        if kind not in ("completed", "failed"):
+            return
+        self.tasks_finished.labels(state=kind).inc()
+        for record in task.actions:
+            self.actions.labels(tool=record.tool, outcome=record.outcome).inc()
+
+    # -- scraping ----------------------------------------------------------------------
+    async def render(self, store: TaskStore) -> bytes:
+        """Refresh the gauges from the store and render every metric."""
+        counts = await store.count_by_state()
+        for state in TaskState:
+            self.tasks.labels(state=state.value).set(counts.get(state.value, 0))
+        self.pending.set(counts.get(TaskState.WAITING_APPROVAL.value, 0))
+        events, _ = await store.audit_head()
+        self.audit.set(events)
+        return generate_latest(self.registry)

@@ -1,0 +1,170 @@
+"""Guards in front of every route: body size, foreign origins, rebinding, crashes.
+
+One pure ASGI middleware, outermost of ours:
+- a request body over ``max_body`` bytes gets 413, whether it says so in Content-Length
+  or only turns out that long while streaming (the body is read here, up to the limit,
+  and replayed to the app, so no handler ever sees a partial or oversized body);
+- a state-changing request whose Origin (or Referer) is another site gets 403: a page
+  elsewhere cannot make a logged-in browser approve anything;
+- in the keyless loopback mode, a Host header that is not loopback gets 403 (a DNS
+  rebinding page would otherwise reach the keyless API through the browser);
+- any exception becomes 500 ``{"detail": "internal error"}``; the traceback goes to the
+  log, never into a response.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from signoff.api.context import is_loopback
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1024 * 1024
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin_of(url: str) -> str | None:
+    """``scheme://host[:port]`` of a URL, default ports dropped; None if not a URL."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    if port is not None and port != _DEFAULT_PORTS[parts.scheme]:
+        host = f"{host}:{port}"
+    return f"{parts.scheme}://{host}"
+
+
+def _error(status: int, detail: str) -> Response:
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
+class GuardMiddleware:
+    """See the module docstring."""
+
+    def __init__(self, app: ASGIApp, *, max_body: int = MAX_BODY, loopback_only: bool = False,
+                 trusted_origins: Iterable[str] = (), unguarded: Iterable[str] = ()) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.loopback_only = loopback_only
+        self.trusted = {o for o in (origin_of(u) for u in trusted_origins) if o}
+        self.unguarded = frozenset(unguarded)  # chat webhooks: they carry their own signatures
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            refusal = self._refusal(scope)
+            if refusal is None and scope["method"] not in SAFE_METHODS:
+                body = await self._read_body(scope, receive)
+                if isinstance(body, Response):
+                    refusal = body
+                elif body is None:
+                    return  # the client went away while sending
+                else:
+                    receive = _replay(body, receive)
+            if refusal is not None:
+                await refusal(scope, receive, tracked)
+                return
+            await self.app(scope, receive, tracked)
+        except Exception:
+            log.exception("request_failed", extra={"method": scope.get("method"),
+                                                   "path": scope.get("path")})
+            if not started:
+                await _error(500, "internal error")(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> Response | None:
+        if scope["path"] in self.unguarded:
+            return None
+        headers = Headers(scope=scope)
+        if self.loopback_only:
+            host = headers.get("host")
+            hostname = urlsplit(f"//{host}").hostname if host else None
+            if host and (hostname is None or not (is_loopback(hostname) or any(
+                    urlsplit(o).hostname == hostname.lower() for o in self.trusted))):
+                return _error(403, "this daemon has no api.key, so it only answers requests "
+                                   "addressed to 127.0.0.1 or localhost")
+        if scope["method"] in SAFE_METHODS:
+            return None
+        if headers.get("sec-fetch-site") == "cross-site":
+            return _error(403, "cross-site request refused")
+        claimed = headers.get("origin")
+        if claimed is None and headers.get("referer"):
+            claimed = headers["referer"]
+        if claimed is None:
+            return None  # not a browser (curl, the CLI): nothing to check
+        origin = origin_of(claimed)
+        if origin is None or origin not in self._own_origins(scope, headers):
+            return _error(403, "cross-origin request refused")
+        return None
+
+    def _own_origins(self, scope: Scope, headers: Headers) -> set[str]:
+        own = set(self.trusted)
+        host = headers.get("host")
+        if host:
+            mine = origin_of(f"{scope.get('scheme', 'http')}://{host}")
+            if mine:
+                own.add(mine)
+        return own
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | Response | None:
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None:
+            if not declared.strip().isdigit():
+                return _error(400, "invalid Content-Length header")
+            if int(declared) > self.max_body:
+                return _too_large(self.max_body)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return _too_large(self.max_body)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+def _too_large(limit: int) -> Response:
+    return JSONResponse({"detail": f"request body too large (limit {limit} bytes)"},
+                        status_code=413, headers={"Connection": "close"})
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that hands the buffered body over once, then passes through (disconnects)."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed

@@ -1,0 +1,301 @@
+"""The JSON API of the contract: tasks, decisions, approvals, audit, grants, metrics.
+
+Handlers read the store and hand work over; they never run a tool or wait for one.
+A submit stores the task and wakes the worker; a decision goes through the approval
+flow exactly like a Slack or Telegram click (`ApprovalFlow.on_decision`), whose
+compare-and-set makes the first answer win on every surface and node.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Path, Query, Request
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+
+from signoff import __version__
+from signoff.api.auth import Identity
+from signoff.api.context import ApiContext
+from signoff.api.errors import ApiError, invalid, responses
+from signoff.api.metrics import PROMETHEUS_CONTENT_TYPE, MetricsListener
+from signoff.api.schemas import (
+    ApprovalList,
+    ApproveBody,
+    AuditList,
+    DenyBody,
+    GrantList,
+    GrantOut,
+    HealthOut,
+    OncallOut,
+    ScheduleList,
+    Submitted,
+    TaskList,
+    TaskOut,
+    TaskSubmit,
+)
+from signoff.bot.ports import Actor, DecisionEvent
+from signoff.errors import ToolError
+from signoff.runtime.models import (
+    Action,
+    ApprovalStatus,
+    AuditEvent,
+    Grant,
+    JsonDict,
+    RiskClass,
+    Scope,
+    Task,
+    TaskState,
+)
+
+CURSOR = r"^[0-9]{1,18}$"  # both stores page by a row sequence number
+Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
+Cursor = Annotated[str | None, Query(pattern=CURSOR, description="next_cursor of the "
+                                                                  "previous page")]
+TaskId = Annotated[str, Path(min_length=1, max_length=100)]
+CONFLICT_CODES = frozenset({"already_decided", "expired", "not_waiting", "unknown"})
+
+
+def identity_of(request: Request) -> Identity:
+    """The caller, as established by `AuthMiddleware`."""
+    found = getattr(request.state, "identity", None)
+    if not isinstance(found, Identity):
+        raise ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'")
+    return found
+
+
+def json(content: Any, status: int = 200) -> JSONResponse:
+    """A JSON answer."""
+    return JSONResponse(content, status_code=status)
+
+
+def grant_public(grant: Grant) -> JsonDict:
+    """The API's grant shape."""
+    return {
+        "id": grant.id, "key": grant.key, "policy_id": grant.policy_id,
+        "task_id": grant.task_id, "scope": grant.scope.value, "tool": grant.tool,
+        "capability": grant.capability, "risk": grant.risk.value,
+        "fingerprint": grant.fingerprint, "max_calls": grant.max_calls, "used": grant.used,
+        "live": grant.live, "created_at": grant.created_at.isoformat(),
+        "created_by": grant.created_by,
+        "revoked_at": grant.revoked_at.isoformat() if grant.revoked_at else None,
+        "source": grant.source,
+    }
+
+
+def approval_item(task: Task) -> JsonDict | None:
+    """One pending request with the task context a person needs to decide it."""
+    approval = task.approval
+    if approval is None:
+        return None
+    action = task.pending_action or approval.action
+    return {
+        **approval.public(), "task_id": task.id, "goal": task.goal, "schedule": task.schedule,
+        "submitted_by": task.submitted_by, "step": approval.step,
+        "allowed_scopes": [s.value for s in approval.allowed_scopes],
+        "action": action.public(), "note": approval.note,
+    }
+
+
+def _waiting(task: Task) -> bool:
+    return (task.state is TaskState.WAITING_APPROVAL and task.approval is not None
+            and task.approval.status is ApprovalStatus.PENDING)
+
+
+def conflict(task: Task, detail: str | None = None) -> ApiError:
+    """409 with the task's current state."""
+    state = task.state.value
+    return ApiError(409, detail or f"task {task.id} is {state}, not waiting for approval",
+                    state=state)
+
+
+class TaskApi:
+    """The route handlers, bound to one context."""
+
+    def __init__(self, ctx: ApiContext, metrics: MetricsListener) -> None:
+        self.ctx = ctx
+        self.metrics = metrics
+
+    async def task_or_404(self, task_id: str) -> Task:
+        """The task, or a 404 naming it."""
+        task = await self.ctx.store.get_task(task_id)
+        if task is None:
+            raise ApiError(404, f"no task {task_id}")
+        return task
+
+    def check_steps(self, body: TaskSubmit) -> list[Action]:
+        """Each step's tool and args against the registry; a 422 names the bad field."""
+        registry = self.ctx.engine.registry
+        actions = []
+        for i, step in enumerate(body.steps or []):
+            if step.tool not in registry:
+                known = ", ".join(registry.names())
+                raise invalid(f"steps[{i}].tool", f"unknown tool {step.tool!r} (known: {known})")
+            action = Action(tool=step.tool, args=step.args)
+            try:
+                registry.prepare(action)
+            except ToolError as exc:
+                raise invalid(f"steps[{i}].args", str(exc)) from exc
+            actions.append(action)
+        return actions
+
+    def check_prohibit(self, entries: list[str]) -> list[str]:
+        """Each entry must name a risk class, a tool or a capability (a typo must not
+        silently prohibit nothing)."""
+        registry = self.ctx.engine.registry
+        capabilities = {registry.get(name).capability for name in registry.names()}
+        risks = {r.value for r in RiskClass}
+        for i, entry in enumerate(entries):
+            word = entry.strip()
+            if word.upper() not in risks and word not in registry and word not in capabilities:
+                raise invalid(f"prohibit[{i}]", f"{entry!r} is not a risk class, a tool or a "
+                                                "capability")
+        return [e.strip() for e in entries]
+
+    async def decide(self, request: Request, task_id: str, scope: Scope,
+                     reason: str | None = None) -> JSONResponse:
+        """Approve or deny the task's current request through the approval flow."""
+        who = identity_of(request)
+        task = await self.task_or_404(task_id)
+        if not _waiting(task) or task.approval is None:
+            raise conflict(task)
+        event = DecisionEvent(approval_id=task.approval.id, scope=scope, surface="web",
+                              actor=Actor("web", who.name), reason=reason)
+        outcome = await self.ctx.flow.on_decision(event)
+        current = await self.ctx.store.get_task(task_id) or task
+        if outcome.accepted:
+            return json(current.public())
+        if outcome.code == "not_authorized":
+            raise ApiError(403, outcome.message)
+        if outcome.code == "scope_not_allowed":
+            raise invalid("scope", outcome.message)
+        raise conflict(current, outcome.message)
+
+
+def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
+    """All JSON routes."""
+    api = TaskApi(ctx, metrics)
+    router = APIRouter()
+
+    @router.get("/health", responses={200: {"model": HealthOut}}, tags=["daemon"])
+    async def health() -> JSONResponse:
+        """Liveness; never needs a key."""
+        return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id})
+
+    @router.get("/tasks", responses={200: {"model": TaskList}, **responses(401, 422)},
+                tags=["tasks"])
+    async def list_tasks(state: TaskState | None = None, limit: Limit = 50,
+                         cursor: Cursor = None) -> JSONResponse:
+        """Tasks, newest first, one page at a time."""
+        page = await ctx.store.list_tasks(state=state, limit=limit, cursor=cursor)
+        items = [t.public() for t in page.items if isinstance(t, Task)]
+        return json({"items": items, "next_cursor": page.next_cursor})
+
+    @router.post("/tasks", status_code=202, tags=["tasks"],
+                 responses={202: {"model": Submitted}, **responses(401, 403, 413, 422)})
+    async def submit(request: Request, body: TaskSubmit) -> JSONResponse:
+        """Store a task and return its id at once; the worker does the rest."""
+        who = identity_of(request)
+        steps = api.check_steps(body) if body.steps is not None else None
+        prohibit = api.check_prohibit(body.prohibit)
+        try:
+            task = await ctx.engine.submit(body.goal, steps=steps, prohibit=prohibit,
+                                           submitted_by=who.actor)
+        except ToolError as exc:  # the registry changed between the check and the submit
+            raise invalid("steps", str(exc)) from exc
+        if task is None:
+            raise ApiError(409, "the task could not be stored", state="missing")
+        ctx.wake()
+        return JSONResponse({"id": task.id}, status_code=202,
+                            headers={"Location": f"/tasks/{task.id}"})
+
+    @router.get("/tasks/{task_id}", tags=["tasks"],
+                responses={200: {"model": TaskOut}, 303: {"description": "A browser is sent "
+                           "to the console's task page"}, **responses(401, 404, 422)})
+    async def get_task(request: Request, task_id: TaskId) -> Response:
+        """One task (a browser asking for HTML is sent to the console page instead)."""
+        task = await api.task_or_404(task_id)
+        accept = request.headers.get("accept", "")
+        if "text/html" in accept and "application/json" not in accept:
+            return RedirectResponse(f"/console/tasks/{task.id}", status_code=303)
+        return json(task.public())
+
+    @router.post("/tasks/{task_id}/approve", tags=["decisions"],
+                 responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
+    async def approve(request: Request, task_id: TaskId,
+                      body: Annotated[ApproveBody | None, Body()] = None) -> JSONResponse:
+        """Approve the pending action: once, for this session, or always."""
+        scope = Scope((body or ApproveBody()).scope)
+        return await api.decide(request, task_id, scope)
+
+    @router.post("/tasks/{task_id}/deny", tags=["decisions"],
+                 responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
+    async def deny(request: Request, task_id: TaskId,
+                   body: Annotated[DenyBody | None, Body()] = None) -> JSONResponse:
+        """Deny the pending action; the task fails with "user denied[: reason]"."""
+        reason = ((body.reason or "").strip() or None) if body is not None else None
+        return await api.decide(request, task_id, Scope.DENY, reason)
+
+    @router.get("/approvals", tags=["decisions"],
+                responses={200: {"model": ApprovalList}, **responses(401, 422)})
+    async def approvals(status: Literal["pending"] = "pending", limit: Limit = 50,
+                        cursor: Cursor = None) -> JSONResponse:
+        """Pending approval requests across tasks, oldest first."""
+        page = await ctx.store.pending_approvals(limit=limit, cursor=cursor)
+        items = [approval_item(t) for t in page.items if isinstance(t, Task)]
+        return json({"items": [i for i in items if i], "next_cursor": page.next_cursor})
+
+    @router.get("/audit", tags=["audit"], responses={200: {"model": AuditList},
+                                                      **responses(401, 422)})
+    async def audit(task: Annotated[str | None, Query(max_length=100)] = None,
+                    limit: Limit = 50, cursor: Cursor = None) -> JSONResponse:
+        """Audit events in chain order, optionally of one task."""
+        page = await ctx.store.audit_events(task_id=task, limit=limit, cursor=cursor)
+        items = [ev.public() for ev in page.items if isinstance(ev, AuditEvent)]
+        return json({"items": items, "next_cursor": page.next_cursor})
+
+    @router.get("/grants", tags=["grants"], responses={200: {"model": GrantList},
+                                                        **responses(401, 422)})
+    async def grants(include_revoked: bool = False) -> JSONResponse:
+        """Remembered decisions (session and always grants)."""
+        found = await ctx.store.list_grants(include_revoked=include_revoked)
+        return json({"items": [grant_public(g) for g in found], "next_cursor": None})
+
+    @router.delete("/grants/{grant_id}", tags=["grants"],
+                   responses={200: {"model": GrantOut}, **responses(401, 403, 404, 422)})
+    async def revoke(request: Request,
+                     grant_id: Annotated[str, Path(min_length=1, max_length=100)]) -> JSONResponse:
+        """Revoke a grant (audited); revoking twice changes nothing."""
+        who = identity_of(request)
+        grant = await ctx.store.get_grant(grant_id)
+        if grant is None:
+            raise ApiError(404, f"no grant {grant_id}")
+        if grant.revoked_at is None:
+            grant = await ctx.decider.revoke_grant(grant_id, who.actor) or grant
+        return json(grant_public(grant))
+
+    @router.get("/schedules", tags=["daemon"], responses={200: {"model": ScheduleList},
+                                                           **responses(401)})
+    async def schedules() -> JSONResponse:
+        """Configured schedules and their next runs."""
+        items = await ctx.schedules() if ctx.schedules is not None else []
+        return json({"items": items, "next_cursor": None})
+
+    @router.get("/oncall", tags=["daemon"], responses={200: {"model": OncallOut},
+                                                        **responses(401, 422)})
+    async def oncall(at: datetime | None = None) -> JSONResponse:
+        """Who is on call now (or at ``at``)."""
+        if ctx.oncall is not None:
+            return json(await ctx.oncall(at))
+        when = at or ctx.clock.now()
+        return json({"at": when.isoformat(), "on_call": [], "rotations": []})
+
+    @router.get("/metrics", tags=["daemon"], response_class=PlainTextResponse,
+                responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                                 "description": "Prometheus text format"}, **responses(401)})
+    async def prometheus() -> Response:
+        """Prometheus metrics."""
+        body = await metrics.render(ctx.store)
+        return Response(body, media_type=PROMETHEUS_CONTENT_TYPE)
+
+    return router

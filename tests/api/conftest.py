@@ -1,0 +1,33 @@
+"""Fixtures for the API tests: a running node on SQLite, a client, a recording HTTP server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.helpers import Running, running_node
+from tests.fakes.http_echo import HttpEcho
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[Running]:
+    """A node on a SQLite file with the admin key and the named key ``bob``."""
+    async with running_node(tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(node: Running) -> AsyncIterator[httpx.AsyncClient]:
+    """An in-process client holding the admin key."""
+    async with node.client() as c:
+        yield c
+
+
+@pytest.fixture
+async def echo() -> AsyncIterator[HttpEcho]:
+    """A local HTTP server that records every request (webhook target)."""
+    async with HttpEcho() as server:
+        yield server

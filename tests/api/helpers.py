@@ -1,0 +1,162 @@
+"""Real nodes and servers for the API, console, contract and browser tests.
+
+`running_node` builds a node with `build_node` (SQLite in a temporary directory unless a
+store is given), the web console as its `web` surface, and runs the worker, the outbox
+dispatcher and the console's `run()` as background tasks until the block ends.
+`serve` puts an app on a real uvicorn server on a free port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from signoff.adapters.web import WebPlatform
+from signoff.api import ApiContext, create_app
+from signoff.config import Settings
+from signoff.runtime.store import TaskStore
+from signoff.wiring import Node, build_node
+
+KEY = "admin-key-0123456789abcdef"
+BOB_KEY = "bob-key-0123456789abcdef"
+BASE = "http://127.0.0.1"
+
+
+def make_settings(work_dir: Path, *, keys: bool = True, host: str = "127.0.0.1",
+                  **sections: Any) -> Settings:
+    """Settings for a test node: the admin key and a named key ``bob`` unless ``keys=False``."""
+    data: dict[str, Any] = {"daemon": {"work_dir": str(work_dir), "host": host,
+                                       "node_id": "test-node"}}
+    if keys:
+        data["api"] = {"key": KEY, "keys": [{"name": "bob", "key": BOB_KEY}]}
+    data.update(sections)
+    return Settings.model_validate(data)
+
+
+@dataclass
+class Running:
+    """A node with its API app, running in the background."""
+
+    node: Node
+    web: WebPlatform
+    ctx: ApiContext
+    app: FastAPI
+    background: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def client(self, key: str | None = KEY, **kwargs: Any) -> httpx.AsyncClient:
+        """An in-process client (ASGITransport) holding ``key``."""
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=BASE,
+                                 headers=headers, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def running_node(work_dir: Path, *, keys: bool = True, store: TaskStore | None = None,
+                       settings: Settings | None = None,
+                       **ctx_parts: Any) -> AsyncIterator[Running]:
+    """Build and run a node with the web surface; stop it when the block ends."""
+    web = WebPlatform()
+    chosen = settings or make_settings(work_dir, keys=keys)
+    node = build_node(chosen, work_dir=work_dir, store=store, platforms={"web": web})
+    await node.store.open()
+    ctx = ApiContext.from_settings(chosen, store=node.store, engine=node.engine,
+                                   decider=node.decider, flow=node.flow, clock=node.clock,
+                                   wake=node.worker.wake, web=web, **ctx_parts)
+    app = create_app(ctx)
+    running = Running(node=node, web=web, ctx=ctx, app=app)
+    running.background = [
+        asyncio.create_task(node.worker.run(), name="worker"),
+        asyncio.create_task(node.flow.dispatcher.run(), name="outbox"),
+        asyncio.create_task(web.run(node.flow.on_decision), name="web"),
+    ]
+    try:
+        yield running
+    finally:
+        await stop_all(running.background)
+        await node.store.close()
+
+
+async def stop_all(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel background tasks until they are all done.
+
+    Cancelling once is not enough on Python 3.11: a loop sleeping in
+    ``asyncio.wait_for(event.wait(), t)`` loses a cancellation that arrives in the same
+    tick as ``event.set()`` (wait_for returns the inner result instead of raising). The
+    worker's consumers and the outbox dispatcher sleep that way, and a just-approved task
+    sets the worker's event, so a teardown right after an approval would hang. A second
+    cancel of `Worker.run` does not reach its TaskGroup's children, so those are
+    cancelled again by name.
+    """
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+        if pending:
+            for task in asyncio.all_tasks():
+                if task.get_name().startswith("signoff-worker-"):
+                    task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def serve(app: FastAPI) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn on a free loopback port; yield its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="none",
+                            timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with asyncio.timeout(10):
+            while not server.started:
+                if task.done():
+                    task.result()
+                await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.gather(task, return_exceptions=True)
+        sock.close()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0,
+                     what: str = "condition") -> None:
+    """Poll ``check`` until it is true; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not await check():
+        if loop.time() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def wait_state(client: httpx.AsyncClient, task_id: str, *states: str,
+                     timeout: float = 10.0) -> dict[str, Any]:
+    """GET the task until it is in one of ``states``; return its last JSON."""
+    seen: dict[str, Any] = {}
+
+    async def check() -> bool:
+        nonlocal seen
+        seen = (await client.get(f"/tasks/{task_id}")).json()
+        return seen.get("state") in states
+
+    await eventually(check, timeout, f"task {task_id} to reach {states} (last: {seen})")
+    return seen
+
+
+def webhook_steps(url: str, payload: Any = None) -> list[dict[str, Any]]:
+    """One SEND step: POST ``payload`` to ``url``."""
+    return [{"tool": "send_webhook", "args": {"url": url, "payload": payload or {"n": 1}}}]

@@ -1,0 +1,128 @@
+"""`signoff tasks|show|approve|deny|grants` against a real daemon app on uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+import typer
+from typer.testing import CliRunner, Result
+
+from signoff.client import register
+from tests.api.helpers import BOB_KEY, KEY, Running, serve, wait_state, webhook_steps
+from tests.fakes.http_echo import HttpEcho
+
+app = typer.Typer()
+register(app)
+
+
+async def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    """Invoke the CLI in a thread (the server runs on this event loop)."""
+    runner = CliRunner()
+    environment = {"SIGNOFF_URL": "", "SIGNOFF_API_KEY": "", "COLUMNS": "200", **(env or {})}
+    return await asyncio.to_thread(runner.invoke, app, list(args), env=environment)
+
+
+@pytest.fixture
+async def base(node: Running) -> AsyncIterator[str]:
+    async with serve(node.app) as url:
+        yield url
+
+
+async def waiting(node: Running, echo: HttpEcho) -> str:
+    async with node.client() as client:
+        response = await client.post("/tasks", json={
+            "goal": "ping the hook", "steps": webhook_steps(echo.url("/hook"))})
+        await wait_state(client, response.json()["id"], "waiting_approval")
+        return str(response.json()["id"])
+
+
+async def test_tasks_lists_as_a_table_and_as_json(node: Running, base: str,
+                                                  echo: HttpEcho) -> None:
+    """`signoff tasks` prints a table for people and JSON with --json."""
+    task_id = await waiting(node, echo)
+    table = await run("tasks", "--url", base, "--api-key", KEY)
+    assert table.exit_code == 0, table.output
+    assert task_id in table.output and "waiting_approval" in table.output
+    assert "send_webhook" in table.output
+    scripted = await run("tasks", "--json", "--state", "waiting_approval",
+                         env={"SIGNOFF_URL": base, "SIGNOFF_API_KEY": KEY})
+    assert scripted.exit_code == 0
+    assert [t["id"] for t in json.loads(scripted.output)["items"]] == [task_id]
+    empty = await run("tasks", "--state", "completed", "--url", base, "--api-key", KEY)
+    assert empty.exit_code == 0 and "no tasks" in empty.output
+
+
+async def test_show_approve_and_deny(node: Running, base: str, echo: HttpEcho) -> None:
+    """show prints the pending action; approve and deny decide as the key's holder."""
+    first = await waiting(node, echo)
+    shown = await run("show", first, "--url", base, "--api-key", KEY)
+    assert shown.exit_code == 0
+    assert "waiting on: SEND send_webhook" in shown.output
+    as_json = await run("show", first, "--json", "--url", base, "--api-key", KEY)
+    assert json.loads(as_json.output)["id"] == first
+    approved = await run("approve", first, "--scope", "session", "--url", base,
+                         "--api-key", BOB_KEY)
+    assert approved.exit_code == 0, approved.output
+    assert f"approved {first} (session)" in approved.output
+    async with node.client() as client:
+        done = await wait_state(client, first, "completed")
+    assert done["actions"][0]["decided_by"] == "web:bob"
+    second = await waiting(node, echo)
+    denied = await run("deny", second, "--reason", "not now", "--url", base, "--api-key", KEY)
+    assert denied.exit_code == 0
+    assert "user denied: not now" in denied.output
+
+
+async def test_http_errors_are_one_line_and_exit_1(node: Running, base: str,
+                                                   echo: HttpEcho) -> None:
+    """401, 404 and 409 give one clear line on stderr and exit code 1."""
+    no_key = await run("tasks", "--url", base)
+    assert no_key.exit_code == 1
+    assert "the daemon needs an API key: pass --api-key or set SIGNOFF_API_KEY" in no_key.output
+    wrong = await run("tasks", "--url", base, "--api-key", "nope")
+    assert wrong.exit_code == 1 and "refused the API key" in wrong.output
+    missing = await run("show", "t-nope", "--url", base, "--api-key", KEY)
+    assert missing.exit_code == 1
+    assert "no task t-nope" in missing.output
+    task_id = await waiting(node, echo)
+    assert (await run("deny", task_id, "--url", base, "--api-key", KEY)).exit_code == 0
+    late = await run("approve", task_id, "--url", base, "--api-key", KEY)
+    assert late.exit_code == 1
+    assert "state: failed" in late.output and "not waiting" in late.output
+
+
+async def test_usage_errors_exit_2() -> None:
+    """A bad --scope or --state is a usage error (exit 2)."""
+    assert (await run("approve", "t-1", "--scope", "forever")).exit_code == 2
+    assert (await run("tasks", "--state", "done")).exit_code == 2
+    assert (await run("tasks", "--url", "ftp://x", "--api-key", KEY)).exit_code == 2
+
+
+async def test_unreachable_daemon_says_how_to_start_it() -> None:
+    """With nothing listening, the message names the URL and `signoff daemon start`."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = await run("tasks", "--url", f"http://127.0.0.1:{port}")
+    assert result.exit_code == 1
+    assert f"cannot reach the signoff daemon at http://127.0.0.1:{port}" in result.output
+    assert "signoff daemon start" in result.output
+
+
+async def test_grants_list_and_revoke(node: Running, base: str, echo: HttpEcho) -> None:
+    """`signoff grants` lists session/always grants and --revoke revokes one."""
+    task_id = await waiting(node, echo)
+    await run("approve", task_id, "--scope", "always", "--url", base, "--api-key", KEY)
+    listed = await run("grants", "--json", "--url", base, "--api-key", KEY)
+    grants = json.loads(listed.output)["items"]
+    assert len(grants) == 1 and grants[0]["scope"] == "always"
+    table = await run("grants", "--url", base, "--api-key", KEY)
+    assert grants[0]["id"] in table.output
+    revoked = await run("grants", "--revoke", grants[0]["id"], "--url", base, "--api-key", KEY)
+    assert revoked.exit_code == 0 and "revoked" in revoked.output
+    unknown = await run("grants", "--revoke", "g-nope", "--url", base, "--api-key", KEY)
+    assert unknown.exit_code == 1 and "no grant g-nope" in unknown.output
