@@ -1,0 +1,151 @@
+"""The whole daemon, wired from a config file, with Slack (http mode) and Telegram
+(polling) pointed at local fakes: one request reaches every surface, the first valid
+answer wins, every copy is edited, the team channel hears about it."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from signoff.config import Settings
+from signoff.daemon_main import assemble
+from signoff.runtime.daemon import Daemon
+from tests.fakes.slack_api import (
+    APPROVALS,
+    BOT_TOKEN,
+    SECRET,
+    FakeSlack,
+    block_actions_payload,
+    find_button,
+    signed_interaction,
+)
+from tests.fakes.telegram_api import FakeTelegramApi, user
+
+CHAT = "-1001234567890"
+TEAM = "C0TEAM"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def until(check: Any, what: str, timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not await check():
+            await asyncio.sleep(0.02)
+
+
+class Running:
+    """A daemon running in this event loop, reachable over real HTTP."""
+
+    def __init__(self, url: str, slack: FakeSlack, telegram: FakeTelegramApi) -> None:
+        self.url, self.slack, self.telegram = url, slack, telegram
+        self.http = httpx.AsyncClient(base_url=url, timeout=10)
+
+    async def task(self, task_id: str) -> dict[str, Any]:
+        return dict((await self.http.get(f"/tasks/{task_id}")).json())
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[Running]:
+    """Slack + Telegram fakes and a daemon configured for both, started and stopped."""
+    async with FakeSlack() as slack, FakeTelegramApi() as telegram:
+        work = tmp_path / "work"
+        work.mkdir()
+        (work / "old.txt").write_text("old")
+        settings = Settings.model_validate({
+            "daemon": {"work_dir": str(work)},
+            "approvals": {"approvers": ["slack:U0ALICE", "telegram:42"]},
+            "slack": {"mode": "http", "bot_token": BOT_TOKEN, "signing_secret": SECRET,
+                      "channel": APPROVALS, "api_url": slack.api_url},
+            "telegram": {"mode": "polling", "bot_token": telegram.token, "chat_id": CHAT,
+                         "base_url": telegram.base_url, "base_file_url": telegram.base_file_url},
+            "notify": [{"channel": f"slack:{TEAM}", "events": ["waiting_approval", "completed"]}],
+        })
+        port = free_port()
+        node, services = await assemble(settings, host="127.0.0.1", port=port, work_dir=None,
+                                        database=None, autonomous_risks=None)
+        assert set(node.platforms) == {"web", "slack", "telegram"}
+        daemon = Daemon(engine=node.engine, worker=node.worker, decider=node.decider,
+                        services=services)
+        run = asyncio.create_task(daemon.run())
+        running = Running(f"http://127.0.0.1:{port}", slack, telegram)
+
+        async def healthy() -> bool:
+            try:
+                return (await running.http.get("/health")).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        await until(healthy, "the daemon")
+        await telegram.wait_call("getUpdates")
+        yield running
+        await running.http.aclose()
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+
+
+async def test_one_request_everywhere_and_the_first_valid_answer_wins(daemon: Running) -> None:
+    """A card on Slack and Telegram; a stranger's tap is refused; Alice's click decides."""
+    slack, telegram = daemon.slack, daemon.telegram
+    r = await daemon.http.post("/tasks", json={
+        "goal": "clean up", "steps": [{"tool": "delete_file", "args": {"path": "old.txt"}}]})
+    task_id = r.json()["id"]
+    await slack.wait_for_calls("chat.postMessage")
+    await telegram.wait_call("sendMessage")
+    (card_call,) = [c for c in slack.calls_to("chat.postMessage") if c.body["channel"] == APPROVALS]
+    ts = next(ts for (ch, ts) in slack.messages if ch == APPROVALS)
+    tg_card = telegram.chat_messages(CHAT)[-1]
+    assert tg_card.labels == ("Once", "Session", "Always", "Deny")
+    once = dict(tg_card.buttons)["Once"]  # a stale client may still show it after the edit
+
+    stranger = telegram.push_update(telegram.tap(CHAT, tg_card.message_id, "Once",
+                                                 sender=user(999, "mallory", "Mallory")))
+    toast = await telegram.wait_answer(telegram.query_id(stranger))
+    assert toast is not None and "Not authorized" in toast
+    assert (await daemon.task(task_id))["state"] == "waiting_approval"
+
+    message = slack.message(APPROVALS, ts)
+    button = find_button(message, "signoff_session")
+    assert button is not None
+    payload = block_actions_payload(channel=APPROVALS, message_ts=ts, action_id="signoff_session",
+                                    value=str(button["value"]), user_id="U0ALICE",
+                                    message=message)
+    body, headers = signed_interaction(SECRET, payload)
+    answer = await daemon.http.post("/slack/events", content=body, headers=headers)
+    assert answer.status_code == 200
+
+    async def completed() -> bool:
+        return (await daemon.task(task_id))["state"] == "completed"
+
+    await until(completed, "the task to complete")
+    await slack.wait_for_calls("chat.update")
+    await telegram.wait_call("editMessageText")
+    edited = telegram.message(CHAT, tg_card.message_id)
+    assert "Approved for this session by slack:U0ALICE" in edited.text
+    assert edited.labels == ()
+    assert "Approved for this session by <@U0ALICE>" in str(slack.message(APPROVALS, ts))
+
+    late = telegram.push_update(telegram.callback_update(CHAT, tg_card.message_id, once,
+                                                         sender=user(42, "bob", "Bob")))
+    toast = await telegram.wait_answer(telegram.query_id(late))
+    assert toast is not None and "Already decided by slack:U0ALICE" in toast
+
+    async def team_heard() -> bool:
+        return any("completed" in t for t in slack.posted_texts(TEAM))
+
+    await until(team_heard, "the team channel to hear about it")
+    audit = (await daemon.http.get("/audit", params={"task": task_id})).json()["items"]
+    actors = [(e["kind"], e["actor"]) for e in audit]
+    assert ("refused", "telegram:999") in actors
+    assert ("decision", "slack:U0ALICE") in actors
+    assert ("refused", "telegram:42") in actors
+    assert card_call.body["text"]
