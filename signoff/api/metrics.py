@@ -11,7 +11,7 @@ so several apps (tests, embedded daemons) in one process do not collide.
 from __future__ import annotations
 
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
 from signoff.runtime.models import Approval, Task, TaskState
 from signoff.runtime.store import TaskStore
@@ -31,6 +31,9 @@ class MetricsListener:
         self.pending = Gauge("signoff_pending_approvals", "Approval requests waiting for a "
                              "decision", registry=r)
         self.audit = Gauge("signoff_audit_events", "Events in the audit chain", registry=r)
+        # The chain's head (COUNT:HASH, as `signoff audit --head` prints it): scraped and
+        # kept elsewhere, it proves later that the log was not cut short.
+        self.head = Info("signoff_audit_head", "Head of the audit hash chain", registry=r)
         self.decisions = Counter("signoff_decisions", "Decisions by outcome "
                                  "(approved, denied, expired)", ["outcome"], registry=r)
         self.latency = Histogram("signoff_decision_latency_seconds", "Time from request to "
@@ -66,6 +69,7 @@ class MetricsListener:
         for state in TaskState:
             self.tasks.labels(state=state.value).set(counts.get(state.value, 0))
         self.pending.set(counts.get(TaskState.WAITING_APPROVAL.value, 0))
-        events, _ = await store.audit_head()
+        events, digest = await store.audit_head()
         self.audit.set(events)
+        self.head.info({"count": str(events), "hash": digest})
         return generate_latest(self.registry)

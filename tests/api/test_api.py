@@ -375,6 +375,8 @@ async def test_metrics_are_prometheus_text(client: httpx.AsyncClient, echo: Http
     assert "signoff_decision_latency_seconds_count 1.0" in text
     assert 'signoff_actions_total{outcome="ok",tool="send_webhook"} 1.0' in text
     assert "signoff_audit_events 3.0" in text
+    head = (await client.get("/audit")).json()["items"][-1]["hash"]
+    assert f'signoff_audit_head_info{{count="3",hash="{head}"}} 1.0' in text
 
 
 async def test_openapi_is_served(client: httpx.AsyncClient) -> None:
