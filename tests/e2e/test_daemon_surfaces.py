@@ -149,3 +149,22 @@ async def test_one_request_everywhere_and_the_first_valid_answer_wins(daemon: Ru
     assert ("decision", "slack:U0ALICE") in actors
     assert ("refused", "telegram:42") in actors
     assert card_call.body["text"]
+
+
+async def test_a_rejected_slack_token_leaves_the_other_surfaces_working(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """invalid_auth at start-up: Slack is left out with a clear log line; the rest runs."""
+    async with FakeSlack(invalid_auth=True) as slack:
+        settings = Settings.model_validate({
+            "daemon": {"work_dir": str(tmp_path / "work")},
+            "slack": {"mode": "http", "bot_token": BOT_TOKEN, "signing_secret": SECRET,
+                      "channel": APPROVALS, "api_url": slack.api_url}})
+        with caplog.at_level("ERROR"):
+            node, services = await assemble(settings, host="127.0.0.1", port=free_port(),
+                                            work_dir=None, database=None,
+                                            autonomous_risks=None)
+        assert set(node.platforms) == {"web"}
+        assert any("surface_disabled surface=slack" in r.getMessage() and
+                   "slack.bot_token" in r.getMessage() for r in caplog.records)
+        assert "surface-web" in [name for name, _ in services]
+        await node.store.close()
