@@ -14,13 +14,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
-
 from signoff.bot.ports import CardRef, DecisionOutcome
 from signoff.runtime.models import Action, AuditEvent, RiskClass, RunMode, Scope, Task, TaskState
 from signoff.runtime.tools.base import Param, ToolContext
 from signoff.testing import RecordingPlatform
 from signoff.wiring import Node
+from tests.fakes.openai import FakeOpenAI
 
 
 def email(to: str | list[str] = "john@example.com", *, subject: str = "Weekly report",
@@ -187,39 +186,11 @@ async def audit_log(node: Node) -> list[AuditEvent]:
 # --- an OpenAI-compatible judge for smart approval ---------------------------------------
 
 
-class FakeJudge:
+class FakeJudge(FakeOpenAI):
     """A local OpenAI-compatible server whose every completion is ``answer``.
 
     ``answer = None`` makes it fail with HTTP 500. ``requests`` keeps each JSON body.
     """
 
     def __init__(self, answer: str | None = "APPROVE") -> None:
-        self.answer = answer
-        self.requests: list[dict[str, Any]] = []
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._complete)
-        self._runner = web.AppRunner(app)
-        self.port = 0
-
-    @property
-    def base_url(self) -> str:
-        """The base URL to put in ``planner.base_url``."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    async def _complete(self, request: web.Request) -> web.Response:
-        self.requests.append(await request.json())
-        if self.answer is None:
-            return web.json_response({"error": "boom"}, status=500)
-        return web.json_response({"id": "c1", "object": "chat.completion", "choices": [
-            {"index": 0, "finish_reason": "stop",
-             "message": {"role": "assistant", "content": self.answer}}]})
-
-    async def __aenter__(self) -> FakeJudge:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._runner.cleanup()
+        super().__init__(answer)
