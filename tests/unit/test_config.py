@@ -50,16 +50,16 @@ def config_error(path: Path) -> str:
 
 
 def test_example_config_loads_without_tokens() -> None:
-    """config.example.toml loads as is, with one active recipe and no chat sections."""
+    """config.example.toml loads as is, with two active recipes and no chat sections."""
     settings = load_settings(EXAMPLE)
     assert settings.slack is None and settings.telegram is None
-    assert [r.name for r in settings.recipes] == ["summarize-readme"]
+    assert [r.name for r in settings.recipes] == ["summarize-readme", "tidy-up"]
     assert settings.recipes[0].steps[0].tool == "read_file"
     assert settings.recipes[0].regex.search("Please SUMMARIZE the readme")
 
 
 def test_example_config_matches_the_defaults() -> None:
-    """Apart from its recipe, the example file spells out exactly the embedded defaults."""
+    """Apart from its recipes, the example file spells out exactly the embedded defaults."""
     settings = load_settings(EXAMPLE)
     assert settings.model_copy(update={"recipes": []}) == Settings.default()
 
