@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -23,7 +22,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
 from signoff.errors import StoreError
@@ -40,56 +39,34 @@ from signoff.runtime.models import (
     TaskState,
     utcnow,
 )
-from signoff.runtime.store import CardRecord, Change, OutboxItem, Page
-from signoff.runtime.tables import (
-    ApprovalRow,
-    AuditHeadRow,
-    AuditRow,
-    CardRow,
-    GrantRow,
-    OutboxRow,
-    TaskRow,
+from signoff.runtime.sqlrows import (
+    ACTIVE,
+    approvals_t,
+    audit_t,
+    cards_t,
+    dumps,
+    grant_cols,
+    grant_from,
+    grants_t,
+    head_t,
+    make_engine,
+    only_task,
+    outbox_from,
+    outbox_t,
+    parse_cursor,
+    safe_url,
+    task_cols,
+    task_from,
+    tasks_t,
 )
+from signoff.runtime.store import CardRecord, Change, OutboxItem, Page
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-tasks_t = TaskRow.__table__  # type: ignore[attr-defined]
-approvals_t = ApprovalRow.__table__  # type: ignore[attr-defined]
-grants_t = GrantRow.__table__  # type: ignore[attr-defined]
-audit_t = AuditRow.__table__  # type: ignore[attr-defined]
-head_t = AuditHeadRow.__table__  # type: ignore[attr-defined]
-cards_t = CardRow.__table__  # type: ignore[attr-defined]
-outbox_t = OutboxRow.__table__  # type: ignore[attr-defined]
-
-ACTIVE = (TaskState.PLANNING.value, TaskState.IN_PROGRESS.value)
-
 
 class _Lost(Exception):
     """A compare-and-set lost inside a unit of work (rolls it back)."""
-
-
-def _make_engine(url: str, *, immediate: bool) -> Engine:
-    if not url.startswith("sqlite"):
-        return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
-    engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-
-    @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        # Let SQLAlchemy's "begin" event decide how transactions start (see below).
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA busy_timeout=30000")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()
-
-    @sa.event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-    return engine
 
 
 class SqlTaskStore:
@@ -99,10 +76,10 @@ class SqlTaskStore:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         try:
-            self._write = _make_engine(url, immediate=True)
-            self._read = _make_engine(url, immediate=False) if self.is_sqlite else self._write
+            self._write = make_engine(url, immediate=True)
+            self._read = make_engine(url, immediate=False) if self.is_sqlite else self._write
         except (sa.exc.ArgumentError, ImportError) as exc:
-            raise StoreError(f"cannot use database {_safe_url(url)}: {exc}") from exc
+            raise StoreError(f"cannot use database {safe_url(url)}: {exc}") from exc
         self._pool = ThreadPoolExecutor(max_workers=1 if self.is_sqlite else 8,
                                         thread_name_prefix="signoff-db")
         database = sa.engine.make_url(url).database if self.is_sqlite else None
@@ -126,7 +103,7 @@ class SqlTaskStore:
         except (_Lost, sa.exc.IntegrityError):
             raise
         except sa.exc.OperationalError as exc:
-            raise StoreError(f"database {_safe_url(self.url)} failed: {exc.orig}") from exc
+            raise StoreError(f"database {safe_url(self.url)} failed: {exc.orig}") from exc
 
     async def open(self) -> None:
         """Create tables and the audit head row; fail clearly when unreachable."""
@@ -142,7 +119,7 @@ class SqlTaskStore:
         except sa.exc.IntegrityError:
             pass  # another node created the head row at the same moment
         except sa.exc.OperationalError as exc:
-            raise StoreError(f"cannot open database {_safe_url(self.url)}: {exc.orig}") from exc
+            raise StoreError(f"cannot open database {safe_url(self.url)}: {exc.orig}") from exc
 
     async def close(self) -> None:
         """Dispose of the engines and the thread pool."""
@@ -171,7 +148,7 @@ class SqlTaskStore:
     # -- the unit of work ---------------------------------------------------------------
     async def commit(self, change: Change) -> bool:
         """Apply a Change atomically; False when a compare-and-set lost."""
-        if self._inline is not None and change.task is not None and _only_task(change):
+        if self._inline is not None and change.task is not None and only_task(change):
             try:
                 self._fast_write(self._inline, change)
             except _Lost:
@@ -202,10 +179,10 @@ class SqlTaskStore:
         except (FastLost, sqlite3.IntegrityError):
             raise _Lost from None
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"database {_safe_url(self.url)} failed: {exc}") from exc
+            raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
 
     def _commit(self, ch: Change) -> list[AuditEvent]:
-        if self._fast is not None and ch.task is not None and _only_task(ch):
+        if self._fast is not None and ch.task is not None and only_task(ch):
             self._fast_write(self._fast, ch)
             return []
         with self._tx() as conn:
@@ -214,7 +191,7 @@ class SqlTaskStore:
             if ch.task is not None:
                 self._write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
             for grant in ch.grants:
-                conn.execute(grants_t.insert().values(**_grant_cols(grant)))
+                conn.execute(grants_t.insert().values(**grant_cols(grant)))
             for grant_id in ch.grant_uses:
                 self._use_grant(conn, grant_id)
             for grant_id in ch.grant_revokes:
@@ -241,13 +218,13 @@ class SqlTaskStore:
     def _write_task(self, conn: Connection, task: Task, *, insert: bool,
                     expect_state: TaskState | None) -> None:
         if insert:
-            conn.execute(tasks_t.insert().values(**_task_cols(task, task.version)))
+            conn.execute(tasks_t.insert().values(**task_cols(task, task.version)))
             return
         cond = [tasks_t.c.id == task.id, tasks_t.c.version == task.version]
         if expect_state is not None:
             cond.append(tasks_t.c.state == expect_state.value)
         res = conn.execute(tasks_t.update().where(*cond)
-                           .values(**_task_cols(task, task.version + 1)))
+                           .values(**task_cols(task, task.version + 1)))
         if res.rowcount != 1:
             raise _Lost
 
@@ -270,7 +247,7 @@ class SqlTaskStore:
 
     def _insert_outbox(self, conn: Connection, item: OutboxItem) -> None:
         values = {"key": item.key, "surface": item.surface, "kind": item.kind,
-                  "approval_id": item.approval_id, "payload": _dumps(item.payload),
+                  "approval_id": item.approval_id, "payload": dumps(item.payload),
                   "attempts": 0, "done": False, "next_at": item.next_at or utcnow()}
         dialect = postgresql if not self.is_sqlite else sqlite
         conn.execute(dialect.insert(outbox_t).values(**values)
@@ -301,7 +278,7 @@ class SqlTaskStore:
     def _get_task(self, task_id: str) -> Task | None:
         with self._tx(write=False) as conn:
             row = conn.execute(sa.select(tasks_t).where(tasks_t.c.id == task_id)).first()
-        return _task_from(row) if row else None
+        return task_from(row) if row else None
 
     async def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
                          cursor: str | None = None, schedule: str | None = None) -> Page:
@@ -316,12 +293,12 @@ class SqlTaskStore:
         if schedule is not None:
             q = q.where(tasks_t.c.schedule == schedule)
         if cursor:
-            q = q.where(tasks_t.c.seq < _cursor(cursor))
+            q = q.where(tasks_t.c.seq < parse_cursor(cursor))
         with self._tx(write=False) as conn:
             rows = conn.execute(q).all()
         more = len(rows) > limit
         rows = rows[:limit]
-        return Page([_task_from(r) for r in rows], str(rows[-1].seq) if more else None)
+        return Page([task_from(r) for r in rows], str(rows[-1].seq) if more else None)
 
     async def count_by_state(self) -> dict[str, int]:
         """Tasks per state."""
@@ -342,7 +319,7 @@ class SqlTaskStore:
             except FastBusy:
                 pass  # locked right now: let the database thread wait for it
             except sqlite3.OperationalError as exc:
-                raise StoreError(f"database {_safe_url(self.url)} failed: {exc}") from exc
+                raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
         return await self._run(self._claim, None, node_id, lease_until, TaskState.QUEUED)
 
     async def claim(self, task_id: str, node_id: str, lease_until: datetime,
@@ -356,7 +333,7 @@ class SqlTaskStore:
             try:
                 return self._fast.claim_next(node_id, lease_until, from_state)
             except sqlite3.OperationalError as exc:
-                raise StoreError(f"database {_safe_url(self.url)} failed: {exc}") from exc
+                raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
         if task_id is None:
             pick = (sa.select(tasks_t.c.seq).where(tasks_t.c.state == from_state.value)
                     .order_by(tasks_t.c.seq).limit(1))
@@ -373,7 +350,7 @@ class SqlTaskStore:
                 .returning(*tasks_t.c))
         with self._tx() as conn:
             row = conn.execute(stmt).first()
-        return _task_from(row) if row else None
+        return task_from(row) if row else None
 
     async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> None:
         """Extend a lease this node holds."""
@@ -394,7 +371,7 @@ class SqlTaskStore:
             tasks_t.c.claimed_by == node_id, tasks_t.c.lease_until.is_(None),
             tasks_t.c.lease_until < now)).order_by(tasks_t.c.seq)
         with self._tx(write=False) as conn:
-            return [_task_from(r) for r in conn.execute(q)]
+            return [task_from(r) for r in conn.execute(q)]
 
     # -- approvals -----------------------------------------------------------------------
     async def get_approval(self, approval_id: str) -> Approval | None:
@@ -417,12 +394,12 @@ class SqlTaskStore:
         q = (sa.select(tasks_t).where(tasks_t.c.state == TaskState.WAITING_APPROVAL.value)
              .order_by(tasks_t.c.seq).limit(limit + 1))
         if cursor:
-            q = q.where(tasks_t.c.seq > _cursor(cursor))
+            q = q.where(tasks_t.c.seq > parse_cursor(cursor))
         with self._tx(write=False) as conn:
             rows = conn.execute(q).all()
         more = len(rows) > limit
         rows = rows[:limit]
-        return Page([_task_from(r) for r in rows], str(rows[-1].seq) if more else None)
+        return Page([task_from(r) for r in rows], str(rows[-1].seq) if more else None)
 
     async def due_approvals(self, now: datetime) -> list[Approval]:
         """Pending approvals past their expiry."""
@@ -449,7 +426,7 @@ class SqlTaskStore:
             .order_by(grants_t.c.seq).limit(1))
         with self._tx(write=False) as conn:
             row = conn.execute(q).first()
-        return _grant_from(row) if row else None
+        return grant_from(row) if row else None
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
         """Every grant (live ones only unless asked)."""
@@ -460,7 +437,7 @@ class SqlTaskStore:
         if not include_revoked:
             q = q.where(grants_t.c.revoked.is_(False))
         with self._tx(write=False) as conn:
-            return [_grant_from(r) for r in conn.execute(q)]
+            return [grant_from(r) for r in conn.execute(q)]
 
     async def get_grant(self, grant_id: str) -> Grant | None:
         """One grant by id."""
@@ -469,7 +446,7 @@ class SqlTaskStore:
     def _get_grant(self, grant_id: str) -> Grant | None:
         with self._tx(write=False) as conn:
             row = conn.execute(sa.select(grants_t).where(grants_t.c.id == grant_id)).first()
-        return _grant_from(row) if row else None
+        return grant_from(row) if row else None
 
     # -- audit ---------------------------------------------------------------------------
     async def audit_events(self, *, task_id: str | None = None, limit: int = 100,
@@ -482,7 +459,7 @@ class SqlTaskStore:
         if task_id is not None:
             q = q.where(audit_t.c.task_id == task_id)
         if cursor:
-            q = q.where(audit_t.c.id > _cursor(cursor))
+            q = q.where(audit_t.c.id > parse_cursor(cursor))
         with self._tx(write=False) as conn:
             rows = conn.execute(q).all()
         more = len(rows) > limit
@@ -546,7 +523,7 @@ class SqlTaskStore:
         q = (sa.select(outbox_t).where(outbox_t.c.done.is_(False), outbox_t.c.next_at <= now)
              .order_by(outbox_t.c.id).limit(limit))
         with self._tx(write=False) as conn:
-            return [_outbox_from(r) for r in conn.execute(q)]
+            return [outbox_from(r) for r in conn.execute(q)]
 
     async def outbox_done(self, item_id: int, now: datetime) -> None:
         """Mark an item delivered."""
@@ -562,62 +539,3 @@ class SqlTaskStore:
     def _outbox_update(self, item_id: int, values: dict[str, Any]) -> None:
         with self._tx() as conn:
             conn.execute(outbox_t.update().where(outbox_t.c.id == item_id).values(**values))
-
-
-def _only_task(ch: Change) -> bool:
-    """True when a Change writes nothing but its task (the per-task hot path)."""
-    return (ch.approval is None and ch.expect_state is None and not ch.grants
-            and not ch.grant_uses and not ch.grant_revokes and not ch.audit and not ch.outbox)
-
-
-def _dumps(obj: object) -> str:
-    return json.dumps(obj, separators=(",", ":"), default=str)
-
-
-def _cursor(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise StoreError(f"invalid cursor {text!r}") from None
-
-
-def _safe_url(url: str) -> str:
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return "<invalid url>"
-
-
-def _task_cols(task: Task, version: int) -> dict[str, Any]:
-    return {"id": task.id, "state": task.state.value, "schedule": task.schedule,
-            "fire_time": task.fire_time, "claimed_by": task.claimed_by,
-            "lease_until": task.lease_until, "version": version,
-            "needs_plan": task.steps is None, "data": task.model_dump_json()}
-
-
-def _task_from(row: Any) -> Task:
-    task = Task.model_validate_json(row.data)
-    # The columns are authoritative for what claims and CAS change without rewriting data.
-    task.state = TaskState(row.state)
-    task.version = row.version
-    task.claimed_by = row.claimed_by
-    task.lease_until = row.lease_until
-    return task
-
-
-def _grant_cols(g: Grant) -> dict[str, Any]:
-    return {"id": g.id, "key": g.key, "policy_id": g.policy_id, "task_id": g.task_id,
-            "scope": g.scope.value, "max_calls": g.max_calls, "used": g.used,
-            "revoked": g.revoked_at is not None, "data": g.model_dump_json()}
-
-
-def _grant_from(row: Any) -> Grant:
-    grant = Grant.model_validate_json(row.data)
-    grant.used = row.used
-    return grant
-
-
-def _outbox_from(row: Any) -> OutboxItem:
-    return OutboxItem(key=row.key, surface=row.surface, kind=row.kind,
-                      payload=json.loads(row.payload), approval_id=row.approval_id, id=row.id,
-                      attempts=row.attempts, next_at=row.next_at, error=row.error)
