@@ -335,7 +335,7 @@ class Engine:
         tasks whose lease ran out (another node died) are.
         """
         recovered = []
-        owner = self.config.node_id if include_own else "\0"
+        owner = self.config.node_id if include_own else None
         for task in await self.store.orphans(owner, self.clock.now()):
             try:
                 await self._recover_one(task)

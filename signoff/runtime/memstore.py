@@ -183,10 +183,11 @@ class MemTaskStore:
         if found and found[1].claimed_by == node_id:
             found[1].lease_until = lease_until
 
-    async def orphans(self, node_id: str, now: datetime) -> list[Task]:
+    async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
         """Active tasks of a dead worker."""
         return [self._copy(t) for _, t in self._sorted() if t.state in ACTIVE and (
-            t.claimed_by == node_id or t.lease_until is None or t.lease_until < now)]
+            (node_id is not None and t.claimed_by == node_id)
+            or t.lease_until is None or t.lease_until < now)]
 
     async def get_approval(self, approval_id: str) -> Approval | None:
         """One approval."""

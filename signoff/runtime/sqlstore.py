@@ -362,14 +362,16 @@ class SqlTaskStore:
                                                 tasks_t.c.claimed_by == node_id)
                          .values(lease_until=lease_until))
 
-    async def orphans(self, node_id: str, now: datetime) -> list[Task]:
+    async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
         """Active tasks of this node's previous life, or whose lease expired."""
         return await self._run(self._orphans, node_id, now)
 
-    def _orphans(self, node_id: str, now: datetime) -> list[Task]:
-        q = sa.select(tasks_t).where(tasks_t.c.state.in_(ACTIVE), sa.or_(
-            tasks_t.c.claimed_by == node_id, tasks_t.c.lease_until.is_(None),
-            tasks_t.c.lease_until < now)).order_by(tasks_t.c.seq)
+    def _orphans(self, node_id: str | None, now: datetime) -> list[Task]:
+        stale = [tasks_t.c.lease_until.is_(None), tasks_t.c.lease_until < now]
+        if node_id is not None:
+            stale.append(tasks_t.c.claimed_by == node_id)
+        q = (sa.select(tasks_t).where(tasks_t.c.state.in_(ACTIVE), sa.or_(*stale))
+             .order_by(tasks_t.c.seq))
         with self._tx(write=False) as conn:
             return [task_from(r) for r in conn.execute(q)]
 

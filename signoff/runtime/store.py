@@ -125,8 +125,9 @@ class TaskStore(Protocol):
         """Extend the lease of a task this node is working on."""
         ...
 
-    async def orphans(self, node_id: str, now: datetime) -> list[Task]:
-        """Planning/in-progress tasks claimed by ``node_id`` or whose lease ran out."""
+    async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
+        """Planning/in-progress tasks whose lease ran out, plus (unless None) those claimed
+        by ``node_id`` — a node's own claims from before its restart."""
         ...
 
     async def get_approval(self, approval_id: str) -> Approval | None:

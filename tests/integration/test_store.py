@@ -142,6 +142,8 @@ async def test_orphans_are_own_claims_or_expired_leases(store: TaskStore) -> Non
     await store.claim("t-2", "other", NOW + timedelta(minutes=5), TaskState.QUEUED)
     found = {t.id for t in await store.orphans("me", NOW)}
     assert found == {"t-0", "t-1"}
+    expired_only = {t.id for t in await store.orphans(None, NOW)}
+    assert expired_only == {"t-1"}, "the periodic sweep takes only expired leases"
 
 
 async def test_grants_are_found_by_key_and_scope(store: TaskStore) -> None:
