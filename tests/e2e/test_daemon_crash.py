@@ -181,3 +181,30 @@ def test_sigterm_shuts_down_cleanly_and_the_next_start_resumes(daemon: Daemon) -
     wait_for(lambda: bool(processes(READ_SLEEP)), "the action to run again")
     log = (daemon.tmp / "daemon.log").read_text()
     assert "signoff_stopping" in log
+
+
+@pytest.mark.postgres
+def test_a_second_node_takes_over_the_work_of_a_dead_one(tmp_path: Path, pg_url: str) -> None:
+    """Two daemons on one PostgreSQL: kill -9 the one running a task; once its lease runs
+    out, the other requeues the task and runs it."""
+    for name in ("one", "two"):
+        (tmp_path / name / "work").mkdir(parents=True)
+    one, two = Daemon(tmp_path / "one"), Daemon(tmp_path / "two")
+    for node in (one, two):
+        node.config.write_text(node.config.read_text().replace(
+            "[daemon]\n", f'[daemon]\ndatabase = "{pg_url}"\n'))
+    try:
+        one.start()
+        running = one.submit([{"tool": "run_command", "args": {"command": READ_SLEEP}}])
+        wait_for(lambda: one.task(running)["state"] == "in_progress", "node one to take it")
+        one.kill()
+        kill_children()
+        two.start()
+        wait_for(lambda: two.task(running)["retries"] == 1, "node two to requeue it")
+        wait_for(lambda: bool(processes(READ_SLEEP)), "node two to run it")
+        log = (two.tmp / "daemon.log").read_text()
+        assert "sweep_failed" not in log
+    finally:
+        for node in (one, two):
+            node.stop()
+        kill_children()
