@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -48,9 +47,10 @@ def load(config: Path | None) -> Any:
 
 
 def setup_logging(level: str = "INFO") -> None:
-    """Plain, grep-able log lines on stderr."""
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    """Plain, grep-able log lines on stderr (see signoff/logs.py)."""
+    from signoff.logs import setup
+
+    setup(level)
 
 
 @daemon_app.command("start")

@@ -172,6 +172,8 @@ class Decider:
                         outbox=[card_item("update", approval.id)])
         if not await self._commit(change):
             return None
+        log.info("approval_decided", extra={"task_id": task.id, "approval_id": approval.id,
+                                             "scope": scope.value, "actor": actor})
         await self._announce(task, decided, "approved" if scope.approves else "denied")
         if scope.approves and self.on_runnable is not None:
             await self.on_runnable(task)

@@ -283,6 +283,8 @@ class Engine:
         if approvers:  # ping whoever is on call on the card itself
             post.payload["mentions"] = approvers
         await self._save(task, approval=approval, audit=[event], outbox=[post])
+        log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
+                                              "tool": action.tool})
         await self.listener.approval_requested(task, approval)
         await self.listener.task_event("waiting_approval", task)
         return approval
@@ -304,6 +306,7 @@ class Engine:
                    for r in task.actions if r.outcome == "ok"]
         task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs}
         await self._save(task)
+        log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs)})
         await self.listener.task_event("completed", task)
 
     async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
@@ -313,6 +316,7 @@ class Engine:
         task.claimed_by = task.lease_until = None
         task.result = {"reason": reason, "step": task.step_index}
         await self._save(task, audit=audit or [], approval=approval)
+        log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)
         if kind != "failed":
             await self.listener.task_event("failed", task, reason)
