@@ -68,10 +68,11 @@ class ApprovalFlow:
         approval = task.approval
         assert approval is not None
         text = f"Task {task.id} {kind}" + (f": {detail}" if detail and kind == "failed" else "")
-        items = [OutboxItem(key=f"thread:{approval.id}:{kind}@{name}", surface=name,
-                            kind="notify", approval_id=approval.id,
-                            payload={"channel": "", "text": text, "thread": True})
-                 for name in self.platforms]
+        # One "*" job, expanded per surface like the card edits: it is queued after the
+        # edit of the card, so each surface shows the outcome before the reply.
+        items = [OutboxItem(key=f"thread:{approval.id}:{kind}", surface="*", kind="notify",
+                            approval_id=approval.id,
+                            payload={"channel": "", "text": text, "thread": True})]
         await self.store.commit(Change(outbox=items))
 
     # -- delivering card jobs ----------------------------------------------------------
