@@ -113,6 +113,7 @@ class NotifyEvent(enum.StrEnum):
     BLOCKED = "blocked"
     ESCALATED = "escalated"
     SKIPPED = "skipped"
+    AUDIT_HEAD = "audit_head"  # once a day: the audit chain's COUNT:HASH, to keep elsewhere
 
 
 class DaemonSettings(_Section):

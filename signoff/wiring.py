@@ -245,4 +245,6 @@ def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
                                        ("escalation", escalator.run)]
     if node.flow.notifier is not None:
         services.append(("notify", node.flow.notifier.run))
+        if any("audit_head" in r.events for r in node.flow.notifier.rules):
+            services.append(("audit-head", node.flow.notifier.run_audit_head))
     return schedules, oncall, services

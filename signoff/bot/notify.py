@@ -130,6 +130,35 @@ class Notifier:
         if self.window <= timedelta():
             await self.flush(now, force=True)
 
+    async def post_audit_head(self, count: int, digest: str) -> int:
+        """Post the audit chain's head to channels subscribed to ``audit_head``.
+
+        Kept outside the database it describes, the head later proves that the log was
+        not cut short (`signoff audit --verify --expect-head COUNT:HASH`). The key holds
+        the UTC date: once a day per channel, however many nodes try.
+        """
+        day = self.clock.now().date().isoformat()
+        text = (f"🔏 audit head {day}: {count}:{digest} — check with "
+                f"`signoff audit --verify --expect-head {count}:{digest}`")
+        items = [OutboxItem(key=f"audit_head:{day}:{rule.platform}:{rule.channel}",
+                            surface=rule.platform, kind="notify",
+                            payload={"channel": rule.channel, "text": text})
+                 for rule in self.rules if "audit_head" in rule.events]
+        if items:
+            await self.store.commit(Change(outbox=items))
+            if self.on_flush is not None:
+                self.on_flush()
+        return len(items)
+
+    async def run_audit_head(self, every: float = 3600.0) -> None:
+        """Offer the head hourly; the per-day key keeps it to one post a day."""
+        while True:
+            try:
+                await self.post_audit_head(*await self.store.audit_head())
+            except Exception:  # a store hiccup must not end the daily post for good
+                log.exception("audit_head_post_failed")
+            await asyncio.sleep(every)
+
     def pending(self) -> int:
         """Lines waiting in open windows."""
         return sum(len(w.lines) for w in self._windows.values())

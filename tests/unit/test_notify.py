@@ -210,3 +210,21 @@ async def test_real_skip_notice_names_the_running_task(node_factory: Any) -> Non
     texts = [i.payload["text"] for i in await outbox(store) if i.kind == "notify"]
     assert any(f"run due 2026-11-30 13:00:00 UTC skipped: the previous run {first.id} "
                "is still queued" in t for t in texts)
+
+
+async def test_the_audit_head_is_posted_once_a_day_per_channel() -> None:
+    """Channels subscribed to audit_head get COUNT:HASH once per UTC day."""
+    store, clock = MemTaskStore(), FakeClock()
+    rules = [NotifyRule(platform="slack", channel="C1", events=frozenset({"audit_head"})),
+             NotifyRule(platform="slack", channel="C2", events=frozenset({"completed"}))]
+    notifier = Notifier(store=store, clock=clock, rules=rules)
+    assert await notifier.post_audit_head(7, "ab" * 32) == 1
+    await notifier.post_audit_head(7, "ab" * 32)
+    clock.advance(3600)
+    await notifier.post_audit_head(8, "cd" * 32)
+    items = await store.due_outbox(FOREVER)
+    assert [i.payload["channel"] for i in items] == ["C1"]
+    assert f"7:{'ab' * 32}" in items[0].payload["text"]
+    clock.advance(86400)
+    await notifier.post_audit_head(9, "ef" * 32)
+    assert len(await store.due_outbox(FOREVER)) == 2
