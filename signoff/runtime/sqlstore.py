@@ -37,15 +37,12 @@ from signoff.runtime.models import (
     Grant,
     Task,
     TaskState,
-    utcnow,
 )
 from signoff.runtime.sqlrows import (
     ACTIVE,
     approvals_t,
     audit_t,
     cards_t,
-    dumps,
-    grant_cols,
     grant_from,
     grants_t,
     head_t,
@@ -55,18 +52,15 @@ from signoff.runtime.sqlrows import (
     outbox_t,
     parse_cursor,
     safe_url,
-    task_cols,
     task_from,
     tasks_t,
 )
+from signoff.runtime.sqlwrites import Lost as _Lost
+from signoff.runtime.sqlwrites import apply_change
 from signoff.runtime.store import CardRecord, Change, OutboxItem, Page
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class _Lost(Exception):
-    """A compare-and-set lost inside a unit of work (rolls it back)."""
 
 
 class SqlTaskStore:
@@ -186,87 +180,7 @@ class SqlTaskStore:
             self._fast_write(self._fast, ch)
             return []
         with self._tx() as conn:
-            if ch.approval is not None:
-                self._write_approval(conn, ch.approval, ch.approval_expect)
-            if ch.task is not None:
-                self._write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
-            for grant in ch.grants:
-                conn.execute(grants_t.insert().values(**grant_cols(grant)))
-            for grant_id in ch.grant_uses:
-                self._use_grant(conn, grant_id)
-            for grant_id in ch.grant_revokes:
-                self._revoke_grant(conn, grant_id)
-            for item in ch.outbox:
-                self._insert_outbox(conn, item)
-            return self._append_audit(conn, ch.audit) if ch.audit else []
-
-    def _write_approval(self, conn: Connection, ap: Approval,
-                        expect: ApprovalStatus | None) -> None:
-        cols = {"status": ap.status.value, "expires_at": ap.expires_at,
-                "data": ap.model_dump_json()}
-        if expect is not None:
-            res = conn.execute(approvals_t.update()
-                               .where(approvals_t.c.id == ap.id,
-                                      approvals_t.c.status == expect.value).values(**cols))
-            if res.rowcount != 1:
-                raise _Lost
-            return
-        res = conn.execute(approvals_t.update().where(approvals_t.c.id == ap.id).values(**cols))
-        if res.rowcount == 0:
-            conn.execute(approvals_t.insert().values(id=ap.id, task_id=ap.task_id, **cols))
-
-    def _write_task(self, conn: Connection, task: Task, *, insert: bool,
-                    expect_state: TaskState | None) -> None:
-        if insert:
-            conn.execute(tasks_t.insert().values(**task_cols(task, task.version)))
-            return
-        cond = [tasks_t.c.id == task.id, tasks_t.c.version == task.version]
-        if expect_state is not None:
-            cond.append(tasks_t.c.state == expect_state.value)
-        res = conn.execute(tasks_t.update().where(*cond)
-                           .values(**task_cols(task, task.version + 1)))
-        if res.rowcount != 1:
-            raise _Lost
-
-    def _use_grant(self, conn: Connection, grant_id: str) -> None:
-        live = sa.or_(grants_t.c.max_calls.is_(None), grants_t.c.used < grants_t.c.max_calls)
-        res = conn.execute(grants_t.update()
-                           .where(grants_t.c.id == grant_id, grants_t.c.revoked.is_(False), live)
-                           .values(used=grants_t.c.used + 1))
-        if res.rowcount != 1:
-            raise _Lost
-
-    def _revoke_grant(self, conn: Connection, grant_id: str) -> None:
-        row = conn.execute(sa.select(grants_t.c.data).where(grants_t.c.id == grant_id)).first()
-        if row is None:
-            raise _Lost
-        grant = Grant.model_validate_json(row.data)
-        grant.revoked_at = grant.revoked_at or utcnow()
-        conn.execute(grants_t.update().where(grants_t.c.id == grant_id)
-                     .values(revoked=True, data=grant.model_dump_json()))
-
-    def _insert_outbox(self, conn: Connection, item: OutboxItem) -> None:
-        values = {"key": item.key, "surface": item.surface, "kind": item.kind,
-                  "approval_id": item.approval_id, "payload": dumps(item.payload),
-                  "attempts": 0, "done": False, "next_at": item.next_at or utcnow()}
-        dialect = postgresql if not self.is_sqlite else sqlite
-        conn.execute(dialect.insert(outbox_t).values(**values)
-                     .on_conflict_do_nothing(index_elements=["key"]))
-
-    def _append_audit(self, conn: Connection, events: list[AuditEvent]) -> list[AuditEvent]:
-        head = conn.execute(sa.select(head_t.c.count, head_t.c.hash)
-                            .where(head_t.c.id == 1).with_for_update()).one()
-        count, prev = int(head[0]), str(head[1])
-        sealed = []
-        for event in events:
-            count += 1
-            done = audit_chain.seal(event, event_id=count, prev_hash=prev)
-            conn.execute(audit_t.insert().values(id=count, task_id=done.task_id,
-                                                 data=done.model_dump_json()))
-            prev = done.hash
-            sealed.append(done)
-        conn.execute(head_t.update().where(head_t.c.id == 1).values(count=count, hash=prev))
-        return sealed
+            return apply_change(conn, ch, postgres=not self.is_sqlite)
 
     # -- tasks ---------------------------------------------------------------------------
     async def get_task(self, task_id: str) -> Task | None:
