@@ -58,12 +58,13 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditE
 
 def write_approval(conn: Connection, ap: Approval, expect: ApprovalStatus | None) -> None:
     """Insert or update an approval; with ``expect``, only if its status still is that."""
-    cols = {"status": ap.status.value, "expires_at": ap.expires_at,
-            "data": ap.model_dump_json()}
+    cols = {"status": ap.status.value, "expires_at": ap.expires_at, "data": ap.model_dump_json()}
     if expect is not None:
-        res = conn.execute(approvals_t.update()
-                           .where(approvals_t.c.id == ap.id,
-                                  approvals_t.c.status == expect.value).values(**cols))
+        res = conn.execute(
+            approvals_t.update()
+            .where(approvals_t.c.id == ap.id, approvals_t.c.status == expect.value)
+            .values(**cols)
+        )
         if res.rowcount != 1:
             raise Lost
         return
@@ -71,8 +72,10 @@ def write_approval(conn: Connection, ap: Approval, expect: ApprovalStatus | None
     if res.rowcount == 0:
         conn.execute(approvals_t.insert().values(id=ap.id, task_id=ap.task_id, **cols))
 
-def write_task(conn: Connection, task: Task, *, insert: bool,
-               expect_state: TaskState | None) -> None:
+
+def write_task(
+    conn: Connection, task: Task, *, insert: bool, expect_state: TaskState | None
+) -> None:
     """Insert a task, or update it if its version (and state) are as read."""
     if insert:
         conn.execute(tasks_t.insert().values(**task_cols(task, task.version)))
@@ -80,19 +83,22 @@ def write_task(conn: Connection, task: Task, *, insert: bool,
     cond = [tasks_t.c.id == task.id, tasks_t.c.version == task.version]
     if expect_state is not None:
         cond.append(tasks_t.c.state == expect_state.value)
-    res = conn.execute(tasks_t.update().where(*cond)
-                       .values(**task_cols(task, task.version + 1)))
+    res = conn.execute(tasks_t.update().where(*cond).values(**task_cols(task, task.version + 1)))
     if res.rowcount != 1:
         raise Lost
+
 
 def use_grant(conn: Connection, grant_id: str) -> None:
     """Count one use of a grant that is still live."""
     live = sa.or_(grants_t.c.max_calls.is_(None), grants_t.c.used < grants_t.c.max_calls)
-    res = conn.execute(grants_t.update()
-                       .where(grants_t.c.id == grant_id, grants_t.c.revoked.is_(False), live)
-                       .values(used=grants_t.c.used + 1))
+    res = conn.execute(
+        grants_t.update()
+        .where(grants_t.c.id == grant_id, grants_t.c.revoked.is_(False), live)
+        .values(used=grants_t.c.used + 1)
+    )
     if res.rowcount != 1:
         raise Lost
+
 
 def revoke_grant(conn: Connection, grant_id: str) -> None:
     """Mark a grant revoked."""
@@ -101,29 +107,44 @@ def revoke_grant(conn: Connection, grant_id: str) -> None:
         raise Lost
     grant = Grant.model_validate_json(row.data)
     grant.revoked_at = grant.revoked_at or utcnow()
-    conn.execute(grants_t.update().where(grants_t.c.id == grant_id)
-                 .values(revoked=True, data=grant.model_dump_json()))
+    conn.execute(
+        grants_t.update()
+        .where(grants_t.c.id == grant_id)
+        .values(revoked=True, data=grant.model_dump_json())
+    )
+
 
 def insert_outbox(conn: Connection, item: OutboxItem, *, postgres: bool) -> None:
     """Queue a platform call unless one with the same key exists."""
-    values = {"key": item.key, "surface": item.surface, "kind": item.kind,
-              "approval_id": item.approval_id, "payload": dumps(item.payload),
-              "attempts": 0, "done": False, "next_at": item.next_at or utcnow()}
+    values = {
+        "key": item.key,
+        "surface": item.surface,
+        "kind": item.kind,
+        "approval_id": item.approval_id,
+        "payload": dumps(item.payload),
+        "attempts": 0,
+        "done": False,
+        "next_at": item.next_at or utcnow(),
+    }
     dialect = postgresql if postgres else sqlite
-    conn.execute(dialect.insert(outbox_t).values(**values)
-                 .on_conflict_do_nothing(index_elements=["key"]))
+    conn.execute(
+        dialect.insert(outbox_t).values(**values).on_conflict_do_nothing(index_elements=["key"])
+    )
+
 
 def append_audit(conn: Connection, events: list[AuditEvent]) -> list[AuditEvent]:
     """Seal events onto the chain and move its head."""
-    head = conn.execute(sa.select(head_t.c.count, head_t.c.hash)
-                        .where(head_t.c.id == 1).with_for_update()).one()
+    head = conn.execute(
+        sa.select(head_t.c.count, head_t.c.hash).where(head_t.c.id == 1).with_for_update()
+    ).one()
     count, prev = int(head[0]), str(head[1])
     sealed = []
     for event in events:
         count += 1
         done = audit_chain.seal(event, event_id=count, prev_hash=prev)
-        conn.execute(audit_t.insert().values(id=count, task_id=done.task_id,
-                                             data=done.model_dump_json()))
+        conn.execute(
+            audit_t.insert().values(id=count, task_id=done.task_id, data=done.model_dump_json())
+        )
         prev = done.hash
         sealed.append(done)
     conn.execute(head_t.update().where(head_t.c.id == 1).values(count=count, hash=prev))
