@@ -96,8 +96,8 @@ class Dispatcher:
         copies = [OutboxItem(key=f"{item.key}@{name}", surface=name, kind=item.kind,
                              payload=item.payload, approval_id=item.approval_id)
                   for name in self.platforms]
-        await self.store.commit(Change(outbox=copies))
-        await self.store.outbox_done(item.id, self.clock.now())
+        # The copies and the end of the fan-out job in one transaction.
+        await self.store.commit(Change(outbox=copies, outbox_done=[item.id]))
 
     async def _surface(self, name: str, items: list[OutboxItem]) -> int:
         platform = self.platforms.get(name)

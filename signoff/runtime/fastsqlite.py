@@ -8,7 +8,8 @@ queries) stays on SQLAlchemy Core, where the statement cost does not matter. The
 formats are SQLAlchemy's own (naive-UTC "YYYY-MM-DD HH:MM:SS.ffffff"), so both paths read
 and write the same rows.
 
-Four hot reads (a task, an approval, a grant by key, a card's copies) are done the same
+Five hot reads (a task, an approval, a grant by key, a card's copies, due outbox jobs) are
+done the same
 way: in WAL mode a reader never waits for a writer, so they always run inline.
 
 The store first tries the writes inline on the event loop with a zero busy
@@ -21,11 +22,13 @@ event loop never waits for a lock.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
 from signoff.runtime.models import Approval, Grant, Task, TaskState
+from signoff.runtime.store import OutboxItem
 
 _DT = "%Y-%m-%d %H:%M:%S.%f"
 
@@ -46,6 +49,8 @@ FIND_GRANT = ("SELECT data, used FROM grants WHERE key = ? AND revoked = 0 "
               "AND (max_calls IS NULL OR used < max_calls) "
               "AND (scope = 'always' OR task_id = ?) ORDER BY seq LIMIT 1")
 CARDS = "SELECT approval_id, surface, channel, message_id FROM cards WHERE approval_id = ?"
+DUE_OUTBOX = ("SELECT id, key, surface, kind, approval_id, payload, attempts, next_at, error "
+              "FROM outbox WHERE done = 0 AND next_at <= ? ORDER BY id LIMIT ?")
 
 
 def read_time(value: str | None) -> datetime | None:
@@ -191,3 +196,10 @@ class FastSqlite:
         """(approval_id, surface, channel, message_id) of each posted copy."""
         conn = self._connection()
         return [tuple(r) for r in conn.execute(CARDS, (approval_id,)).fetchall()]
+
+    def due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:
+        """Undelivered outbox jobs whose time has come, oldest first."""
+        rows = self._connection().execute(DUE_OUTBOX, (sqlite_time(now), limit)).fetchall()
+        return [OutboxItem(id=r[0], key=r[1], surface=r[2], kind=r[3], approval_id=r[4],
+                           payload=json.loads(r[5]), attempts=r[6], next_at=read_time(r[7]),
+                           error=r[8]) for r in rows]

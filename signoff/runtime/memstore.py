@@ -113,6 +113,9 @@ class MemTaskStore:
             if grant_id in self._grants:
                 g = self._grants[grant_id][1]
                 g.revoked_at = g.revoked_at or utcnow()
+        for item in self._outbox.values():
+            if item.id in ch.outbox_done:
+                item.done_at, item.error = utcnow(), None
         for item in ch.outbox:
             if item.key not in self._outbox:
                 stored = OutboxItem(**{**item.__dict__, "id": next(self._outbox_ids),

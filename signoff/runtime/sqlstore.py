@@ -152,7 +152,6 @@ class SqlTaskStore:
             else:
                 if not change.insert:
                     change.task.version += 1
-                await asyncio.sleep(0)  # an inline write never suspends: let others run
                 return True
         try:
             sealed = await self._run(self._commit, change)
@@ -433,6 +432,8 @@ class SqlTaskStore:
 
     async def due_outbox(self, now: datetime, *, limit: int = 50) -> list[OutboxItem]:
         """Undelivered items whose time has come, oldest first."""
+        if self._inline is not None:
+            return self._inline.due_outbox(now, limit)
         return await self._run(self._due_outbox, now, limit)
 
     def _due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:

@@ -53,6 +53,9 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditE
         revoke_grant(conn, grant_id)
     for item in ch.outbox:
         insert_outbox(conn, item, postgres=postgres)
+    if ch.outbox_done:
+        conn.execute(outbox_t.update().where(outbox_t.c.id.in_(ch.outbox_done))
+                     .values(done=True, error=None))
     return append_audit(conn, ch.audit) if ch.audit else []
 
 

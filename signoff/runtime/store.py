@@ -60,6 +60,7 @@ class Change:
     grant_revokes: list[str] = field(default_factory=list)
     audit: list[AuditEvent] = field(default_factory=list)
     outbox: list[OutboxItem] = field(default_factory=list)
+    outbox_done: list[int] = field(default_factory=list)  # ids of delivered outbox items
 
 
 @dataclass(frozen=True)

@@ -252,3 +252,14 @@ async def test_a_locked_sqlite_file_never_blocks_the_event_loop(tmp_path) -> Non
     beat.cancel()
     other.close()
     await store.close()
+
+
+async def test_outbox_jobs_can_be_queued_and_finished_in_one_commit(store: TaskStore) -> None:
+    """A fan-out job is marked done in the same transaction that queues its copies."""
+    await store.commit(Change(outbox=[OutboxItem(key="post:a-1", surface="*", kind="post",
+                                                 payload={}, next_at=NOW)]))
+    (fanout,) = await store.due_outbox(NOW)
+    copy = OutboxItem(key="post:a-1@slack", surface="slack", kind="post", payload={},
+                      next_at=NOW)
+    assert await store.commit(Change(outbox=[copy], outbox_done=[fanout.id]))
+    assert [i.key for i in await store.due_outbox(NOW)] == ["post:a-1@slack"]
