@@ -10,43 +10,51 @@ Unknown keys are errors (a typo must not silently fall back to a default).
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
-from datetime import date, time, timedelta
+from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from signoff.config_base import (
+    ApprovalMode,
+    CronMode,
+    NotifyEvent,
+    PlannerKind,
+    Section,
+    SlackMode,
+    TelegramMode,
+)
 from signoff.config_checks import (
     ActorKey,
-    AwareDatetime,
     ChatId,
     DatabaseUrl,
-    Duration,
-    GrantTable,
-    Handoff,
     HttpUrl,
     NonEmpty,
-    NotifyChannel,
     PositiveDuration,
     Regex,
     Risk,
-    TimezoneName,
     absolute_sqlite_url,
-    check_cron,
     describe_errors,
     mask_url,
-    parse_handoff,
     problem,
     problems,
     read_toml,
     substitute_env,
 )
+from signoff.config_ops import (
+    NotifySettings,
+    OncallOverride,
+    OncallSettings,
+    Rotation,
+    Schedule,
+    StepSpec,
+)
 from signoff.errors import ConfigError
-from signoff.runtime.models import ALL_SCOPES, JsonDict, RiskClass, Scope
+from signoff.runtime.models import ALL_SCOPES, RiskClass, Scope
 
 __all__ = [
     "ApiKey", "ApiSettings", "ApprovalMode", "ApprovalsSettings", "CronMode",
@@ -57,66 +65,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-class _Section(BaseModel):
-    # Frozen: settings are read by many components and must not be patched at runtime;
-    # CLI flags produce a new copy with model_copy(update=...).
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class ApprovalMode(enum.StrEnum):
-    """How ASK_USER is resolved for interactive tasks."""
-
-    MANUAL = "manual"
-    SMART = "smart"
-    OFF = "off"
-
-
-class CronMode(enum.StrEnum):
-    """How ASK_USER is resolved for scheduled tasks."""
-
-    DENY = "deny"
-    APPROVE = "approve"
-    ASK = "ask"
-
-
-class PlannerKind(enum.StrEnum):
-    """Which planner turns goals into actions."""
-
-    RULES = "rules"
-    OPENAI = "openai"
-
-
-class SlackMode(enum.StrEnum):
-    """Socket Mode (no public URL needed) or HTTP events on /slack/events."""
-
-    SOCKET = "socket"
-    HTTP = "http"
-
-
-class TelegramMode(enum.StrEnum):
-    """Long polling (no public URL needed) or a webhook on /telegram/webhook."""
-
-    POLLING = "polling"
-    WEBHOOK = "webhook"
-
-
-class NotifyEvent(enum.StrEnum):
-    """Task events a team channel can subscribe to."""
-
-    QUEUED = "queued"
-    WAITING_APPROVAL = "waiting_approval"
-    APPROVED = "approved"
-    DENIED = "denied"
-    EXPIRED = "expired"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    BLOCKED = "blocked"
-    ESCALATED = "escalated"
-    SKIPPED = "skipped"
-    AUDIT_HEAD = "audit_head"  # once a day: the audit chain's COUNT:HASH, to keep elsewhere
-
-
-class DaemonSettings(_Section):
+class DaemonSettings(Section):
     """[daemon]: where the daemon listens and keeps its state."""
 
     host: str = "127.0.0.1"
@@ -129,14 +78,14 @@ class DaemonSettings(_Section):
     lease: PositiveDuration = timedelta(seconds=60)
 
 
-class ApiKey(_Section):
+class ApiKey(Section):
     """[[api.keys]]: a named key; its holder acts as ``web:<name>``."""
 
     name: NonEmpty
     key: NonEmpty
 
 
-class ApiSettings(_Section):
+class ApiSettings(Section):
     """[api]: bearer keys for the HTTP API and console."""
 
     key: str | None = None
@@ -162,7 +111,7 @@ def _default_scopes() -> dict[RiskClass, list[Scope]]:
     return {RiskClass.SEND: list(ALL_SCOPES), RiskClass.DESTRUCTIVE: list(ALL_SCOPES)}
 
 
-class ApprovalsSettings(_Section):
+class ApprovalsSettings(Section):
     """[approvals]: who decides, how long a request waits, what may run unattended."""
 
     mode: ApprovalMode = ApprovalMode.MANUAL
@@ -188,13 +137,13 @@ class ApprovalsSettings(_Section):
         return list(self.scopes.get(risk, ALL_SCOPES))
 
 
-class EvaluationSettings(_Section):
+class EvaluationSettings(Section):
     """[evaluation]: how far --yolo and mode=off may go."""
 
     strict_yolo: bool = False
 
 
-class PolicySettings(_Section):
+class PolicySettings(Section):
     """[policy]: global prohibitions, harmless commands, per-task budgets."""
 
     prohibit: list[NonEmpty] = []
@@ -203,7 +152,7 @@ class PolicySettings(_Section):
     command_timeout: PositiveDuration = timedelta(seconds=60)
 
 
-class PlannerSettings(_Section):
+class PlannerSettings(Section):
     """[planner]: the built-in rules planner or an OpenAI-compatible endpoint."""
 
     kind: PlannerKind = PlannerKind.RULES
@@ -220,14 +169,7 @@ class PlannerSettings(_Section):
         return self
 
 
-class StepSpec(_Section):
-    """One explicit step: a tool name and its arguments."""
-
-    tool: NonEmpty
-    args: JsonDict = {}
-
-
-class Recipe(_Section):
+class Recipe(Section):
     """[[recipes]]: goals matching ``match`` run these steps instead of being planned."""
 
     name: NonEmpty
@@ -241,7 +183,7 @@ class Recipe(_Section):
         return re.compile(self.match, re.IGNORECASE)
 
 
-class EmailSettings(_Section):
+class EmailSettings(Section):
     """[email]: the SMTP server used by send_email."""
 
     host: str = "localhost"
@@ -253,7 +195,7 @@ class EmailSettings(_Section):
     timeout: PositiveDuration = timedelta(seconds=30)
 
 
-class SlackSettings(_Section):
+class SlackSettings(Section):
     """[slack]: approval cards and notifications in Slack."""
 
     mode: SlackMode = SlackMode.SOCKET
@@ -281,7 +223,7 @@ class SlackSettings(_Section):
         return self
 
 
-class TelegramSettings(_Section):
+class TelegramSettings(Section):
     """[telegram]: approval cards and notifications in Telegram."""
 
     mode: TelegramMode = TelegramMode.POLLING
@@ -307,136 +249,7 @@ class TelegramSettings(_Section):
         return self
 
 
-class Schedule(_Section):
-    """[[schedules]]: a goal (or steps) run on a cron line or every N."""
-
-    name: NonEmpty
-    cron: str | None = None
-    every: PositiveDuration | None = None
-    timezone: TimezoneName = "UTC"
-    goal: str = ""
-    steps: list[StepSpec] | None = None
-    prohibit: list[NonEmpty] = []
-    cron_mode: CronMode | None = None  # None: inherit approvals.cron_mode
-    enabled: bool = True
-    jitter: Duration | None = None
-    misfire_grace: PositiveDuration = timedelta(minutes=5)
-    timeout: PositiveDuration | None = None
-    grants: list[GrantTable] = []
-    approvers: list[ActorKey] | None = None
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        return None if value is None else check_cron(value)
-
-    @model_validator(mode="after")
-    def _when_and_what(self) -> Self:
-        if (self.cron is None) == (self.every is None):
-            raise ValueError("set exactly one of 'cron' or 'every'")
-        if not self.goal.strip():
-            if not self.steps:
-                raise problem("goal", "a schedule needs a goal or steps")
-            object.__setattr__(self, "goal", f"scheduled: {self.name}")  # frozen model
-        return self
-
-
-class Rotation(_Section):
-    """[[oncall.rotations]]: members taking turns as approvers."""
-
-    name: NonEmpty
-    members: list[ActorKey]
-    period: PositiveDuration = timedelta(weeks=1)
-    handoff: Handoff = "mon 09:00"  # weekday + HH:MM; for periods under a week only the time
-    timezone: TimezoneName = "UTC"
-    start: date = date(2026, 1, 5)  # a Monday
-    escalate_after: PositiveDuration | None = None
-    next: str | None = None  # rotation to escalate to
-    repeat_limit: int = Field(default=1, ge=0)
-
-    @field_validator("members")
-    @classmethod
-    def _members(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("rotation has no members")
-        return value
-
-    @property
-    def handoff_weekday(self) -> int:
-        """Weekday of the handoff, 0 = Monday (Monday when only a time was given)."""
-        return parse_handoff(self.handoff)[0]
-
-    @property
-    def handoff_time(self) -> time:
-        """Local time of day of the handoff."""
-        return parse_handoff(self.handoff)[1]
-
-
-class OncallOverride(_Section):
-    """[[oncall.overrides]]: ``who`` is on call from ``from`` until ``until``."""
-
-    who: ActorKey
-    start: AwareDatetime = Field(alias="from")
-    until: AwareDatetime
-    rotation: str | None = None  # None: every rotation
-
-    @model_validator(mode="after")
-    def _order(self) -> Self:
-        if self.until <= self.start:
-            raise problem("until", "must be later than 'from'")
-        return self
-
-
-class OncallSettings(_Section):
-    """[oncall]: rotations and temporary overrides."""
-
-    rotations: list[Rotation] = []
-    overrides: list[OncallOverride] = []
-
-    @model_validator(mode="after")
-    def _references(self) -> Self:
-        names = [r.name for r in self.rotations]
-        found: list[tuple[str, str]] = []
-        for i, rot in enumerate(self.rotations):
-            if rot.name in names[:i]:
-                found.append((f"rotations[{i}].name", f"duplicate rotation {rot.name!r}"))
-            if rot.next is not None and (rot.next not in names or rot.next == rot.name):
-                found.append((f"rotations[{i}].next", _no_rotation(rot.next, names)))
-        for i, over in enumerate(self.overrides):
-            if over.rotation is not None and over.rotation not in names:
-                found.append((f"overrides[{i}].rotation", _no_rotation(over.rotation, names)))
-        if found:
-            raise problems(found)
-        return self
-
-
-def _no_rotation(name: str, names: list[str]) -> str:
-    known = ", ".join(dict.fromkeys(names)) or "none"
-    return f"no other rotation is named {name!r} (known: {known})"
-
-
-_DEFAULT_EVENTS = ["waiting_approval", "completed", "failed", "blocked"]
-
-
-class NotifySettings(_Section):
-    """[[notify]]: a team channel that hears about task events."""
-
-    channel: NotifyChannel
-    events: list[NotifyEvent] = [NotifyEvent(e) for e in _DEFAULT_EVENTS]
-    include_content: bool = False
-
-    @property
-    def platform(self) -> str:
-        """``slack`` or ``telegram``."""
-        return self.channel.partition(":")[0]
-
-    @property
-    def target(self) -> str:
-        """The channel or chat id on that platform."""
-        return self.channel.partition(":")[2]
-
-
-class Settings(_Section):
+class Settings(Section):
     """The whole configuration file."""
 
     daemon: DaemonSettings = DaemonSettings()
