@@ -163,7 +163,11 @@ def audit(
 
 
 @config_app.command("check")
-def config_check(path: Annotated[Path, typer.Argument(help="The TOML file.")]) -> None:
+def config_check(
+    path: Annotated[Path | None, typer.Argument(
+        envvar="SIGNOFF_CONFIG",
+        help="The TOML file (default: $SIGNOFF_CONFIG, else the embedded defaults).")] = None,
+) -> None:
     """Validate a config file; print a summary, or every problem and exit 2."""
     from signoff.config import check_config
 

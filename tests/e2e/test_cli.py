@@ -41,6 +41,15 @@ def test_config_check_accepts_the_example_config(project: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_config_check_without_a_path_checks_the_embedded_defaults(project: Path) -> None:
+    """`signoff config check` alone validates the defaults (the contract's PATH is optional)."""
+    env = {k: v for k, v in os.environ.items() if k != "SIGNOFF_CONFIG"}
+    result = subprocess.run([sys.executable, "-m", "signoff", "config", "check"], cwd=project,
+                            capture_output=True, text=True, timeout=60, check=False, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "(embedded defaults): OK" in result.stdout
+
+
 def test_config_check_names_file_key_and_problem_and_exits_2(project: Path) -> None:
     """A bad value is reported with the file, the key and what is wrong."""
     bad = project / "bad.toml"
