@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CONFIG ?= config.example.toml
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test test-faketime lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,9 @@ run: $(STAMP)  ## start the daemon on the example config: http://127.0.0.1:8080/
 
 test: $(STAMP)  ## the whole test suite
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+test-faketime: $(STAMP)  ## the suite with our processes' clock 400 days ahead (needs faketime)
+	faketime -f '+400d' $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## ruff, mypy and the layer contract
 	$(BIN)/ruff check signoff tests bench

@@ -78,7 +78,7 @@ async def populate(work_dir: Path, count: int) -> list[str]:
                         state=TaskState.WAITING_APPROVAL, steps=[action], pending_action=action,
                         approval=approval, mode=RunMode.INTERACTIVE, submitted_by="web:bench",
                         created_at=now, updated_at=now)
-            if not await store.commit(Change(task=task, insert=True, approval=approval)):
+            if not await store.commit(Change(at=now, task=task, insert=True, approval=approval)):
                 raise RuntimeError(f"could not insert {task_id}")
             ids.append(task_id)
     finally:

@@ -65,7 +65,7 @@ async def grant_store(grants: int, task: Task) -> MemTaskStore:
         action = email(i) if i % 2 else hook(i)
         scope = Scope.ALWAYS if i % 3 else Scope.SESSION
         made.append(make_grant(owner, action, scope, actor="slack:U1", now=NOW))
-    assert await store.commit(Change(grants=made))
+    assert await store.commit(Change(at=NOW, grants=made))
     return store
 
 
@@ -100,7 +100,7 @@ async def sqlite_rate(store: MemTaskStore, task: Task, actions: list[Action],
         sql = SqlTaskStore(url=f"sqlite:///{tmp}/policy.db")
         await sql.open()
         try:
-            assert await sql.commit(Change(grants=await store.list_grants()))
+            assert await sql.commit(Change(at=NOW, grants=await store.list_grants()))
             began = time.perf_counter()
             for i in range(count):
                 await Policy().evaluate(task, actions[i % len(actions)], sql)

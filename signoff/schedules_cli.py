@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from signoff.errors import ConfigError, SignoffError
+from signoff.runtime.clock import system_now
 from signoff.runtime.durations import format_duration, parse_duration
 from signoff.runtime.oncall import (
     OnCallRouter,
@@ -132,7 +133,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
         node = _load(load_node, config)
         scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules,
                               clock=node.clock)
-        rows = _run(node, lambda: scheduler.status(datetime.now(UTC)))
+        rows = _run(node, lambda: scheduler.status(system_now()))
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
         elif not rows:
@@ -161,7 +162,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
         """Who is on call (now or --at), from which rotation, until when."""
         node = _load(load_node, config)
         try:
-            when = parse_at(at, datetime.now(UTC))
+            when = parse_at(at, system_now())
         except ValueError as exc:
             _fail(str(exc))
         oncall_settings = node.settings.oncall

@@ -168,7 +168,7 @@ class PlatformHarness(Protocol):
 
 def sample_card(**changes: object) -> ApprovalCard:
     """A realistic card for a SEND action, for contract tests."""
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = datetime(2026, 3, 14, 9, 26, tzinfo=UTC)  # a fixed, realistic moment
     card = ApprovalCard(
         approval_id="ap7Q2xK9",
         task_id="t-contract",
@@ -216,7 +216,7 @@ class PlatformContract:
         ref = await platform.post_card(card)  # type: ignore[attr-defined]
         decided = replace(card, status="approved",
                           outcome="Approved for this session by x:alice at 14:03 UTC",
-                          decided_by="x:alice", decided_at=datetime.now(UTC))
+                          decided_by="x:alice", decided_at=card.requested_at)
         await platform.update_card(ref, decided)  # type: ignore[attr-defined]
         seen = await harness.rendered(ref)
         assert "Approved for this session" in seen.text

@@ -110,7 +110,8 @@ class Escalator:
         detail = (f"no answer after {format_duration(step.after)}: escalated to "
                   f"{', '.join(step.members)} (rotation {', '.join(step.rotations)})")
         event = audit_event("escalated", task, approval.action, approval=updated, reason=detail)
-        change = Change(task=task, expect_state=TaskState.WAITING_APPROVAL, approval=updated,
+        change = Change(at=now, task=task, expect_state=TaskState.WAITING_APPROVAL,
+                        approval=updated,
                         approval_expect=ApprovalStatus.PENDING, audit=[event],
                         outbox=[escalation_item(approval.id, step.level, step.members)])
         if not await self.store.commit(change):

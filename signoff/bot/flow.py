@@ -73,7 +73,7 @@ class ApprovalFlow:
         items = [OutboxItem(key=f"thread:{approval.id}:{kind}", surface="*", kind="notify",
                             approval_id=approval.id,
                             payload={"channel": "", "text": text, "thread": True})]
-        await self.store.commit(Change(outbox=items))
+        await self.store.commit(Change(at=self.clock.now(), outbox=items))
 
     # -- delivering card jobs ----------------------------------------------------------
     async def deliver(self, item: OutboxItem, platform: ChatPlatform) -> None:

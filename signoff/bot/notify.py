@@ -145,7 +145,7 @@ class Notifier:
                             payload={"channel": rule.channel, "text": text})
                  for rule in self.rules if "audit_head" in rule.events]
         if items:
-            await self.store.commit(Change(outbox=items))
+            await self.store.commit(Change(at=self.clock.now(), outbox=items))
             if self.on_flush is not None:
                 self.on_flush()
         return len(items)
@@ -181,7 +181,7 @@ class Notifier:
             items.append(OutboxItem(key=key, surface=platform, kind="notify",
                                     payload={"channel": channel,
                                              "text": digest_text(slot.lines)}))
-        await self.store.commit(Change(outbox=items))
+        await self.store.commit(Change(at=at, outbox=items))
         if self.on_flush is not None:
             self.on_flush()
         return len(items)

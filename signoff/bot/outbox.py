@@ -97,7 +97,8 @@ class Dispatcher:
                              payload=item.payload, approval_id=item.approval_id)
                   for name in self.platforms]
         # The copies and the end of the fan-out job in one transaction.
-        await self.store.commit(Change(outbox=copies, outbox_done=[item.id]))
+        await self.store.commit(Change(at=self.clock.now(), outbox=copies,
+                                       outbox_done=[item.id]))
 
     async def _surface(self, name: str, items: list[OutboxItem]) -> int:
         platform = self.platforms.get(name)

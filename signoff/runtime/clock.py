@@ -20,7 +20,16 @@ class SystemClock:
 
     def now(self) -> datetime:
         """Wall-clock time in UTC."""
-        return datetime.now(UTC)
+        return system_now()
+
+
+def system_now() -> datetime:
+    """Wall-clock time in UTC: the one place that reads it.
+
+    Only for what has no node (a CLI's "now", defaults of values built outside the
+    engine); the runtime and the bot always ask their injected Clock.
+    """
+    return datetime.now(UTC)
 
 
 class FakeClock:

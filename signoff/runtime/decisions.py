@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from signoff.runtime.engine import Engine, card_item
 from signoff.runtime.events import audit_event
@@ -66,11 +67,11 @@ class Decider:
         self.on_runnable = on_runnable
 
     async def _commit(self, change: Change) -> bool:
-        """Commit with audit times from the node's clock (testable, one time source)."""
-        now = self.engine.clock.now()
-        for event in change.audit:
-            event.at = now
+        """Commit one unit of work."""
         return await self.store.commit(change)
+
+    def _now(self) -> datetime:
+        return self.engine.clock.now()
 
     async def refuse(self, approval_id: str, actor: str, why: str, *,
                      channel: str | None = None, task: Task | None = None) -> None:
@@ -84,7 +85,7 @@ class Decider:
                             channel=channel)
         if task is None:
             event = event.model_copy(update={"task_id": None, "approval_id": approval_id})
-        await self._commit(Change(audit=[event]))
+        await self._commit(Change(at=self._now(), audit=[event]))
 
     async def decide(self, approval_id: str, scope: Scope, actor: str, *,
                      reason: str | None = None, channel: str | None = None) -> DecisionResult:
@@ -167,7 +168,8 @@ class Decider:
         else:
             why = f"user denied: {reason}" if reason else "user denied"
             self._end_denied(task, approval, "denied", actor, why)
-        change = Change(task=task, expect_state=TaskState.WAITING_APPROVAL, approval=decided,
+        change = Change(at=now, task=task, expect_state=TaskState.WAITING_APPROVAL,
+                        approval=decided,
                         approval_expect=ApprovalStatus.PENDING, grants=grants, audit=[event],
                         outbox=[card_item("update", approval.id)])
         if not await self._commit(change):
@@ -217,7 +219,7 @@ class Decider:
                                 actor="auto:timeout", scope="deny", reason="approval timed out",
                                 approval=decided)
             if await self._commit(Change(
-                    task=task, approval=decided, approval_expect=ApprovalStatus.PENDING,
+                    at=now, task=task, approval=decided, approval_expect=ApprovalStatus.PENDING,
                     audit=[event], outbox=[card_item("update", approval.id)])):
                 await self._announce(task, decided, "expired")
                 expired.append(task)
@@ -233,5 +235,5 @@ class Decider:
                             reason=f"grant {grant.id} revoked").model_copy(update={
                                 "tool": grant.tool, "fingerprint": grant.fingerprint,
                                 "risk": grant.risk.value, "task_id": grant.task_id})
-        await self._commit(Change(grant_revokes=[grant.id], audit=[event]))
+        await self._commit(Change(at=self._now(), grant_revokes=[grant.id], audit=[event]))
         return await self.store.get_grant(grant_id)

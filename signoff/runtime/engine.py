@@ -130,7 +130,7 @@ class Engine:
         if claim:
             task.state = TaskState.PLANNING if task.steps is None else TaskState.IN_PROGRESS
             task.claimed_by, task.lease_until = self.config.node_id, now + self.config.lease
-        if not await self.store.commit(Change(task=task, insert=True)):
+        if not await self.store.commit(Change(at=now, task=task, insert=True)):
             return None
         await self.listener.task_event("queued", task)
         return task
@@ -325,9 +325,8 @@ class Engine:
                     approval: Approval | None = None,
                     outbox: list[OutboxItem] | None = None) -> None:
         task.updated_at = self.clock.now()
-        for event in audit or []:
-            event.at = task.updated_at  # one time source: the node's clock
-        change = Change(task=task, audit=audit or [], approval=approval, outbox=outbox or [])
+        change = Change(at=task.updated_at, task=task, audit=audit or [], approval=approval,
+                        outbox=outbox or [])
         if not await self.store.commit(change):
             raise Conflict(f"task {task.id} was changed by someone else")
 

@@ -20,7 +20,6 @@ from signoff.runtime.models import (
     Grant,
     Task,
     TaskState,
-    utcnow,
 )
 from signoff.runtime.store import CardRecord, Change, OutboxItem, Page
 
@@ -112,19 +111,20 @@ class MemTaskStore:
         for grant_id in ch.grant_revokes:
             if grant_id in self._grants:
                 g = self._grants[grant_id][1]
-                g.revoked_at = g.revoked_at or utcnow()
+                g.revoked_at = g.revoked_at or ch.at
         for item in self._outbox.values():
             if item.id in ch.outbox_done:
-                item.done_at, item.error = utcnow(), None
+                item.done_at, item.error = ch.at, None
         for item in ch.outbox:
             if item.key not in self._outbox:
                 stored = OutboxItem(**{**item.__dict__, "id": next(self._outbox_ids),
-                                       "next_at": item.next_at or utcnow()})
+                                       "next_at": item.next_at or ch.at})
                 self._outbox[item.key] = stored
         sealed = []
         count, prev = self._head
         for event in ch.audit:
             count += 1
+            event.at = ch.at  # sealed at the time of the change it records
             done = audit_chain.seal(event, event_id=count, prev_hash=prev)
             self._audit.append(done)
             prev = done.hash

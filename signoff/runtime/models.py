@@ -7,17 +7,23 @@ HTTP API and the chat adapters can share it without importing each other.
 from __future__ import annotations
 
 import enum
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from signoff.runtime.clock import system_now
 
 JsonDict = dict[str, Any]
 
 
 def utcnow() -> datetime:
-    """Return an aware UTC timestamp (naive datetimes are a bug everywhere in signoff)."""
-    return datetime.now(UTC)
+    """An aware UTC default for values built outside a node (tests, fixtures, scripts).
+
+    The engine never relies on it: it passes its Clock's time into every value it makes,
+    and the store stamps audit events with the time of the change that holds them.
+    """
+    return system_now()
 
 
 class RiskClass(enum.StrEnum):

@@ -126,7 +126,8 @@ class Scheduler:
         """Start APScheduler in this loop, wait until cancelled, then shut it down."""
         aps = AsyncIOScheduler(timezone=UTC, jobstores={"default": MemoryJobStore()},
                                executors={"default": AsyncIOExecutor()})
-        now = datetime.now(UTC)  # APScheduler runs on wall time, not on our Clock
+        # wall clock: APScheduler fires on wall time, so its missed tick is found on wall time
+        now = datetime.now(UTC)
         for sched in self.schedules.values():
             if not sched.enabled:
                 continue
@@ -167,6 +168,7 @@ class Scheduler:
         window = sched.misfire_grace + jitter
         if sched.every is not None:
             window = min(window, sched.every + jitter)
+        # wall clock: APScheduler called us at a wall-clock tick; find that tick again
         fire_time = previous_fire_time(self._exact[name], datetime.now(UTC), window)
         if fire_time is None:  # pragma: no cover - APScheduler fired outside the grace
             log.warning("schedule_fire_time_unknown", extra={"schedule": name})

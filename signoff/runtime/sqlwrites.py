@@ -7,6 +7,8 @@ PostgreSQL; SQLite's BEGIN IMMEDIATE already serializes writers).
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
@@ -19,7 +21,6 @@ from signoff.runtime.models import (
     Grant,
     Task,
     TaskState,
-    utcnow,
 )
 from signoff.runtime.sqlrows import (
     approvals_t,
@@ -50,13 +51,13 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditE
     for grant_id in ch.grant_uses:
         use_grant(conn, grant_id)
     for grant_id in ch.grant_revokes:
-        revoke_grant(conn, grant_id)
+        revoke_grant(conn, grant_id, at=ch.at)
     for item in ch.outbox:
-        insert_outbox(conn, item, postgres=postgres)
+        insert_outbox(conn, item, postgres=postgres, at=ch.at)
     if ch.outbox_done:
         conn.execute(outbox_t.update().where(outbox_t.c.id.in_(ch.outbox_done))
                      .values(done=True, error=None))
-    return append_audit(conn, ch.audit) if ch.audit else []
+    return append_audit(conn, ch.audit, at=ch.at) if ch.audit else []
 
 
 def write_approval(conn: Connection, ap: Approval, expect: ApprovalStatus | None) -> None:
@@ -103,13 +104,13 @@ def use_grant(conn: Connection, grant_id: str) -> None:
         raise Lost
 
 
-def revoke_grant(conn: Connection, grant_id: str) -> None:
+def revoke_grant(conn: Connection, grant_id: str, *, at: datetime) -> None:
     """Mark a grant revoked."""
     row = conn.execute(sa.select(grants_t.c.data).where(grants_t.c.id == grant_id)).first()
     if row is None:
         raise Lost
     grant = Grant.model_validate_json(row.data)
-    grant.revoked_at = grant.revoked_at or utcnow()
+    grant.revoked_at = grant.revoked_at or at
     conn.execute(
         grants_t.update()
         .where(grants_t.c.id == grant_id)
@@ -117,7 +118,7 @@ def revoke_grant(conn: Connection, grant_id: str) -> None:
     )
 
 
-def insert_outbox(conn: Connection, item: OutboxItem, *, postgres: bool) -> None:
+def insert_outbox(conn: Connection, item: OutboxItem, *, postgres: bool, at: datetime) -> None:
     """Queue a platform call unless one with the same key exists."""
     values = {
         "key": item.key,
@@ -127,7 +128,7 @@ def insert_outbox(conn: Connection, item: OutboxItem, *, postgres: bool) -> None
         "payload": dumps(item.payload),
         "attempts": 0,
         "done": False,
-        "next_at": item.next_at or utcnow(),
+        "next_at": item.next_at or at,
     }
     dialect = postgresql if postgres else sqlite
     conn.execute(
@@ -135,7 +136,7 @@ def insert_outbox(conn: Connection, item: OutboxItem, *, postgres: bool) -> None
     )
 
 
-def append_audit(conn: Connection, events: list[AuditEvent]) -> list[AuditEvent]:
+def append_audit(conn: Connection, events: list[AuditEvent], *, at: datetime) -> list[AuditEvent]:
     """Seal events onto the chain and move its head."""
     head = conn.execute(
         sa.select(head_t.c.count, head_t.c.hash).where(head_t.c.id == 1).with_for_update()
@@ -144,6 +145,7 @@ def append_audit(conn: Connection, events: list[AuditEvent]) -> list[AuditEvent]
     sealed = []
     for event in events:
         count += 1
+        event.at = at  # sealed at the time of the change it records
         done = audit_chain.seal(event, event_id=count, prev_hash=prev)
         conn.execute(
             audit_t.insert().values(id=count, task_id=done.task_id, data=done.model_dump_json())

@@ -40,15 +40,19 @@ class OutboxItem:
     error: str | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Change:
-    """One atomic unit of work.
+    """One atomic unit of work, made at ``at`` by the node's Clock.
 
+    ``at`` is the one time source of everything the store stamps while applying it
+    (audit events, outbox items due now, revocations, deliveries): a store never reads
+    the wall clock, so a node on a fake or shifted clock sees its own times back.
     ``task`` is inserted when ``expect_version`` is None and ``insert`` is True, else
     updated only if its stored version equals ``expect_version`` (its version is then
     bumped). ``approval_expect`` makes the approval write a compare-and-set on status.
     """
 
+    at: datetime
     task: Task | None = None
     insert: bool = False
     expect_version: int | None = None

@@ -48,7 +48,7 @@ def task(n: int = 0, **kw: object) -> Task:
 async def test_insert_get_and_list_newest_first_with_cursor(store: TaskStore) -> None:
     """Tasks come back whole, newest first, page by page."""
     for n in range(5):
-        assert await store.commit(Change(task=task(n, steps=[]), insert=True))
+        assert await store.commit(Change(at=NOW, task=task(n, steps=[]), insert=True))
     page = await store.list_tasks(limit=2)
     assert [t.id for t in page.items] == ["t-4", "t-3"]
     page2 = await store.list_tasks(limit=2, cursor=page.next_cursor)
@@ -61,14 +61,14 @@ async def test_insert_get_and_list_newest_first_with_cursor(store: TaskStore) ->
 
 async def test_stale_version_loses_and_writes_nothing(store: TaskStore) -> None:
     """A compare-and-set on an old version fails and leaves no trace, audit included."""
-    await store.commit(Change(task=task(1), insert=True))
+    await store.commit(Change(at=NOW, task=task(1), insert=True))
     a = await store.get_task("t-1")
     b = await store.get_task("t-1")
     assert a is not None and b is not None
     a.goal = "first"
-    assert await store.commit(Change(task=a, audit=[AuditEvent(kind="x")]))
+    assert await store.commit(Change(at=NOW, task=a, audit=[AuditEvent(kind="x")]))
     b.goal = "second"
-    assert not await store.commit(Change(task=b, audit=[AuditEvent(kind="y")]))
+    assert not await store.commit(Change(at=NOW, task=b, audit=[AuditEvent(kind="y")]))
     final = await store.get_task("t-1")
     assert final is not None and final.goal == "first"
     assert (await store.audit_head())[0] == 1
@@ -78,11 +78,11 @@ async def test_approval_compare_and_set_lets_one_decision_win(store: TaskStore) 
     """Two decisions on one pending request: the first wins, the second loses."""
     ap = Approval(id="a-1", task_id="t-1", action=Action(tool="send_email"),
                   requested_at=NOW, expires_at=NOW + timedelta(minutes=5))
-    await store.commit(Change(task=task(1), insert=True, approval=ap))
+    await store.commit(Change(at=NOW, task=task(1), insert=True, approval=ap))
     one = ap.model_copy(update={"status": ApprovalStatus.APPROVED, "decided_by": "x:1"})
     two = ap.model_copy(update={"status": ApprovalStatus.DENIED, "decided_by": "x:2"})
-    results = [await store.commit(Change(approval=one, approval_expect=ApprovalStatus.PENDING)),
-               await store.commit(Change(approval=two, approval_expect=ApprovalStatus.PENDING))]
+    results = [await store.commit(Change(at=NOW, approval=one, approval_expect=ApprovalStatus.PENDING)),
+               await store.commit(Change(at=NOW, approval=two, approval_expect=ApprovalStatus.PENDING))]
     assert results == [True, False]
     stored = await store.get_approval("a-1")
     assert stored is not None and stored.decided_by == "x:1"
@@ -93,15 +93,15 @@ async def test_schedule_fire_time_is_unique(store: TaskStore) -> None:
     fire = NOW.replace(minute=30)
     first = task(1, schedule="nightly", fire_time=fire)
     second = task(2, schedule="nightly", fire_time=fire)
-    assert await store.commit(Change(task=first, insert=True))
-    assert not await store.commit(Change(task=second, insert=True))
+    assert await store.commit(Change(at=NOW, task=first, insert=True))
+    assert not await store.commit(Change(at=NOW, task=second, insert=True))
     assert len((await store.list_tasks(schedule="nightly")).items) == 1
 
 
 async def test_claim_next_takes_the_oldest_queued_task_once(store: TaskStore) -> None:
     """A claim moves queued → planning (no plan) or in_progress (explicit steps)."""
-    await store.commit(Change(task=task(1), insert=True))
-    await store.commit(Change(task=task(2, steps=[]), insert=True))
+    await store.commit(Change(at=NOW, task=task(1), insert=True))
+    await store.commit(Change(at=NOW, task=task(2, steps=[]), insert=True))
     first = await store.claim_next("n1", NOW)
     second = await store.claim_next("n1", NOW)
     assert first is not None and first.id == "t-1" and first.state is TaskState.PLANNING
@@ -112,7 +112,7 @@ async def test_claim_next_takes_the_oldest_queued_task_once(store: TaskStore) ->
 async def test_concurrent_claimers_never_take_the_same_task(store: TaskStore, tmp_path) -> None:
     """Many claimers racing over 60 tasks: every task is claimed exactly once."""
     for n in range(60):
-        await store.commit(Change(task=task(n, steps=[]), insert=True))
+        await store.commit(Change(at=NOW, task=task(n, steps=[]), insert=True))
     others: list[TaskStore] = [store]
     if isinstance(store, SqlTaskStore):
         for _ in range(2):
@@ -136,7 +136,7 @@ async def test_concurrent_claimers_never_take_the_same_task(store: TaskStore, tm
 async def test_orphans_are_own_claims_or_expired_leases(store: TaskStore) -> None:
     """Recovery finds this node's old claims and anyone's expired lease, nothing else."""
     for n in range(3):
-        await store.commit(Change(task=task(n, steps=[]), insert=True))
+        await store.commit(Change(at=NOW, task=task(n, steps=[]), insert=True))
     await store.claim("t-0", "me", NOW + timedelta(minutes=5), TaskState.QUEUED)
     await store.claim("t-1", "other", NOW - timedelta(seconds=1), TaskState.QUEUED)
     await store.claim("t-2", "other", NOW + timedelta(minutes=5), TaskState.QUEUED)
@@ -156,12 +156,12 @@ async def test_grants_are_found_by_key_and_scope(store: TaskStore) -> None:
                    **base)
     once = Grant(id="g-3", key="k3", policy_id="t-1", task_id="t-1", scope=Scope.ONCE,
                  max_calls=1, used=1, **base)
-    assert await store.commit(Change(grants=[session, always, once]))
+    assert await store.commit(Change(at=NOW, grants=[session, always, once]))
     assert await store.find_grant("k1", policy_id="t-1", task_id="t-1") is not None
     assert await store.find_grant("k1", policy_id="t-1", task_id="t-2") is None
     assert await store.find_grant("k2", policy_id="nightly", task_id="t-5") is not None
     assert await store.find_grant("k3", policy_id="t-1", task_id="t-1") is None, "used up"
-    assert await store.commit(Change(grant_revokes=["g-2"]))
+    assert await store.commit(Change(at=NOW, grant_revokes=["g-2"]))
     assert await store.find_grant("k2", policy_id="nightly", task_id="t-5") is None
     revoked = await store.get_grant("g-2")
     assert revoked is not None and revoked.revoked_at is not None
@@ -170,7 +170,7 @@ async def test_grants_are_found_by_key_and_scope(store: TaskStore) -> None:
 async def test_audit_chain_verifies_across_commits(store: TaskStore) -> None:
     """Events appended in several commits form one intact chain."""
     for n in range(3):
-        await store.commit(Change(audit=[AuditEvent(kind="decision", actor=f"x:{n}"),
+        await store.commit(Change(at=NOW, audit=[AuditEvent(kind="decision", actor=f"x:{n}"),
                                          AuditEvent(kind="refused")]))
     result = await audit.verify(store)
     assert result.ok and result.count == 6
@@ -183,8 +183,8 @@ async def test_outbox_keys_are_idempotent_and_retries_are_scheduled(store: TaskS
     """A second job with the same key is ignored; a retry moves the job into the future."""
     item = OutboxItem(key="post:a-1@slack", surface="slack", kind="post", payload={"x": 1},
                       next_at=NOW)
-    await store.commit(Change(outbox=[item]))
-    await store.commit(Change(outbox=[item]))
+    await store.commit(Change(at=NOW, outbox=[item]))
+    await store.commit(Change(at=NOW, outbox=[item]))
     due = await store.due_outbox(NOW)
     assert len(due) == 1 and due[0].payload == {"x": 1}
     await store.outbox_retry(due[0].id, next_at=NOW + timedelta(seconds=5), error="429")
@@ -205,7 +205,7 @@ async def test_cards_are_remembered_once_per_surface(store: TaskStore) -> None:
 
 async def test_reset_clears_everything_and_reports_counts(store: TaskStore) -> None:
     """`--reset` empties the store and says what it removed."""
-    await store.commit(Change(task=task(1), insert=True, audit=[AuditEvent(kind="x")]))
+    await store.commit(Change(at=NOW, task=task(1), insert=True, audit=[AuditEvent(kind="x")]))
     counts = await store.reset()
     assert counts["tasks"] == 1 and counts["audit events"] == 1
     assert (await store.list_tasks()).items == []
@@ -229,7 +229,7 @@ async def test_a_locked_sqlite_file_never_blocks_the_event_loop(tmp_path) -> Non
     path = tmp_path / "locked.db"
     store = SqlTaskStore(url=f"sqlite:///{path}")
     await store.open()
-    await store.commit(Change(task=task(1, steps=[]), insert=True))
+    await store.commit(Change(at=NOW, task=task(1, steps=[]), insert=True))
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # the write lock, as another daemon would hold it
     ticks = 0
@@ -241,7 +241,7 @@ async def test_a_locked_sqlite_file_never_blocks_the_event_loop(tmp_path) -> Non
             await asyncio.sleep(0.01)
 
     beat = asyncio.create_task(ticker())
-    write = asyncio.create_task(store.commit(Change(task=task(2, steps=[]), insert=True)))
+    write = asyncio.create_task(store.commit(Change(at=NOW, task=task(2, steps=[]), insert=True)))
     await asyncio.sleep(0.3)
     assert not write.done(), "the write waits for the lock"
     assert ticks >= 10, "the event loop kept running meanwhile"
@@ -256,10 +256,10 @@ async def test_a_locked_sqlite_file_never_blocks_the_event_loop(tmp_path) -> Non
 
 async def test_outbox_jobs_can_be_queued_and_finished_in_one_commit(store: TaskStore) -> None:
     """A fan-out job is marked done in the same transaction that queues its copies."""
-    await store.commit(Change(outbox=[OutboxItem(key="post:a-1", surface="*", kind="post",
+    await store.commit(Change(at=NOW, outbox=[OutboxItem(key="post:a-1", surface="*", kind="post",
                                                  payload={}, next_at=NOW)]))
     (fanout,) = await store.due_outbox(NOW)
     copy = OutboxItem(key="post:a-1@slack", surface="slack", kind="post", payload={},
                       next_at=NOW)
-    assert await store.commit(Change(outbox=[copy], outbox_done=[fanout.id]))
+    assert await store.commit(Change(at=NOW, outbox=[copy], outbox_done=[fanout.id]))
     assert [i.key for i in await store.due_outbox(NOW)] == ["post:a-1@slack"]

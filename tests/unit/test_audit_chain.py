@@ -174,7 +174,7 @@ async def test_an_audit_only_change_appends_to_the_same_chain(node_factory: Node
     """Events committed on their own and with state changes form one verifiable chain."""
     node = await node_factory(store=MemTaskStore())
     for i in range(3):
-        assert await node.store.commit(Change(audit=[AuditEvent(kind="note", reason=str(i))]))
+        assert await node.store.commit(Change(at=node.clock.now(), audit=[AuditEvent(kind="note", reason=str(i))]))
     events = await audit_log(node)
     assert [e.id for e in events] == [1, 2, 3]
     result = await audit.verify(node.store)

@@ -129,7 +129,7 @@ async def _store_with(grants: list[tuple[Task, Action, Scope]]) -> MemTaskStore:
             for i, n in enumerate(noise)]
     made += [make_grant(task, action, scope, actor="web:admin", now=NOW)
              for task, action, scope in grants]
-    assert await store.commit(Change(grants=made))
+    assert await store.commit(Change(at=NOW, grants=made))
     return store
 
 

@@ -55,7 +55,7 @@ async def granted_store(t: Task, action: Action, scope: Scope = Scope.SESSION) -
     """A store holding the grant a decision on ``action`` would create."""
     store = MemTaskStore()
     grant = make_grant(t, prepared(action), scope, actor="web:admin", now=NOW)
-    assert await store.commit(Change(grants=[grant]))
+    assert await store.commit(Change(at=NOW, grants=[grant]))
     return store
 
 
