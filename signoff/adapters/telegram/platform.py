@@ -124,6 +124,7 @@ class TelegramPlatform:
             builder = builder.updater(None)  # updates arrive through handle_webhook
         self._app: Application[Any, Any, Any, Any, Any, Any] = builder.build()
         self._app.add_handlers(self._router.handlers())
+        self._app.add_error_handler(self._router.on_error)
 
     # --- outbound -----------------------------------------------------------------------
 
@@ -245,7 +246,11 @@ class TelegramPlatform:
             if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
                 raise ValueError("not an update")
             update = Update.de_json(data, self._app.bot)
-        except (ValueError, TypeError, KeyError, AttributeError):  # what de_json raises
+        # What json and de_json raise for bodies that are no update; RecursionError for
+        # absurd nesting (100,000 "["), which json reports as no ValueError.
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            log.warning("telegram_webhook_malformed error=%s: not an update; refused",
+                        type(exc).__name__)
             return PlainTextResponse("malformed update", status_code=400)
         await self._app.update_queue.put(update)
         return Response(status_code=200)
