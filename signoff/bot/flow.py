@@ -13,7 +13,7 @@ import logging
 
 from signoff.bot.cards import build_card
 from signoff.bot.notify import Notifier
-from signoff.bot.outbox import Dispatcher, remember_card
+from signoff.bot.outbox import Dispatcher, remember_card, thread_reply
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
 from signoff.bot.routing import Authorizer
 from signoff.runtime.clock import Clock
@@ -68,11 +68,8 @@ class ApprovalFlow:
         approval = task.approval
         assert approval is not None
         text = f"Task {task.id} {kind}" + (f": {detail}" if detail and kind == "failed" else "")
-        # One "*" job, expanded per surface like the card edits: it is queued after the
-        # edit of the card, so each surface shows the outcome before the reply.
-        items = [OutboxItem(key=f"thread:{approval.id}:{kind}", surface="*", kind="notify",
-                            approval_id=approval.id,
-                            payload={"channel": "", "text": text, "thread": True})]
+        # Queued after the edit of the card: each surface shows the outcome before the reply.
+        items = [thread_reply(approval.id, f"thread:{approval.id}:{kind}", text)]
         await self.store.commit(Change(at=self.clock.now(), outbox=items))
 
     # -- delivering card jobs ----------------------------------------------------------
@@ -85,7 +82,9 @@ class ApprovalFlow:
                 if thread is None:
                     return  # the card never reached this surface: nothing to reply under
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
-            await platform.notify(channel, str(item.payload["text"]), thread=thread)
+            mentions = [str(m) for m in item.payload.get("mentions") or ()]
+            await platform.notify(channel, str(item.payload["text"]), thread=thread,
+                                  mentions=mentions)
             return
         approval_id = str(item.payload["approval_id"])
         approval = await self.store.get_approval(approval_id)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from signoff.bot.ports import CardRef, ChatPlatform
@@ -138,6 +138,19 @@ class Dispatcher:
             return False
         await self.store.outbox_done(item.id, now)
         return True
+
+
+def thread_reply(approval_id: str, key: str, text: str,
+                 mentions: Sequence[str] = ()) -> OutboxItem:
+    """A new message under every copy of an approval's card (one ``*`` job per surface).
+
+    Queued after a card edit in the same commit, it arrives after the edit on each
+    surface. Edits notify nobody: whatever must reach people (an escalation) is such a
+    reply, with ``mentions`` naming them (see `ChatPlatform.notify`).
+    """
+    return OutboxItem(key=key, surface="*", kind="notify", approval_id=approval_id,
+                      payload={"channel": "", "text": text, "thread": True,
+                               "mentions": list(mentions)})
 
 
 async def remember_card(store: TaskStore, approval_id: str, ref: CardRef) -> None:

@@ -374,6 +374,20 @@ async def test_notify_in_a_thread_replies_under_the_card(http: SlackHarness) -> 
     assert (reply["channel"], reply["thread_ts"]) == (ref.channel, ref.message_id)
 
 
+async def test_notify_with_mentions_is_a_broadcast_reply_that_mentions_them(
+        http: SlackHarness) -> None:
+    """A reply meant for people mentions Slack members and is shown in the channel too."""
+    ref, _ = await posted(http)
+    await http.platform.notify("", "Escalated <now>:", thread=ref,
+                               mentions=["slack:U0BOB", "telegram:42", "slack:<!here>"])
+    reply = http.fake.calls_to("chat.postMessage")[-1].body
+    assert (reply["channel"], reply["thread_ts"]) == (ref.channel, ref.message_id)
+    assert reply["reply_broadcast"] is True
+    assert reply["text"] == "Escalated &lt;now&gt;: <@U0BOB>, telegram:42, slack:&lt;!here&gt;"
+    plain = await http.platform.notify("C0TEAM", "no one to alert", thread=ref)
+    assert plain is None and "reply_broadcast" not in http.fake.calls_to("chat.postMessage")[-1].body
+
+
 async def test_notify_escapes_special_mentions(http: SlackHarness) -> None:
     """A goal that says <!channel> cannot page the whole channel."""
     await http.platform.notify("C0TEAM", "Task done: <!channel> ping")

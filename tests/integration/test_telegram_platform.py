@@ -430,6 +430,18 @@ async def test_notify_posts_under_a_card(make_platform: Factory, fake: FakeTeleg
     assert last.reply_to == int(ref.message_id)
 
 
+async def test_notify_with_mentions_replies_to_the_card_naming_them(
+        make_platform: Factory, fake: FakeTelegramApi) -> None:
+    """A reply meant for people quotes the card (Telegram notifies replies) and lists them."""
+    platform = make_platform()
+    ref = await platform.post_card(sample_card())
+    await platform.notify("", "Escalated: your answer is needed:", thread=ref,
+                          mentions=["telegram:42", "slack:U0BOB"])
+    last = fake.chat_messages(CHAT)[-1]
+    assert last.text == "Escalated: your answer is needed: telegram:42, slack:U0BOB"
+    assert last.reply_to == int(ref.message_id)
+
+
 async def test_429_becomes_rate_limited_with_retry_after(make_platform: Factory,
                                                          fake: FakeTelegramApi) -> None:
     """Telegram's retry_after is passed on; PTB does not retry by itself."""

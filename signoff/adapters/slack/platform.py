@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any, Literal, cast
 
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -28,7 +29,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from signoff.adapters.slack.blocks import ACTION_PREFIX, card_blocks, card_text, escape
+from signoff.adapters.slack.blocks import (
+    ACTION_PREFIX,
+    card_blocks,
+    card_text,
+    escape,
+    mention,
+)
 from signoff.adapters.slack.calls import call, error_code, token_problem
 from signoff.adapters.slack.guard import RequestGuard
 from signoff.adapters.slack.listeners import decision_from_action, parse_http_body
@@ -38,6 +45,7 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    with_people,
 )
 from signoff.errors import (
     ConfigError,
@@ -155,20 +163,26 @@ class SlackPlatform:
         logger.info("slack_card_updated approval_id=%s channel=%s ts=%s status=%s",
                     card.approval_id, ref.channel, ref.message_id, card.status)
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
         """Post one line to ``channel``; with a Slack ``thread``, as a reply under that card.
 
         A thread reply has to go to the card's own channel, so ``thread.channel`` wins.
         The text is escaped: a goal saying ``<!channel>`` must not page a whole channel.
+        ``mentions`` follow it, Slack members as real mentions (``<@U123>``, which notify
+        them); a thread reply with mentions is broadcast, so the channel sees it too.
         """
         thread_ts = None
         if thread is not None and thread.surface == self.name:
             channel, thread_ts = thread.channel, thread.message_id
+        broadcast = bool(thread_ts and mentions)
         await call("chat.postMessage", self._client.chat_postMessage(
-            channel=channel, text=escape(text), thread_ts=thread_ts,
+            channel=channel, text=with_people(escape(text), mentions, _person),
+            thread_ts=thread_ts, reply_broadcast=broadcast or None,
             unfurl_links=False, unfurl_media=False,
         ))
-        logger.info("slack_notified channel=%s threaded=%s", channel, thread_ts is not None)
+        logger.info("slack_notified channel=%s threaded=%s broadcast=%s mentions=%d", channel,
+                    thread_ts is not None, broadcast, len(mentions))
 
     async def check(self) -> None:
         """Verify the tokens and scopes at start-up; raise `PlatformRejected` saying what to fix.
@@ -365,3 +379,8 @@ class SlackPlatform:
                            " signed payload", response.status_code)
             return PlainTextResponse("malformed payload", status_code=400)
         return response
+
+
+def _person(actor_key: str) -> str:
+    """A Slack member as a mention that notifies them; anyone else by their key."""
+    return mention(actor_key) or escape(actor_key)

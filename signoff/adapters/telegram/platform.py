@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any, Literal
@@ -37,7 +37,7 @@ from telegram import error as tg
 from telegram.constants import ParseMode
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder
 
-from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
+from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, with_people
 from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable
 
 from . import logfilters
@@ -165,9 +165,15 @@ class TelegramPlatform:
         log.info("telegram_card_updated approval_id=%s chat_id=%s message_id=%s status=%s",
                  card.approval_id, ref.channel, ref.message_id, card.status)
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
-        """Send plain text to a chat (``-100123`` or ``telegram:-100123``), under a card."""
-        chat = channel.removeprefix(f"{SURFACE}:")
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
+        """Send plain text to a chat (``-100123`` or ``telegram:-100123``), under a card.
+
+        Under a card it is a reply (``reply_parameters``), which notifies the chat where an
+        edit does not; ``mentions`` are listed after the text as they are written.
+        """
+        text = with_people(text, mentions)
+        chat = channel.removeprefix(f"{SURFACE}:") or (thread.channel if thread else "")
         reply = None
         if thread is not None and thread.channel == chat and thread.message_id.isdigit():
             reply = ReplyParameters(message_id=int(thread.message_id),
