@@ -13,7 +13,7 @@ import logging
 
 from signoff.bot.cards import build_card
 from signoff.bot.notify import Notifier
-from signoff.bot.outbox import Dispatcher, remember_card, thread_reply
+from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
 from signoff.bot.routing import Authorizer
 from signoff.runtime.clock import Clock
@@ -96,13 +96,12 @@ class ApprovalFlow:
                           mentions=tuple(item.payload.get("mentions") or ()))
         if item.kind == "post":
             if ref is None:
-                ref = await platform.post_card(card)
-                await remember_card(self.store, approval_id, ref)
+                await post_card(self.store, platform, card, retry=item.attempts > 0)
             return
         if ref is None:
             # Jobs of one surface run in order, so the post was tried first and gave up.
             return
-        await platform.update_card(ref, card)
+        await update_card(platform, ref, card)
 
     async def _ref(self, approval_id: str, surface: str) -> CardRef | None:
         for record in await self.store.cards(approval_id):

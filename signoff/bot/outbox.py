@@ -5,7 +5,8 @@ same transaction as the state change; this dispatcher expands them per surface a
 delivers each with backoff. 429s wait exactly as long as the platform asked. Items of
 one surface go out in order and one failing surface never holds up the others. A card
 is posted once per (approval, surface): the idempotency key prevents a second job and
-the stored CardRef turns a later retry into a no-op.
+the stored CardRef turns a later retry into a no-op; a retry after an ambiguous failure
+looks for the card first where the surface can (`post_card`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from signoff.bot.ports import CardRef, ChatPlatform
+from signoff.bot.ports import ApprovalCard, CardFinder, CardRef, ChatPlatform
 from signoff.errors import PlatformRejected, RateLimited, SignoffError
 from signoff.runtime.clock import Clock
 from signoff.runtime.store import CardRecord, Change, OutboxItem, TaskStore
@@ -156,3 +157,43 @@ def thread_reply(approval_id: str, key: str, text: str,
 async def remember_card(store: TaskStore, approval_id: str, ref: CardRef) -> None:
     """Store where a card was posted (before any update of it is attempted)."""
     await store.save_card(CardRecord(approval_id, ref.surface, ref.channel, ref.message_id))
+
+
+async def post_card(store: TaskStore, platform: ChatPlatform, card: ApprovalCard, *,
+                    retry: bool) -> CardRef:
+    """Post ``card`` on ``platform`` and store where it went; never a second copy knowingly.
+
+    On a ``retry`` the earlier attempt may have failed after the platform stored the
+    message (a 5xx or a timeout tells nothing): a surface that can look (`CardFinder`)
+    is asked first, and the oldest copy it finds is adopted instead of posting again.
+    """
+    found = await platform.find_cards(card) if retry and isinstance(platform, CardFinder) else []
+    if found:
+        log.info("card_adopted", extra={"surface": platform.name, "copies": len(found),
+                                        "approval_id": card.approval_id})
+    ref = found[0] if found else await platform.post_card(card)
+    await remember_card(store, card.approval_id, ref)
+    return ref
+
+
+async def update_card(platform: ChatPlatform, ref: CardRef, card: ApprovalCard) -> None:
+    """Edit the stored copy of ``card``; once decided, every other copy that exists too.
+
+    The store keeps one copy per surface, but an ambiguous post may have left others (a
+    retry that did not see the first one). Their buttons would stay live, so a decided
+    card is also looked for (`CardFinder`) and each copy found is edited; a copy that can
+    no longer be edited does not keep the others from it, and its refusal is raised last.
+    """
+    await platform.update_card(ref, card)
+    if card.open or not isinstance(platform, CardFinder):
+        return
+    refused: PlatformRejected | None = None
+    for other in await platform.find_cards(card):
+        if (other.channel, other.message_id) == (ref.channel, ref.message_id):
+            continue
+        try:
+            await platform.update_card(other, card)
+        except PlatformRejected as exc:
+            refused = refused or exc
+    if refused is not None:
+        raise refused

@@ -144,6 +144,19 @@ class ChatPlatform(Protocol):
         ...
 
 
+@runtime_checkable
+class CardFinder(Protocol):
+    """A surface that can find the copies of a card it posted (Slack, by message metadata).
+
+    After a post failed ambiguously — the platform may have stored the message anyway —
+    the outbox asks before posting again, and adopts what it finds.
+    """
+
+    async def find_cards(self, card: ApprovalCard) -> list[CardRef]:
+        """Every copy of ``card`` this surface can see, oldest first."""
+        ...
+
+
 @dataclass
 class PlatformSet:
     """The surfaces a daemon has, by name."""

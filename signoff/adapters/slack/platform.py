@@ -38,6 +38,7 @@ from signoff.adapters.slack.blocks import (
 )
 from signoff.adapters.slack.calls import call, error_code, token_problem
 from signoff.adapters.slack.guard import RequestGuard
+from signoff.adapters.slack.history import HISTORY_SCOPES, card_metadata, find_copies
 from signoff.adapters.slack.listeners import decision_from_action, parse_http_body
 from signoff.bot.ports import (
     ApprovalCard,
@@ -62,6 +63,7 @@ REQUIRED_SCOPES = ("chat:write",)
 MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_API_URL = "https://slack.com/api/"
 _FAILED = "Sorry, your answer could not be recorded. Please try again."
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 
 
 class SlackPlatform:
@@ -126,6 +128,11 @@ class SlackPlatform:
         self._active = False
         self._group: asyncio.TaskGroup | None = None
         self._on_decision: DecisionHandler | None = None
+        # Learned from Slack: the approvals channel's id (the config may name it "#…")
+        # and our bot's id, to find our own cards in the channel's history.
+        self._channel_id: str | None = channel if _CHANNEL_ID.match(channel) else None
+        self._bot_id: str | None = None
+        self._lookup_refused = False
 
     @property
     def mode(self) -> str:
@@ -140,18 +147,45 @@ class SlackPlatform:
     # -- outbound -------------------------------------------------------------------------
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
-        """Post ``card`` to the approvals channel; the ref holds the channel id and ts."""
+        """Post ``card`` to the approvals channel; the ref holds the channel id and ts.
+
+        The message carries the approval id as metadata, so `find_cards` can find it.
+        """
         response = await call("chat.postMessage", self._client.chat_postMessage(
             channel=self._channel, text=card_text(card), blocks=card_blocks(card),
-            unfurl_links=False, unfurl_media=False,
+            metadata=card_metadata(card.approval_id), unfurl_links=False, unfurl_media=False,
         ))
         # Slack answers with the channel id even when we posted to a "#name": chat.update
         # accepts only the id.
         channel = str(response.get("channel") or self._channel)
+        self._channel_id = channel
         ref = CardRef(surface=self.name, channel=channel, message_id=str(response["ts"]))
         logger.info("slack_card_posted approval_id=%s channel=%s ts=%s",
                     card.approval_id, ref.channel, ref.message_id)
         return ref
+
+    async def find_cards(self, card: ApprovalCard) -> list[CardRef]:
+        """Copies of ``card`` already in the approvals channel, oldest first (see `history`).
+
+        A lookup Slack refuses (no history scope, a channel known only by name) finds
+        nothing, with a warning the first time: posting again beats never posting. Network
+        trouble raises, so that the caller tries later instead of posting blind.
+        """
+        channel = self._channel_id or self._channel
+        try:
+            found = await find_copies(self._client, channel=channel,
+                                      approval_id=card.approval_id, bot_id=self._bot_id)
+        except PlatformRejected as exc:
+            level = logging.DEBUG if self._lookup_refused else logging.WARNING
+            self._lookup_refused = True
+            logger.log(level, "slack_card_lookup_refused approval_id=%s error=%s: copies of a"
+                       " card cannot be looked for, a failed post may leave a duplicate (the"
+                       " bot needs the %s scope)", card.approval_id, exc,
+                       " or ".join(HISTORY_SCOPES))
+            return []
+        refs = [CardRef(self.name, channel, ts) for ts in found]
+        logger.info("slack_card_lookup approval_id=%s copies=%d", card.approval_id, len(refs))
+        return refs
 
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
         """Edit the posted card in place with ``chat.update``."""
@@ -193,6 +227,7 @@ class SlackPlatform:
         otherwise harmless. Network trouble raises `PlatformUnavailable` (try again later).
         """
         auth = await call("auth.test", self._client.auth_test())
+        self._bot_id = str(auth.get("bot_id") or "") or None
         granted = auth.headers.get("x-oauth-scopes") if auth.headers else None
         if granted is None:
             logger.warning("slack_scopes_unknown: auth.test sent no x-oauth-scopes header")
@@ -203,6 +238,10 @@ class SlackPlatform:
                 raise PlatformRejected(
                     f"the Slack bot token lacks the scope {', '.join(missing)}: add it under"
                     " OAuth & Permissions → Bot Token Scopes and reinstall the app")
+            if not have & set(HISTORY_SCOPES):
+                logger.warning("slack_history_scope_missing: without %s a card whose post"
+                               " failed ambiguously may be posted twice",
+                               " or ".join(HISTORY_SCOPES))
         if self._mode == "socket":
             await self._socket_url()
         logger.info("slack_ready team_id=%s bot_user_id=%s mode=%s",
