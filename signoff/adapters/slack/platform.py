@@ -22,7 +22,6 @@ import re
 from collections.abc import Sequence
 from typing import Any, Literal, cast
 
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -40,6 +39,7 @@ from signoff.adapters.slack.calls import call, error_code, token_problem
 from signoff.adapters.slack.guard import RequestGuard
 from signoff.adapters.slack.history import HISTORY_SCOPES, card_metadata, find_copies
 from signoff.adapters.slack.listeners import decision_from_action, parse_http_body
+from signoff.adapters.slack.socketmode import run_socket
 from signoff.bot.ports import (
     ApprovalCard,
     CardRef,
@@ -275,7 +275,8 @@ class SlackPlatform:
                 self._group, self._on_decision = group, on_decision
                 try:
                     if self._mode == "socket":
-                        await self._run_socket(first_url)
+                        await run_socket(self._app, app_token=self._app_token,
+                                         first_url=first_url, timeout=self._timeout)
                     else:
                         logger.info("slack_listening mode=http path=/slack/events")
                         await asyncio.Event().wait()
@@ -293,34 +294,6 @@ class SlackPlatform:
         except (PlatformUnavailable, RateLimited) as exc:
             logger.warning("slack_socket_url_failed error=%s; the SDK will retry", exc)
         return None
-
-    async def _run_socket(self, first_url: str | None) -> None:
-        handler = AsyncSocketModeHandler(
-            self._app, app_token=self._app_token,
-            logger=logging.getLogger(f"{__name__}.socket"),
-        )
-        try:
-            handler.client.wss_uri = first_url
-            await handler.connect_async()
-            logger.info("slack_listening mode=socket")
-            await asyncio.Event().wait()
-        finally:
-            await self._close_socket(handler)
-
-    async def _close_socket(self, handler: AsyncSocketModeHandler) -> None:
-        client = handler.client
-        try:
-            async with asyncio.timeout(self._timeout):
-                await handler.close_async()
-        except Exception as exc:  # closing a broken socket must not hide why we stopped
-            logger.warning("slack_socket_close_failed error=%s", type(exc).__name__)
-        # close() only cancels the client's loops; wait for them so none outlives us.
-        loops = [f for f in (client.message_processor, client.message_receiver,
-                             client.current_session_monitor) if f is not None]
-        for loop in loops:
-            loop.cancel()
-        await asyncio.gather(*loops, return_exceptions=True)
-        logger.info("slack_socket_closed")
 
     async def _on_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """Bolt listener for every ``signoff_*`` button: ack at once, decide afterwards."""
