@@ -73,6 +73,7 @@ class ApiContext:
     schedules: SchedulesProvider | None = None
     oncall: OncallProvider | None = None
     metrics: MetricsListener | None = None  # None: create_app makes one and listens with it
+    surfaces: Callable[[], dict[str, str]] | None = None  # chat surface -> ok/degraded/disabled
 
     @classmethod
     def from_settings(cls, settings: Settings, **parts: Any) -> ApiContext:

@@ -47,10 +47,21 @@ class Dispatcher:
         self.deliver = deliver
         self.interval = interval
         self._wake = asyncio.Event()
+        self._held: set[str] = set()
 
     def wake(self) -> None:
         """Look at the outbox now."""
         self._wake.set()
+
+    def hold(self, surface: str) -> None:
+        """Leave ``surface``'s jobs waiting, untried, until `release` (it is degraded)."""
+        self._held.add(surface)
+
+    def release(self, surface: str) -> None:
+        """Deliver ``surface``'s jobs again, starting now."""
+        if surface in self._held:
+            self._held.discard(surface)
+            self.wake()
 
     async def run(self) -> None:
         """Deliver until cancelled."""
@@ -71,7 +82,7 @@ class Dispatcher:
 
         Each surface's jobs run strictly in order: a job waiting for its retry time holds
         back the later jobs of its surface (so an edit never overtakes its post, and a
-        burst arrives in order), but never another surface's.
+        burst arrives in order), but never another surface's. A held surface's jobs wait.
         """
         pending = await self.store.due_outbox(FOREVER, limit=1000)
         fanouts = [i for i in pending if i.surface == "*"]
@@ -81,7 +92,7 @@ class Dispatcher:
             pending = await self.store.due_outbox(FOREVER, limit=1000)
         now = self.clock.now()
         by_surface: dict[str, list[OutboxItem]] = {}
-        held: set[str] = set()
+        held = set(self._held)
         for item in sorted(pending, key=lambda i: i.id):
             if item.surface == "*" or item.surface in held:
                 continue

@@ -160,6 +160,10 @@ class FakeSlack:
         """The next ``count`` calls of ``method`` hang until `release` or `stop`."""
         self._faults[method].append(_Fault(count, "stall"))
 
+    def clear_faults(self, method: str) -> None:
+        """Forget the faults still queued for ``method``: it answers normally again."""
+        self._faults.pop(method, None)
+
     def release(self) -> None:
         """Let stalled calls finish."""
         self._release.set()
