@@ -24,6 +24,7 @@ from tests.fakes.slack_api import (
     FakeSlack,
     block_actions_payload,
     find_button,
+    sign,
     signed_interaction,
 )
 from tests.fakes.telegram_api import FakeTelegramApi, user
@@ -150,6 +151,17 @@ async def test_one_request_everywhere_and_the_first_valid_answer_wins(daemon: Ru
     assert ("decision", "slack:U0ALICE") in actors
     assert ("refused", "telegram:42") in actors
     assert card_call.body["text"]
+
+
+async def test_signed_malformed_slack_bodies_get_400_from_the_daemon(daemon: Running) -> None:
+    """Through the daemon's own HTTP app, signed bodies bolt cannot read are 400, not 500."""
+    for raw in ("[" * 100_000, '{"type": "block_actions", "actions": []}',
+                '{"type": "block_actions", "user": 5, "actions": [{"action_id": "signoff_once"}]}'):
+        body = raw.encode()
+        headers = {**sign(SECRET, body), "Content-Type": "application/json"}
+        answer = await daemon.http.post("/slack/events", content=body, headers=headers)
+        assert answer.status_code == 400, (raw[:40], answer.status_code)
+    assert (await daemon.http.get("/health")).status_code == 200
 
 
 async def test_a_rejected_slack_token_leaves_the_other_surfaces_working(
