@@ -34,9 +34,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from signoff.bot.ports import ApprovalCard, CardRef
-from signoff.config import Settings
-from signoff.runtime.memstore import MemTaskStore
+from signoff.config.settings import Settings
 from signoff.runtime.models import Action, Approval, RiskClass, Scope, Task
+from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.tools.base import Param, ToolContext
 from signoff.testing import RecordingPlatform
 from signoff.wiring import build_node

@@ -14,7 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
 from signoff.runtime.models import Approval, Task, TaskState
-from signoff.runtime.store import TaskStore
+from signoff.runtime.store.port import TaskStore
 
 __all__ = ["PROMETHEUS_CONTENT_TYPE", "MetricsListener"]
 

@@ -15,11 +15,11 @@ from signoff.bot.cards import build_card
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, remember_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
-from signoff.bot.routing import Authorizer
+from signoff.bot.routing.authorizer import Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.models import Approval, Task
-from signoff.runtime.store import Change, OutboxItem, TaskStore
+from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
 

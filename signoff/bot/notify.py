@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from signoff.bot.cards import describe, shorten
 from signoff.runtime.clock import Clock
 from signoff.runtime.models import RunMode, Task
-from signoff.runtime.store import Change, OutboxItem, TaskStore
+from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.policy import make_grant
-from signoff.runtime.store import Change
+from signoff.runtime.policy.policy import make_grant
+from signoff.runtime.store.port import Change
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from signoff.runtime.models import (
     TaskState,
     Verdict,
 )
-from signoff.runtime.planner import Planner, call_planner
-from signoff.runtime.policy import Policy, Unattended, new_approval, resolve_unattended
-from signoff.runtime.store import Change, OutboxItem, TaskStore
+from signoff.runtime.planning.planner import Planner, call_planner
+from signoff.runtime.policy.policy import Policy, Unattended, new_approval, resolve_unattended
+from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 from signoff.runtime.tools.base import ToolContext
 from signoff.runtime.tools.registry import ToolRegistry
 

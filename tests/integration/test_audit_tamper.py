@@ -20,8 +20,8 @@ import sqlalchemy as sa
 
 from signoff.runtime import audit
 from signoff.runtime.models import AuditEvent, RiskClass, Scope
-from signoff.runtime.sqlstore import SqlTaskStore
-from signoff.runtime.tables import AuditHeadRow, AuditRow
+from signoff.runtime.store.sql.store import SqlTaskStore
+from signoff.runtime.store.sql.tables import AuditHeadRow, AuditRow
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, answer, noop, start
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.config import Settings
+from signoff.config.settings import Settings
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Action, TaskState
 from signoff.testing import RecordingPlatform
@@ -22,7 +22,7 @@ from signoff.wiring import build_node
 async def test_a_node_far_from_today_posts_cards_and_stamps_its_own_time(
         tmp_path: Path, start: datetime, backend: str) -> None:
     """Cards go out, audit events carry the node's time, and expiry follows its clock."""
-    from signoff.runtime.memstore import MemTaskStore
+    from signoff.runtime.store.memory import MemTaskStore
 
     work = tmp_path / "work"
     work.mkdir()

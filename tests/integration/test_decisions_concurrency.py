@@ -15,9 +15,9 @@ from typing import Any
 
 from signoff.bot.ports import ApprovalCard, CardRef
 from signoff.runtime import audit
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import Action, RiskClass, Scope, TaskState
-from signoff.runtime.sqlstore import SqlTaskStore
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.testing import RecordingPlatform
 from signoff.wiring import Node
 from tests.conftest import NodeFactory

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from signoff.bot.escalation import Escalator
 from signoff.bot.ports import CardRef
+from signoff.bot.routing.escalation import Escalator
+from signoff.bot.routing.oncall import OnCallRouter
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.engine import EngineConfig
 from signoff.runtime.models import Action, AuditEvent, RunMode, Scope, Task, TaskState
-from signoff.runtime.oncall import OnCallRouter
-from signoff.runtime.scheduler import Scheduler
+from signoff.runtime.schedule.scheduler import Scheduler
 from signoff.testing import RecordingPlatform
 from signoff.wiring import Node
 from tests.fakes.http_echo import HttpEcho

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from signoff.bot.ports import ApprovalCard, CardRef
-from signoff.config import Settings
+from signoff.config.settings import Settings
 from signoff.errors import PlatformUnavailable, RateLimited
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Action, Scope, TaskState

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from signoff.config import Settings
-from signoff.runtime.memstore import MemTaskStore
+from signoff.config.settings import Settings
 from signoff.runtime.models import RiskClass, TaskState
+from signoff.runtime.store.memory import MemTaskStore
 from signoff.wiring import Node, build_node
 from tests.fakes.openai import FakeOpenAI
 

@@ -15,7 +15,7 @@ import pytest
 
 from signoff.errors import ConfigError
 from signoff.runtime.models import Approval, RunMode, Task, TaskState
-from signoff.runtime.scheduler import Scheduler, schedule_timeouts
+from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.wiring import Node
 
 LIST = [{"tool": "list_dir", "args": {"path": "."}}]
@@ -114,7 +114,7 @@ async def test_run_still_going_skips_the_next_fire_visibly(node_factory: Any,
     node, sched, events = await make(node_factory, NIGHTLY)
     first = await sched.fire("nightly", T)
     assert first is not None
-    with caplog.at_level(logging.WARNING, logger="signoff.runtime.scheduler"):
+    with caplog.at_level(logging.WARNING, logger="signoff.runtime.schedule.scheduler"):
         assert await sched.fire("nightly", T + timedelta(days=1)) is None
     assert len(await tasks_of(node, "nightly")) == 1
     [(_kind, subject, detail)] = [e for e in events.seen if e[0] == "skipped"]

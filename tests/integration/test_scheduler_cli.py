@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from signoff.cli.schedules import parse_at, register
 from signoff.runtime.models import TaskState
-from signoff.schedules_cli import parse_at, register
 from signoff.wiring import load_node
 
 CONFIG = """

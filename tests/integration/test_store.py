@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from signoff.runtime import audit
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import (
     Action,
     Approval,
@@ -21,8 +20,9 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.sqlstore import SqlTaskStore
-from signoff.runtime.store import CardRecord, Change, OutboxItem, TaskStore
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
+from signoff.runtime.store.sql.store import SqlTaskStore
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ import pytest
 
 from signoff.adapters.telegram import TelegramPlatform
 from signoff.bot.outbox import FOREVER
-from signoff.config import Settings
+from signoff.config.settings import Settings
 from signoff.runtime.models import Action
 from signoff.wiring import build_node
 from tests.fakes.telegram_api import FakeTelegramApi

@@ -11,9 +11,9 @@ import pytest
 
 from signoff.runtime import audit
 from signoff.runtime.clock import FakeClock
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import AuditEvent, RiskClass, Scope
-from signoff.runtime.store import Change
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.port import Change
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, answer, audit_log, noop, start
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.config import (
+from signoff.config.settings import (
     ApprovalMode,
     CronMode,
     NotifyEvent,

@@ -12,7 +12,7 @@ from apscheduler.triggers.cron import CronTrigger
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from signoff.runtime.cron import (
+from signoff.runtime.schedule.cron import (
     CrontabTrigger,
     crontab_weekdays,
     fire_times,

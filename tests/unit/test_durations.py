@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from signoff.runtime.durations import format_duration, parse_duration
+from signoff.runtime.schedule.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from signoff.agent import Agent
-from signoff.config import Settings
+from signoff.cli.handle import Agent
+from signoff.config.settings import Settings
 from signoff.errors import BadArguments
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import Action, RiskClass, RunMode, Scope, TaskState
+from signoff.runtime.store.memory import MemTaskStore
 from signoff.wiring import Node, build_node
 
 

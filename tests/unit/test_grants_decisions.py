@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from signoff.runtime.clock import FakeClock
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import ApprovalStatus, RiskClass, RunMode, Scope, TaskState
+from signoff.runtime.store.memory import MemTaskStore
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, answer, audit_log, card_ref, delete, noop, start
 

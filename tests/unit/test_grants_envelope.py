@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import RunMode, TaskState
+from signoff.runtime.store.memory import MemTaskStore
 from tests.conftest import NodeFactory
 from tests.factories import audit_log, email, start
 from tests.fakes.smtp import FakeSmtpServer

@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import Action, RiskClass, RunMode, Scope, Task, TaskState, Verdict
-from signoff.runtime.policy import Policy, make_grant
-from signoff.runtime.store import Change
-from signoff.runtime.tools.messaging import SendEmailTool
+from signoff.runtime.policy.policy import Policy, make_grant
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.port import Change
+from signoff.runtime.tools.builtin.messaging import SendEmailTool
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 
 T = TypeVar("T")

@@ -11,10 +11,10 @@ import pytest
 from signoff.bot.notify import DIGEST_LIMIT, Notifier, NotifyRule, digest_text, event_line
 from signoff.bot.outbox import FOREVER
 from signoff.runtime.clock import FakeClock
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import Action, ActionRecord, RunMode, Task, TaskState
-from signoff.runtime.scheduler import Scheduler
-from signoff.runtime.store import OutboxItem
+from signoff.runtime.schedule.scheduler import Scheduler
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.port import OutboxItem
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ALL = frozenset({"queued", "completed", "failed", "blocked", "waiting_approval", "skipped",

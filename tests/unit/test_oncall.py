@@ -9,10 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from signoff.config import OncallOverride, Rotation
-from signoff.runtime.clock import FakeClock
-from signoff.runtime.models import RunMode, Task
-from signoff.runtime.oncall import (
+from signoff.bot.routing.oncall import (
     OnCallRouter,
     current_approvers,
     escalation_chain,
@@ -22,6 +19,9 @@ from signoff.runtime.oncall import (
     shift_at,
     who_is_on_call,
 )
+from signoff.config.settings import OncallOverride, Rotation
+from signoff.runtime.clock import FakeClock
+from signoff.runtime.models import RunMode, Task
 
 BERLIN = ZoneInfo("Europe/Berlin")
 A, B, C = "slack:UA", "slack:UB", "slack:UC"

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import (
     Action,
     ActionRecord,
@@ -22,7 +21,7 @@ from signoff.runtime.models import (
     Task,
     Verdict,
 )
-from signoff.runtime.policy import (
+from signoff.runtime.policy.policy import (
     Policy,
     Unattended,
     grant_key,
@@ -30,7 +29,8 @@ from signoff.runtime.policy import (
     resolve_unattended,
     rule_for,
 )
-from signoff.runtime.store import Change
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.port import Change
 from signoff.runtime.tools.registry import builtin_registry
 from tests.factories import command, delete, email, read, task, webhook, write
 

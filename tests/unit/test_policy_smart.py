@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import RiskClass, RunMode, TaskState
+from signoff.runtime.store.memory import MemTaskStore
 from tests.conftest import NodeFactory
 from tests.factories import FakeJudge, NoopTool, audit_log, noop, read, start
 

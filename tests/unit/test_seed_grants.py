@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 
 from signoff.adapters.terminal.platform import TerminalPlatform
-from signoff.agent import run_once
+from signoff.cli.handle import run_once
 from signoff.runtime import audit
 from signoff.runtime.clock import FakeClock
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import Action, RiskClass, RunMode, Scope, TaskState, Verdict
+from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.tools.base import Param, ToolContext
-from signoff.runtime.tools.messaging import SendEmailTool
+from signoff.runtime.tools.builtin.messaging import SendEmailTool
 from signoff.runtime.tools.registry import builtin_registry
 from tests.conftest import NodeFactory, deep_merge
 from tests.factories import (

@@ -21,11 +21,16 @@ from typing import Any
 from signoff.errors import BadArguments, ToolError, UnknownTool
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.tools.base import CONTENT_KEYS, Param, Tool, ToolContext
+from signoff.runtime.tools.builtin.fs import (
+    DeleteFileTool,
+    ListDirTool,
+    ReadFileTool,
+    WriteFileTool,
+)
+from signoff.runtime.tools.builtin.messaging import PostMessageTool, SendEmailTool
+from signoff.runtime.tools.builtin.net import HttpGetTool, SendWebhookTool
+from signoff.runtime.tools.builtin.shell import RunCommandTool
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
-from signoff.runtime.tools.fs import DeleteFileTool, ListDirTool, ReadFileTool, WriteFileTool
-from signoff.runtime.tools.messaging import PostMessageTool, SendEmailTool
-from signoff.runtime.tools.net import HttpGetTool, SendWebhookTool
-from signoff.runtime.tools.shell import RunCommandTool
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from signoff.errors import BadArguments, ConfigError, StoreError
 from signoff.runtime.clock import Clock
-from signoff.runtime.cron import next_fire_times, previous_fire_time, schedule_trigger
-from signoff.runtime.durations import format_duration
 from signoff.runtime.engine import Engine
 from signoff.runtime.models import Action, JsonDict, RunMode, Task, TaskState
+from signoff.runtime.schedule.cron import next_fire_times, previous_fire_time, schedule_trigger
+from signoff.runtime.schedule.durations import format_duration
 
 __all__ = ["ACTIVE_STATES", "ScheduleLike", "Scheduler", "StepLike", "schedule_timeouts"]
 

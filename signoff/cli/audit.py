@@ -7,10 +7,10 @@ from pathlib import Path
 
 import typer
 
-from signoff.config import Settings
+from signoff.config.settings import Settings
 from signoff.errors import BadArguments
 from signoff.runtime import audit as chain
-from signoff.runtime.sqlstore import SqlTaskStore
+from signoff.runtime.store.sql.store import SqlTaskStore
 
 
 def _expected(text: str | None) -> tuple[int, str] | None:

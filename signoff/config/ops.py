@@ -1,6 +1,6 @@
 """Config sections for unattended work: `[[schedules]]`, `[oncall]` and `[[notify]]`.
 
-Split from `signoff.config` (which re-exports every name here) to keep modules small.
+Split from `signoff.config.settings` (which re-exports every name here) to keep modules small.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from typing import Self
 
 from pydantic import Field, field_validator, model_validator
 
-from signoff.config_base import CronMode, NotifyEvent, Section
-from signoff.config_checks import (
+from signoff.config.checks import (
     ActorKey,
     AwareDatetime,
     Duration,
@@ -26,6 +25,7 @@ from signoff.config_checks import (
     problem,
     problems,
 )
+from signoff.config.fields import CronMode, NotifyEvent, Section
 from signoff.runtime.models import JsonDict
 
 

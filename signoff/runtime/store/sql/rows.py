@@ -14,8 +14,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from signoff.errors import StoreError
 from signoff.runtime.models import Grant, Task, TaskState
-from signoff.runtime.store import Change, OutboxItem
-from signoff.runtime.tables import (
+from signoff.runtime.store.port import Change, OutboxItem
+from signoff.runtime.store.sql.tables import (
     ApprovalRow,
     AuditHeadRow,
     AuditRow,

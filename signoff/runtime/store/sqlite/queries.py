@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from signoff.runtime.models import Approval, Grant, Task, TaskState
-from signoff.runtime.store import OutboxItem
+from signoff.runtime.store.port import OutboxItem
 
 _DT = "%Y-%m-%d %H:%M:%S.%f"
 

@@ -22,7 +22,8 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.sqlrows import (
+from signoff.runtime.store.port import Change, OutboxItem
+from signoff.runtime.store.sql.rows import (
     approvals_t,
     audit_t,
     dumps,
@@ -33,7 +34,6 @@ from signoff.runtime.sqlrows import (
     task_cols,
     tasks_t,
 )
-from signoff.runtime.store import Change, OutboxItem
 
 
 class Lost(Exception):

@@ -21,7 +21,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.store import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
 
 ACTIVE = (TaskState.PLANNING, TaskState.IN_PROGRESS)
 

@@ -22,16 +22,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from signoff.errors import ConfigError, SignoffError
-from signoff.runtime.clock import system_now
-from signoff.runtime.durations import format_duration, parse_duration
-from signoff.runtime.oncall import (
+from signoff.bot.routing.oncall import (
     OnCallRouter,
     RotationLike,
     escalation_chain,
     who_is_on_call,
 )
-from signoff.runtime.scheduler import Scheduler
+from signoff.errors import ConfigError, SignoffError
+from signoff.runtime.clock import system_now
+from signoff.runtime.schedule.durations import format_duration, parse_duration
+from signoff.runtime.schedule.scheduler import Scheduler
 
 __all__ = ["parse_at", "register"]
 

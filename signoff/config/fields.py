@@ -1,6 +1,6 @@
 """The building blocks of the config models: the frozen section base and the closed sets.
 
-Split from `signoff.config` so that the section modules can share them.
+Split from `signoff.config.settings` so that the section modules can share them.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.models import RiskClass
 from signoff.runtime.tools.base import Param, ToolContext, decode_prefix, tail
-from signoff.runtime.tools.fs import confine, normalize_path
+from signoff.runtime.tools.builtin.fs import confine, normalize_path
 
 CHUNK = 65_536
 

@@ -1,4 +1,4 @@
-"""Validation helpers for :mod:`signoff.config`: field types, ``${ENV}`` substitution,
+"""Validation helpers for :mod:`signoff.config.settings`: field types, ``${ENV}`` substitution,
 cron and actor checks, and turning pydantic's errors into one line per problem.
 
 Kept apart from the models so that ``config.py`` reads as the schema of the file and
@@ -30,8 +30,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from signoff.errors import ConfigError
-from signoff.runtime.durations import format_duration, parse_duration
 from signoff.runtime.models import RiskClass
+from signoff.runtime.schedule.durations import format_duration, parse_duration
 
 __all__ = [
     "ActorKey", "AwareDatetime", "ChatId", "DatabaseUrl", "Duration", "GrantTable", "Handoff",

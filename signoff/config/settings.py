@@ -19,16 +19,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from signoff.config_base import (
-    ApprovalMode,
-    CronMode,
-    NotifyEvent,
-    PlannerKind,
-    Section,
-    SlackMode,
-    TelegramMode,
-)
-from signoff.config_checks import (
+from signoff.config.checks import (
     ActorKey,
     ChatId,
     DatabaseUrl,
@@ -45,7 +36,16 @@ from signoff.config_checks import (
     read_toml,
     substitute_env,
 )
-from signoff.config_ops import (
+from signoff.config.fields import (
+    ApprovalMode,
+    CronMode,
+    NotifyEvent,
+    PlannerKind,
+    Section,
+    SlackMode,
+    TelegramMode,
+)
+from signoff.config.ops import (
     NotifySettings,
     OncallOverride,
     OncallSettings,

@@ -27,9 +27,6 @@ from sqlmodel import SQLModel
 
 from signoff.errors import StoreError
 from signoff.runtime import audit as audit_chain
-from signoff.runtime.fastsqlite import Busy as FastBusy
-from signoff.runtime.fastsqlite import FastSqlite
-from signoff.runtime.fastsqlite import Lost as FastLost
 from signoff.runtime.models import (
     Approval,
     ApprovalStatus,
@@ -38,7 +35,8 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.sqlrows import (
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.store.sql.rows import (
     ACTIVE,
     approvals_t,
     audit_t,
@@ -55,9 +53,11 @@ from signoff.runtime.sqlrows import (
     task_from,
     tasks_t,
 )
-from signoff.runtime.sqlwrites import Lost as _Lost
-from signoff.runtime.sqlwrites import apply_change
-from signoff.runtime.store import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.store.sql.writes import Lost as _Lost
+from signoff.runtime.store.sql.writes import apply_change
+from signoff.runtime.store.sqlite.queries import Busy as FastBusy
+from signoff.runtime.store.sqlite.queries import FastSqlite
+from signoff.runtime.store.sqlite.queries import Lost as FastLost
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

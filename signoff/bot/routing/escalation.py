@@ -21,17 +21,17 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from signoff.runtime.clock import Clock
-from signoff.runtime.durations import format_duration
-from signoff.runtime.events import EngineListener, NullListener, audit_event
-from signoff.runtime.models import ApprovalStatus, RunMode, Task, TaskState
-from signoff.runtime.oncall import (
+from signoff.bot.routing.oncall import (
     EscalationStep,
     OverrideLike,
     RotationLike,
     next_escalation,
 )
-from signoff.runtime.store import Change, OutboxItem, TaskStore
+from signoff.runtime.clock import Clock
+from signoff.runtime.events import EngineListener, NullListener, audit_event
+from signoff.runtime.models import ApprovalStatus, RunMode, Task, TaskState
+from signoff.runtime.schedule.durations import format_duration
+from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 __all__ = ["Escalator", "escalation_item"]
 

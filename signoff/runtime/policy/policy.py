@@ -24,7 +24,7 @@ from signoff.runtime.models import (
     Task,
     Verdict,
 )
-from signoff.runtime.store import TaskStore
+from signoff.runtime.store.port import TaskStore
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 
 

@@ -18,11 +18,18 @@ from typing import Any
 import uvicorn
 
 from signoff.api.context import is_loopback
-from signoff.config import Settings
+from signoff.config.settings import Settings
 from signoff.errors import ConfigError, PlatformError
 from signoff.runtime.daemon import Daemon, Service
 from signoff.runtime.models import RiskClass
-from signoff.wiring import Node, PendingCards, api_providers, build_node, chat_platforms
+from signoff.wiring import (
+    Node,
+    PendingCards,
+    api_keys,
+    api_providers,
+    build_node,
+    chat_platforms,
+)
 
 log = logging.getLogger(__name__)
 GRACE_SECONDS = 10.0
@@ -92,7 +99,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     """The node plus every service the daemon runs next to its worker."""
     from signoff.adapters.web.platform import WebPlatform
     from signoff.api.app import create_app
-    from signoff.api.context import ApiContext, keys_from_settings
+    from signoff.api.context import ApiContext
     from signoff.api.metrics import MetricsListener
 
     web = WebPlatform()
@@ -115,7 +122,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
             node.platforms.pop(name, None)
     metrics = MetricsListener()
     node.listener.add(metrics)
-    keys = keys_from_settings(settings.api)
+    keys = api_keys(settings)
     extra = []
     for name, path, attr in (("slack", "/slack/events", "handle_http"),
                              ("telegram", "/telegram/webhook", "handle_webhook")):

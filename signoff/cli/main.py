@@ -38,7 +38,7 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def load(config: Path | None) -> Any:
     """Settings from a file, or the embedded defaults; config errors exit 2."""
-    from signoff.config import Settings, load_settings
+    from signoff.config.settings import Settings, load_settings
 
     try:
         return load_settings(config) if config else Settings.default()
@@ -66,7 +66,7 @@ def daemon_start(
         help="Risk classes that run without asking, e.g. READ,DRAFT (use with care).")] = None,
 ) -> None:
     """Start the daemon: worker, approvals, web console and API, chat surfaces, schedules."""
-    from signoff.daemon_main import run_daemon
+    from signoff.cli.daemon import run_daemon
 
     setup_logging()
     settings = load(config)
@@ -102,9 +102,9 @@ def handle(
     work_dir: Annotated[Path | None, typer.Option(help="Sandbox for file tools and state.")] = None,
 ) -> None:
     """Run one goal now, asking at this terminal for each SEND or DESTRUCTIVE action."""
-    from signoff.agent import exit_code, run_once, summarize
+    from signoff.cli.handle import exit_code, run_once, summarize
+    from signoff.cli.steps import load_steps
     from signoff.runtime.models import RunMode
-    from signoff.steps import load_steps
     from signoff.wiring import build_node
 
     settings = load(config)
@@ -150,7 +150,7 @@ def audit(
     database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
 ) -> None:
     """List, verify or pin the audit log in the daemon's database."""
-    from signoff.audit_cli import run_audit
+    from signoff.cli.audit import run_audit
 
     settings = load(config)
     try:
@@ -169,7 +169,7 @@ def config_check(
         help="The TOML file (default: $SIGNOFF_CONFIG, else the embedded defaults).")] = None,
 ) -> None:
     """Validate a config file; print a summary, or every problem and exit 2."""
-    from signoff.config import check_config
+    from signoff.config.settings import check_config
 
     try:
         typer.echo(check_config(path))
@@ -179,11 +179,11 @@ def config_check(
 
 def _register_extras() -> None:
     """Commands owned by other modules: the HTTP client and the schedule commands."""
-    from signoff import client, schedules_cli
+    from signoff.cli import client, schedules
     from signoff.wiring import load_node
 
     client.register(app)
-    schedules_cli.register(app, load_node=load_node)
+    schedules.register(app, load_node=load_node)
 
 
 def main() -> None:

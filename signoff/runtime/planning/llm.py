@@ -16,7 +16,7 @@ import httpx
 
 from signoff.errors import PlannerError
 from signoff.runtime.models import Action, Task
-from signoff.runtime.planner import Planner, call_planner
+from signoff.runtime.planning.planner import Planner, call_planner
 
 log = logging.getLogger(__name__)
 

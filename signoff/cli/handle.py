@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from signoff.adapters.terminal.platform import TerminalPlatform
-from signoff.config import Settings, load_settings
+from signoff.config.settings import Settings, load_settings
 from signoff.runtime.models import Action, JsonDict, RunMode, Scope, Task, TaskState
-from signoff.runtime.planner import Planner
+from signoff.runtime.planning.planner import Planner
 from signoff.wiring import Node, build_node
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED = 0, 1, 2, 3
