@@ -1,6 +1,6 @@
 """SlackPlatform against a local fake Slack: refusals, error mapping, start-up checks, acks.
 
-Card rendering (blocks.py) is tested in tests/integration/test_slack_blocks.py.
+Card rendering (blocks.py) is tested in tests/unit/adapters/slack/test_slack_blocks.py.
 """
 
 from __future__ import annotations
