@@ -8,7 +8,7 @@ nothing of tasks, stores or policy: the flow (`bot/flow.py`) owns those.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -127,14 +127,3 @@ class ChatPlatform(Protocol):
     async def run(self, on_decision: DecisionHandler) -> None:
         """Receive decisions until cancelled; call ``on_decision`` for each."""
         ...
-
-
-@dataclass
-class PlatformSet:
-    """The surfaces a daemon has, by name."""
-
-    platforms: dict[str, ChatPlatform] = field(default_factory=dict)
-
-    def add(self, platform: ChatPlatform) -> None:
-        """Register one surface under its name."""
-        self.platforms[platform.name] = platform

@@ -78,7 +78,7 @@ class Escalator:
         while True:
             page = await self.store.pending_approvals(limit=100, cursor=cursor)
             for item in page.items:
-                if isinstance(item, Task) and await self._escalate(item, now):
+                if await self._escalate(item, now):
                     escalated.append(item)
             if page.next_cursor is None:
                 return escalated

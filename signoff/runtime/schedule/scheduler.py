@@ -219,7 +219,6 @@ class Scheduler:
     async def _still_running(self, name: str, fire_time: datetime) -> Task | None:
         page = await self.engine.store.list_tasks(schedule=name, limit=5)
         for task in page.items:
-            assert isinstance(task, Task)
             # The same fire time recorded by another node is not a "previous" run.
             if task.state in ACTIVE_STATES and task.fire_time != fire_time:
                 return task
@@ -270,7 +269,7 @@ class Scheduler:
         for row in rows:
             page = await self.engine.store.list_tasks(schedule=row["name"], limit=1)
             last = page.items[0] if page.items else None
-            row["last_run"] = _last_run(last) if isinstance(last, Task) else None
+            row["last_run"] = _last_run(last) if last is not None else None
         return rows
 
 

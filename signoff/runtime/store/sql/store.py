@@ -194,12 +194,12 @@ class SqlTaskStore:
         return task_from(row) if row else None
 
     async def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
-                         cursor: str | None = None, schedule: str | None = None) -> Page:
+                         cursor: str | None = None, schedule: str | None = None) -> Page[Task]:
         """Tasks, newest first, by cursor."""
         return await self._run(self._list_tasks, state, limit, cursor, schedule)
 
     def _list_tasks(self, state: TaskState | None, limit: int, cursor: str | None,
-                    schedule: str | None) -> Page:
+                    schedule: str | None) -> Page[Task]:
         q = sa.select(tasks_t).order_by(tasks_t.c.seq.desc()).limit(limit + 1)
         if state is not None:
             q = q.where(tasks_t.c.state == state.value)
@@ -301,11 +301,12 @@ class SqlTaskStore:
                                .where(approvals_t.c.id == approval_id)).first()
         return Approval.model_validate_json(row.data) if row else None
 
-    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
+                                ) -> Page[Task]:
         """Tasks waiting for a decision, oldest first (each carries its approval)."""
         return await self._run(self._pending, limit, cursor)
 
-    def _pending(self, limit: int, cursor: str | None) -> Page:
+    def _pending(self, limit: int, cursor: str | None) -> Page[Task]:
         q = (sa.select(tasks_t).where(tasks_t.c.state == TaskState.WAITING_APPROVAL.value)
              .order_by(tasks_t.c.seq).limit(limit + 1))
         if cursor:
@@ -365,11 +366,12 @@ class SqlTaskStore:
 
     # -- audit ---------------------------------------------------------------------------
     async def audit_events(self, *, task_id: str | None = None, limit: int = 100,
-                           cursor: str | None = None) -> Page:
+                           cursor: str | None = None) -> Page[AuditEvent]:
         """Audit events in chain order, optionally for one task."""
         return await self._run(self._audit_events, task_id, limit, cursor)
 
-    def _audit_events(self, task_id: str | None, limit: int, cursor: str | None) -> Page:
+    def _audit_events(self, task_id: str | None, limit: int, cursor: str | None
+                      ) -> Page[AuditEvent]:
         q = sa.select(audit_t).order_by(audit_t.c.id).limit(limit + 1)
         if task_id is not None:
             q = q.where(audit_t.c.task_id == task_id)
