@@ -128,6 +128,8 @@ class Action(BaseModel):
     capability: str | None = None
     targets: tuple[str, ...] = ()
     fingerprint: str | None = None
+    summary: str | None = None  # the tool's own words for this call (set by the registry)
+    content: tuple[str, ...] = ()  # which args are message content (shown, never granted)
 
     def public(self) -> JsonDict:
         """The contract's `pending_action` shape."""
