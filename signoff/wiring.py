@@ -31,7 +31,9 @@ from signoff.runtime.events import MultiListener
 from signoff.runtime.models import Action, RiskClass, Scope
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
-from signoff.runtime.policy.policy import Policy, Unattended, grant_key
+from signoff.runtime.policy.grants import grant_key
+from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
@@ -143,7 +145,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     config = EngineConfig(
         node_id=node_id(settings, wd), approval_timeout=ap.timeout, lease=settings.daemon.lease,
         max_retries=settings.daemon.max_retries, scopes=scopes,
-        unattended=Unattended(mode=str(ap.mode), cron_mode=str(ap.cron_mode),
+        unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
         timeout_for=schedule_timeouts(settings.schedules))

@@ -39,6 +39,7 @@ from signoff.errors import ToolError
 from signoff.runtime.models import (
     Action,
     ApprovalStatus,
+    DecisionCode,
     Grant,
     JsonDict,
     RiskClass,
@@ -164,9 +165,9 @@ class TaskApi:
         current = await self.ctx.store.get_task(task_id) or task
         if outcome.accepted:
             return json(current.public())
-        if outcome.code == "not_authorized":
+        if outcome.code is DecisionCode.NOT_AUTHORIZED:
             raise ApiError(403, outcome.message)
-        if outcome.code == "scope_not_allowed":
+        if outcome.code is DecisionCode.SCOPE_NOT_ALLOWED:
             raise invalid("scope", outcome.message)
         raise conflict(current, outcome.message)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from signoff.runtime.models import Scope
+from signoff.runtime.models import DecisionCode, Scope
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,7 @@ class DecisionOutcome:
 
     accepted: bool
     message: str
-    # ok | not_authorized | already_decided | expired | unknown | scope_not_allowed
-    code: str = "ok"
+    code: DecisionCode = DecisionCode.OK
 
 
 DecisionHandler = Callable[[DecisionEvent], Awaitable[DecisionOutcome]]

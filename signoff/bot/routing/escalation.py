@@ -28,7 +28,7 @@ from signoff.bot.routing.oncall import (
     next_escalation,
 )
 from signoff.runtime.clock import Clock
-from signoff.runtime.events import EngineListener, NullListener, audit_event
+from signoff.runtime.events import EngineListener, NullListener, TaskEvent, audit_event
 from signoff.runtime.models import ApprovalStatus, RunMode, Task, TaskState
 from signoff.runtime.schedule.durations import format_duration
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
@@ -121,5 +121,5 @@ class Escalator:
                                               "level": step.level})
         if self.wake is not None:
             self.wake()
-        await self.listener.task_event("escalated", task, detail)
+        await self.listener.task_event(TaskEvent.ESCALATED, task, detail)
         return True
