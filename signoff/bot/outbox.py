@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from signoff.bot.ports import ApprovalCard, CardFinder, CardRef, ChatPlatform
 from signoff.errors import PlatformRejected, RateLimited, SignoffError
 from signoff.runtime.clock import Clock
-from signoff.runtime.store import CardRecord, Change, OutboxItem, TaskStore
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
 
