@@ -237,9 +237,8 @@ def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
 
     assert node.scheduler is not None and node.oncall is not None
     scheduler, router = node.scheduler, node.oncall
-    escalator = Escalator(store=node.store, clock=node.clock, rotations=router.rotations,
-                          overrides=router.overrides, listener=node.listener,
-                          wake=node.flow.dispatcher.wake)
+    escalator = Escalator(decider=node.decider, clock=node.clock, rotations=router.rotations,
+                          overrides=router.overrides, wake=node.flow.dispatcher.wake)
 
     async def schedules() -> list[dict[str, Any]]:
         return await scheduler.status()

@@ -19,7 +19,14 @@ from typing import Any, Protocol
 from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
 from signoff.runtime import ids
 from signoff.runtime.clock import Clock
-from signoff.runtime.events import EngineListener, NullListener, TaskEvent, audit_event
+from signoff.runtime.events import (
+    ApprovalEvent,
+    EngineListener,
+    NullListener,
+    TaskEvent,
+    approval_event,
+    audit_event,
+)
 from signoff.runtime.models import (
     ALL_SCOPES,
     Action,
@@ -47,12 +54,6 @@ from signoff.runtime.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 OUTPUT_LIMIT = 4_000
-
-
-def card_item(kind: str, approval_id: str, suffix: str = "") -> OutboxItem:
-    """A surface-neutral card job ("*" is expanded to every surface by the bot layer)."""
-    return OutboxItem(key=f"{kind}:{approval_id}{suffix}", surface="*", kind=kind,
-                      payload={"approval_id": approval_id}, approval_id=approval_id)
 
 
 class Judge(Protocol):
@@ -283,12 +284,11 @@ class Engine:
         task.claimed_by = task.lease_until = None
         event = audit_event("evaluation", task, action, decision="ASK_USER",
                             approval=approval, reason=note or "approval requested")
-        # The card fan-out is written in the same transaction: a crash right after this
-        # commit still gets the card posted (the bot layer expands "*" per surface).
-        post = card_item("post", approval.id)
-        if approvers:  # ping whoever is on call on the card itself
-            post.payload["mentions"] = approvers
-        await self._save(task, approval=approval, audit=[event], outbox=[post])
+        # The domain event is written in the same transaction: a crash right after this
+        # commit still gets the card posted (the bot layer turns it into card jobs).
+        requested = approval_event(ApprovalEvent.REQUESTED, approval.id,
+                                   mentions=list(approvers or ()))
+        await self._save(task, approval=approval, audit=[event], outbox=[requested])
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
                                               "tool": action.tool})
         await self.listener.approval_requested(task, approval)
