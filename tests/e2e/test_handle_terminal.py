@@ -4,7 +4,6 @@ what the run prints."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import pty
@@ -13,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,9 +23,10 @@ import pytest
 PROMPT = b"(default deny): "
 
 
-def _controlling_tty() -> None:
-    """In the child, after setsid: make its stdin (the pty) the controlling terminal."""
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+# Run in the child after setsid (start_new_session): make its stdin, the pty, the
+# controlling terminal, then become `python -m signoff` (no preexec_fn: pytest has threads).
+_ACQUIRE_TTY = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+                "os.execv(sys.executable, [sys.executable, '-m', 'signoff', *sys.argv[1:]])")
 
 
 class Terminal:
@@ -36,9 +35,8 @@ class Terminal:
     def __init__(self, cwd: Path, *args: str) -> None:
         self.master, slave = pty.openpty()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "signoff", "handle", *args], cwd=cwd, stdin=slave,
-            stdout=slave, stderr=slave, close_fds=True, start_new_session=True,
-            preexec_fn=_controlling_tty)
+            [sys.executable, "-c", _ACQUIRE_TTY, "handle", *args], cwd=cwd, stdin=slave,
+            stdout=slave, stderr=slave, close_fds=True, start_new_session=True)
         os.close(slave)
         self.seen = b""
 
