@@ -33,7 +33,7 @@ from signoff.bot.ports import (
     DecisionHandler,
     DecisionOutcome,
 )
-from signoff.runtime.models import ActionRecord, Scope
+from signoff.runtime.models import ActionRecord, DecisionCode, Scope
 
 KEYS = {"o": Scope.ONCE, "once": Scope.ONCE, "s": Scope.SESSION, "session": Scope.SESSION,
         "a": Scope.ALWAYS, "always": Scope.ALWAYS, "d": Scope.DENY, "deny": Scope.DENY,
@@ -164,7 +164,7 @@ class TerminalPlatform:
         card = self.shown.get(ref.message_id, card)
         if not card.open:
             return DecisionOutcome(False, card.outcome or "Already decided",
-                                   code="already_decided")
+                                   code=DecisionCode.ALREADY_DECIDED)
         outcome = await self.ask(card, on_decision, ref=ref)
         assert outcome is not None  # without ``settled`` only an answer ends the prompt
         return outcome
