@@ -22,7 +22,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
 from signoff.bot.ports import (
@@ -32,6 +32,7 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    with_people,
 )
 from signoff.runtime.models import ActionRecord, DecisionCode, Scope
 
@@ -152,11 +153,13 @@ class TerminalPlatform:
         """Print what one action did (what `read_file` read, a command's output)."""
         self._print(render_record(record))
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
-        """Print a notification; replies under a card are not printed, because at the
-        terminal the run's own last line already says how the task ended."""
-        if thread is None:
-            self._print(text)
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
+        """Print a notification. A plain reply under a card ("Task … completed") is not
+        printed: at the terminal the run's own last line already says how the task ended;
+        one that asks people (escalation, reminder) is."""
+        if thread is None or mentions:
+            self._print(with_people(text, mentions))
 
     async def ask_next(self, on_decision: DecisionHandler) -> DecisionOutcome:
         """Ask about the next posted card and hand the answer to the flow."""
