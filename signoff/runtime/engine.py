@@ -6,6 +6,8 @@ Resuming never re-plans: the stored pending action runs, then the remaining stor
 steps. Autonomous steps commit nothing until the task pauses or ends (a crash re-runs
 them, which is safe for READ and DRAFT); a gated action is committed as `executing`
 before it runs, so a crash mid-send comes back to a person instead of sending twice.
+An action that can never succeed (a path outside the work dir, a channel no surface
+reaches: the registry's `check`) fails at once, audited, and nobody is asked about it.
 """
 
 from __future__ import annotations
@@ -92,6 +94,15 @@ def _short(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _short(v) for k, v in value.items()}
     return value
+
+
+def _error_text(action: Action, exc: ToolError) -> str:
+    """A tool's error without its own name in front: the reason says the name once."""
+    text = str(exc)
+    for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return text
 
 
 class Engine:
@@ -191,6 +202,8 @@ class Engine:
         if ev.verdict is Verdict.BLOCK:
             await self._block(task, action, ev.reason, actor="auto:policy")
             return False
+        if not await self._runnable(task, action):
+            return False
         if ev.verdict is Verdict.ALLOW and ev.actor is None:
             return await self._run_autonomous(task, action)
         if ev.verdict is Verdict.ALLOW:
@@ -215,6 +228,20 @@ class Engine:
             return False
         await self.request_approval(task, action)
         return False
+
+    async def _runnable(self, task: Task, action: Action) -> bool:
+        """Fail, audited and before anyone is asked, an action that can never succeed."""
+        try:
+            await self.registry.check(action, self.tool_context)
+        except ToolError as exc:
+            error = _error_text(action, exc)
+            task.actions.append(self._record(task, action, "block", "auto:check", False, None,
+                                             error))
+            event = audit_event("evaluation", task, action, decision="BLOCK", actor="auto:check",
+                                reason=f"cannot run: {error}")
+            await self._fail(task, f"{action.tool} failed: {error}", audit=[event])
+            return False
+        return True
 
     async def _run_autonomous(self, task: Task, action: Action) -> bool:
         ok, output, error = await self._execute(action)
@@ -252,12 +279,7 @@ class Engine:
             output = await self.registry.execute(action, self.tool_context)
             return True, _short(output), None
         except ToolError as exc:
-            # Tools often name themselves in their messages; say the tool's name once.
-            text = str(exc)
-            for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
-                if text.startswith(prefix):
-                    text = text[len(prefix):]
-            return False, None, text
+            return False, None, _error_text(action, exc)
 
     def _record(self, task: Task, action: Action, decision: str, actor: str | None,
                 ok: bool, output: Any, error: str | None) -> ActionRecord:
