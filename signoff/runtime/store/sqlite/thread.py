@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import queue
 import sqlite3
 import threading
@@ -32,6 +33,7 @@ from typing import Any
 
 from signoff.errors import StoreError
 
+log = logging.getLogger(__name__)
 MAX_GROUP = 200  # write units per transaction: bounds the wait of the first one
 _UNSET: Any = object()
 
@@ -40,7 +42,7 @@ class Kind(enum.Enum):
     """How the thread runs a call."""
 
     READ = "read"  # statements outside any transaction
-    UNIT = "unit"  # a write sharing the batch's transaction, under its own savepoint
+    UNIT = "unit"  # a write sharing the batch's transaction, all-or-nothing by itself
     ALONE = "alone"  # begins and ends its own transaction(s)
 
 
@@ -154,13 +156,13 @@ class StoreThread:
             for call in batch:
                 if call.kind is Kind.ALONE:
                     self._one(call)
-        except BaseException as exc:  # never leave a caller waiting forever
+        except Exception as exc:  # e.g. a failed ROLLBACK: fail what did not run, go on
+            log.exception("sqlite_batch_failed", extra={"database": self.label})
             for call in batch:
                 if call.error is None and call.result is _UNSET:
-                    call.error = exc
-            raise
+                    call.error = self.error(exc)
         finally:
-            self._deliver(batch)
+            self._deliver(batch)  # never leave a caller waiting
 
     def _one(self, call: _Call) -> None:
         try:
@@ -193,12 +195,12 @@ class StoreThread:
             conn.execute("COMMIT")
             self.commits += 1
         except (sqlite3.Error, _Broken) as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
             failure = StoreError(f"database {self.label} failed: {exc}")
-            for call in units:  # nothing of this transaction was kept
+            for call in units:  # nothing of this transaction is kept
                 if call.error is None:
                     call.result, call.error = _UNSET, failure
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     @contextmanager
     def savepoint(self) -> Iterator[None]:

@@ -28,6 +28,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.store.port import Change
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
+from signoff.runtime.store.sqlite.thread import Kind, StoreThread
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, answer, noop, start
 
@@ -184,3 +185,40 @@ async def test_an_unopenable_sqlite_file_is_a_clear_error(tmp_path: Path) -> Non
     assert "cannot open database" in str(info.value) and str(missing) in str(info.value)
     await bad.close()
 
+
+
+async def test_a_transaction_that_sqlite_ends_itself_keeps_nothing(tmp_path: Path) -> None:
+    """If SQLite aborts a group's transaction (I/O error), every unit in it fails, none half-kept."""
+    thread = StoreThread(connect=lambda: sqlite3.connect(tmp_path / "t.db", isolation_level=None),
+                         close=lambda: None, label="t.db")
+    await thread.submit(Kind.ALONE, lambda: thread.conn.execute("CREATE TABLE t (n INT)"))
+
+    def insert(n: int) -> int:
+        thread.conn.execute("INSERT INTO t VALUES (?)", (n,))
+        return n
+
+    def aborted() -> None:
+        thread.conn.execute("ROLLBACK")  # what SQLite does itself on SQLITE_FULL or IOERR
+        raise sqlite3.OperationalError("disk I/O error")
+
+    results = await asyncio.gather(thread.submit(Kind.UNIT, lambda: insert(1)),
+                                   thread.submit(Kind.UNIT, aborted),
+                                   thread.submit(Kind.UNIT, lambda: insert(3)),
+                                   return_exceptions=True)
+    assert all(isinstance(r, StoreError) for r in results), results
+    rows = await thread.submit(Kind.READ, lambda: thread.conn.execute(
+        "SELECT n FROM t").fetchall())
+    assert rows == []
+    assert await thread.submit(Kind.UNIT, lambda: insert(4)) == 4, "the thread goes on"
+    await thread.stop()
+
+
+async def test_a_cancelled_caller_does_not_disturb_the_others(store: SqliteTaskStore) -> None:
+    """A caller that gives up while its call is queued leaves the other callers' results intact."""
+    gone = asyncio.ensure_future(store.commit(Change(at=NOW, task=task(1), insert=True)))
+    kept = asyncio.ensure_future(store.commit(Change(at=NOW, task=task(2), insert=True)))
+    await asyncio.sleep(0)  # both submitted
+    gone.cancel()
+    assert await kept is True
+    assert await store.get_task("t-2") is not None
+    assert [t.id for t in (await store.list_tasks()).items] in (["t-2"], ["t-2", "t-1"])
