@@ -3,9 +3,9 @@
 Why raw SQL for these: measured here (bench/throughput.py), building, caching and running
 a statement through SQLAlchemy Core costs ~0.7 ms, twenty times the ~33 µs a WAL commit
 takes. Every task runs three writes (insert, claim, final save), and the approval flow
-five reads (a task, an approval, a grant by key, a card's copies, due outbox jobs); those
-eight are here. Everything else goes through the shared SQLAlchemy code of the SQL store,
-where the statement cost does not matter.
+five reads (a task, an approval, the grants under a key, a card's copies, due outbox
+jobs); those eight are here. Everything else goes through the shared SQLAlchemy code of
+the SQL store, where the statement cost does not matter.
 
 The functions take the store thread's connection and never begin or end a transaction:
 the thread does (see `thread.py`), so that a write here and a SQLAlchemy write share one.
@@ -39,9 +39,7 @@ CLAIM_NEXT = ("UPDATE tasks SET state = CASE WHEN needs_plan THEN 'planning' "
 # -- reads -------------------------------------------------------------------------------
 GET_TASK = "SELECT data, state, version, claimed_by, lease_until FROM tasks WHERE id = ?"
 GET_APPROVAL = "SELECT data FROM approvals WHERE id = ?"
-FIND_GRANT = ("SELECT data, used FROM grants WHERE key = ? AND revoked = 0 "
-              "AND (max_calls IS NULL OR used < max_calls) "
-              "AND (scope = 'always' OR task_id = ?) ORDER BY seq LIMIT 1")
+GRANT_CANDIDATES = "SELECT data, used FROM grants WHERE key = ? AND revoked = 0 ORDER BY seq"
 CARDS = "SELECT approval_id, surface, channel, message_id FROM cards WHERE approval_id = ?"
 DUE_OUTBOX = ("SELECT id, key, surface, kind, approval_id, payload, attempts, next_at, error "
               "FROM outbox WHERE done = 0 AND next_at <= ? ORDER BY id LIMIT ?")
@@ -107,14 +105,14 @@ def get_approval(conn: sqlite3.Connection, approval_id: str) -> Approval | None:
     return Approval.model_validate_json(row[0]) if row else None
 
 
-def find_grant(conn: sqlite3.Connection, key: str, task_id: str) -> Grant | None:
-    """The oldest live grant with this key that is valid for this task."""
-    row = conn.execute(FIND_GRANT, (key, task_id)).fetchone()
-    if row is None:
-        return None
-    grant = Grant.model_validate_json(row[0])
-    grant.used = int(row[1])
-    return grant
+def grant_candidates(conn: sqlite3.Connection, key: str) -> list[Grant]:
+    """Unrevoked grants stored under ``key``, oldest first."""
+    grants = []
+    for data, used in conn.execute(GRANT_CANDIDATES, (key,)).fetchall():
+        grant = Grant.model_validate_json(data)
+        grant.used = int(used)
+        grants.append(grant)
+    return grants
 
 
 def cards(conn: sqlite3.Connection, approval_id: str) -> list[CardRecord]:

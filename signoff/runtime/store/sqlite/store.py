@@ -176,9 +176,9 @@ class SqliteTaskStore(SqlTaskStore):
         """One approval request."""
         return await self._query(q.get_approval, approval_id)
 
-    async def find_grant(self, key: str, *, policy_id: str, task_id: str) -> Grant | None:
-        """A live grant with this key, valid for this task."""
-        return await self._query(q.find_grant, key, task_id)
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants under ``key``, oldest first."""
+        return await self._query(q.grant_candidates, key)
 
     async def cards(self, approval_id: str) -> list[CardRecord]:
         """Posted copies of an approval's card."""

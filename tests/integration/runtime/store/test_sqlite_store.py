@@ -20,7 +20,6 @@ from signoff.runtime.models import (
     Action,
     Approval,
     AuditEvent,
-    Grant,
     RiskClass,
     Scope,
     Task,
@@ -122,10 +121,6 @@ async def test_concurrent_units_commit_together_and_a_lost_one_alone(
     """Units submitted at once share one commit; each that loses its race writes nothing."""
     for n in range(1, 5):
         assert await store.commit(Change(at=NOW, task=task(n), insert=True))
-    used = Grant(id="g-used", key="k", policy_id="t-4", task_id="t-4", scope=Scope.ONCE,
-                 tool="noop", capability="test.noop", risk=RiskClass.SEND, fingerprint="f",
-                 max_calls=1, used=1, created_at=NOW)
-    assert await store.commit(Change(at=NOW, grants=[used]))
     one, three, four = [await store.get_task(f"t-{n}") for n in (1, 3, 4)]
     stale, fresh = await store.get_task("t-2"), await store.get_task("t-2")
     assert one and three and four and stale and fresh
@@ -139,8 +134,8 @@ async def test_concurrent_units_commit_together_and_a_lost_one_alone(
         store.commit(Change(at=NOW, task=one, audit=[AuditEvent(kind="x", task_id="t-1")])),
         store.commit(Change(at=NOW, task=stale)),  # version already moved on
         store.commit(Change(at=NOW, task=task(1), insert=True)),  # duplicate id
-        # writes the task and the approval, then finds its grant used up: all undone
-        store.commit(Change(at=NOW, task=four, approval=approval, grant_uses=["g-used"],
+        # writes the approval and the task, then finds no grant to revoke: all undone
+        store.commit(Change(at=NOW, task=four, approval=approval, grant_revokes=["g-none"],
                             audit=[AuditEvent(kind="y", task_id="t-4")])),
         store.commit(Change(at=NOW, task=three, audit=[AuditEvent(kind="z", task_id="t-3")])),
     )
