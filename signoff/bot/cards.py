@@ -71,10 +71,12 @@ def describe(action: Action) -> str:
     return f"Run {tool}" + (f" on {targets}" if targets else "")
 
 
-def content_lines(action: Action) -> tuple[tuple[str, str], ...]:
-    """Shortened message content to show on a card (never in broad notifications)."""
+def content_lines(action: Action, limit: int = SHORT) -> tuple[tuple[str, str], ...]:
+    """Message content shortened to ``limit`` characters each, to show on a card (and in
+    notifications whose rule sets ``include_content``)."""
     return tuple(
-        (name, shorten(action.args[name])) for name in CONTENT_ARGS if action.args.get(name)
+        (name, shorten(action.args[name], limit))
+        for name in CONTENT_ARGS if action.args.get(name)
     )
 
 
