@@ -247,6 +247,7 @@ class Grant(BaseModel):
     capability: str
     risk: RiskClass
     fingerprint: str
+    targets: list[str] = Field(default_factory=list)  # what it covers, for people
     max_calls: int | None = None  # 1 for once; None for session/always
     used: int = 0
     created_at: datetime = Field(default_factory=utcnow)
@@ -260,6 +261,16 @@ class Grant(BaseModel):
         if self.revoked_at is not None:
             return False
         return self.max_calls is None or self.used < self.max_calls
+
+    def status(self, task_state: TaskState | None) -> str:
+        """``live``, ``revoked``, ``used`` (a once grant), or ``ended``: a session grant
+        whose task finished, which only ever applied inside that task."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if not self.live:
+            return "used"
+        ended = task_state in (TaskState.COMPLETED, TaskState.FAILED)
+        return "ended" if self.scope is Scope.SESSION and ended else "live"
 
 
 class AuditEvent(BaseModel):

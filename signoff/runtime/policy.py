@@ -48,7 +48,7 @@ def make_grant(task: Task, action: Action, scope: Scope, *, actor: str, now: dat
     return Grant(
         id=grant_id(), key=grant_key(task.policy_id, action), policy_id=task.policy_id,
         task_id=task.id, scope=scope, tool=action.tool, capability=action.capability,
-        risk=action.risk, fingerprint=action.fingerprint,
+        risk=action.risk, fingerprint=action.fingerprint, targets=list(action.targets),
         max_calls=1 if scope is Scope.ONCE else None, used=1, created_at=now,
         created_by=actor)
 

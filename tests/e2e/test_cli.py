@@ -96,6 +96,34 @@ def test_handle_yolo_approves_and_audits_it(project: Path) -> None:
     assert signoff("audit", "--verify", cwd=project).returncode == 0
 
 
+def test_audit_lists_with_a_header_task_and_scope_at_80_columns(project: Path) -> None:
+    """`signoff audit` prints a header and whole task ids, kinds and scopes at 80 columns."""
+    result = signoff("handle", "tidy", "--steps", "delete.json", "--yolo", cwd=project)
+    assert result.returncode == 0, result.stderr + result.stdout
+    task_id = result.stdout.split()[1]
+    listed = signoff("audit", cwd=project, env={"COLUMNS": "80"})
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["#", "Time", "Task", "Kind", "Decision", "Scope", "Actor"]
+    approved = next(line for line in lines if "auto:yolo" in line)
+    assert approved.split()[2:] == [task_id, "decision", "approve", "once", "auto:yolo"]
+    assert len(approved) <= 80
+    assert any("DESTRUCTIVE delete_file → old.txt" in line for line in lines)
+    only = signoff("audit", "--task", task_id, cwd=project)
+    assert only.returncode == 0 and task_id in only.stdout
+
+
+def test_audit_of_an_unknown_task_says_so(project: Path) -> None:
+    """`signoff audit --task t-unknown` names the task and exits 1 (not an empty success)."""
+    assert signoff("handle", "tidy", "--steps", "delete.json", "--yolo",
+                   cwd=project).returncode == 0
+    for extra in ((), ("--json",)):
+        result = signoff("audit", "--task", "t-unknown", *extra, cwd=project)
+        assert result.returncode == 1
+        assert "no task t-unknown" in result.stderr
+        assert result.stdout == ""
+
+
 def test_strict_yolo_blocks_instead(project: Path) -> None:
     """With evaluation.strict_yolo, --yolo turns the request into a block."""
     cfg = project / "strict.toml"
