@@ -22,12 +22,13 @@ from signoff.bot.ports import ChatPlatform
 from signoff.bot.routing import Authorizer
 from signoff.config import Settings
 from signoff.errors import ConfigError
+from signoff.preflight import grant_action
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
 from signoff.runtime.llm import ChatClient, LlmJudge, LlmPlanner
-from signoff.runtime.models import Action, RiskClass, Scope, Task
+from signoff.runtime.models import RiskClass, Scope, Task
 from signoff.runtime.oncall import OnCallRouter
 from signoff.runtime.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy import Policy, Unattended, grant_key
@@ -35,7 +36,7 @@ from signoff.runtime.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.sqlstore import SqlTaskStore
 from signoff.runtime.store import TaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
-from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
+from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 from signoff.runtime.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -83,25 +84,20 @@ def build_planner(settings: Settings) -> Planner:
     return rules
 
 
+def build_registry(settings: Settings, work_dir: Path | None = None) -> ToolRegistry:
+    """Every tool a node of these settings offers (also what `signoff.preflight` checks)."""
+    return builtin_registry(read_only_commands=settings.policy.read_only_commands,
+                            work_dir=settings.resolved_work_dir(work_dir))
+
+
 def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, frozenset[str]]:
     """Grant keys of each schedule's declared envelope (`[[schedules]] grants`)."""
     out: dict[str, frozenset[str]] = {}
     for i, sched in enumerate(settings.schedules):
         keys = set()
         for j, spec in enumerate(sched.grants):
-            args = {k: v for k, v in spec.items() if k != "tool"}
             try:
-                tool = registry.get(str(spec.get("tool")))
-                known = {p.name for p in tool.params}
-                unknown = sorted(set(args) - known)
-                if unknown:
-                    raise ConfigError(f"{tool.name} has no argument {', '.join(unknown)} "
-                                      f"(it takes {', '.join(sorted(known))})")
-                # Only the fingerprint matters here: content arguments (subject, body) are
-                # neither needed nor part of it, so required-argument checks do not apply.
-                risk = tool.risk_for(args)
-                action = Action(tool=tool.name, args=args, risk=risk,
-                                capability=tool.capability, fingerprint=fingerprint(tool, args))
+                action = grant_action(registry, spec)
             except Exception as exc:
                 raise ConfigError(f"schedules[{i}].grants[{j}]: {exc}") from exc
             keys.add(grant_key(sched.name, action))
@@ -120,7 +116,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     clock = clock or SystemClock()
     store = store or SqlTaskStore(url=database or settings.database_url(work_dir))
     pol = settings.policy
-    registry = builtin_registry(read_only_commands=pol.read_only_commands, work_dir=wd)
+    registry = build_registry(settings, wd)
     em = settings.email
     context = ToolContext(
         work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),
