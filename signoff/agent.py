@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from signoff import preflight
 from signoff.adapters.terminal.platform import TerminalPlatform
 from signoff.config import Settings, load_settings
 from signoff.runtime.models import Action, JsonDict, RunMode, Scope, Task, TaskState
 from signoff.runtime.planner import Planner
-from signoff.wiring import Node, build_node
+from signoff.wiring import Node, build_node, build_registry
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED = 0, 1, 2, 3
 
@@ -95,8 +96,13 @@ class Agent:
     @classmethod
     def from_config(cls, path: str | Path | None = None, *, planner: Planner | None = None,
                     **overrides: Any) -> Agent:
-        """Build from a config file (None: embedded defaults); inject any planner."""
+        """Build from a config file (None: embedded defaults); inject any planner.
+
+        The file gets the checks of `signoff handle` (`signoff.preflight`): ConfigError.
+        """
         settings = load_settings(path) if path else Settings.default()
+        preflight.check(settings, build_registry(settings, overrides.get("work_dir")),
+                        path=path, serving=False)
         return cls(build_node(settings, planner=planner, **overrides))
 
     async def _open(self) -> None:
