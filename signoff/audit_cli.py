@@ -25,6 +25,14 @@ COLUMNS = (("#", 5), ("Time", 8), ("Task", 12), ("Kind", 16), ("Decision", 8), (
 INDENT = " " * (COLUMNS[0][1] + 1)
 
 
+def _sqlite_must_exist(url: str) -> None:
+    """Reading must not create an empty database where the daemon's is expected."""
+    path = url.split(":///", 1)[1].split("?", 1)[0] if url.startswith("sqlite") else ""
+    if path and path != ":memory:" and not Path(path).exists():
+        raise BadArguments(f"no signoff database at {path}: run this where the daemon runs, "
+                           "or pass --work-dir, --database or --config")
+
+
 def _expected(text: str | None) -> tuple[int, str] | None:
     if text is None:
         return None
@@ -39,7 +47,9 @@ async def run_audit(settings: Settings, *, task: str | None, verify: bool, head:
                     database: str | None) -> int:
     """Do what the flags ask; return the exit code."""
     expected = _expected(expect_head)
-    store = SqlTaskStore(url=database or settings.database_url(work_dir))
+    url = database or settings.database_url(work_dir)
+    _sqlite_must_exist(url)
+    store = SqlTaskStore(url=url)
     await store.open()
     try:
         if verify:

@@ -198,6 +198,15 @@ def test_audit_of_an_unknown_task_says_so(project: Path) -> None:
         assert result.stdout == ""
 
 
+def test_audit_where_no_daemon_ran_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    """`signoff audit` in a directory without a database names the path it looked at and
+    how to point it elsewhere, instead of creating an empty database (exit 2)."""
+    result = signoff("audit", "--verify", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no signoff database at" in result.stderr and "--work-dir" in result.stderr
+    assert not (tmp_path / "signoff-work").exists()
+
+
 def test_strict_yolo_blocks_instead(project: Path) -> None:
     """With evaluation.strict_yolo, --yolo turns the request into a block."""
     cfg = project / "strict.toml"
