@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from signoff.runtime.models import AuditEvent
-from signoff.runtime.store import TaskStore
+from signoff.runtime.store.port import TaskStore
 
 GENESIS = "0" * 64
 UNREADABLE = "unreadable"  # kind of the stand-in for a row that holds no valid event

@@ -52,6 +52,19 @@ class RiskClass(enum.StrEnum):
 _RISK_ORDER = [RiskClass.READ, RiskClass.DRAFT, RiskClass.SEND, RiskClass.DESTRUCTIVE]
 
 
+class DecisionCode(enum.StrEnum):
+    """Why an answer was accepted or refused (what the person who answered is told)."""
+
+    OK = "ok"
+    UNKNOWN = "unknown"
+    ALREADY_DECIDED = "already_decided"
+    EXPIRED = "expired"
+    SCOPE_NOT_ALLOWED = "scope_not_allowed"
+    NOT_WAITING = "not_waiting"
+    NOT_AUTHORIZED = "not_authorized"
+    ERROR = "error"  # the surface could not hand the answer over
+
+
 class TaskState(enum.StrEnum):
     """The task lifecycle of the contract."""
 
@@ -128,6 +141,8 @@ class Action(BaseModel):
     capability: str | None = None
     targets: tuple[str, ...] = ()
     fingerprint: str | None = None
+    summary: str | None = None  # the tool's own words for this call (set by the registry)
+    content: tuple[str, ...] = ()  # which args are message content (shown, never granted)
 
     def public(self) -> JsonDict:
         """The contract's `pending_action` shape."""
@@ -261,16 +276,6 @@ class Grant(BaseModel):
         if self.revoked_at is not None:
             return False
         return self.max_calls is None or self.used < self.max_calls
-
-    def status(self, task_state: TaskState | None) -> str:
-        """``live``, ``revoked``, ``used`` (a once grant), or ``ended``: a session grant
-        whose task finished, which only ever applied inside that task."""
-        if self.revoked_at is not None:
-            return "revoked"
-        if not self.live:
-            return "used"
-        ended = task_state in (TaskState.COMPLETED, TaskState.FAILED)
-        return "ended" if self.scope is Scope.SESSION and ended else "live"
 
 
 class AuditEvent(BaseModel):

@@ -1,0 +1,263 @@
+"""`signoff tasks|show|approve|deny|grants`: talk to a running daemon over its HTTP API.
+
+Each command takes ``--url`` (env ``SIGNOFF_URL``, default http://127.0.0.1:8080) and
+``--api-key`` (env ``SIGNOFF_API_KEY``). Humans get Rich tables, scripts get ``--json``.
+Every failure is one line on stderr: exit 1 for an HTTP error or an unreachable daemon,
+2 for usage errors (bad options, a malformed URL).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Annotated, Any, NoReturn
+
+import httpx
+import typer
+from rich.console import Console
+
+from signoff import __version__
+from signoff.cli.tables import Col, Grid
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+TIMEOUT = 10.0
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+UrlOpt = Annotated[str, typer.Option("--url", envvar="SIGNOFF_URL",
+                                     help="Base URL of the daemon.")]
+KeyOpt = Annotated[str | None, typer.Option("--api-key", envvar="SIGNOFF_API_KEY",
+                                            show_default=False, help="API key of the daemon.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+class StateChoice(enum.StrEnum):
+    """Task states accepted by ``--state``."""
+
+    queued = "queued"
+    planning = "planning"
+    in_progress = "in_progress"
+    waiting_approval = "waiting_approval"
+    completed = "completed"
+    failed = "failed"
+
+
+class ScopeChoice(enum.StrEnum):
+    """Approval scopes accepted by ``--scope``."""
+
+    once = "once"
+    session = "session"
+    always = "always"
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """One line on stderr, then exit."""
+    err.print(f"error: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+def _detail(response: httpx.Response) -> tuple[str, dict[str, Any]]:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:200] or response.reason_phrase, {}
+    if isinstance(body, dict):
+        return str(body.get("detail", "")), body
+    return str(body)[:200], {}
+
+
+def _explain(response: httpx.Response, *, key: str | None, subject: str | None) -> NoReturn:
+    detail, body = _detail(response)
+    code = response.status_code
+    if code == 401:
+        if key:
+            fail("the daemon refused the API key (401): check --api-key or SIGNOFF_API_KEY")
+        fail("the daemon needs an API key: pass --api-key or set SIGNOFF_API_KEY")
+    if code == 403:
+        fail(f"not allowed (403): {detail}")
+    if code == 404:
+        fail(f"no {subject}" if subject else f"not found (404): {detail}")
+    if code == 409:
+        state = body.get("state")
+        fail(f"{detail} (state: {state})" if state else f"conflict (409): {detail}")
+    if code == 422:
+        fail(f"invalid request (422): {detail}")
+    fail(f"the daemon answered {code}: {detail}")
+
+
+def call(method: str, url: str, path: str, key: str | None, *, body: Any = None,
+         params: dict[str, Any] | None = None, subject: str | None = None) -> Any:
+    """One API call; returns the decoded JSON or exits with a clear message."""
+    headers = {"Accept": "application/json", "User-Agent": f"signoff-cli/{__version__}"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    base = url.rstrip("/")
+    try:
+        with httpx.Client(base_url=base, timeout=TIMEOUT, headers=headers) as client:
+            response = client.request(method, path, json=body, params=params)
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+        fail(f"--url {url!r} is not a valid http(s) URL ({exc})", code=2)
+    except httpx.TimeoutException:
+        fail(f"the signoff daemon at {base} did not answer within {TIMEOUT:.0f} s")
+    except httpx.TransportError:
+        fail(f"cannot reach the signoff daemon at {base}; is it running? (signoff daemon start)")
+    if not response.is_success:
+        _explain(response, key=key, subject=subject)
+    try:
+        return response.json()
+    except ValueError:
+        fail(f"the daemon at {base} did not answer with JSON (is this a signoff daemon?)")
+
+
+def _dump(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _action_text(action: dict[str, Any] | None) -> str:
+    if not action:
+        return ""
+    targets = ", ".join(action.get("targets") or [])
+    text = f"{action.get('risk') or '?'} {action.get('tool')}"
+    return f"{text} → {targets}" if targets else text
+
+
+def _when(stamp: str | None) -> str:
+    """An ISO time as ``YYYY-MM-DD HH:MM:SS`` (UTC, as the API gives it)."""
+    return (stamp or "")[:19].replace("T", " ")
+
+
+def tasks_table(items: list[dict[str, Any]]) -> Grid:
+    """Tasks as a table: id, state and time stay whole; goal and pending action fold."""
+    grid = Grid(Col("ID"), Col("State"), Col("Goal", whole=False),
+                Col("Waiting on", whole=False), Col("Updated (UTC)"))
+    for task in items:
+        grid.add(task["id"], task["state"], task["goal"],
+                 _action_text(task.get("pending_action")), _when(task.get("updated_at"))[:16])
+    return grid
+
+
+def show_task(task: dict[str, Any]) -> None:
+    """A task for people: its fields, the pending action, the history."""
+    out.print(f"[bold]{task['id']}[/bold]  {task['state']}", markup=True)
+    out.print(f"goal: {task['goal']}", markup=False)
+    if task.get("schedule"):
+        out.print(f"schedule: {task['schedule']}", markup=False)
+    if task.get("pending_action"):
+        approval = task.get("approval") or {}
+        out.print(f"waiting on: {_action_text(task['pending_action'])} "
+                  f"(approval {approval.get('id')}, expires {_when(approval.get('expires_at'))})",
+                  markup=False)
+    if task.get("result") is not None:
+        out.print(f"result: {json.dumps(task['result'], ensure_ascii=False)[:500]}", markup=False)
+    if task.get("actions"):
+        grid = Grid(Col("Step"), Col("Tool"), Col("Targets", whole=False), Col("Decision"),
+                    Col("By"), Col("Outcome"), title="actions")
+        for a in task["actions"]:
+            grid.add(str(a["step"]), a["tool"], ", ".join(a.get("targets") or []),
+                     a["decision"], a.get("decided_by"), a["outcome"])
+        grid.print(out)
+
+
+def cmd_tasks(state: Annotated[StateChoice | None, typer.Option(help="Only this state.")] = None,
+              limit: Annotated[int, typer.Option(min=1, max=500, help="How many.")] = 50,
+              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
+    """List tasks of a running daemon, newest first."""
+    params: dict[str, Any] = {"limit": limit}
+    if state is not None:
+        params["state"] = state.value
+    page = call("GET", url, "/tasks", api_key, params=params)
+    if as_json:
+        _dump(page)
+        return
+    if not page["items"]:
+        out.print("no tasks", markup=False)
+        return
+    tasks_table(page["items"]).print(out)
+
+
+def cmd_show(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")],
+             as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
+    """Show one task with its pending action and history."""
+    task = call("GET", url, f"/tasks/{task_id}", api_key, subject=f"task {task_id}")
+    if as_json:
+        _dump(task)
+        return
+    show_task(task)
+
+
+def cmd_approve(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")],
+                scope: Annotated[ScopeChoice, typer.Option(
+                    help="once: this action; session: for this task; always: remember.")
+                ] = ScopeChoice.once,
+                as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
+                api_key: KeyOpt = None) -> None:
+    """Approve the action a task is waiting on."""
+    task = call("POST", url, f"/tasks/{task_id}/approve", api_key, body={"scope": scope.value},
+                subject=f"task {task_id}")
+    if as_json:
+        _dump(task)
+        return
+    out.print(f"approved {task_id} ({scope.value}); the task is {task['state']}", markup=False)
+
+
+def cmd_deny(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")],
+             reason: Annotated[str | None, typer.Option(help="Why (kept in the audit log).")
+                               ] = None,
+             as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
+    """Deny the action a task is waiting on (the task fails)."""
+    task = call("POST", url, f"/tasks/{task_id}/deny", api_key, body={"reason": reason},
+                subject=f"task {task_id}")
+    if as_json:
+        _dump(task)
+        return
+    why = (task.get("result") or {}).get("reason", "user denied")
+    out.print(f"denied {task_id}; the task is {task['state']} ({why})", markup=False)
+
+
+def grant_status(grant: dict[str, Any]) -> str:
+    """live, revoked, used or ended, as the daemon says (an older one only says live)."""
+    return str(grant.get("status") or ("live" if grant["live"] else "not live"))
+
+
+def grants_table(items: list[dict[str, Any]]) -> Grid:
+    """Grants as a table: what each covers (risk, tool → targets), for whom, its status."""
+    grid = Grid(Col("ID"), Col("Scope"), Col("Covers", whole=False), Col("For"), Col("Status"),
+                Col("By"))
+    for g in items:
+        covers = {"risk": g["risk"], "tool": g["tool"], "targets": g.get("targets") or []}
+        grid.add(g["id"], g["scope"], _action_text(covers), g["policy_id"], grant_status(g),
+                 g.get("created_by"))
+    return grid
+
+
+def cmd_grants(revoke: Annotated[str | None, typer.Option(help="Revoke this grant id.")] = None,
+               include_revoked: Annotated[bool, typer.Option(help="List revoked ones too.")
+                                          ] = False,
+               as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
+    """List remembered decisions (session and always grants), or revoke one."""
+    if revoke:
+        grant = call("DELETE", url, f"/grants/{revoke}", api_key, subject=f"grant {revoke}")
+        if as_json:
+            _dump(grant)
+            return
+        out.print(f"revoked {grant['id']} ({grant['scope']} {grant['tool']} for "
+                  f"{grant['policy_id']})", markup=False)
+        return
+    page = call("GET", url, "/grants", api_key, params={"include_revoked": include_revoked})
+    if as_json:
+        _dump(page)
+        return
+    if not page["items"]:
+        out.print("no grants", markup=False)
+        return
+    grants_table(page["items"]).print(out)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the client commands to the ``signoff`` CLI."""
+    app.command("tasks")(cmd_tasks)
+    app.command("show")(cmd_show)
+    app.command("approve")(cmd_approve)
+    app.command("deny")(cmd_deny)
+    app.command("grants")(cmd_grants)
