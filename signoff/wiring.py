@@ -22,13 +22,14 @@ from signoff.bot.notify import Notifier, NotifyRule
 from signoff.bot.ports import ChatPlatform
 from signoff.bot.routing.authorizer import Authorizer
 from signoff.bot.routing.oncall import OnCallRouter
+from signoff.config.preflight import grant_action
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
-from signoff.runtime.models import Action, RiskClass, Scope
+from signoff.runtime.models import RiskClass, Scope
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.grants import grant_key
@@ -39,7 +40,7 @@ from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
-from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
+from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 from signoff.runtime.worker import Worker
 
 if TYPE_CHECKING:
@@ -90,25 +91,20 @@ def build_planner(settings: Settings) -> Planner:
     return rules
 
 
+def build_registry(settings: Settings, work_dir: Path | None = None) -> ToolRegistry:
+    """Every tool a node of these settings offers (also what `signoff.config.preflight` checks)."""
+    return builtin_registry(read_only_commands=settings.policy.read_only_commands,
+                            work_dir=settings.resolved_work_dir(work_dir))
+
+
 def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, frozenset[str]]:
     """Grant keys of each schedule's declared envelope (`[[schedules]] grants`)."""
     out: dict[str, frozenset[str]] = {}
     for i, sched in enumerate(settings.schedules):
         keys = set()
         for j, spec in enumerate(sched.grants):
-            args = {k: v for k, v in spec.items() if k != "tool"}
             try:
-                tool = registry.get(str(spec.get("tool")))
-                known = {p.name for p in tool.params}
-                unknown = sorted(set(args) - known)
-                if unknown:
-                    raise ConfigError(f"{tool.name} has no argument {', '.join(unknown)} "
-                                      f"(it takes {', '.join(sorted(known))})")
-                # Only the fingerprint matters here: content arguments (subject, body) are
-                # neither needed nor part of it, so required-argument checks do not apply.
-                risk = tool.risk_for(args)
-                action = Action(tool=tool.name, args=args, risk=risk,
-                                capability=tool.capability, fingerprint=fingerprint(tool, args))
+                action = grant_action(registry, spec)
             except Exception as exc:
                 raise ConfigError(f"schedules[{i}].grants[{j}]: {exc}") from exc
             keys.add(grant_key(sched.name, action))
@@ -152,7 +148,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     chosen = dict(platforms or {})
     store = store or make_store(database or settings.database_url(work_dir))
     pol = settings.policy
-    registry = builtin_registry(read_only_commands=pol.read_only_commands, work_dir=wd)
+    registry = build_registry(settings, wd)
     em = settings.email
     context = ToolContext(
         work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),

@@ -215,9 +215,11 @@ class GrantOut(BaseModel):
     capability: str
     risk: str
     fingerprint: str
+    targets: list[str]
     max_calls: int | None
     used: int
     live: bool
+    status: Literal["live", "revoked", "used", "ended"]
     created_at: str
     created_by: str | None
     revoked_at: str | None

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, Scope, Task
-from signoff.runtime.text import shorten
+from signoff.runtime.text import SHORT, shorten
 
 # The labels every surface puts on its buttons, in this order.
 BUTTON_LABELS = {
@@ -21,7 +21,6 @@ BUTTON_LABELS = {
 }
 
 
-
 def describe(action: Action) -> str:
     """The action in plain words, as its tool put it when the registry prepared it."""
     if action.summary:
@@ -30,10 +29,12 @@ def describe(action: Action) -> str:
     return f"Run {action.tool}" + (f" on {targets}" if targets else "")
 
 
-def content_lines(action: Action) -> tuple[tuple[str, str], ...]:
-    """Shortened message content to show on a card (never in broad notifications)."""
+def content_lines(action: Action, limit: int = SHORT) -> tuple[tuple[str, str], ...]:
+    """Message content shortened to ``limit`` characters each, to show on a card (and in
+    notifications whose rule sets ``include_content``)."""
     return tuple(
-        (name, shorten(action.args[name])) for name in action.content if action.args.get(name)
+        (name, shorten(action.args[name], limit))
+        for name in action.content if action.args.get(name)
     )
 
 

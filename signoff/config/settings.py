@@ -61,7 +61,8 @@ __all__ = [
     "DaemonSettings", "EmailSettings", "EvaluationSettings", "NotifyEvent", "NotifySettings",
     "OncallOverride", "OncallSettings", "PlannerKind", "PlannerSettings", "PolicySettings",
     "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
-    "TelegramMode", "TelegramSettings", "check_config", "load_settings",
+    "TelegramMode", "TelegramSettings", "check_config", "load_settings", "source_name",
+    "summary",
 ]  # fmt: skip
 
 
@@ -327,8 +328,21 @@ def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None 
 
 
 def check_config(path: str | Path | None) -> str:
-    """Validate a config file and summarise it for ``signoff config check``."""
-    settings = load_settings(path)
+    """Validate a config file against the schema and summarise it.
+
+    ``signoff config check`` adds the checks that need the tool registry
+    (`signoff.config.preflight`), the same ones ``daemon start`` makes.
+    """
+    return summary(load_settings(path), path)
+
+
+def source_name(path: str | Path | None) -> str:
+    """How messages name a config file ("(embedded defaults)" without one)."""
+    return str(path) if path is not None else "(embedded defaults)"
+
+
+def summary(settings: Settings, path: str | Path | None) -> str:
+    """What ``signoff config check`` prints for a valid file."""
     surfaces = ["web"]
     if settings.slack is not None:
         surfaces.append(f"slack ({settings.slack.mode.value})")
@@ -336,7 +350,7 @@ def check_config(path: str | Path | None) -> str:
         surfaces.append(f"telegram ({settings.telegram.mode.value})")
     return "\n".join(
         [
-            f"{path if path is not None else '(embedded defaults)'}: OK",
+            f"{source_name(path)}: OK",
             f"database: {mask_url(settings.database_url())}",
             f"listen: {settings.daemon.host}:{settings.daemon.port}",
             f"surfaces: {', '.join(surfaces)}",

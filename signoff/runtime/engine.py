@@ -105,6 +105,22 @@ def _error_text(action: Action, exc: ToolError) -> str:
     return text
 
 
+def _planner_of(task: Task) -> dict[str, Any]:
+    """The ``planner`` entry of a task's result, for the final result to keep."""
+    found = (task.result or {}).get("planner")
+    return {"planner": found} if found else {}
+
+
+def _fallback_events(task: Task) -> list[AuditEvent]:
+    """The audit event of a planner fallback (none when the planner planned itself)."""
+    info = _planner_of(task).get("planner") or {}
+    if not info.get("fallback"):
+        return []
+    why = (f"{info.get('kind', 'planner')} planner failed ({info.get('error')}); "
+           f"planned by the {info['fallback']} instead")
+    return [audit_event("planner_fallback", task, None, reason=why)]
+
+
 class Engine:
     """Plans, evaluates and executes the actions of tasks."""
 
@@ -166,16 +182,25 @@ class Engine:
 
     async def _plan(self, task: Task) -> bool:
         try:
-            actions = await call_planner(self.planner, task.goal, tools=self.registry.schemas())
-            if not actions:
+            plan = await call_planner(self.planner, task.goal, tools=self.registry.schemas())
+            self._note_planner(task, plan.planner)
+            if not plan.actions:
                 raise PlannerError("the planner produced no actions for this goal")
-            task.steps = self.prepare_steps(actions)
+            task.steps = self.prepare_steps(plan.actions)
         except SignoffError as exc:
-            await self._fail(task, f"planning failed: {exc}")
+            if isinstance(exc, PlannerError):
+                self._note_planner(task, exc.planner)
+            await self._fail(task, f"planning failed: {exc}", audit=_fallback_events(task))
             return False
         task.state = TaskState.IN_PROGRESS
-        await self._save(task)
+        await self._save(task, audit=_fallback_events(task))
         return True
+
+    @staticmethod
+    def _note_planner(task: Task, info: Mapping[str, Any] | None) -> None:
+        """Keep how the task was planned in ``result.planner`` (kept to the end)."""
+        if info:
+            task.result = {**(task.result or {}), "planner": dict(info)}
 
     async def _run_steps(self, task: Task) -> Task:
         steps = task.steps or []
@@ -332,7 +357,8 @@ class Engine:
         task.claimed_by = task.lease_until = None
         outputs = [{"step": r.step, "tool": r.tool, "output": r.output}
                    for r in task.actions if r.outcome == "ok"]
-        task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs}
+        task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs,
+                       **_planner_of(task)}
         await self._save(task)
         log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs)})
         await self.listener.task_event(TaskEvent.COMPLETED, task)
@@ -343,7 +369,7 @@ class Engine:
         task.state = TaskState.FAILED
         task.pending_action = task.executing = None
         task.claimed_by = task.lease_until = None
-        task.result = {"reason": reason, "step": task.step_index}
+        task.result = {"reason": reason, "step": task.step_index, **_planner_of(task)}
         await self._save(task, audit=audit or [], approval=approval)
         log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)

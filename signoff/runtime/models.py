@@ -262,6 +262,7 @@ class Grant(BaseModel):
     capability: str
     risk: RiskClass
     fingerprint: str
+    targets: list[str] = Field(default_factory=list)  # what it covers, for people
     max_calls: int | None = None  # 1 for once; None for session/always
     used: int = 0
     created_at: datetime = Field(default_factory=utcnow)

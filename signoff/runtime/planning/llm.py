@@ -1,7 +1,8 @@
 """OpenAI-compatible chat completions: the LLM planner and the smart-approval judge.
 
 Works with any server speaking `/chat/completions` (OpenAI, a local Ollama, vLLM). The
-planner falls back to the rules planner when the endpoint fails. The judge passes the
+planner falls back to the rules planner when the endpoint fails, and says so in its `Plan`
+(the engine records it in ``result.planner`` and audits it). The judge passes the
 action as fenced data, never as instructions, and anything but a clear APPROVE or DENY
 means "ask a person".
 """
@@ -15,8 +16,8 @@ from typing import Any
 import httpx
 
 from signoff.errors import PlannerError
-from signoff.runtime.models import Action, Task
-from signoff.runtime.planning.planner import Planner, call_planner
+from signoff.runtime.models import Action, JsonDict, Task
+from signoff.runtime.planning.planner import Plan, Planner, call_planner
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,12 @@ class LlmPlanner:
         self.client = client
         self.fallback = fallback
 
-    async def plan(self, goal: str, **kwargs: Any) -> list[Action]:
-        """Ask the model for tool calls; each becomes an Action (risk set by the registry)."""
+    async def plan(self, goal: str, **kwargs: Any) -> list[Action] | Plan:
+        """Ask the model for tool calls; each becomes an Action (risk set by the registry).
+
+        When the model fails, the fallback plans and the `Plan` says so; when the fallback
+        fails too, its error names the model's failure first.
+        """
         tools = kwargs.get("tools") or []
         try:
             message = await self.client.complete(
@@ -75,8 +80,14 @@ class LlmPlanner:
         except PlannerError as exc:
             if self.fallback is None:
                 raise
+            info: JsonDict = {"kind": "openai", "fallback": "recipes", "error": str(exc)}
             log.warning("llm_planner_fallback", extra={"error": str(exc)})
-            return await call_planner(self.fallback, goal, **kwargs)
+            try:
+                planned = await call_planner(self.fallback, goal, **kwargs)
+            except PlannerError as again:
+                raise PlannerError(f"{exc}; the recipes could not plan it either: {again}",
+                                   planner=info) from again
+            return Plan(planned.actions, info)
 
 
 def _actions_from(message: dict[str, Any]) -> list[Action]:

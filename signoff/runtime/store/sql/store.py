@@ -337,7 +337,7 @@ class SqlTaskStore:
             rows = conn.execute(q).all()
         more = len(rows) > limit
         rows = rows[:limit]
-        items = [AuditEvent.model_validate_json(r.data) for r in rows]
+        items = [audit_chain.from_row(r.id, r.data) for r in rows]
         return Page(items, str(rows[-1].id) if more else None)
 
     async def audit_chain(self, *, after: int = 0, limit: int = 10_000) -> list[AuditEvent]:
@@ -348,11 +348,7 @@ class SqlTaskStore:
         q = sa.select(audit_t).where(audit_t.c.id > after).order_by(audit_t.c.id).limit(limit)
         with self._tx(write=False) as conn:
             rows = conn.execute(q).all()
-        out = []
-        for r in rows:
-            event = AuditEvent.model_validate_json(r.data)
-            out.append(event if event.id == r.id else event.model_copy(update={"id": r.id}))
-        return out
+        return [audit_chain.from_row(r.id, r.data) for r in rows]
 
     async def audit_head(self) -> tuple[int, str]:
         """(count, head hash)."""

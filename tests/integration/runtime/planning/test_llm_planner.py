@@ -32,6 +32,12 @@ async def plan(n: Node, goal: str):
     return await n.engine.advance(task)
 
 
+async def fallbacks(n: Node, task_id: str) -> list[Any]:
+    """The task's audit events of kind planner_fallback."""
+    page = await n.store.audit_events(task_id=task_id)
+    return [e for e in page.items if e.kind == "planner_fallback"]
+
+
 async def test_tool_calls_become_actions_with_the_registrys_risk(tmp_path: Path) -> None:
     """The model proposes calls; the registry decides risk; extra arguments are dropped."""
     reply = [("read_file", {"path": "README.md", "reason": "to summarize"}),
@@ -70,6 +76,44 @@ async def test_malformed_arguments_fall_back_and_no_plan_fails_clearly(tmp_path:
         task = await plan(node(tmp_path, llm.base_url), "do something else")
     assert task.state is TaskState.FAILED
     assert task.result is not None and "no recipe matches" in task.result["reason"]
+
+
+async def test_the_fallback_is_recorded_on_the_task_and_audited(tmp_path: Path) -> None:
+    """A fallback to the recipes is not silent: result.planner names it and the LLM error,
+    and an audit event of kind planner_fallback records it."""
+    async with FakeOpenAI(None) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "summarize the readme")
+    assert task.state is TaskState.COMPLETED
+    assert task.result is not None
+    planner = task.result["planner"]
+    assert (planner["kind"], planner["fallback"]) == ("openai", "recipes")
+    assert llm.base_url in planner["error"] and "500" in planner["error"]
+    [event] = await fallbacks(n, task.id)
+    assert llm.base_url in (event.reason or "") and "recipes" in (event.reason or "")
+
+
+async def test_when_no_recipe_matches_either_the_reason_names_the_llm_failure(
+        tmp_path: Path) -> None:
+    """LLM down and no recipe for the goal: the failure says both, and is still audited."""
+    n = node(tmp_path, "http://127.0.0.1:9/v1")
+    task = await plan(n, "do something else")
+    assert task.state is TaskState.FAILED and task.result is not None
+    reason = task.result["reason"]
+    assert reason.startswith("planning failed: LLM endpoint http://127.0.0.1:9/v1 failed")
+    assert "no recipe matches the goal" in reason
+    assert task.result["planner"]["fallback"] == "recipes"
+    assert len(await fallbacks(n, task.id)) == 1
+
+
+async def test_a_plan_from_the_model_records_no_fallback(tmp_path: Path) -> None:
+    """When the model plans, there is no fallback event and no fallback in the result."""
+    async with FakeOpenAI([("read_file", {"path": "README.md"})]) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "summarize the readme")
+    assert task.state is TaskState.COMPLETED and task.result is not None
+    assert "fallback" not in task.result.get("planner", {})
+    assert await fallbacks(n, task.id) == []
 
 
 async def test_an_unknown_tool_from_the_model_fails_the_plan(tmp_path: Path) -> None:
