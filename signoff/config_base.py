@@ -39,6 +39,13 @@ class PlannerKind(enum.StrEnum):
     OPENAI = "openai"
 
 
+class PlannerMode(enum.StrEnum):
+    """How an OpenAI-compatible planner works on a goal."""
+
+    AGENT = "agent"  # turn by turn: the model sees each tool result (the default)
+    PLAN = "plan"  # one call, a fixed plan, as in 0.1
+
+
 class SlackMode(enum.StrEnum):
     """Socket Mode (no public URL needed) or HTTP events on /slack/events."""
 

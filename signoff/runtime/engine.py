@@ -6,6 +6,10 @@ Resuming never re-plans: the stored pending action runs, then the remaining stor
 steps. Autonomous steps commit nothing until the task pauses or ends (a crash re-runs
 them, which is safe for READ and DRAFT); a gated action is committed as `executing`
 before it runs, so a crash mid-send comes back to a person instead of sending twice.
+
+A goal without steps goes to the engine's `TaskRunner` when it has one (the agent loop,
+`agentloop.py`), which works turn by turn with the same policy (`route`), the same pause
+(`request_approval`) and the same ends (`_complete`, `_fail`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from signoff.runtime.policy import Policy, Unattended, new_approval, resolve_una
 from signoff.runtime.store import Change, OutboxItem, TaskStore
 from signoff.runtime.tools.base import ToolContext
 from signoff.runtime.tools.registry import ToolRegistry
+from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 OUTPUT_LIMIT = 4_000
@@ -55,6 +60,35 @@ class Judge(Protocol):
     async def judge(self, task: Task, action: Action) -> str:
         """One word."""
         ...
+
+
+class TaskRunner(Protocol):
+    """Works on goals without steps instead of planning them once (the agent loop)."""
+
+    async def run(self, engine: Engine, task: Task) -> Task:
+        """Move a claimed task until it waits, completes or fails."""
+        ...
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the policy sends one action: run it (autonomous or gated), block it, ask."""
+
+    kind: str  # run | gated | block | ask
+    decision: str = "allow"  # for gated: grant | auto (the action record's decision)
+    actor: str | None = None
+    reason: str = ""
+    audit_kind: str | None = "decision"  # for gated: the audit event written before it runs
+
+
+def gated_audit(task: Task, action: Action, route: Route) -> list[AuditEvent]:
+    """The audit event of a gated action that runs without asking (grant or automatic)."""
+    if not route.audit_kind:
+        return []
+    return [audit_event(route.audit_kind, task, action,
+                        decision="ALLOW" if route.decision == "grant" else "approve",
+                        actor=route.actor, reason=route.reason or None,
+                        scope="once" if route.decision == "auto" else None)]
 
 
 @dataclass(frozen=True)
@@ -87,13 +121,22 @@ def _short(value: Any) -> Any:
     return value
 
 
+def _fallback_audit(task: Task, notes: Mapping[str, str]) -> list[AuditEvent]:
+    """The `planner_fallback` event when the LLM planner fell back to the recipes."""
+    if not notes.get("fallback"):
+        return []
+    return [audit_event("planner_fallback", task, None, actor="auto:planner",
+                        reason=f"LLM planner failed, recipes used: {notes['fallback']}")]
+
+
 class Engine:
     """Plans, evaluates and executes the actions of tasks."""
 
     def __init__(self, *, store: TaskStore, registry: ToolRegistry, policy: Policy,
                  planner: Planner, clock: Clock, tool_context: ToolContext,
                  config: EngineConfig = EngineConfig(), judge: Judge | None = None,
-                 listener: EngineListener | None = None) -> None:
+                 listener: EngineListener | None = None,
+                 runner: TaskRunner | None = None) -> None:
         self.store = store
         self.registry = registry
         self.policy = policy
@@ -103,6 +146,7 @@ class Engine:
         self.config = config
         self.judge = judge
         self.listener: EngineListener = listener or NullListener()
+        self.runner = runner  # None: goals without steps are planned once
 
     # -- submission -------------------------------------------------------------------
     def prepare_steps(self, steps: Sequence[Action]) -> list[Action]:
@@ -139,6 +183,13 @@ class Engine:
     async def advance(self, task: Task) -> Task:
         """Move a claimed task until it waits, completes or fails."""
         try:
+            if task.agent is not None or (self.runner is not None
+                                          and task.state is TaskState.PLANNING):
+                if self.runner is None:
+                    await self._fail(task, "this node has no agent configured "
+                                           "([planner] kind = \"openai\", mode = \"agent\")")
+                    return task
+                return await self.runner.run(self, task)
             if task.state is TaskState.PLANNING and not await self._plan(task):
                 return task
             return await self._run_steps(task)
@@ -147,16 +198,20 @@ class Engine:
             return await self.store.get_task(task.id) or task
 
     async def _plan(self, task: Task) -> bool:
+        notes: dict[str, str] = {}  # a planner may say who planned, and why it fell back
         try:
-            actions = await call_planner(self.planner, task.goal, tools=self.registry.schemas())
+            actions = await call_planner(self.planner, task.goal, tools=self.registry.schemas(),
+                                         notes=notes)
+            task.planner = notes.get("planner") or task.planner
             if not actions:
                 raise PlannerError("the planner produced no actions for this goal")
             task.steps = self.prepare_steps(actions)
         except SignoffError as exc:
-            await self._fail(task, f"planning failed: {exc}")
+            task.planner = notes.get("planner") or task.planner
+            await self._fail(task, f"planning failed: {exc}", audit=_fallback_audit(task, notes))
             return False
         task.state = TaskState.IN_PROGRESS
-        await self._save(task)
+        await self._save(task, audit=_fallback_audit(task, notes))
         return True
 
     async def _run_steps(self, task: Task) -> Task:
@@ -178,34 +233,42 @@ class Engine:
         await self._complete(task)
         return task
 
-    async def _step(self, task: Task, action: Action) -> bool:
-        """One action: True to go on with the next step, False when the task stopped."""
+    async def route(self, task: Task, action: Action) -> Route:
+        """The policy's verdict on ``action``, with ASK_USER settled for who can answer."""
         ev = await self.policy.evaluate(task, action, self.store)
         if ev.verdict is Verdict.BLOCK:
-            await self._block(task, action, ev.reason, actor="auto:policy")
-            return False
+            return Route("block", actor="auto:policy", reason=ev.reason)
         if ev.verdict is Verdict.ALLOW and ev.actor is None:
-            return await self._run_autonomous(task, action)
+            return Route("run")
         if ev.verdict is Verdict.ALLOW:
-            return await self._run_gated(task, action, "grant", ev.actor or "auto:grant",
-                                         reason=ev.reason, audit_kind="evaluation")
+            return Route("gated", "grant", ev.actor or "auto:grant", ev.reason, "evaluation")
         res = resolve_unattended(task, self.config.unattended)
         if res.outcome == "judge":
             word = await self.judge.judge(task, action) if self.judge else "ESCALATE"
             if word == "APPROVE":  # runs this action only: smart approval never grants
-                return await self._run_gated(task, action, "auto", "auto:smart",
-                                             reason="smart approval: APPROVE")
+                return Route("gated", "auto", "auto:smart", "smart approval: APPROVE")
             if word == "DENY":
-                await self._block(task, action, "smart approval denied", actor="auto:smart")
-                return False
+                return Route("block", actor="auto:smart", reason="smart approval denied")
             res = resolve_unattended(task.model_copy(update={"mode": RunMode.INTERACTIVE}),
                                      Unattended(mode="manual"))
         if res.outcome == "allow":
-            return await self._run_gated(task, action, "auto", res.actor or "auto",
-                                         reason=res.reason)
+            return Route("gated", "auto", res.actor or "auto", res.reason)
         if res.outcome == "block":
-            await self._block(task, action, res.reason, actor=res.actor or "auto:policy")
+            return Route("block", actor=res.actor or "auto:policy", reason=res.reason)
+        return Route("ask")
+
+    async def _step(self, task: Task, action: Action) -> bool:
+        """One action: True to go on with the next step, False when the task stopped."""
+        route = await self.route(task, action)
+        if route.kind == "block":
+            await self._block(task, action, route.reason, actor=route.actor or "auto:policy")
             return False
+        if route.kind == "run":
+            return await self._run_autonomous(task, action)
+        if route.kind == "gated":
+            return await self._run_gated(task, action, route.decision, route.actor or "auto",
+                                         reason=route.reason or None,
+                                         audit_kind=route.audit_kind)
         await self.request_approval(task, action)
         return False
 
@@ -221,12 +284,8 @@ class Engine:
     async def _run_gated(self, task: Task, action: Action, decision: str, actor: str, *,
                          reason: str | None = None, audit_kind: str | None = "decision") -> bool:
         """Run a SEND/DESTRUCTIVE action with its decision audited and a crash marker."""
-        events: list[AuditEvent] = []
-        if audit_kind:
-            events.append(audit_event(audit_kind, task, action,
-                                      decision="ALLOW" if decision == "grant" else "approve",
-                                      actor=actor, reason=reason,
-                                      scope="once" if decision == "auto" else None))
+        events = gated_audit(task, action, Route("gated", decision, actor, reason or "",
+                                                 audit_kind))
         task.executing = action
         task.pending_action = None
         await self._save(task, audit=events)
@@ -262,7 +321,8 @@ class Engine:
 
     # -- pausing and ending -------------------------------------------------------------
     async def request_approval(self, task: Task, action: Action, *,
-                               note: str | None = None) -> Approval:
+                               note: str | None = None, why: str | None = None,
+                               transcript: Sequence[TranscriptEntry] = ()) -> Approval:
         """Park the task at `waiting_approval` with a new request for ``action``."""
         now = self.clock.now()
         cfg = self.config
@@ -270,7 +330,7 @@ class Engine:
         approvers = list(cfg.approvers_for(task)) if cfg.approvers_for else []
         approval = new_approval(task, action, approval_id=ids.approval_id(), now=now,
                                 expires_at=now + timeout, allowed=cfg.scopes_for(action.risk),
-                                note=note, approvers=approvers)
+                                note=note, approvers=approvers, why=why)
         task.state = TaskState.WAITING_APPROVAL
         task.pending_action = action
         task.approval = approval
@@ -282,7 +342,8 @@ class Engine:
         post = card_item("post", approval.id)
         if approvers:  # ping whoever is on call on the card itself
             post.payload["mentions"] = approvers
-        await self._save(task, approval=approval, audit=[event], outbox=[post])
+        await self._save(task, approval=approval, audit=[event], outbox=[post],
+                         transcript=transcript)
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
                                               "tool": action.tool})
         await self.listener.approval_requested(task, approval)
@@ -299,23 +360,30 @@ class Engine:
         event = audit_event("evaluation", task, action, decision="BLOCK", actor=actor, reason=why)
         await self._fail(task, f"blocked: {why}", audit=[event], kind="blocked")
 
-    async def _complete(self, task: Task) -> None:
+    async def _complete(self, task: Task, *, answer: str | None = None) -> None:
         task.state = TaskState.COMPLETED
         task.claimed_by = task.lease_until = None
         outputs = [{"step": r.step, "tool": r.tool, "output": r.output}
                    for r in task.actions if r.outcome == "ok"]
         task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs}
+        if answer is not None:
+            task.result["answer"] = answer
+        if task.planner:
+            task.result["planner"] = task.planner
         await self._save(task)
         log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs)})
         await self.listener.task_event("completed", task)
 
     async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
-                    kind: str = "failed", approval: Approval | None = None) -> None:
+                    kind: str = "failed", approval: Approval | None = None,
+                    transcript: Sequence[TranscriptEntry] = ()) -> None:
         task.state = TaskState.FAILED
         task.pending_action = task.executing = None
         task.claimed_by = task.lease_until = None
         task.result = {"reason": reason, "step": task.step_index}
-        await self._save(task, audit=audit or [], approval=approval)
+        if task.planner:
+            task.result["planner"] = task.planner
+        await self._save(task, audit=audit or [], approval=approval, transcript=transcript)
         log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)
         if kind != "failed":
@@ -323,10 +391,11 @@ class Engine:
 
     async def _save(self, task: Task, *, audit: list[AuditEvent] | None = None,
                     approval: Approval | None = None,
-                    outbox: list[OutboxItem] | None = None) -> None:
+                    outbox: list[OutboxItem] | None = None,
+                    transcript: Sequence[TranscriptEntry] = ()) -> None:
         task.updated_at = self.clock.now()
         change = Change(at=task.updated_at, task=task, audit=audit or [], approval=approval,
-                        outbox=outbox or [])
+                        outbox=outbox or [], transcript=list(transcript))
         if not await self.store.commit(change):
             raise Conflict(f"task {task.id} was changed by someone else")
 
@@ -357,7 +426,8 @@ class Engine:
         if gated is not None and gated.risk in (RiskClass.SEND, RiskClass.DESTRUCTIVE):
             task.executing = None
             log.warning("gated_action_interrupted", extra={"task_id": task.id})
-            await self.request_approval(task, gated, note="outcome unknown after a crash")
+            await self.request_approval(task, gated, note="outcome unknown after a crash",
+                                        why=task.agent.why if task.agent else None)
             return
         task.executing = None
         if task.retries > self.config.max_retries:

@@ -8,9 +8,11 @@ queries) stays on SQLAlchemy Core, where the statement cost does not matter. The
 formats are SQLAlchemy's own (naive-UTC "YYYY-MM-DD HH:MM:SS.ffffff"), so both paths read
 and write the same rows.
 
-Five hot reads (a task, an approval, a grant by key, a card's copies, due outbox jobs) are
-done the same
-way: in WAL mode a reader never waits for a writer, so they always run inline.
+An agent turn appends transcript rows, alone or with its task's row, on the same path.
+
+Six hot reads (a task, an approval, a grant by key, a card's copies, due outbox jobs, a
+transcript) are done the same way: in WAL mode a reader never waits for a writer, so they
+always run inline.
 
 The store first tries the writes inline on the event loop with a zero busy
 timeout: an uncontended WAL write is a ~35 µs call (measured), cheaper than the hop to a
@@ -24,11 +26,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from signoff.runtime.models import Approval, Grant, Task, TaskState
 from signoff.runtime.store import OutboxItem
+from signoff.runtime.transcript import TranscriptEntry
 
 _DT = "%Y-%m-%d %H:%M:%S.%f"
 
@@ -41,6 +45,11 @@ CLAIM_NEXT = ("UPDATE tasks SET state = CASE WHEN needs_plan THEN 'planning' "
               "ELSE 'in_progress' END, claimed_by = ?, lease_until = ?, version = version + 1 "
               "WHERE seq = (SELECT seq FROM tasks WHERE state = ? ORDER BY seq LIMIT 1) "
               "AND state = ? RETURNING data, version, state")
+
+
+APPEND = "INSERT INTO transcript (task_id, seq, role, at, data) VALUES (?, ?, ?, ?, ?)"
+TRANSCRIPT = ("SELECT data FROM transcript WHERE task_id = ? AND seq > ? ORDER BY seq "
+              "LIMIT ?")
 
 
 GET_TASK = "SELECT data, state, version, claimed_by, lease_until FROM tasks WHERE id = ?"
@@ -81,6 +90,7 @@ class FastSqlite:
         self.busy_ms = busy_ms
         self._conn: sqlite3.Connection | None = None
         self.commits = 0  # for benchmarks: transactions this path has committed
+        self.bytes_written = 0  # for benchmarks: JSON bytes of the rows it wrote
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -99,10 +109,9 @@ class FastSqlite:
             self._conn = None
 
     @staticmethod
-    def _values(task: Task, version: int) -> tuple[object, ...]:
+    def _values(task: Task, version: int, data: str) -> tuple[object, ...]:
         return (task.state.value, task.schedule, sqlite_time(task.fire_time), task.claimed_by,
-                sqlite_time(task.lease_until), version, task.steps is None,
-                task.model_dump_json())
+                sqlite_time(task.lease_until), version, task.steps is None, data)
 
     def _begin(self) -> sqlite3.Connection:
         conn = self._connection()
@@ -123,28 +132,45 @@ class FastSqlite:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
 
-    def insert_task(self, task: Task) -> None:
-        """Insert a new task (raises sqlite3.IntegrityError on a duplicate)."""
+    def write(self, task: Task | None, *, insert: bool = False,
+              entries: Sequence[TranscriptEntry] = (), at: datetime | None = None) -> None:
+        """In one transaction: insert ``task`` (sqlite3.IntegrityError on a duplicate) or
+        update it if its stored version is still ``task.version`` (else `Lost`), and append
+        transcript ``entries`` (IntegrityError when one is already there)."""
         conn = self._begin()
         try:
-            conn.execute(INSERT, (task.id, *self._values(task, task.version)))
+            if task is not None and insert:
+                data = task.model_dump_json()
+                conn.execute(INSERT, (task.id, *self._values(task, task.version, data)))
+                self.bytes_written += len(data)
+            elif task is not None:
+                data = task.model_dump_json()
+                cur = conn.execute(UPDATE, (*self._values(task, task.version + 1, data),
+                                            task.id, task.version))
+                if cur.rowcount != 1:
+                    raise Lost
+                self.bytes_written += len(data)
+            if entries:
+                rows = []
+                for entry in entries:
+                    entry.at = entry.at or at
+                    data = entry.model_dump_json()
+                    rows.append((entry.task_id, entry.seq, entry.role, sqlite_time(entry.at),
+                                 data))
+                    self.bytes_written += len(data)
+                conn.executemany(APPEND, rows)
             self._commit(conn)
         except BaseException:
             self._rollback(conn)
             raise
 
+    def insert_task(self, task: Task) -> None:
+        """Insert a new task (raises sqlite3.IntegrityError on a duplicate)."""
+        self.write(task, insert=True)
+
     def update_task(self, task: Task) -> None:
         """Write a task if its stored version is still ``task.version`` (else `Lost`)."""
-        conn = self._begin()
-        try:
-            cur = conn.execute(UPDATE, (*self._values(task, task.version + 1), task.id,
-                                        task.version))
-            if cur.rowcount != 1:
-                raise Lost
-            self._commit(conn)
-        except BaseException:
-            self._rollback(conn)
-            raise
+        self.write(task)
 
     def claim_next(self, node_id: str, lease_until: datetime,
                    from_state: TaskState) -> Task | None:
@@ -196,6 +222,11 @@ class FastSqlite:
         """(approval_id, surface, channel, message_id) of each posted copy."""
         conn = self._connection()
         return [tuple(r) for r in conn.execute(CARDS, (approval_id,)).fetchall()]
+
+    def transcript(self, task_id: str, after: int, limit: int) -> list[TranscriptEntry]:
+        """Transcript entries of a task after a seq, oldest first."""
+        rows = self._connection().execute(TRANSCRIPT, (task_id, after, limit)).fetchall()
+        return [TranscriptEntry.model_validate_json(r[0]) for r in rows]
 
     def due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:
         """Undelivered outbox jobs whose time has come, oldest first."""

@@ -23,6 +23,7 @@ from signoff.runtime.tables import (
     GrantRow,
     OutboxRow,
     TaskRow,
+    TranscriptRow,
 )
 
 tasks_t = TaskRow.__table__  # type: ignore[attr-defined]
@@ -32,6 +33,7 @@ audit_t = AuditRow.__table__  # type: ignore[attr-defined]
 head_t = AuditHeadRow.__table__  # type: ignore[attr-defined]
 cards_t = CardRow.__table__  # type: ignore[attr-defined]
 outbox_t = OutboxRow.__table__  # type: ignore[attr-defined]
+transcript_t = TranscriptRow.__table__  # type: ignore[attr-defined]
 
 # States in which a task is held by a node (what recovery looks at).
 ACTIVE = (TaskState.PLANNING.value, TaskState.IN_PROGRESS.value)
@@ -61,7 +63,8 @@ def make_engine(url: str, *, immediate: bool) -> Engine:
 
 
 def only_task(ch: Change) -> bool:
-    """True when a Change writes nothing but its task (the per-task hot path)."""
+    """True when a Change writes nothing but its task and transcript entries (the
+    per-task and per-agent-turn hot path)."""
     return (ch.approval is None and ch.expect_state is None and not ch.grants
             and not ch.grant_uses and not ch.grant_revokes and not ch.audit and not ch.outbox
             and not ch.outbox_done)

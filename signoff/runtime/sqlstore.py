@@ -54,13 +54,20 @@ from signoff.runtime.sqlrows import (
     safe_url,
     task_from,
     tasks_t,
+    transcript_t,
 )
 from signoff.runtime.sqlwrites import Lost as _Lost
 from signoff.runtime.sqlwrites import apply_change
 from signoff.runtime.store import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+def _fast_path(ch: Change) -> bool:
+    """A change the hand-written SQLite path can write: a task and/or transcript entries."""
+    return (ch.task is not None or bool(ch.transcript)) and only_task(ch)
 
 
 class SqlTaskStore:
@@ -106,7 +113,8 @@ class SqlTaskStore:
     def _open(self) -> None:
         try:
             SQLModel.metadata.create_all(self._write, tables=[
-                tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t])
+                tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
+                transcript_t])
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
@@ -134,7 +142,8 @@ class SqlTaskStore:
         with self._tx() as conn:
             for name, table in (("tasks", tasks_t), ("approvals", approvals_t),
                                 ("grants", grants_t), ("audit events", audit_t),
-                                ("cards", cards_t), ("outbox items", outbox_t)):
+                                ("cards", cards_t), ("outbox items", outbox_t),
+                                ("transcript entries", transcript_t)):
                 counts[name] = conn.execute(table.delete()).rowcount or 0
             conn.execute(head_t.update().values(count=0, hash=audit_chain.GENESIS))
         return counts
@@ -142,7 +151,7 @@ class SqlTaskStore:
     # -- the unit of work ---------------------------------------------------------------
     async def commit(self, change: Change) -> bool:
         """Apply a Change atomically; False when a compare-and-set lost."""
-        if self._inline is not None and change.task is not None and only_task(change):
+        if self._inline is not None and _fast_path(change):
             try:
                 self._fast_write(self._inline, change)
             except _Lost:
@@ -150,7 +159,7 @@ class SqlTaskStore:
             except FastBusy:
                 pass  # locked right now: the database thread may wait for it
             else:
-                if not change.insert:
+                if change.task is not None and not change.insert:
                     change.task.version += 1
                 return True
         try:
@@ -163,19 +172,15 @@ class SqlTaskStore:
         return True
 
     def _fast_write(self, fast: FastSqlite, ch: Change) -> None:
-        assert ch.task is not None
         try:
-            if ch.insert:
-                fast.insert_task(ch.task)
-            else:
-                fast.update_task(ch.task)
+            fast.write(ch.task, insert=ch.insert, entries=ch.transcript, at=ch.at)
         except (FastLost, sqlite3.IntegrityError):
             raise _Lost from None
         except sqlite3.OperationalError as exc:
             raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
 
     def _commit(self, ch: Change) -> list[AuditEvent]:
-        if self._fast is not None and ch.task is not None and only_task(ch):
+        if self._fast is not None and _fast_path(ch):
             self._fast_write(self._fast, ch)
             return []
         with self._tx() as conn:
@@ -287,6 +292,23 @@ class SqlTaskStore:
              .order_by(tasks_t.c.seq))
         with self._tx(write=False) as conn:
             return [task_from(r) for r in conn.execute(q)]
+
+    async def transcript(self, task_id: str, *, after: int = -1, limit: int = 500) -> Page:
+        """Transcript entries after a seq, oldest first."""
+        if self._inline is not None:
+            entries = self._inline.transcript(task_id, after, limit + 1)
+        else:
+            entries = await self._run(self._transcript, task_id, after, limit + 1)
+        more = len(entries) > limit
+        entries = entries[:limit]
+        return Page(entries, str(entries[-1].seq) if more else None)
+
+    def _transcript(self, task_id: str, after: int, limit: int) -> list[TranscriptEntry]:
+        q = (sa.select(transcript_t.c.data)
+             .where(transcript_t.c.task_id == task_id, transcript_t.c.seq > after)
+             .order_by(transcript_t.c.seq).limit(limit))
+        with self._tx(write=False) as conn:
+            return [TranscriptEntry.model_validate_json(r.data) for r in conn.execute(q)]
 
     # -- approvals -----------------------------------------------------------------------
     async def get_approval(self, approval_id: str) -> Approval | None:

@@ -21,7 +21,7 @@ def node(tmp_path: Path, base_url: str) -> Node:
     work.mkdir(exist_ok=True)
     (work / "README.md").write_text("hello")
     data: dict[str, Any] = {"daemon": {"work_dir": str(work)}, "recipes": [RECIPE],
-                            "planner": {"kind": "openai", "base_url": base_url,
+                            "planner": {"kind": "openai", "mode": "plan", "base_url": base_url,
                                         "model": "llama3.1", "timeout": "5s"}}
     return build_node(Settings.model_validate(data), store=MemTaskStore())
 
