@@ -33,6 +33,7 @@ from signoff.api.schemas import (
     TaskList,
     TaskOut,
     TaskSubmit,
+    TranscriptList,
 )
 from signoff.bot.ports import Actor, DecisionEvent
 from signoff.errors import ToolError
@@ -47,6 +48,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.transcript import TranscriptEntry
 
 CURSOR = r"^[0-9]{1,18}$"  # both stores page by a row sequence number
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
@@ -93,7 +95,7 @@ def approval_item(task: Task) -> JsonDict | None:
         **approval.public(), "task_id": task.id, "goal": task.goal, "schedule": task.schedule,
         "submitted_by": task.submitted_by, "step": approval.step,
         "allowed_scopes": [s.value for s in approval.allowed_scopes],
-        "action": action.public(), "note": approval.note,
+        "action": action.public(), "note": approval.note, "why": approval.why,
     }
 
 
@@ -219,6 +221,17 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         if "text/html" in accept and "application/json" not in accept:
             return RedirectResponse(f"/console/tasks/{task.id}", status_code=303)
         return json(task.public())
+
+    @router.get("/tasks/{task_id}/transcript", tags=["tasks"],
+                responses={200: {"model": TranscriptList}, **responses(401, 404, 422)})
+    async def transcript(task_id: TaskId, limit: Limit = 100,
+                         cursor: Cursor = None) -> JSONResponse:
+        """An agent task's conversation, oldest first (empty for a task with fixed steps)."""
+        await api.task_or_404(task_id)
+        page = await ctx.store.transcript(task_id, after=int(cursor) if cursor else -1,
+                                          limit=limit)
+        items = [e.public() for e in page.items if isinstance(e, TranscriptEntry)]
+        return json({"items": items, "next_cursor": page.next_cursor})
 
     @router.post("/tasks/{task_id}/approve", tags=["decisions"],
                  responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
