@@ -132,6 +132,7 @@ class _Run:
     def __init__(self, loop: AgentLoop, engine: Engine, task: Task) -> None:
         self.loop, self.engine, self.task = loop, engine, task
         self.entries: list[TranscriptEntry] = []
+        self.messages: list[JsonDict] = []  # entries as sent to the model, built once each
         self.unsaved: list[TranscriptEntry] = []  # appended here, not yet committed
         self.tools = ModelTools(engine.registry.schemas())
         self.denied: set[str] = set()  # fingerprints refused earlier in this task
@@ -161,6 +162,7 @@ class _Run:
                 assert isinstance(entry, TranscriptEntry)
                 self._count(entry)
                 self.entries.append(entry)
+                self.messages.append(entry.message())
             if page.next_cursor is None:
                 break
             after = int(page.next_cursor)
@@ -179,6 +181,7 @@ class _Run:
         entry.at = entry.at or self.engine.clock.now()
         self._count(entry)
         self.entries.append(entry)
+        self.messages.append(entry.message())
         self.unsaved.append(entry)
         return entry
 
@@ -257,9 +260,8 @@ class _Run:
             await self.engine._fail(task, f"agent exceeded max_turns ({agent.max_turns})",
                                     transcript=self._take())
             return False
-        messages = [e.message() for e in self.entries]
         try:
-            choice = await self.loop.model.choice(messages, tools=self.tools.schemas,
+            choice = await self.loop.model.choice(list(self.messages), tools=self.tools.schemas,
                                                   tool_choice="auto")
         except PlannerError as exc:  # agent mode never falls back to recipes silently
             await self.engine._fail(task, f"planning failed: {exc}", transcript=self._take())
