@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from signoff.errors import Conflict, PlannerError, ToolError
 from signoff.runtime.decisions import refusal_reason
-from signoff.runtime.engine import Engine, Route, gated_audit
+from signoff.runtime.engine import Engine
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
     Action,
@@ -38,6 +38,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.route import Route, gated_audit
 from signoff.runtime.store import Change
 from signoff.runtime.tools.names import ModelTools
 from signoff.runtime.transcript import TranscriptEntry, shorten_text

@@ -39,6 +39,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.planner import Planner, call_planner
 from signoff.runtime.policy import Policy, Unattended, new_approval, resolve_unattended
+from signoff.runtime.route import Route, fallback_audit, gated_audit
 from signoff.runtime.store import Change, OutboxItem, TaskStore
 from signoff.runtime.tools.base import ToolContext
 from signoff.runtime.tools.registry import ToolRegistry
@@ -71,27 +72,6 @@ class TaskRunner(Protocol):
 
 
 @dataclass(frozen=True)
-class Route:
-    """Where the policy sends one action: run it (autonomous or gated), block it, ask."""
-
-    kind: str  # run | gated | block | ask
-    decision: str = "allow"  # for gated: grant | auto (the action record's decision)
-    actor: str | None = None
-    reason: str = ""
-    audit_kind: str | None = "decision"  # for gated: the audit event written before it runs
-
-
-def gated_audit(task: Task, action: Action, route: Route) -> list[AuditEvent]:
-    """The audit event of a gated action that runs without asking (grant or automatic)."""
-    if not route.audit_kind:
-        return []
-    return [audit_event(route.audit_kind, task, action,
-                        decision="ALLOW" if route.decision == "grant" else "approve",
-                        actor=route.actor, reason=route.reason or None,
-                        scope="once" if route.decision == "auto" else None)]
-
-
-@dataclass(frozen=True)
 class EngineConfig:
     """The engine's settings (built by the wiring from the config file)."""
 
@@ -119,14 +99,6 @@ def _short(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _short(v) for k, v in value.items()}
     return value
-
-
-def _fallback_audit(task: Task, notes: Mapping[str, str]) -> list[AuditEvent]:
-    """The `planner_fallback` event when the LLM planner fell back to the recipes."""
-    if not notes.get("fallback"):
-        return []
-    return [audit_event("planner_fallback", task, None, actor="auto:planner",
-                        reason=f"LLM planner failed, recipes used: {notes['fallback']}")]
 
 
 class Engine:
@@ -208,10 +180,10 @@ class Engine:
             task.steps = self.prepare_steps(actions)
         except SignoffError as exc:
             task.planner = notes.get("planner") or task.planner
-            await self._fail(task, f"planning failed: {exc}", audit=_fallback_audit(task, notes))
+            await self._fail(task, f"planning failed: {exc}", audit=fallback_audit(task, notes))
             return False
         task.state = TaskState.IN_PROGRESS
-        await self._save(task, audit=_fallback_audit(task, notes))
+        await self._save(task, audit=fallback_audit(task, notes))
         return True
 
     async def _run_steps(self, task: Task) -> Task:

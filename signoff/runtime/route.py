@@ -1,0 +1,42 @@
+"""Where the policy sends one action (`Route`), and the audit events of the automatic ways.
+
+`Engine.route` decides; the engine's fixed steps and the agent loop both act on the
+answer, so "what runs, what asks, what is refused" is one rule for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from signoff.runtime.events import audit_event
+from signoff.runtime.models import Action, AuditEvent, Task
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the policy sends one action: run it (autonomous or gated), block it, ask."""
+
+    kind: str  # run | gated | block | ask
+    decision: str = "allow"  # for gated: grant | auto (the action record's decision)
+    actor: str | None = None
+    reason: str = ""
+    audit_kind: str | None = "decision"  # for gated: the audit event written before it runs
+
+
+def gated_audit(task: Task, action: Action, route: Route) -> list[AuditEvent]:
+    """The audit event of a gated action that runs without asking (grant or automatic)."""
+    if not route.audit_kind:
+        return []
+    return [audit_event(route.audit_kind, task, action,
+                        decision="ALLOW" if route.decision == "grant" else "approve",
+                        actor=route.actor, reason=route.reason or None,
+                        scope="once" if route.decision == "auto" else None)]
+
+
+def fallback_audit(task: Task, notes: Mapping[str, str]) -> list[AuditEvent]:
+    """The `planner_fallback` event when the LLM planner fell back to the recipes."""
+    if not notes.get("fallback"):
+        return []
+    return [audit_event("planner_fallback", task, None, actor="auto:planner",
+                        reason=f"LLM planner failed, recipes used: {notes['fallback']}")]
