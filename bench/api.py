@@ -35,10 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
-from signoff.config import Settings
+from signoff.config.settings import Settings
 from signoff.runtime.models import Action, Approval, RunMode, Task, TaskState, utcnow
-from signoff.runtime.sqlstore import SqlTaskStore
-from signoff.runtime.store import Change
+from signoff.runtime.store.port import Change
+from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.registry import builtin_registry
 
 TASKS = 10_000
@@ -91,14 +91,14 @@ async def serve(work_dir: Path, port: int) -> None:
     import uvicorn
 
     from signoff.adapters.web import WebPlatform
-    from signoff.api import ApiContext, create_app
-    from signoff.wiring import build_node
+    from signoff.api import create_app
+    from signoff.wiring import api_context, build_node
 
     settings = settings_for(work_dir)
     web = WebPlatform()
     node = build_node(settings, work_dir=work_dir, platforms={"web": web})
     await node.store.open()
-    ctx = ApiContext.from_settings(settings, store=node.store, engine=node.engine,
+    ctx = api_context(settings, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,
                                    wake=node.worker.wake, web=web)
     app = create_app(ctx)

@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sqlalchemy as sa
 
-from signoff.config import Settings
+from signoff.config.settings import Settings
 from signoff.runtime.models import Action, Approval, RiskClass, Task
-from signoff.runtime.sqlstore import SqlTaskStore
+from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.base import Param, ToolContext
 from signoff.wiring import Node, build_node
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from signoff.runtime.models import Action, RiskClass
-from signoff.runtime.planner import Planner
+from signoff.runtime.planning.planner import Planner
 
 if TYPE_CHECKING:
-    from signoff.agent import Agent
+    from signoff.cli.handle import Agent
 
 __version__ = "0.1.0"
 __all__ = ["Action", "Agent", "Planner", "RiskClass", "__version__"]
@@ -20,7 +20,7 @@ __all__ = ["Action", "Agent", "Planner", "RiskClass", "__version__"]
 def __getattr__(name: str) -> Any:
     # Agent pulls in the whole stack (config, store, flow); import it only when asked.
     if name == "Agent":
-        from signoff.agent import Agent
+        from signoff.cli.handle import Agent
 
         return Agent
     raise AttributeError(name)

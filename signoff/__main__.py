@@ -1,5 +1,5 @@
 """`python -m signoff`."""
 
-from signoff.cli import main
+from signoff.cli.main import main
 
 main()

@@ -24,7 +24,7 @@ from signoff.bot.ports import (
     DecisionOutcome,
 )
 from signoff.errors import PlatformUnavailable
-from signoff.runtime.models import ALL_SCOPES, Scope
+from signoff.runtime.models import ALL_SCOPES, DecisionCode, Scope
 
 __all__ = ["BUTTON_LABELS", "PlatformContract", "PlatformHarness", "RecordingHarness",
            "RecordingPlatform", "Rendered", "sample_card"]
@@ -254,7 +254,8 @@ class PlatformContract:
         platform = harness.platform
 
         async def on_decision(event: DecisionEvent) -> DecisionOutcome:
-            return DecisionOutcome(False, "Not authorized to decide this", code="not_authorized")
+            return DecisionOutcome(False, "Not authorized to decide this",
+                                   code=DecisionCode.NOT_AUTHORIZED)
 
         await harness.start(on_decision)
         try:

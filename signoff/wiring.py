@@ -1,8 +1,9 @@
 """The one place that reads settings and builds a signoff node from them.
 
 Everything else takes keyword-only constructor arguments; only this module knows which
-setting goes where. `build_node` gives the runtime + approval flow; `build_daemon` adds
-the long-running services (HTTP server, chat platforms, outbox, scheduler).
+setting goes where. `build_node` gives the runtime + approval flow (what `signoff
+handle` needs); `signoff.cli.daemon.assemble` adds the long-running services around it
+(HTTP server, chat surfaces, outbox, scheduler).
 """
 
 from __future__ import annotations
@@ -14,30 +15,35 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from signoff.bot.flow import ApprovalFlow
 from signoff.bot.notify import Notifier, NotifyRule
 from signoff.bot.ports import ChatPlatform
-from signoff.bot.routing import Authorizer
-from signoff.config import Settings
+from signoff.bot.routing.authorizer import Authorizer
+from signoff.bot.routing.oncall import OnCallRouter
+from signoff.config.settings import Settings
 from signoff.errors import ConfigError
-from signoff.runtime.agentloop import AgentLoop, AgentSettings
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
-from signoff.runtime.llm import ChatClient, LlmJudge, LlmPlanner
-from signoff.runtime.models import Action, RiskClass, Scope, Task
-from signoff.runtime.oncall import OnCallRouter
-from signoff.runtime.planner import Planner, Recipe, RulesPlanner
-from signoff.runtime.policy import Policy, Unattended, grant_key
-from signoff.runtime.scheduler import Scheduler, schedule_timeouts
-from signoff.runtime.sqlstore import SqlTaskStore
-from signoff.runtime.store import TaskStore
+from signoff.runtime.models import Action, RiskClass, Scope
+from signoff.runtime.planning.agent import AgentLoop, AgentSettings
+from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
+from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
+from signoff.runtime.policy.grants import grant_key
+from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.unattended import Unattended
+from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
+from signoff.runtime.store.port import TaskStore
+from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
 from signoff.runtime.worker import Worker
+
+if TYPE_CHECKING:
+    from signoff.api.context import ApiContext
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +163,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     config = EngineConfig(
         node_id=node_id(settings, wd), approval_timeout=ap.timeout, lease=settings.daemon.lease,
         max_retries=settings.daemon.max_retries, scopes=scopes,
-        unattended=Unattended(mode=str(ap.mode), cron_mode=str(ap.cron_mode),
+        unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
         timeout_for=schedule_timeouts(settings.schedules))
@@ -209,7 +215,7 @@ class PendingCards:
         if self.node is None:
             return []
         page = await self.node.store.pending_approvals(limit=20)
-        tasks = [t for t in page.items if isinstance(t, Task) and t.approval is not None]
+        tasks = [t for t in page.items if t.approval is not None]
         return [build_card(t, t.approval, console_url=self.node.settings.daemon.public_url)
                 for t in tasks if t.approval is not None]
 
@@ -239,7 +245,7 @@ def chat_platforms(settings: Settings, *, node_pending: PendingCards | None
 
 def load_node(config: str | Path | None) -> Node:
     """A node for CLI commands that work on the daemon's database directly."""
-    from signoff.config import load_settings
+    from signoff.config.settings import load_settings
 
     settings = load_settings(config) if config else Settings.default()
     return build_node(settings)
@@ -247,7 +253,7 @@ def load_node(config: str | Path | None) -> Node:
 
 def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
     """(schedules provider, on-call provider, extra services) for the daemon."""
-    from signoff.bot.escalation import Escalator
+    from signoff.bot.routing.escalation import Escalator
 
     assert node.scheduler is not None and node.oncall is not None
     scheduler, router = node.scheduler, node.oncall
@@ -268,3 +274,27 @@ def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
         if any("audit_head" in r.events for r in node.flow.notifier.rules):
             services.append(("audit-head", node.flow.notifier.run_audit_head))
     return schedules, oncall, services
+
+
+def api_keys(settings: Settings) -> dict[str, str]:
+    """API key → actor name: ``admin`` for ``api.key``, each ``[[api.keys]]`` by its name."""
+    from signoff.api.context import ADMIN
+
+    keys: dict[str, str] = {}
+    if settings.api.key:
+        keys[settings.api.key] = ADMIN
+    for entry in settings.api.keys:
+        keys.setdefault(entry.key, entry.name)
+    return keys
+
+
+def api_context(settings: Settings, **parts: Any) -> ApiContext:
+    """The API's context from the config file: ``keys``, ``local_no_key`` (no key on a
+    loopback host) and ``public_url`` filled in unless given; the rest from ``parts``."""
+    from signoff.api.context import ApiContext, is_loopback
+
+    keys = api_keys(settings)
+    parts.setdefault("keys", keys)
+    parts.setdefault("local_no_key", not keys and is_loopback(settings.daemon.host))
+    parts.setdefault("public_url", settings.daemon.public_url)
+    return ApiContext(**parts)

@@ -64,7 +64,7 @@ async def decide(node: Node, scope: Scope, reason: str | None = None) -> Task:
 async def transcript(node: Node, task_id: str) -> list[TranscriptEntry]:
     """Every stored message of a task."""
     page = await node.store.transcript(task_id, limit=10_000)
-    return [e for e in page.items if isinstance(e, TranscriptEntry)]
+    return list(page.items)
 
 
 def tool_results(body: dict[str, Any]) -> list[Any]:

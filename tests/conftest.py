@@ -22,10 +22,10 @@ import pytest
 import sqlalchemy as sa
 
 from signoff.bot.ports import ChatPlatform
-from signoff.config import Settings
+from signoff.config.settings import Settings
 from signoff.runtime.clock import Clock
-from signoff.runtime.planner import Planner
-from signoff.runtime.store import TaskStore
+from signoff.runtime.planning.planner import Planner
+from signoff.runtime.store.port import TaskStore
 from signoff.testing import RecordingPlatform
 from signoff.wiring import Node, build_node
 

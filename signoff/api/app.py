@@ -1,6 +1,6 @@
 """The daemon's one ASGI app: the JSON API, the web console and the chat webhooks.
 
-    app = create_app(ApiContext.from_settings(settings, store=node.store, ...))
+    app = create_app(api_context(settings, store=node.store, ...))  # signoff.wiring
     await uvicorn.Server(uvicorn.Config(app, ...)).serve()
 
 Layers, outermost first: `GuardMiddleware` (413, foreign origins, crashes → 500),

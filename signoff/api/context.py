@@ -1,8 +1,9 @@
 """What the HTTP app needs from a node: the store, the engine, the flow, keys, surfaces.
 
 `create_app` takes one `ApiContext` and nothing else. The wiring builds it from a node
-(`ApiContext.from_settings` computes the keys and the no-key-on-loopback rule from the
-config); tests build it the same way around a node on a temporary database.
+(`signoff.wiring.api_context` computes the keys and the no-key-on-loopback rule from the
+config, which the API never reads itself); tests build it the same way around a node on a
+temporary database.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from signoff.bot.flow import ApprovalFlow
-from signoff.config import ApiSettings, Settings
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine
-from signoff.runtime.store import TaskStore
+from signoff.runtime.store.port import TaskStore
 
 if TYPE_CHECKING:
     from signoff.adapters.web.platform import WebPlatform
@@ -32,16 +32,6 @@ SchedulesProvider = Callable[[], Awaitable[list[dict[str, Any]]]]
 OncallProvider = Callable[[datetime | None], Awaitable[dict[str, Any]]]
 
 ADMIN = "admin"
-
-
-def keys_from_settings(api: ApiSettings) -> dict[str, str]:
-    """API key → actor name: ``admin`` for ``api.key``, each ``[[api.keys]]`` by its name."""
-    keys: dict[str, str] = {}
-    if api.key:
-        keys[api.key] = ADMIN
-    for entry in api.keys:
-        keys.setdefault(entry.key, entry.name)
-    return keys
 
 
 def is_loopback(host: str) -> bool:
@@ -73,12 +63,3 @@ class ApiContext:
     schedules: SchedulesProvider | None = None
     oncall: OncallProvider | None = None
     metrics: MetricsListener | None = None  # None: create_app makes one and listens with it
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **parts: Any) -> ApiContext:
-        """Fill ``keys``, ``local_no_key`` and ``public_url`` from the config file."""
-        keys = keys_from_settings(settings.api)
-        parts.setdefault("keys", keys)
-        parts.setdefault("local_no_key", not keys and is_loopback(settings.daemon.host))
-        parts.setdefault("public_url", settings.daemon.public_url)
-        return cls(**parts)

@@ -40,7 +40,7 @@ from signoff.errors import ToolError
 from signoff.runtime.models import (
     Action,
     ApprovalStatus,
-    AuditEvent,
+    DecisionCode,
     Grant,
     JsonDict,
     RiskClass,
@@ -48,7 +48,6 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.transcript import TranscriptEntry
 
 CURSOR = r"^[0-9]{1,18}$"  # both stores page by a row sequence number
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
@@ -167,9 +166,9 @@ class TaskApi:
         current = await self.ctx.store.get_task(task_id) or task
         if outcome.accepted:
             return json(current.public())
-        if outcome.code == "not_authorized":
+        if outcome.code is DecisionCode.NOT_AUTHORIZED:
             raise ApiError(403, outcome.message)
-        if outcome.code == "scope_not_allowed":
+        if outcome.code is DecisionCode.SCOPE_NOT_ALLOWED:
             raise invalid("scope", outcome.message)
         raise conflict(current, outcome.message)
 
@@ -190,7 +189,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                          cursor: Cursor = None) -> JSONResponse:
         """Tasks, newest first, one page at a time."""
         page = await ctx.store.list_tasks(state=state, limit=limit, cursor=cursor)
-        items = [t.public() for t in page.items if isinstance(t, Task)]
+        items = [t.public() for t in page.items]
         return json({"items": items, "next_cursor": page.next_cursor})
 
     @router.post("/tasks", status_code=202, tags=["tasks"],
@@ -230,7 +229,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         await api.task_or_404(task_id)
         page = await ctx.store.transcript(task_id, after=int(cursor) if cursor else -1,
                                           limit=limit)
-        items = [e.public() for e in page.items if isinstance(e, TranscriptEntry)]
+        items = [e.public() for e in page.items]
         return json({"items": items, "next_cursor": page.next_cursor})
 
     @router.post("/tasks/{task_id}/approve", tags=["decisions"],
@@ -255,7 +254,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                         cursor: Cursor = None) -> JSONResponse:
         """Pending approval requests across tasks, oldest first."""
         page = await ctx.store.pending_approvals(limit=limit, cursor=cursor)
-        items = [approval_item(t) for t in page.items if isinstance(t, Task)]
+        items = [approval_item(t) for t in page.items]
         return json({"items": [i for i in items if i], "next_cursor": page.next_cursor})
 
     @router.get("/audit", tags=["audit"], responses={200: {"model": AuditList},
@@ -264,7 +263,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                     limit: Limit = 50, cursor: Cursor = None) -> JSONResponse:
         """Audit events in chain order, optionally of one task."""
         page = await ctx.store.audit_events(task_id=task, limit=limit, cursor=cursor)
-        items = [ev.public() for ev in page.items if isinstance(ev, AuditEvent)]
+        items = [ev.public() for ev in page.items]
         return json({"items": items, "next_cursor": page.next_cursor})
 
     @router.get("/grants", tags=["grants"], responses={200: {"model": GrantList},

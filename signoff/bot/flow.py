@@ -15,11 +15,12 @@ from signoff.bot.cards import build_card
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, remember_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
-from signoff.bot.routing import Authorizer
+from signoff.bot.routing.authorizer import Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
-from signoff.runtime.models import Approval, Task
-from signoff.runtime.store import Change, OutboxItem, TaskStore
+from signoff.runtime.events import TaskEvent
+from signoff.runtime.models import Approval, DecisionCode, Task
+from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,8 @@ class ApprovalFlow:
         """Card edits were queued in the same commit; deliver them now."""
         self.dispatcher.wake()
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
         """Tell subscribed team channels; reply under the task's cards when it ends."""
         if kind in ("completed", "failed") and task.approval is not None:
             await self._reply_under_cards(kind, task, detail)
@@ -121,7 +123,7 @@ class ApprovalFlow:
                                       channel=event.surface)
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
-                                   "request", code="not_authorized")
+                                   "request", code=DecisionCode.NOT_AUTHORIZED)
         result = await self.decider.decide(event.approval_id, event.scope, actor,
                                            reason=event.reason, channel=event.surface)
         return DecisionOutcome(result.accepted, result.message, code=result.code)

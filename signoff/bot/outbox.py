@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from signoff.bot.ports import CardRef, ChatPlatform
 from signoff.errors import PlatformRejected, RateLimited, SignoffError
 from signoff.runtime.clock import Clock
-from signoff.runtime.store import CardRecord, Change, OutboxItem, TaskStore
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
 

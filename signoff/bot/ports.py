@@ -8,11 +8,11 @@ nothing of tasks, stores or policy: the flow (`bot/flow.py`) owns those.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from signoff.runtime.models import Scope
+from signoff.runtime.models import DecisionCode, Scope
 
 
 @dataclass(frozen=True)
@@ -96,8 +96,7 @@ class DecisionOutcome:
 
     accepted: bool
     message: str
-    # ok | not_authorized | already_decided | expired | unknown | scope_not_allowed
-    code: str = "ok"
+    code: DecisionCode = DecisionCode.OK
 
 
 DecisionHandler = Callable[[DecisionEvent], Awaitable[DecisionOutcome]]
@@ -128,14 +127,3 @@ class ChatPlatform(Protocol):
     async def run(self, on_decision: DecisionHandler) -> None:
         """Receive decisions until cancelled; call ``on_decision`` for each."""
         ...
-
-
-@dataclass
-class PlatformSet:
-    """The surfaces a daemon has, by name."""
-
-    platforms: dict[str, ChatPlatform] = field(default_factory=dict)
-
-    def add(self, platform: ChatPlatform) -> None:
-        """Register one surface under its name."""
-        self.platforms[platform.name] = platform

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 
 from signoff.runtime.models import AuditEvent
-from signoff.runtime.store import TaskStore
+from signoff.runtime.store.port import TaskStore
 
 GENESIS = "0" * 64
 

@@ -8,7 +8,7 @@ them, which is safe for READ and DRAFT); a gated action is committed as `executi
 before it runs, so a crash mid-send comes back to a person instead of sending twice.
 
 A goal without steps goes to the engine's `TaskRunner` when it has one (the agent loop,
-`agentloop.py`), which works turn by turn with the same policy (`route`), the same pause
+`planning/agent.py`), which works turn by turn with the same policy (`route`), the same pause
 (`request_approval`) and the same ends (`_complete`, `_fail`).
 """
 
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
 from signoff.runtime import ids
 from signoff.runtime.clock import Clock
-from signoff.runtime.events import EngineListener, NullListener, audit_event
+from signoff.runtime.events import EngineListener, NullListener, TaskEvent, audit_event
 from signoff.runtime.models import (
     ALL_SCOPES,
     Action,
@@ -37,10 +37,16 @@ from signoff.runtime.models import (
     TaskState,
     Verdict,
 )
-from signoff.runtime.planner import Planner, call_planner
-from signoff.runtime.policy import Policy, Unattended, new_approval, resolve_unattended
-from signoff.runtime.route import Route, fallback_audit, gated_audit
-from signoff.runtime.store import Change, OutboxItem, TaskStore
+from signoff.runtime.planning.planner import Planner, call_planner
+from signoff.runtime.policy.policy import Policy, new_approval
+from signoff.runtime.policy.route import Route, fallback_audit, gated_audit
+from signoff.runtime.policy.unattended import (
+    ApprovalMode,
+    Outcome,
+    Unattended,
+    resolve_unattended,
+)
+from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 from signoff.runtime.tools.base import ToolContext
 from signoff.runtime.tools.registry import ToolRegistry
 from signoff.runtime.transcript import TranscriptEntry
@@ -148,7 +154,7 @@ class Engine:
             task.claimed_by, task.lease_until = self.config.node_id, now + self.config.lease
         if not await self.store.commit(Change(at=now, task=task, insert=True)):
             return None
-        await self.listener.task_event("queued", task)
+        await self.listener.task_event(TaskEvent.QUEUED, task)
         return task
 
     # -- the main step ------------------------------------------------------------------
@@ -215,17 +221,17 @@ class Engine:
         if ev.verdict is Verdict.ALLOW:
             return Route("gated", "grant", ev.actor or "auto:grant", ev.reason, "evaluation")
         res = resolve_unattended(task, self.config.unattended)
-        if res.outcome == "judge":
+        if res.outcome is Outcome.JUDGE:
             word = await self.judge.judge(task, action) if self.judge else "ESCALATE"
             if word == "APPROVE":  # runs this action only: smart approval never grants
                 return Route("gated", "auto", "auto:smart", "smart approval: APPROVE")
             if word == "DENY":
                 return Route("block", actor="auto:smart", reason="smart approval denied")
             res = resolve_unattended(task.model_copy(update={"mode": RunMode.INTERACTIVE}),
-                                     Unattended(mode="manual"))
-        if res.outcome == "allow":
+                                     Unattended(mode=ApprovalMode.MANUAL))
+        if res.outcome is Outcome.ALLOW:
             return Route("gated", "auto", res.actor or "auto", res.reason)
-        if res.outcome == "block":
+        if res.outcome is Outcome.BLOCK:
             return Route("block", actor=res.actor or "auto:policy", reason=res.reason)
         return Route("ask")
 
@@ -319,7 +325,7 @@ class Engine:
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
                                               "tool": action.tool})
         await self.listener.approval_requested(task, approval)
-        await self.listener.task_event("waiting_approval", task)
+        await self.listener.task_event(TaskEvent.WAITING_APPROVAL, task)
         return approval
 
     async def _block(self, task: Task, action: Action, why: str, *, actor: str) -> None:
@@ -330,7 +336,7 @@ class Engine:
                                          decided_by=actor, outcome="blocked", error=why,
                                          at=self.clock.now()))
         event = audit_event("evaluation", task, action, decision="BLOCK", actor=actor, reason=why)
-        await self._fail(task, f"blocked: {why}", audit=[event], kind="blocked")
+        await self._fail(task, f"blocked: {why}", audit=[event], kind=TaskEvent.BLOCKED)
 
     async def _complete(self, task: Task, *, answer: str | None = None) -> None:
         task.state = TaskState.COMPLETED
@@ -344,10 +350,10 @@ class Engine:
             task.result["planner"] = task.planner
         await self._save(task)
         log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs)})
-        await self.listener.task_event("completed", task)
+        await self.listener.task_event(TaskEvent.COMPLETED, task)
 
     async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
-                    kind: str = "failed", approval: Approval | None = None,
+                    kind: TaskEvent = TaskEvent.FAILED, approval: Approval | None = None,
                     transcript: Sequence[TranscriptEntry] = ()) -> None:
         task.state = TaskState.FAILED
         task.pending_action = task.executing = None
@@ -358,8 +364,8 @@ class Engine:
         await self._save(task, audit=audit or [], approval=approval, transcript=transcript)
         log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)
-        if kind != "failed":
-            await self.listener.task_event("failed", task, reason)
+        if kind is not TaskEvent.FAILED:
+            await self.listener.task_event(TaskEvent.FAILED, task, reason)
 
     async def _save(self, task: Task, *, audit: list[AuditEvent] | None = None,
                     approval: Approval | None = None,

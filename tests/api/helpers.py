@@ -22,9 +22,9 @@ from fastapi import FastAPI
 
 from signoff.adapters.web import WebPlatform
 from signoff.api import ApiContext, create_app
-from signoff.config import Settings
-from signoff.runtime.store import TaskStore
-from signoff.wiring import Node, build_node
+from signoff.config.settings import Settings
+from signoff.runtime.store.port import TaskStore
+from signoff.wiring import Node, api_context, build_node
 
 KEY = "admin-key-0123456789abcdef"
 BOB_KEY = "bob-key-0123456789abcdef"
@@ -68,7 +68,7 @@ async def running_node(work_dir: Path, *, keys: bool = True, store: TaskStore | 
     chosen = settings or make_settings(work_dir, keys=keys)
     node = build_node(chosen, work_dir=work_dir, store=store, platforms={"web": web})
     await node.store.open()
-    ctx = ApiContext.from_settings(chosen, store=node.store, engine=node.engine,
+    ctx = api_context(chosen, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,
                                    wake=node.worker.wake, web=web, **ctx_parts)
     app = create_app(ctx)

@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from signoff.client import register
+from signoff.cli.client import register
 from tests.agentkit import NOTES
 from tests.api.helpers import KEY, Running, make_settings, running_node, serve, wait_state
 from tests.fakes.openai import Answer, FakeOpenAI, steps

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from signoff.runtime.memstore import MemTaskStore
-from signoff.runtime.store import TaskStore
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.port import TaskStore
 from tests.api.helpers import BOB_KEY, running_node, wait_state, webhook_steps
 from tests.fakes.http_echo import HttpEcho
 

@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.api.context import ApiContext, is_loopback, keys_from_settings
+from signoff.api.context import is_loopback
+from signoff.wiring import api_context, api_keys
 from tests.api.helpers import (
     BASE,
     KEY,
@@ -278,11 +279,11 @@ async def test_keyless_off_loopback_answers_nothing(tmp_path: Path) -> None:
 def test_keys_and_loopback_rules() -> None:
     """api.key acts as admin, named keys by name; only loopback hosts may run keyless."""
     settings = make_settings(Path("/tmp"))
-    assert keys_from_settings(settings.api) == {KEY: "admin",
+    assert api_keys(settings) == {KEY: "admin",
                                                 "bob-key-0123456789abcdef": "bob"}
     assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "[::1]", "127.1.2.3"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "192.168.1.2", "example.com", "::"))
-    assert ApiContext.from_settings.__doc__
+    assert api_context.__doc__
 
 
 async def test_chat_card_link_leads_through_login_to_the_task_page(

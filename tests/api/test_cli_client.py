@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from signoff.client import register
+from signoff.cli.client import register
 from tests.api.helpers import BOB_KEY, KEY, Running, serve, wait_state, webhook_steps
 from tests.fakes.http_echo import HttpEcho
 

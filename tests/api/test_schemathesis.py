@@ -24,9 +24,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from signoff.adapters.web import WebPlatform
-from signoff.api import ApiContext, create_app
-from signoff.runtime.memstore import MemTaskStore
-from signoff.wiring import build_node
+from signoff.api import create_app
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.wiring import api_context, build_node
 from tests.api.helpers import KEY, make_settings
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -48,7 +48,7 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     config = make_settings(work_dir)
     web = WebPlatform()
     node = build_node(config, work_dir=work_dir, store=MemTaskStore(), platforms={"web": web})
-    ctx = ApiContext.from_settings(config, store=node.store, engine=node.engine,
+    ctx = api_context(config, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,
                                    wake=node.worker.wake, web=web)
     yield schemathesis.openapi.from_asgi("/openapi.json", create_app(ctx), headers=AUTH)

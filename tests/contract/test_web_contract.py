@@ -18,12 +18,12 @@ import httpx
 import pytest
 
 from signoff.adapters.web import WebPlatform
-from signoff.api import ApiContext, create_app
+from signoff.api import create_app
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
-from signoff.runtime.memstore import MemTaskStore
 from signoff.runtime.models import Scope
+from signoff.runtime.store.memory import MemTaskStore
 from signoff.testing import BUTTON_LABELS, PlatformContract, Rendered
-from signoff.wiring import build_node
+from signoff.wiring import api_context, build_node
 from tests.api.helpers import BASE, KEY, make_settings
 
 
@@ -95,7 +95,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[WebHarness]:
     settings = make_settings(tmp_path)
     web = WebPlatform()
     node = build_node(settings, work_dir=tmp_path, store=MemTaskStore(), platforms={"web": web})
-    ctx = ApiContext.from_settings(settings, store=node.store, engine=node.engine,
+    ctx = api_context(settings, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,
                                    wake=node.worker.wake, web=web)
     transport = httpx.ASGITransport(app=create_app(ctx))

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.config import Settings
-from signoff.daemon_main import assemble
+from signoff.cli.daemon import assemble
+from signoff.config.settings import Settings
 from signoff.runtime.daemon import Daemon
 from tests.fakes.slack_api import (
     APPROVALS,

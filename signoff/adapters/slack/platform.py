@@ -46,6 +46,7 @@ from signoff.errors import (
     PlatformUnavailable,
     RateLimited,
 )
+from signoff.runtime.models import DecisionCode
 
 logger = logging.getLogger(__name__)
 
@@ -293,7 +294,7 @@ class SlackPlatform:
             # One failing decision must not end the TaskGroup (and every other decision).
             logger.exception("slack_decision_failed approval_id=%s actor=%s",
                              event.approval_id, event.actor.key)
-            outcome = DecisionOutcome(False, _FAILED, code="error")
+            outcome = DecisionOutcome(False, _FAILED, code=DecisionCode.ERROR)
         logger.info("slack_decision approval_id=%s scope=%s actor=%s accepted=%s code=%s",
                     event.approval_id, event.scope.value, event.actor.key,
                     outcome.accepted, outcome.code)

@@ -22,7 +22,7 @@ from signoff.bot.ports import (
     DecisionHandler,
     DecisionOutcome,
 )
-from signoff.runtime.models import Scope
+from signoff.runtime.models import DecisionCode, Scope
 
 KEYS = {"o": Scope.ONCE, "once": Scope.ONCE, "s": Scope.SESSION, "session": Scope.SESSION,
         "a": Scope.ALWAYS, "always": Scope.ALWAYS, "d": Scope.DENY, "deny": Scope.DENY}
@@ -109,7 +109,7 @@ class TerminalPlatform:
         card = self.shown.get(ref.message_id, card)
         if not card.open:
             return DecisionOutcome(False, card.outcome or "Already decided",
-                                   code="already_decided")
+                                   code=DecisionCode.ALREADY_DECIDED)
         choices = " / ".join(WORDS[s] for s in card.allowed)
         try:
             answer = await self._read(f"Allow this action? {choices} (default deny): ")

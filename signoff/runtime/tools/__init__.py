@@ -9,8 +9,8 @@ from signoff.runtime.tools.base import (
     Tool,
     ToolContext,
 )
+from signoff.runtime.tools.builtin.fs import confine
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
-from signoff.runtime.tools.fs import confine
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 
 __all__ = [

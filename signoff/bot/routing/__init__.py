@@ -1,0 +1,1 @@
+"""Who is asked: approvers, on-call rotations and escalation."""

@@ -1,0 +1,1 @@
+"""The command line: `signoff …` commands, the daemon's start-up, `signoff handle`."""

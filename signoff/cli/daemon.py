@@ -1,0 +1,150 @@
+"""`signoff daemon start`: build the node and its surfaces, serve, shut down cleanly.
+
+SIGTERM/SIGINT first stop claiming new work and give the tasks in flight a few seconds
+to finish, then cancel everything; whatever was cut short is recovered on the next start
+(requeued, or back to a person if a gated action was interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from signoff.api.context import is_loopback
+from signoff.config.settings import Settings
+from signoff.errors import ConfigError, PlatformError
+from signoff.runtime.daemon import Daemon, Service
+from signoff.runtime.models import RiskClass
+from signoff.wiring import (
+    Node,
+    PendingCards,
+    api_keys,
+    api_providers,
+    build_node,
+    chat_platforms,
+)
+
+log = logging.getLogger(__name__)
+GRACE_SECONDS = 10.0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the daemon owns shutdown."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def http_service(node: Node, app: Any, host: str, port: int) -> Service:
+    """Serve the API and console inside the daemon's event loop."""
+    async def serve() -> None:
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                lifespan="off", access_log=False)
+        server = _Server(config)
+        try:
+            await server.serve()
+        finally:
+            server.should_exit = True
+    return serve
+
+
+async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
+                     work_dir: Path | None, database: str | None, reset: bool,
+                     autonomous_risks: list[RiskClass] | None) -> int:
+    """Run until SIGTERM/SIGINT; return the exit code."""
+    host = host or settings.daemon.host
+    port = port or settings.daemon.port
+    if not is_loopback(host) and not (settings.api.key or settings.api.keys):
+        raise ConfigError(f"refusing to listen on {host} without an API key: set [api] key "
+                          "(e.g. key = \"${SIGNOFF_API_KEY}\") or bind to 127.0.0.1")
+    node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
+                                    database=database, autonomous_risks=autonomous_risks)
+    if reset:
+        counts = await node.store.reset()
+        log.warning("store_reset " + " ".join(f"{k.replace(' ', '_')}={v}"
+                                              for k, v in counts.items()))
+    daemon = Daemon(engine=node.engine, worker=node.worker, decider=node.decider,
+                    services=services)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    main = asyncio.create_task(daemon.run(), name="daemon")
+    log.info(f"signoff_started url=http://{host}:{port}/ work_dir={node.work_dir} "
+             f"surfaces={','.join(node.platforms) or 'none'}")
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if not main.done():
+        log.info("signoff_stopping")
+        node.worker.pause()
+        await node.worker.drain(GRACE_SECONDS)
+        main.cancel()
+    stopper.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await main
+    return 0
+
+
+async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path | None,
+                   database: str | None, autonomous_risks: list[RiskClass] | None
+                   ) -> tuple[Node, list[tuple[str, Service]]]:
+    """The node plus every service the daemon runs next to its worker."""
+    from signoff.adapters.web.platform import WebPlatform
+    from signoff.api.app import create_app
+    from signoff.api.context import ApiContext
+    from signoff.api.metrics import MetricsListener
+
+    web = WebPlatform()
+    pending = PendingCards()
+    chats = chat_platforms(settings, node_pending=pending)
+    platforms: dict[str, Any] = {"web": web, **chats}
+    node = build_node(settings, work_dir=work_dir, database=database,
+                      autonomous_risks=autonomous_risks, platforms=platforms)
+    pending.node = node
+    await node.store.open()
+    for name, platform in chats.items():
+        check = getattr(platform, "check", None)
+        if check is None:
+            continue
+        try:
+            await check()
+        except PlatformError as exc:
+            # The other surfaces keep working; this one is left out with a clear reason.
+            log.error(f"surface_disabled surface={name} reason={exc}")
+            node.platforms.pop(name, None)
+    metrics = MetricsListener()
+    node.listener.add(metrics)
+    keys = api_keys(settings)
+    extra = []
+    for name, path, attr in (("slack", "/slack/events", "handle_http"),
+                             ("telegram", "/telegram/webhook", "handle_webhook")):
+        surface = node.platforms.get(name)
+        if surface is not None and hasattr(surface, attr):
+            extra.append((path, getattr(surface, attr)))
+    schedules, oncall, scheduler_services = api_providers(node)
+    ctx = ApiContext(store=node.store, engine=node.engine, decider=node.decider, flow=node.flow,
+                     clock=node.clock, wake=node.worker.wake, keys=keys,
+                     local_no_key=not keys and is_loopback(host), web=web,
+                     public_url=settings.daemon.public_url or f"http://{host}:{port}",
+                     extra_routes=extra, schedules=schedules, oncall=oncall, metrics=metrics)
+    app = create_app(ctx)
+    services: list[tuple[str, Service]] = [("http", http_service(node, app, host, port)),
+                                           ("outbox", node.flow.dispatcher.run)]
+    for name, platform in node.platforms.items():
+        services.append((f"surface-{name}", _runner(platform, node)))
+    services.extend(scheduler_services)
+    return node, services
+
+
+def _runner(platform: Any, node: Node) -> Service:
+    async def run() -> None:
+        await platform.run(node.flow.on_decision)
+    return run

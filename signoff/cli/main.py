@@ -1,0 +1,197 @@
+"""The `signoff` command line: the daemon, one-shot runs, audit, config checks, and the
+client commands that talk to a running daemon over HTTP.
+
+Exit codes: 0 ok; 1 failed; 2 usage or configuration error (nothing started);
+3 blocked, denied or timed out (`signoff handle`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from signoff.errors import ConfigError, SignoffError, StoreError
+
+# pretty_exceptions_show_locals: a traceback must never print tokens held in locals.
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_show_locals=False,
+                  help="signoff: AI agents do the work, a person keeps the last word.")
+daemon_app = typer.Typer(no_args_is_help=True, help="Run the always-on daemon.")
+config_app = typer.Typer(no_args_is_help=True, help="Check configuration files.")
+app.add_typer(daemon_app, name="daemon")
+app.add_typer(config_app, name="config")
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", envvar="SIGNOFF_CONFIG",
+                                                help="TOML config file (default: built-in).")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print one clear line to stderr and exit."""
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def load(config: Path | None) -> Any:
+    """Settings from a file, or the embedded defaults; config errors exit 2."""
+    from signoff.config.settings import Settings, load_settings
+
+    try:
+        return load_settings(config) if config else Settings.default()
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def setup_logging(level: str = "INFO") -> None:
+    """Plain, grep-able log lines on stderr (see signoff/logs.py)."""
+    from signoff.logs import setup
+
+    setup(level)
+
+
+@daemon_app.command("start")
+def daemon_start(
+    config: ConfigOpt = None,
+    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default 8080).")] = None,
+    work_dir: Annotated[Path | None, typer.Option(help="Sandbox for file tools and state.")] = None,
+    database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
+    reset: Annotated[bool, typer.Option(
+        help="Delete all tasks, approvals and audit first.")] = False,
+    autonomous_risks: Annotated[str | None, typer.Option(
+        help="Risk classes that run without asking, e.g. READ,DRAFT (use with care).")] = None,
+) -> None:
+    """Start the daemon: worker, approvals, web console and API, chat surfaces, schedules."""
+    from signoff.cli.daemon import run_daemon
+
+    setup_logging()
+    settings = load(config)
+    risks = _risks(autonomous_risks)
+    try:
+        code = asyncio.run(run_daemon(settings, host=host, port=port, work_dir=work_dir,
+                                      database=database, reset=reset, autonomous_risks=risks))
+    except (ConfigError, StoreError) as exc:
+        fail(str(exc))
+    raise typer.Exit(code)
+
+
+def _risks(text: str | None) -> list[Any] | None:
+    from signoff.runtime.models import RiskClass
+
+    if text is None:
+        return None
+    try:
+        return [RiskClass.parse(p) for p in text.split(",") if p.strip()]
+    except ValueError as exc:
+        fail(f"--autonomous-risks: {exc}")
+
+
+@app.command()
+def handle(
+    goal: Annotated[str, typer.Argument(help="What to do, in words.")],
+    config: ConfigOpt = None,
+    steps: Annotated[Path | None, typer.Option(help="JSON or TOML file of explicit steps.")] = None,
+    non_interactive: Annotated[bool, typer.Option(
+        help="Nobody will answer: every approval request becomes a block.")] = False,
+    yolo: Annotated[bool, typer.Option(
+        help="Approve every request automatically (BLOCK stays BLOCK).")] = False,
+    work_dir: Annotated[Path | None, typer.Option(help="Sandbox for file tools and state.")] = None,
+) -> None:
+    """Run one goal now, asking at this terminal for each SEND or DESTRUCTIVE action."""
+    from signoff.cli.handle import exit_code, run_once, summarize
+    from signoff.cli.steps import load_steps
+    from signoff.runtime.models import RunMode
+    from signoff.wiring import build_node
+
+    settings = load(config)
+    try:
+        actions = load_steps(steps) if steps else None
+    except SignoffError as exc:
+        fail(str(exc))
+    interactive = sys.stdin.isatty() and not non_interactive
+    mode = (RunMode.YOLO if yolo else RunMode.TERMINAL if interactive
+            else RunMode.NON_INTERACTIVE)
+
+    async def main() -> int:
+        from signoff.adapters.terminal.platform import TerminalPlatform
+
+        terminal = TerminalPlatform() if mode is RunMode.TERMINAL else None
+        platforms = {"terminal": terminal} if terminal else {}
+        node = build_node(settings, work_dir=work_dir, platforms=platforms)  # type: ignore[arg-type]
+        await node.store.open()
+        try:
+            task = await run_once(node, goal, steps=actions, mode=mode, terminal=terminal)
+        finally:
+            await node.store.close()
+        typer.echo(f"task {task.id} {summarize(task)}")
+        return exit_code(task)
+
+    try:
+        code = asyncio.run(main())
+    except SignoffError as exc:
+        fail(str(exc))
+    raise typer.Exit(code)
+
+
+@app.command()
+def audit(
+    config: ConfigOpt = None,
+    task: Annotated[str | None, typer.Option(help="Only events of this task.")] = None,
+    verify: Annotated[bool, typer.Option(help="Re-walk the hash chain; exit 1 if broken.")] = False,
+    head: Annotated[bool, typer.Option(help="Print the event count and head hash.")] = False,
+    expect_head: Annotated[str | None, typer.Option(
+        help="With --verify: COUNT:HASH from an earlier --head that must still be there.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines.")] = False,
+    work_dir: Annotated[Path | None, typer.Option(help="Work dir of the daemon.")] = None,
+    database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
+) -> None:
+    """List, verify or pin the audit log in the daemon's database."""
+    from signoff.cli.audit import run_audit
+
+    settings = load(config)
+    try:
+        code = asyncio.run(run_audit(settings, task=task, verify=verify, head=head,
+                                     expect_head=expect_head, as_json=as_json,
+                                     work_dir=work_dir, database=database))
+    except SignoffError as exc:
+        fail(str(exc))
+    raise typer.Exit(code)
+
+
+@config_app.command("check")
+def config_check(
+    path: Annotated[Path | None, typer.Argument(
+        envvar="SIGNOFF_CONFIG",
+        help="The TOML file (default: $SIGNOFF_CONFIG, else the embedded defaults).")] = None,
+) -> None:
+    """Validate a config file; print a summary, or every problem and exit 2."""
+    from signoff.config.settings import check_config
+
+    try:
+        typer.echo(check_config(path))
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def _register_extras() -> None:
+    """Commands owned by other modules: the HTTP client and the schedule commands."""
+    from signoff.cli import client, schedules
+    from signoff.wiring import load_node
+
+    client.register(app)
+    schedules.register(app, load_node=load_node)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _register_extras()
+    app()
+
+
+def dumps(obj: Any) -> str:
+    """JSON for --json output."""
+    return json.dumps(obj, indent=2, default=str)

@@ -1,0 +1,197 @@
+"""CLI commands for schedules and on-call: they read the config and the daemon's database.
+
+    signoff schedules [--config PATH] [--json]      next fire times, last run and outcome
+    signoff schedules run NAME [--config PATH]      queue a run now; prints the task id
+    signoff oncall [--at TIME] [--config PATH] [--json]   who is on call, until when
+
+They need no running daemon: a run queued here lands in the database the daemon uses and
+its worker picks it up. ``cli.py`` calls `register(app, load_node=...)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+from zoneinfo import ZoneInfo
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from signoff.bot.routing.oncall import (
+    OnCallRouter,
+    RotationLike,
+    escalation_chain,
+    who_is_on_call,
+)
+from signoff.errors import ConfigError, SignoffError
+from signoff.runtime.clock import system_now
+from signoff.runtime.schedule.durations import format_duration, parse_duration
+from signoff.runtime.schedule.scheduler import Scheduler
+
+__all__ = ["parse_at", "register"]
+
+T = TypeVar("T")
+NodeLoader = Callable[[str | None], Any]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", envvar="SIGNOFF_CONFIG",
+                                                help="TOML config file (default: built-in).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+AtOpt = Annotated[str | None, typer.Option(
+    "--at", help="When: ISO 8601 ('2026-12-24T09:00', local time unless an offset is "
+                 "given), 'now', or '+DURATION' such as '+2h'.")]
+_FMT = "%a %d %b %Y %H:%M %Z"
+_SHORT = "%a %d %b %H:%M %Z"
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def parse_at(text: str | None, now: datetime) -> datetime:
+    """``--at``: None/'now', '+2h' (from now) or ISO 8601 (naive means local time)."""
+    if text is None or text.strip().lower() == "now":
+        return now
+    value = text.strip()
+    if value.startswith("+"):
+        return now + parse_duration(value[1:])
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"invalid time {text!r} (use e.g. '2026-12-24T09:00', 'now' "
+                         "or '+2h')") from None
+    return (when if when.tzinfo else when.astimezone()).astimezone(UTC)
+
+
+def _load(load_node: NodeLoader, config: Path | None) -> Any:
+    try:
+        return load_node(str(config) if config else None)
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+def _run(node: Any, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run ``work`` with the node's store open; store and config errors exit cleanly."""
+
+    async def main() -> T:
+        await node.store.open()
+        try:
+            return await work()
+        finally:
+            await node.store.close()
+
+    try:
+        return asyncio.run(main())
+    except ConfigError as exc:
+        _fail(str(exc))
+    except SignoffError as exc:
+        _fail(str(exc), code=1)
+
+
+def _local(iso: str) -> str:
+    return datetime.fromisoformat(iso).astimezone().strftime(_SHORT)
+
+
+def _zoned(iso: str, zone: str) -> str:
+    # Through ZoneInfo, so the abbreviation reads "CET", not "UTC+01:00".
+    return datetime.fromisoformat(iso).astimezone(ZoneInfo(zone)).strftime(_SHORT)
+
+
+def _schedules_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="Schedules")
+    for column in ("schedule", "when", "cron_mode", "next (local)",
+                   "next (schedule time zone)", "last run", "outcome"):
+        table.add_column(column)
+    for row in rows:
+        when = f"{row['cron'] or 'every ' + str(row['every'])}\n{row['timezone']}"
+        if row["enabled"]:
+            local = "\n".join(_local(t) for t in row["next_utc"]) or "never"
+            zoned = "\n".join(_zoned(t, row["timezone"]) for t in row["next_utc"]) or "never"
+        else:
+            local = zoned = "disabled"
+        last = row.get("last_run")
+        ran = f"{_local(last['created_at'])}\n{last['task_id']}" if last else "never"
+        table.add_row(row["name"], when, row["cron_mode"], local, zoned, ran,
+                      last["outcome"] if last else "")
+    return table
+
+
+def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
+    """Add ``schedules``, ``schedules run`` and ``oncall`` to ``app``."""
+    schedules_app = typer.Typer(help="Scheduled goals: next runs, last outcome, run now.")
+
+    @schedules_app.callback(invoke_without_command=True)
+    def schedules(ctx: typer.Context, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+        """List schedules: next fire times (local and schedule time zone), last run."""
+        ctx.obj = config
+        if ctx.invoked_subcommand is not None:
+            return
+        node = _load(load_node, config)
+        scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules,
+                              clock=node.clock)
+        rows = _run(node, lambda: scheduler.status(system_now()))
+        if as_json:
+            typer.echo(json.dumps(rows, indent=2))
+        elif not rows:
+            typer.echo("no schedules configured")
+        else:
+            Console().print(_schedules_table(rows))
+
+    @schedules_app.command("run")
+    def run_now(ctx: typer.Context,
+                name: Annotated[str, typer.Argument(help="The schedule's name.")],
+                config: ConfigOpt = None) -> None:
+        """Queue a run of schedule NAME now (the daemon's worker runs it); print its id."""
+        node = _load(load_node, config or ctx.obj)
+        scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules,
+                              clock=node.clock)
+        if name not in scheduler.schedules:
+            known = ", ".join(scheduler.schedules) or "none"
+            _fail(f"no schedule named {name!r} (known: {known})")
+        task = _run(node, lambda: scheduler.run_now(name, submitted_by="cli"))
+        typer.echo(task.id)
+
+    app.add_typer(schedules_app, name="schedules")
+
+    @app.command("oncall")
+    def oncall(at: AtOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+        """Who is on call (now or --at), from which rotation, until when."""
+        node = _load(load_node, config)
+        try:
+            when = parse_at(at, system_now())
+        except ValueError as exc:
+            _fail(str(exc))
+        oncall_settings = node.settings.oncall
+        rotations, overrides = oncall_settings.rotations, oncall_settings.overrides
+        if as_json:  # the same body as GET /oncall
+            router = OnCallRouter(rotations=rotations, overrides=overrides, clock=node.clock)
+            typer.echo(json.dumps(router.describe(when), indent=2))
+            return
+        shifts = who_is_on_call(rotations, overrides, when)
+        nexts: dict[str, RotationLike | None] = {}
+        for rot in rotations:
+            chain = escalation_chain(rotations, rot.name)
+            nexts[rot.name] = chain[1] if len(chain) > 1 else None
+        if not shifts:
+            typer.echo("no on-call rotations configured")
+            return
+        table = Table(title=f"On call at {when.astimezone().strftime(_FMT)}")
+        for column in ("rotation", "on call", "since (rotation time zone)", "until", "via",
+                       "escalates to"):
+            table.add_column(column)
+        by_name = {r.name: r for r in rotations}
+        for shift in shifts:
+            rot = by_name[shift.rotation]
+            zone = ZoneInfo(rot.timezone)
+            target = nexts[shift.rotation]
+            escalates = (f"{target.name} after {format_duration(rot.escalate_after)}"
+                         if target is not None and rot.escalate_after else "")
+            table.add_row(shift.rotation, shift.member,
+                          shift.since.astimezone(zone).strftime(_SHORT),
+                          shift.until.astimezone(zone).strftime(_SHORT),
+                          "override" if shift.override else "rotation", escalates)
+        Console().print(table)

@@ -1,0 +1,1 @@
+"""Planning: the Planner port, the rules planner and the OpenAI-compatible LLM."""

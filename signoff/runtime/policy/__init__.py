@@ -1,0 +1,1 @@
+"""Policy: ALLOW / ASK_USER / BLOCK, grants and the rules of unattended runs."""

@@ -1,0 +1,1 @@
+"""Schedules: cron and interval triggers, durations, the scheduler."""

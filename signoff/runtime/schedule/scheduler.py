@@ -1,0 +1,286 @@
+"""Scheduled goals: APScheduler only records that a run is due; the worker runs it.
+
+Each ``[[schedules]]`` entry becomes a job of an `AsyncIOScheduler` in the daemon's loop,
+with the in-memory job store only: APScheduler's FAQ forbids sharing job stores between
+schedulers, and the definitions live in the config anyway. A fire inserts a queued task
+under the unique key (schedule, fire_time); when several daemons share a database, each
+fires and exactly one insert wins (the others get None back and do nothing). The fire
+time is the trigger's own un-jittered time, truncated to the second, in UTC, so every
+node computes the same key.
+
+A schedule whose previous run is still going (queued, planning, in progress or waiting
+for approval) is skipped, visibly: a ``schedule_skipped`` log line and a ``skipped``
+notification about the run that is still going (see `Scheduler.fire`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+from apscheduler.executors.asyncio import AsyncIOExecutor
+from apscheduler.jobstores.memory import MemoryJobStore
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from signoff.errors import BadArguments, ConfigError, StoreError
+from signoff.runtime.clock import Clock
+from signoff.runtime.engine import Engine
+from signoff.runtime.events import TaskEvent
+from signoff.runtime.models import Action, JsonDict, RunMode, Task, TaskState
+from signoff.runtime.schedule.cron import next_fire_times, previous_fire_time, schedule_trigger
+from signoff.runtime.schedule.durations import format_duration
+
+__all__ = ["ACTIVE_STATES", "ScheduleLike", "Scheduler", "StepLike", "schedule_timeouts"]
+
+log = logging.getLogger(__name__)
+
+ACTIVE_STATES = frozenset({TaskState.QUEUED, TaskState.PLANNING, TaskState.IN_PROGRESS,
+                           TaskState.WAITING_APPROVAL})
+
+
+class StepLike(Protocol):
+    """One explicit step of a schedule (config `StepSpec`)."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def args(self) -> Mapping[str, Any]: ...
+
+
+class ScheduleLike(Protocol):
+    """What is read of a ``[[schedules]]`` entry (config `Schedule`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cron(self) -> str | None: ...
+    @property
+    def every(self) -> timedelta | None: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def goal(self) -> str: ...
+    @property
+    def steps(self) -> Sequence[StepLike] | None: ...
+    @property
+    def prohibit(self) -> Sequence[str]: ...
+    @property
+    def cron_mode(self) -> str | None: ...
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def jitter(self) -> timedelta | None: ...
+    @property
+    def misfire_grace(self) -> timedelta: ...
+    @property
+    def timeout(self) -> timedelta | None: ...
+
+
+def _actions(schedule: ScheduleLike) -> list[Action] | None:
+    if schedule.steps is None:
+        return None
+    return [Action(tool=s.tool, args=dict(s.args)) for s in schedule.steps]
+
+
+def schedule_timeouts(schedules: Sequence[ScheduleLike]) -> Callable[[Task], timedelta | None]:
+    """For the engine: a scheduled task's approval timeout (None: the global one)."""
+    table = {s.name: s.timeout for s in schedules if s.timeout is not None}
+
+    def timeout_for(task: Task) -> timedelta | None:
+        return table.get(task.schedule or "") if task.mode is RunMode.SCHEDULED else None
+
+    return timeout_for
+
+
+class Scheduler:
+    """Fires the configured schedules into the engine's store."""
+
+    def __init__(self, *, engine: Engine, schedules: Sequence[ScheduleLike],
+                 clock: Clock | None = None, wake: Callable[[], None] | None = None) -> None:
+        self.engine = engine
+        self.clock = clock or engine.clock
+        self.wake = wake  # e.g. Worker.wake: start a recorded run without polling delay
+        self.schedules = {s.name: s for s in schedules}
+        for i, sched in enumerate(schedules):
+            actions = _actions(sched)
+            if actions is not None:
+                try:  # an unknown tool in a schedule is a config error, found at start
+                    engine.prepare_steps(actions)
+                except BadArguments as exc:
+                    raise ConfigError(f"schedules[{i}].{exc}") from exc
+        # Un-jittered triggers: the fire-time key must be the same on every node.
+        self._exact = {s.name: schedule_trigger(cron=s.cron, every=s.every,
+                                                timezone=s.timezone) for s in schedules}
+        self.started = asyncio.Event()
+        self._aps: AsyncIOScheduler | None = None
+
+    def job_ids(self) -> list[str]:
+        """The schedules APScheduler is firing right now (empty when not running)."""
+        return [job.id for job in self._aps.get_jobs()] if self._aps is not None else []
+
+    # -- running -------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Start APScheduler in this loop, wait until cancelled, then shut it down."""
+        aps = AsyncIOScheduler(timezone=UTC, jobstores={"default": MemoryJobStore()},
+                               executors={"default": AsyncIOExecutor()})
+        # wall clock: APScheduler fires on wall time, so its missed tick is found on wall time
+        now = datetime.now(UTC)
+        for sched in self.schedules.values():
+            if not sched.enabled:
+                continue
+            grace = sched.misfire_grace
+            extra: dict[str, Any] = {}
+            # The job store starts empty, so APScheduler alone would never know about a
+            # tick missed while the daemon was down. Starting the job at the latest tick
+            # within misfire_grace lets it run that tick once; the unique key makes it a
+            # no-op when the previous life already recorded it.
+            missed = previous_fire_time(self._exact[sched.name], now, grace)
+            if missed is not None:
+                extra["next_run_time"] = missed
+            aps.add_job(
+                self._job, args=(sched.name,), id=sched.name, name=f"schedule:{sched.name}",
+                trigger=schedule_trigger(cron=sched.cron, every=sched.every,
+                                         timezone=sched.timezone, jitter=sched.jitter),
+                # Chosen, not defaulted: a fire more than misfire_grace late is dropped;
+                # several overdue fires coalesce into one (never a burst after downtime
+                # or a stalled loop); one instance at a time, since a fire only inserts
+                # a row and a second one in flight could only be a duplicate.
+                misfire_grace_time=max(1, int(grace.total_seconds())),
+                coalesce=True, max_instances=1, replace_existing=True, **extra)
+        aps.start()
+        self._aps = aps
+        self.started.set()
+        log.info("scheduler_started", extra={"schedules": len(aps.get_jobs())})
+        try:
+            await asyncio.Event().wait()
+        finally:
+            aps.shutdown(wait=False)
+            self._aps = None
+            self.started.clear()
+
+    async def _job(self, name: str) -> None:
+        """APScheduler's job: find the scheduled time again and record the run."""
+        sched = self.schedules[name]
+        jitter = sched.jitter or timedelta()
+        window = sched.misfire_grace + jitter
+        if sched.every is not None:
+            window = min(window, sched.every + jitter)
+        # wall clock: APScheduler called us at a wall-clock tick; find that tick again
+        fire_time = previous_fire_time(self._exact[name], datetime.now(UTC), window)
+        if fire_time is None:  # pragma: no cover - APScheduler fired outside the grace
+            log.warning("schedule_fire_time_unknown", extra={"schedule": name})
+            return
+        try:
+            await self.fire(name, fire_time)
+        except Exception:  # one bad fire must not stop the schedule
+            log.exception("schedule_fire_failed", extra={"schedule": name})
+
+    # -- one fire --------------------------------------------------------------------------
+    def _get(self, name: str) -> ScheduleLike:
+        try:
+            return self.schedules[name]
+        except KeyError:
+            known = ", ".join(self.schedules) or "none"
+            raise ValueError(f"no schedule named {name!r} (known: {known})") from None
+
+    async def fire(self, name: str, fire_time: datetime) -> Task | None:
+        """Record one due run of ``name``; None if skipped, disabled or already recorded.
+
+        The skip notice is an ordinary ``task_event("skipped", …)`` about the run that is
+        still going, so it reaches the same listeners (team channels, metrics) and links to
+        the task someone has to look at; the detail names the fire time that was skipped.
+        """
+        sched = self._get(name)
+        if not sched.enabled:
+            return None
+        fire_time = fire_time.astimezone(UTC).replace(microsecond=0)
+        running = await self._still_running(name, fire_time)
+        if running is not None:
+            when = fire_time.strftime("%Y-%m-%d %H:%M:%S UTC")
+            detail = (f"run due {when} skipped: the previous run {running.id} is still "
+                      f"{running.state.value}")
+            log.warning("schedule_skipped", extra={
+                "schedule": name, "fire_time": fire_time.isoformat(),
+                "task_id": running.id, "state": running.state.value})
+            await self.engine.listener.task_event(TaskEvent.SKIPPED, running, detail)
+            return None
+        task = await self._submit(sched, fire_time=fire_time)
+        if task is None:
+            log.debug("schedule_fire_taken", extra={"schedule": name,
+                                                    "fire_time": fire_time.isoformat()})
+        else:
+            log.info("schedule_fired", extra={"schedule": name, "task_id": task.id,
+                                              "fire_time": fire_time.isoformat()})
+        return task
+
+    async def _still_running(self, name: str, fire_time: datetime) -> Task | None:
+        page = await self.engine.store.list_tasks(schedule=name, limit=5)
+        for task in page.items:
+            # The same fire time recorded by another node is not a "previous" run.
+            if task.state in ACTIVE_STATES and task.fire_time != fire_time:
+                return task
+        return None
+
+    async def _submit(self, sched: ScheduleLike, *, fire_time: datetime | None,
+                      submitted_by: str | None = None) -> Task | None:
+        task = await self.engine.submit(
+            sched.goal, steps=_actions(sched), prohibit=list(sched.prohibit),
+            mode=RunMode.SCHEDULED, schedule=sched.name, fire_time=fire_time,
+            cron_mode=str(sched.cron_mode) if sched.cron_mode else None,
+            submitted_by=submitted_by)
+        if task is not None and self.wake is not None:
+            self.wake()
+        return task
+
+    async def run_now(self, name: str, *, submitted_by: str | None = None) -> Task:
+        """Queue a run of ``name`` now (also for a disabled schedule, and even while a
+        previous run is going: a person asked for it). It has no fire time, so it never
+        collides with the cron key."""
+        task = await self._submit(self._get(name), fire_time=None, submitted_by=submitted_by)
+        if task is None:  # pragma: no cover - only fire-time keys can collide
+            raise StoreError(f"could not queue a run of schedule {name!r}")
+        return task
+
+    # -- reporting -------------------------------------------------------------------------
+    def describe(self, now: datetime | None = None, *, count: int = 3) -> list[JsonDict]:
+        """Each schedule with its next ``count`` fire times (UTC and the schedule's zone)."""
+        at = now or self.clock.now()
+        default_mode = self.engine.config.unattended.cron_mode
+        out: list[JsonDict] = []
+        for sched in self.schedules.values():
+            zone = ZoneInfo(sched.timezone)
+            upcoming = next_fire_times(self._exact[sched.name], at, count) if sched.enabled else []
+            out.append({
+                "name": sched.name, "enabled": sched.enabled, "cron": sched.cron,
+                "every": format_duration(sched.every) if sched.every is not None else None,
+                "timezone": sched.timezone, "goal": sched.goal,
+                "cron_mode": str(sched.cron_mode or default_mode),
+                "next_utc": [t.isoformat() for t in upcoming],
+                "next_local": [t.astimezone(zone).isoformat() for t in upcoming],
+            })
+        return out
+
+    async def status(self, now: datetime | None = None, *, count: int = 3) -> list[JsonDict]:
+        """`describe` plus each schedule's last run and its outcome, from the store."""
+        rows = self.describe(now, count=count)
+        for row in rows:
+            page = await self.engine.store.list_tasks(schedule=row["name"], limit=1)
+            last = page.items[0] if page.items else None
+            row["last_run"] = _last_run(last) if last is not None else None
+        return rows
+
+
+def _last_run(task: Task) -> JsonDict:
+    if task.state is TaskState.COMPLETED:
+        outcome = "completed"
+    elif task.state is TaskState.FAILED:
+        outcome = str((task.result or {}).get("reason") or "failed")
+    else:
+        outcome = task.state.value
+    return {"task_id": task.id, "state": task.state.value, "outcome": outcome,
+            "fire_time": task.fire_time.isoformat() if task.fire_time else None,
+            "created_at": task.created_at.isoformat()}

@@ -1,0 +1,293 @@
+"""`TaskStore` in memory, for unit tests and for embedding without a database.
+
+Same semantics as the SQL store (compare-and-set, atomic units of work, the audit
+chain), with every record deep-copied in and out so callers cannot change stored state
+by accident — the SQL store gives the same guarantee by serializing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TypeVar
+
+from signoff.runtime import audit as audit_chain
+from signoff.runtime.models import (
+    Approval,
+    ApprovalStatus,
+    AuditEvent,
+    Grant,
+    Task,
+    TaskState,
+)
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.transcript import TranscriptEntry
+
+ACTIVE = (TaskState.PLANNING, TaskState.IN_PROGRESS)
+
+
+T = TypeVar("T")
+
+class _Lost(Exception):
+    """A compare-and-set lost."""
+
+
+class MemTaskStore:
+    """A complete in-memory `TaskStore`."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, tuple[int, Task]] = {}
+        self._seq = itertools.count(1)
+        self._approvals: dict[str, Approval] = {}
+        self._grants: dict[str, tuple[int, Grant]] = {}
+        self._by_key: dict[str, list[str]] = {}  # grant key -> grant ids, oldest first
+        self._audit: list[AuditEvent] = []
+        self._head: tuple[int, str] = (0, audit_chain.GENESIS)
+        self._cards: dict[tuple[str, str], CardRecord] = {}
+        self._outbox: dict[str, OutboxItem] = {}
+        self._outbox_ids = itertools.count(1)
+        self._transcripts: dict[str, dict[int, TranscriptEntry]] = {}  # task id -> seq -> entry
+
+    async def open(self) -> None:
+        """Nothing to open."""
+
+    async def close(self) -> None:
+        """Nothing to close."""
+
+    async def reset(self) -> dict[str, int]:
+        """Forget everything."""
+        counts = {"tasks": len(self._tasks), "approvals": len(self._approvals),
+                  "grants": len(self._grants), "audit events": len(self._audit),
+                  "cards": len(self._cards), "outbox items": len(self._outbox),
+                  "transcript entries": sum(len(t) for t in self._transcripts.values())}
+        self.__init__()  # type: ignore[misc]
+        return counts
+
+    async def commit(self, change: Change) -> bool:
+        """Check every compare-and-set first, then apply everything (no await between)."""
+        try:
+            self._check(change)
+        except _Lost:
+            return False
+        self._apply(change)
+        return True
+
+    def _check(self, ch: Change) -> None:
+        if ch.approval is not None and ch.approval_expect is not None:
+            current = self._approvals.get(ch.approval.id)
+            if current is None or current.status is not ch.approval_expect:
+                raise _Lost
+        if ch.task is not None:
+            stored = self._tasks.get(ch.task.id)
+            if ch.insert:
+                if stored is not None or self._schedule_taken(ch.task):
+                    raise _Lost
+            elif stored is None or stored[1].version != ch.task.version or (
+                    ch.expect_state is not None and stored[1].state is not ch.expect_state):
+                raise _Lost
+        for grant in ch.grants:
+            if grant.id in self._grants:
+                raise _Lost
+        keys = [(e.task_id, e.seq) for e in ch.transcript]
+        if len(set(keys)) != len(keys) or any(
+                seq in self._transcripts.get(task_id, {}) for task_id, seq in keys):
+            raise _Lost
+
+    def _schedule_taken(self, task: Task) -> bool:
+        if task.schedule is None or task.fire_time is None:
+            return False
+        return any(t.schedule == task.schedule and t.fire_time == task.fire_time
+                   for _, t in self._tasks.values())
+
+    def _apply(self, ch: Change) -> None:
+        if ch.approval is not None:
+            self._approvals[ch.approval.id] = ch.approval.model_copy(deep=True)
+        if ch.task is not None:
+            seq = next(self._seq) if ch.insert else self._tasks[ch.task.id][0]
+            if not ch.insert:
+                ch.task.version += 1
+            self._tasks[ch.task.id] = (seq, ch.task.model_copy(deep=True))
+        for grant in ch.grants:
+            self._grants[grant.id] = (len(self._grants), grant.model_copy(deep=True))
+            self._by_key.setdefault(grant.key, []).append(grant.id)
+        for grant_id in ch.grant_revokes:
+            if grant_id in self._grants:
+                g = self._grants[grant_id][1]
+                g.revoked_at = g.revoked_at or ch.at
+        for item in self._outbox.values():
+            if item.id in ch.outbox_done:
+                item.done_at, item.error = ch.at, None
+        for item in ch.outbox:
+            if item.key not in self._outbox:
+                stored = OutboxItem(**{**item.__dict__, "id": next(self._outbox_ids),
+                                       "next_at": item.next_at or ch.at})
+                self._outbox[item.key] = stored
+        for entry in ch.transcript:
+            entry.at = entry.at or ch.at
+            self._transcripts.setdefault(entry.task_id, {})[entry.seq] = entry.model_copy(
+                deep=True)
+        sealed = []
+        count, prev = self._head
+        for event in ch.audit:
+            count += 1
+            event.at = ch.at  # sealed at the time of the change it records
+            done = audit_chain.seal(event, event_id=count, prev_hash=prev)
+            self._audit.append(done)
+            prev = done.hash
+            sealed.append(done)
+        self._head = (count, prev)
+        ch.audit[:] = sealed
+
+    def _copy(self, task: Task) -> Task:
+        return task.model_copy(deep=True)
+
+    async def get_task(self, task_id: str) -> Task | None:
+        """One task."""
+        found = self._tasks.get(task_id)
+        return self._copy(found[1]) if found else None
+
+    def _sorted(self) -> list[tuple[int, Task]]:
+        return sorted(self._tasks.values(), key=lambda st: st[0])
+
+    async def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
+                         cursor: str | None = None, schedule: str | None = None) -> Page[Task]:
+        """Newest first."""
+        rows = [(s, t) for s, t in reversed(self._sorted())
+                if (state is None or t.state is state)
+                and (schedule is None or t.schedule == schedule)
+                and (cursor is None or s < int(cursor))]
+        return _page(rows, limit, self._copy)
+
+    async def count_by_state(self) -> dict[str, int]:
+        """Tasks per state."""
+        counts: dict[str, int] = {}
+        for _, t in self._tasks.values():
+            counts[t.state.value] = counts.get(t.state.value, 0) + 1
+        return counts
+
+    async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:
+        """Oldest queued task."""
+        for _, task in self._sorted():
+            if task.state is TaskState.QUEUED:
+                return self._take(task, node_id, lease_until)
+        return None
+
+    async def claim(self, task_id: str, node_id: str, lease_until: datetime,
+                    from_state: TaskState) -> Task | None:
+        """One task in from_state."""
+        found = self._tasks.get(task_id)
+        if found is None or found[1].state is not from_state:
+            return None
+        return self._take(found[1], node_id, lease_until)
+
+    def _take(self, task: Task, node_id: str, lease_until: datetime) -> Task:
+        task.state = TaskState.PLANNING if task.steps is None else TaskState.IN_PROGRESS
+        task.claimed_by, task.lease_until = node_id, lease_until
+        task.version += 1
+        return self._copy(task)
+
+    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> None:
+        """Extend a lease."""
+        found = self._tasks.get(task_id)
+        if found and found[1].claimed_by == node_id:
+            found[1].lease_until = lease_until
+
+    async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
+        """Active tasks of a dead worker."""
+        return [self._copy(t) for _, t in self._sorted() if t.state in ACTIVE and (
+            (node_id is not None and t.claimed_by == node_id)
+            or t.lease_until is None or t.lease_until < now)]
+
+    async def transcript(self, task_id: str, *, after: int = -1,
+                         limit: int = 500) -> Page[TranscriptEntry]:
+        """Entries after a seq, oldest first."""
+        entries = self._transcripts.get(task_id, {})
+        rows = [(seq, entries[seq]) for seq in sorted(entries) if seq > after]
+        return _page(rows, limit, lambda e: e.model_copy(deep=True))
+
+    async def get_approval(self, approval_id: str) -> Approval | None:
+        """One approval."""
+        found = self._approvals.get(approval_id)
+        return found.model_copy(deep=True) if found else None
+
+    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
+                                ) -> Page[Task]:
+        """Waiting tasks, oldest first."""
+        rows = [(s, t) for s, t in self._sorted() if t.state is TaskState.WAITING_APPROVAL
+                and (cursor is None or s > int(cursor))]
+        return _page(rows, limit, self._copy)
+
+    async def due_approvals(self, now: datetime) -> list[Approval]:
+        """Expired pending approvals."""
+        return [a.model_copy(deep=True) for a in self._approvals.values()
+                if a.status is ApprovalStatus.PENDING and a.expires_at <= now]
+
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants under ``key`` (indexed by key: this runs for every action)."""
+        found = (self._grants[grant_id][1] for grant_id in self._by_key.get(key, ()))
+        # A Grant holds only immutable values: a shallow copy cannot leak stored state.
+        return [g.model_copy() for g in found if g.revoked_at is None]
+
+    async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
+        """All grants."""
+        return [g.model_copy(deep=True) for _, g in sorted(self._grants.values(),
+                                                           key=lambda x: x[0])
+                if include_revoked or g.revoked_at is None]
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        """One grant."""
+        found = self._grants.get(grant_id)
+        return found[1].model_copy(deep=True) if found else None
+
+    async def audit_events(self, *, task_id: str | None = None, limit: int = 100,
+                           cursor: str | None = None) -> Page[AuditEvent]:
+        """Events in chain order."""
+        rows = [(e.id, e) for e in self._audit
+                if (task_id is None or e.task_id == task_id)
+                and (cursor is None or e.id > int(cursor))]
+        return _page(rows, limit, lambda e: e)
+
+    async def audit_chain(self, *, after: int = 0, limit: int = 10_000) -> list[AuditEvent]:
+        """Raw events after an id."""
+        return [e for e in self._audit if e.id > after][:limit]
+
+    async def audit_head(self) -> tuple[int, str]:
+        """(count, head hash)."""
+        return self._head
+
+    async def save_card(self, record: CardRecord) -> None:
+        """Remember a posted card."""
+        self._cards.setdefault((record.approval_id, record.surface), record)
+
+    async def cards(self, approval_id: str) -> list[CardRecord]:
+        """Copies of a card."""
+        return [c for (a, _), c in self._cards.items() if a == approval_id]
+
+    async def due_outbox(self, now: datetime, *, limit: int = 50) -> list[OutboxItem]:
+        """Items to deliver now."""
+        due = [i for i in self._outbox.values()
+               if i.done_at is None and (i.next_at is None or i.next_at <= now)]
+        return [OutboxItem(**i.__dict__) for i in sorted(due, key=lambda i: i.id)[:limit]]
+
+    async def outbox_done(self, item_id: int, now: datetime) -> None:
+        """Delivered."""
+        for item in self._outbox.values():
+            if item.id == item_id:
+                item.done_at, item.error = now, None
+
+    async def outbox_retry(self, item_id: int, *, next_at: datetime, error: str,
+                           give_up: bool = False) -> None:
+        """Try again later (or never)."""
+        for item in self._outbox.values():
+            if item.id == item_id:
+                item.attempts += 1
+                item.next_at, item.error = next_at, error
+                if give_up:
+                    item.done_at = next_at
+
+
+def _page(rows: Sequence[tuple[int, T]], limit: int, copy: Callable[[T], T]) -> Page[T]:
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page([copy(r) for _, r in rows], str(rows[-1][0]) if more else None)

@@ -1,0 +1,207 @@
+"""The task store port: everything the engine persists, behind one Protocol.
+
+All state changes go through `TaskStore.commit(Change)`: one unit of work that writes a
+task, its approval, grants, audit events and outbox items atomically, guarded by
+compare-and-set checks (the task's version, the approval's status). A lost race returns
+False and writes nothing, which is how "exactly once" is built on every backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, Protocol, TypeVar
+
+from signoff.runtime.models import (
+    Approval,
+    ApprovalStatus,
+    AuditEvent,
+    Grant,
+    JsonDict,
+    Task,
+    TaskState,
+)
+from signoff.runtime.transcript import TranscriptEntry
+
+T = TypeVar("T")
+
+
+@dataclass
+class OutboxItem:
+    """One outbound platform call to make (and retry) after the commit."""
+
+    key: str  # idempotency key: a second insert with the same key is ignored
+    surface: str
+    kind: str  # post | update | notify
+    payload: JsonDict
+    approval_id: str | None = None
+    id: int = 0
+    attempts: int = 0
+    next_at: datetime | None = None
+    done_at: datetime | None = None
+    error: str | None = None
+
+
+@dataclass(kw_only=True)
+class Change:
+    """One atomic unit of work, made at ``at`` by the node's Clock.
+
+    ``at`` is the one time source of everything the store stamps while applying it
+    (audit events, outbox items due now, revocations, deliveries): a store never reads
+    the wall clock, so a node on a fake or shifted clock sees its own times back.
+    ``task`` is inserted when ``expect_version`` is None and ``insert`` is True, else
+    updated only if its stored version equals ``expect_version`` (its version is then
+    bumped). ``approval_expect`` makes the approval write a compare-and-set on status.
+    ``transcript`` entries are appended; an entry whose (task id, seq) is already stored
+    makes the whole change lose (two writers of one agent turn: the first wins).
+    """
+
+    at: datetime
+    task: Task | None = None
+    insert: bool = False
+    expect_version: int | None = None
+    expect_state: TaskState | None = None
+    approval: Approval | None = None
+    approval_expect: ApprovalStatus | None = None
+    grants: list[Grant] = field(default_factory=list)
+    grant_revokes: list[str] = field(default_factory=list)
+    audit: list[AuditEvent] = field(default_factory=list)
+    outbox: list[OutboxItem] = field(default_factory=list)
+    outbox_done: list[int] = field(default_factory=list)  # ids of delivered outbox items
+    transcript: list[TranscriptEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """A page of tasks or audit events with the cursor of the next page."""
+
+    items: Sequence[T]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class CardRecord:
+    """Where an approval's card was posted on one surface."""
+
+    approval_id: str
+    surface: str
+    channel: str
+    message_id: str
+
+
+class TaskStore(Protocol):
+    """Durable state of the daemon. Implementations: `SqlTaskStore`, `MemTaskStore`."""
+
+    async def open(self) -> None:
+        """Create tables if needed and check the connection."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+    async def reset(self) -> dict[str, int]:
+        """Delete everything; return how many rows of each kind were removed."""
+        ...
+
+    async def commit(self, change: Change) -> bool:
+        """Apply a unit of work atomically; False when a compare-and-set lost."""
+        ...
+
+    async def get_task(self, task_id: str) -> Task | None:
+        """One task, or None."""
+        ...
+
+    async def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
+                         cursor: str | None = None, schedule: str | None = None) -> Page[Task]:
+        """Tasks, newest first."""
+        ...
+
+    async def count_by_state(self) -> dict[str, int]:
+        """How many tasks are in each state."""
+        ...
+
+    async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:
+        """Atomically take the oldest queued task (queued → planning/in_progress)."""
+        ...
+
+    async def claim(self, task_id: str, node_id: str, lease_until: datetime,
+                    from_state: TaskState) -> Task | None:
+        """Atomically take one task in ``from_state``."""
+        ...
+
+    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> None:
+        """Extend the lease of a task this node is working on."""
+        ...
+
+    async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
+        """Planning/in-progress tasks whose lease ran out, plus (unless None) those claimed
+        by ``node_id`` — a node's own claims from before its restart."""
+        ...
+
+    async def transcript(self, task_id: str, *, after: int = -1,
+                         limit: int = 500) -> Page[TranscriptEntry]:
+        """Transcript entries of a task with seq > ``after``, oldest first; the cursor is
+        the last seq of the page."""
+        ...
+
+    async def get_approval(self, approval_id: str) -> Approval | None:
+        """One approval request, or None."""
+        ...
+
+    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
+                                ) -> Page[Task]:
+        """Pending approval requests, oldest first."""
+        ...
+
+    async def due_approvals(self, now: datetime) -> list[Approval]:
+        """Pending approvals whose expires_at has passed."""
+        ...
+
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants stored under ``key``, oldest first; which of them still covers
+        an action is `signoff.runtime.policy.grants.covers`, not the store's business."""
+        ...
+
+    async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
+        """All grants."""
+        ...
+
+    async def get_grant(self, grant_id: str) -> Grant | None:
+        """One grant."""
+        ...
+
+    async def audit_events(self, *, task_id: str | None = None, limit: int = 100,
+                           cursor: str | None = None) -> Page[AuditEvent]:
+        """Audit events in chain order."""
+        ...
+
+    async def audit_chain(self, *, after: int = 0, limit: int = 10_000) -> list[AuditEvent]:
+        """Raw audit rows in id order, for verification."""
+        ...
+
+    async def audit_head(self) -> tuple[int, str]:
+        """(number of events, hash of the last one)."""
+        ...
+
+    async def save_card(self, record: CardRecord) -> None:
+        """Remember where a card was posted."""
+        ...
+
+    async def cards(self, approval_id: str) -> list[CardRecord]:
+        """Every posted copy of an approval's card."""
+        ...
+
+    async def due_outbox(self, now: datetime, *, limit: int = 50) -> list[OutboxItem]:
+        """Undelivered outbox items whose time has come."""
+        ...
+
+    async def outbox_done(self, item_id: int, now: datetime) -> None:
+        """Mark delivered."""
+        ...
+
+    async def outbox_retry(self, item_id: int, *, next_at: datetime, error: str,
+                           give_up: bool = False) -> None:
+        """Reschedule (or give up on) a failed delivery."""
+        ...

@@ -1,0 +1,1 @@
+"""The SQLAlchemy store (SQLite and PostgreSQL): tables, row conversions, writes."""

@@ -1,0 +1,155 @@
+"""The write side of the SQL store: one `Change` applied inside one transaction.
+
+Every compare-and-set that loses raises `Lost`, which rolls the whole unit of work back.
+Audit events are sealed into the chain under a lock on its head row (FOR UPDATE on
+PostgreSQL; SQLite's BEGIN IMMEDIATE already serializes writers).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from signoff.runtime import audit as audit_chain
+from signoff.runtime.models import (
+    Approval,
+    ApprovalStatus,
+    AuditEvent,
+    Grant,
+    Task,
+    TaskState,
+)
+from signoff.runtime.store.port import Change, OutboxItem
+from signoff.runtime.store.sql.rows import (
+    approvals_t,
+    audit_t,
+    dumps,
+    grant_cols,
+    grants_t,
+    head_t,
+    outbox_t,
+    task_cols,
+    tasks_t,
+    transcript_t,
+)
+
+
+class Lost(Exception):
+    """A compare-and-set lost inside a unit of work (rolls it back)."""
+
+
+def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditEvent]:
+    """Write everything a Change holds; return its audit events, sealed."""
+    if ch.approval is not None:
+        write_approval(conn, ch.approval, ch.approval_expect)
+    if ch.task is not None:
+        write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
+    for grant in ch.grants:
+        conn.execute(grants_t.insert().values(**grant_cols(grant)))
+    for grant_id in ch.grant_revokes:
+        revoke_grant(conn, grant_id, at=ch.at)
+    for item in ch.outbox:
+        insert_outbox(conn, item, postgres=postgres, at=ch.at)
+    if ch.outbox_done:
+        conn.execute(outbox_t.update().where(outbox_t.c.id.in_(ch.outbox_done))
+                     .values(done=True, error=None))
+    if ch.transcript:
+        conn.execute(transcript_t.insert(), transcript_rows(ch))
+    return append_audit(conn, ch.audit, at=ch.at) if ch.audit else []
+
+
+def transcript_rows(ch: Change) -> list[dict[str, object]]:
+    """The rows of a change's transcript entries, each stamped (if not yet) with its time."""
+    rows: list[dict[str, object]] = []
+    for entry in ch.transcript:
+        entry.at = entry.at or ch.at
+        rows.append({"task_id": entry.task_id, "seq": entry.seq, "role": entry.role,
+                     "at": entry.at, "data": entry.model_dump_json()})
+    return rows
+
+
+def write_approval(conn: Connection, ap: Approval, expect: ApprovalStatus | None) -> None:
+    """Insert or update an approval; with ``expect``, only if its status still is that."""
+    cols = {"status": ap.status.value, "expires_at": ap.expires_at, "data": ap.model_dump_json()}
+    if expect is not None:
+        res = conn.execute(
+            approvals_t.update()
+            .where(approvals_t.c.id == ap.id, approvals_t.c.status == expect.value)
+            .values(**cols)
+        )
+        if res.rowcount != 1:
+            raise Lost
+        return
+    res = conn.execute(approvals_t.update().where(approvals_t.c.id == ap.id).values(**cols))
+    if res.rowcount == 0:
+        conn.execute(approvals_t.insert().values(id=ap.id, task_id=ap.task_id, **cols))
+
+
+def write_task(
+    conn: Connection, task: Task, *, insert: bool, expect_state: TaskState | None
+) -> None:
+    """Insert a task, or update it if its version (and state) are as read."""
+    if insert:
+        conn.execute(tasks_t.insert().values(**task_cols(task, task.version)))
+        return
+    cond = [tasks_t.c.id == task.id, tasks_t.c.version == task.version]
+    if expect_state is not None:
+        cond.append(tasks_t.c.state == expect_state.value)
+    res = conn.execute(tasks_t.update().where(*cond).values(**task_cols(task, task.version + 1)))
+    if res.rowcount != 1:
+        raise Lost
+
+
+def revoke_grant(conn: Connection, grant_id: str, *, at: datetime) -> None:
+    """Mark a grant revoked."""
+    row = conn.execute(sa.select(grants_t.c.data).where(grants_t.c.id == grant_id)).first()
+    if row is None:
+        raise Lost
+    grant = Grant.model_validate_json(row.data)
+    grant.revoked_at = grant.revoked_at or at
+    conn.execute(
+        grants_t.update()
+        .where(grants_t.c.id == grant_id)
+        .values(revoked=True, data=grant.model_dump_json())
+    )
+
+
+def insert_outbox(conn: Connection, item: OutboxItem, *, postgres: bool, at: datetime) -> None:
+    """Queue a platform call unless one with the same key exists."""
+    values = {
+        "key": item.key,
+        "surface": item.surface,
+        "kind": item.kind,
+        "approval_id": item.approval_id,
+        "payload": dumps(item.payload),
+        "attempts": 0,
+        "done": False,
+        "next_at": item.next_at or at,
+    }
+    dialect = postgresql if postgres else sqlite
+    conn.execute(
+        dialect.insert(outbox_t).values(**values).on_conflict_do_nothing(index_elements=["key"])
+    )
+
+
+def append_audit(conn: Connection, events: list[AuditEvent], *, at: datetime) -> list[AuditEvent]:
+    """Seal events onto the chain and move its head."""
+    head = conn.execute(
+        sa.select(head_t.c.count, head_t.c.hash).where(head_t.c.id == 1).with_for_update()
+    ).one()
+    count, prev = int(head[0]), str(head[1])
+    sealed = []
+    for event in events:
+        count += 1
+        event.at = at  # sealed at the time of the change it records
+        done = audit_chain.seal(event, event_id=count, prev_hash=prev)
+        conn.execute(
+            audit_t.insert().values(id=count, task_id=done.task_id, data=done.model_dump_json())
+        )
+        prev = done.hash
+        sealed.append(done)
+    conn.execute(head_t.update().where(head_t.c.id == 1).values(count=count, hash=prev))
+    return sealed

@@ -1,0 +1,1 @@
+"""SQLite's hot path: named statements run with plain sqlite3."""

@@ -1,0 +1,1 @@
+"""The built-in tools: files, commands, messages and HTTP."""

@@ -1,0 +1,266 @@
+"""File tools confined to the work dir: read_file, list_dir, write_file, delete_file.
+
+Confinement lives in one function, :func:`confine`, so every tool (run_command's cwd
+included) refuses the same paths the same way: a ``..`` that climbs out, an absolute path
+elsewhere, or a symlink whose real target is elsewhere. It decides before anything is
+opened or created, so a refused action leaves the disk as it was.
+
+Fingerprints use the *lexically normalized* path relative to the work dir: "a/../b.txt",
+"./b.txt" and "b.txt" all become "b.txt". A grant is meant for a target, not for one
+spelling of it; without this a planner that respells a path would ask the person again
+for a file they already approved (and a person would see two "different" targets that
+are the same file). The normalization is lexical on purpose: it must not depend on what
+is on disk when the action is planned, and :func:`confine` applies the same lexical step
+before resolving symlinks, so the file that is touched is the file the fingerprint names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+from pathlib import Path
+from typing import Any
+
+from signoff.errors import BadArguments, PathEscape, ToolError
+from signoff.runtime.models import RiskClass
+from signoff.runtime.tools.base import Param, ToolContext, decode_prefix
+
+MAX_DIR_ENTRIES = 1000  # a listing is for a person or a model to read, not a full crawl
+
+
+def _check_raw(raw: str) -> None:
+    """Reject strings no filesystem call could take (the OS error would be cryptic)."""
+    if "\x00" in raw:
+        raise BadArguments(f"path {raw!r} contains a NUL byte")
+
+
+def normalize_path(work_dir: Path | None, path: str) -> str:
+    """The lexical, work-dir-relative spelling of ``path`` (POSIX separators).
+
+    Absolute paths inside ``work_dir`` become relative; paths that climb out stay as they
+    are written after normalization ("../x", "/etc/passwd") so a person sees them plainly.
+    Without a work dir, absolute paths stay absolute.
+    """
+    _check_raw(path)
+    norm = os.path.normpath(path) if path else "."
+    if os.path.isabs(norm):
+        if work_dir is None:
+            return Path(norm).as_posix()
+        candidate = Path(norm)
+        # The work dir may be spelled through a symlink (/tmp → /private/tmp): accept both.
+        for base in (Path(os.path.normpath(work_dir.absolute())), work_dir.resolve()):
+            if candidate.is_relative_to(base):
+                return candidate.relative_to(base).as_posix() or "."
+        return candidate.as_posix()
+    return Path(norm).as_posix()
+
+
+def _escapes(rel: str) -> bool:
+    return os.path.isabs(rel) or rel == ".." or rel.startswith("../")
+
+
+def confine(work_dir: Path, path: str | os.PathLike[str]) -> Path:
+    """Resolve ``path`` inside ``work_dir`` or raise :class:`PathEscape`; touches nothing.
+
+    Relative paths resolve against the work dir; absolute paths must already lie inside
+    it. A ``..`` that leaves the work dir is refused even when a later part would come
+    back in: such a path only makes sense as an attempt to confuse a reader. The result is
+    the real path (symlinks resolved), which must also lie inside the work dir.
+    """
+    raw = os.fspath(path)
+    root = work_dir.resolve()
+    rel = normalize_path(work_dir, raw)
+    if _escapes(rel):
+        raise PathEscape(f"path {raw!r} leaves the work dir {root}")
+    try:
+        real = (root / rel).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop: RuntimeError before 3.13
+        raise ToolError(f"path {raw!r} cannot be resolved: {exc}") from exc
+    if not real.is_relative_to(root):
+        raise PathEscape(f"path {raw!r} leaves the work dir {root} (through a symlink)")
+    return real
+
+
+def _rel(work_dir: Path, real: Path) -> str:
+    return real.relative_to(work_dir.resolve()).as_posix() or "."
+
+
+def _os_error(tool: str, raw: str, exc: OSError) -> ToolError:
+    """Turn an OSError into a message that names the tool and the path as given."""
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"{tool}: no such file or directory: {raw!r}")
+    if isinstance(exc, PermissionError):
+        return ToolError(f"{tool}: permission denied: {raw!r}")
+    return ToolError(f"{tool}: {raw!r}: {exc.strerror or exc}")
+
+
+class _PathTool:
+    """Shared shape of the four file tools: one ``path`` argument is the target."""
+
+    name: str
+    capability: str
+    description: str
+    params: tuple[Param, ...]
+    risk: RiskClass
+    verb: str  # how a card says it: "Read", "Write file", "Delete file"
+    content: tuple[str, ...] = ()
+
+    def __init__(self, *, work_dir: Path | None = None) -> None:
+        # Only used to spell absolute paths relative to the work dir in fingerprints.
+        self._work_dir = work_dir
+
+    def risk_for(self, args: dict[str, Any]) -> RiskClass:
+        return self.risk
+
+    def fingerprint_fields(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"path": normalize_path(self._work_dir, args["path"])}
+
+    def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
+        return (normalize_path(self._work_dir, args["path"]),)
+
+    def summary(self, args: dict[str, Any]) -> str:
+        return f"{self.verb} {args['path']}"
+
+
+_PATH = Param("path", str, description="Path relative to the work dir.")
+
+
+class ReadFileTool(_PathTool):
+    """Read a text file from the work dir."""
+
+    name = "read_file"
+    verb = "Read"
+    capability = "fs.read"
+    description = "Read a text file inside the work dir (long files are truncated)."
+    params: tuple[Param, ...] = (_PATH,)
+    risk = RiskClass.READ
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return await asyncio.to_thread(self._read, args["path"], ctx)
+
+    def _read(self, raw: str, ctx: ToolContext) -> dict[str, Any]:
+        real = confine(ctx.work_dir, raw)
+        if real.is_dir():
+            raise ToolError(f"read_file: {raw!r} is a directory (use list_dir)")
+        if real.exists() and not real.is_file():
+            # A FIFO or device would block the worker thread forever or stream without end.
+            raise ToolError(f"read_file: {raw!r} is not a regular file")
+        try:
+            with open(real, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                # One byte more than the limit tells us whether anything was left out.
+                data = fh.read(ctx.output_limit + 1)
+        except OSError as exc:
+            raise _os_error(self.name, raw, exc) from exc
+        truncated = len(data) > ctx.output_limit
+        return {
+            "path": _rel(ctx.work_dir, real),
+            "content": decode_prefix(data[: ctx.output_limit], truncated=truncated),
+            "size": size,
+            "truncated": truncated,
+        }
+
+
+class ListDirTool(_PathTool):
+    """List a directory of the work dir."""
+
+    name = "list_dir"
+    verb = "Read"
+    capability = "fs.read"
+    description = "List the entries of a directory inside the work dir ('.' is the work dir)."
+    params: tuple[Param, ...] = (
+        Param("path", str, description="Directory relative to the work dir ('.')."),
+    )
+    risk = RiskClass.READ
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return await asyncio.to_thread(self._list, args["path"], ctx)
+
+    def _list(self, raw: str, ctx: ToolContext) -> dict[str, Any]:
+        real = confine(ctx.work_dir, raw)
+        try:
+            with os.scandir(real) as it:
+                found = sorted(it, key=lambda e: e.name)
+            entries = [_describe(e) for e in found[:MAX_DIR_ENTRIES]]
+        except NotADirectoryError as exc:
+            raise ToolError(f"list_dir: {raw!r} is not a directory") from exc
+        except OSError as exc:
+            raise _os_error(self.name, raw, exc) from exc
+        return {
+            "path": _rel(ctx.work_dir, real),
+            "entries": entries,
+            "truncated": len(found) > MAX_DIR_ENTRIES,
+        }
+
+
+def _describe(entry: os.DirEntry[str]) -> dict[str, Any]:
+    """One listing row; symlinks are reported as such, never followed."""
+    if entry.is_symlink():
+        return {"name": entry.name, "type": "symlink"}
+    if entry.is_dir(follow_symlinks=False):
+        return {"name": entry.name, "type": "dir"}
+    if entry.is_file(follow_symlinks=False):
+        return {"name": entry.name, "type": "file", "size": entry.stat().st_size}
+    return {"name": entry.name, "type": "other"}
+
+
+class WriteFileTool(_PathTool):
+    """Create or replace a text file in the work dir."""
+
+    name = "write_file"
+    verb = "Write file"
+    content = ("content",)
+    capability = "fs.write"
+    description = "Write text to a file inside the work dir, creating parent directories."
+    params: tuple[Param, ...] = (
+        _PATH,
+        Param("content", str, description="The full new text of the file."),
+    )
+    risk = RiskClass.DRAFT
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return await asyncio.to_thread(self._write, args["path"], args["content"], ctx)
+
+    def _write(self, raw: str, content: str, ctx: ToolContext) -> dict[str, Any]:
+        real = confine(ctx.work_dir, raw)
+        if real.is_dir():
+            raise ToolError(f"write_file: {raw!r} is a directory")
+        data = content.encode("utf-8")
+        existed = real.exists()
+        try:
+            # confine() resolved the parents inside the work dir, so creating them is safe.
+            real.parent.mkdir(parents=True, exist_ok=True)
+            real.write_bytes(data)
+        except OSError as exc:
+            raise _os_error(self.name, raw, exc) from exc
+        return {"path": _rel(ctx.work_dir, real), "bytes": len(data), "created": not existed}
+
+
+class DeleteFileTool(_PathTool):
+    """Delete one file (or symlink) in the work dir."""
+
+    name = "delete_file"
+    verb = "Delete file"
+    capability = "fs.delete"
+    description = "Delete a file inside the work dir (directories are refused)."
+    params: tuple[Param, ...] = (_PATH,)
+    risk = RiskClass.DESTRUCTIVE
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        return await asyncio.to_thread(self._delete, args["path"], ctx)
+
+    def _delete(self, raw: str, ctx: ToolContext) -> dict[str, Any]:
+        real = confine(ctx.work_dir, raw)
+        # Deleting a symlink removes the link, not what it points to (like `rm`): look at
+        # the entry itself inside its (confined) parent directory.
+        rel = normalize_path(ctx.work_dir, raw)
+        entry = confine(ctx.work_dir, posixpath.dirname(rel) or ".") / posixpath.basename(rel)
+        victim = entry if entry.is_symlink() else real
+        if victim.is_dir():
+            raise ToolError(f"delete_file: {raw!r} is a directory; only files are deleted")
+        try:
+            victim.unlink()
+        except OSError as exc:
+            raise _os_error(self.name, raw, exc) from exc
+        return {"path": rel, "deleted": True}

@@ -1,0 +1,165 @@
+"""run_command: one command line, run without a shell, in a confined working directory.
+
+No shell means no pipes, redirections, globbing or ``$(...)``: the string is split with
+:func:`shlex.split` and the first word is executed directly. What a person approves is
+therefore exactly what runs, and the fingerprint (the exact string plus the cwd) cannot
+be satisfied by a different command that happens to share a prefix.
+
+A command is DESTRUCTIVE unless its exact string is listed in
+``policy.read_only_commands``; then it is READ and may run unattended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+from pathlib import Path
+from typing import Any
+
+from signoff.errors import BadArguments, ToolError
+from signoff.runtime.models import RiskClass
+from signoff.runtime.text import shorten
+from signoff.runtime.tools.base import Param, ToolContext, decode_prefix, tail
+from signoff.runtime.tools.builtin.fs import confine, normalize_path
+
+CHUNK = 65_536
+
+
+def split_command(command: str) -> list[str]:
+    """The argv of ``command``; BadArguments when it is empty or its quoting is broken."""
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise BadArguments(f"run_command: cannot parse {command!r}: {exc}") from exc
+    if not argv:
+        raise BadArguments("run_command: command is empty")
+    return argv
+
+
+async def _read_capped(stream: asyncio.StreamReader | None, limit: int) -> tuple[bytes, bool]:
+    """Keep the first ``limit`` bytes and drain the rest, so the child never blocks on a
+    full pipe and a chatty command cannot fill our memory."""
+    if stream is None:
+        return b"", False
+    kept = bytearray()
+    truncated = False
+    while chunk := await stream.read(CHUNK):
+        room = limit - len(kept)
+        if len(chunk) > room:
+            truncated = True
+        kept += chunk[: max(room, 0)]
+    return bytes(kept), truncated
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """Kill the command and anything it started (it leads its own process group)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+class RunCommandTool:
+    """Run a program with arguments in the work dir."""
+
+    name = "run_command"
+    content: tuple[str, ...] = ()
+    capability = "exec.shell"
+    description = (
+        "Run one command line without a shell (no pipes or redirections) in the work dir "
+        "or a directory inside it; returns exit code, stdout and stderr."
+    )
+    params: tuple[Param, ...] = (
+        Param("command", str, description="The command line, e.g. 'git status --short'."),
+        Param("cwd", str, required=False, description="Directory inside the work dir."),
+    )
+
+    def __init__(
+        self, *, read_only_commands: frozenset[str] = frozenset(), work_dir: Path | None = None
+    ) -> None:
+        self.read_only_commands = frozenset(read_only_commands)
+        self._work_dir = work_dir  # only to spell an absolute cwd relative in fingerprints
+
+    def risk_for(self, args: dict[str, Any]) -> RiskClass:
+        # Exact match on purpose: "git status" being safe says nothing about "git status; x"
+        # or "git  status" with different spacing that a parser might treat differently.
+        if args["command"] in self.read_only_commands:
+            return RiskClass.READ
+        return RiskClass.DESTRUCTIVE
+
+    def _cwd(self, args: dict[str, Any]) -> str:
+        return normalize_path(self._work_dir, args.get("cwd") or ".")
+
+    def fingerprint_fields(self, args: dict[str, Any]) -> dict[str, Any]:
+        split_command(args["command"])  # refuse unparsable commands before anyone approves
+        return {"command": args["command"], "cwd": self._cwd(args)}
+
+    def summary(self, args: dict[str, Any]) -> str:
+        where = f" in {args['cwd']}" if args.get("cwd") else ""
+        return f"Run command `{shorten(args['command'], 80)}`{where}"
+
+    def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
+        cwd = self._cwd(args)
+        return (args["command"],) if cwd == "." else (args["command"], f"cwd: {cwd}")
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        argv = split_command(args["command"])
+        cwd = await asyncio.to_thread(confine, ctx.work_dir, args.get("cwd") or ".")
+        if not cwd.is_dir():
+            raise ToolError(f"run_command: cwd {args.get('cwd')!r} is not a directory")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # own process group, so a timeout kills its children
+            )
+        except FileNotFoundError as exc:
+            raise ToolError(f"run_command: command not found: {argv[0]!r}") from exc
+        except PermissionError as exc:
+            raise ToolError(f"run_command: {argv[0]!r} is not executable") from exc
+        except OSError as exc:
+            raise ToolError(f"run_command: cannot start {argv[0]!r}: {exc}") from exc
+        out, err = await self._collect(proc, argv[0], ctx)
+        stdout = decode_prefix(out[0], truncated=out[1])
+        stderr = decode_prefix(err[0], truncated=err[1])
+        code = proc.returncode if proc.returncode is not None else -1
+        if code != 0:
+            detail = tail(stderr) or tail(stdout)
+            raise ToolError(
+                f"run_command: {argv[0]!r} exited with code {code}"
+                + (f": {detail}" if detail else "")
+            )
+        return {
+            "exit_code": code,
+            "stdout": stdout,
+            "stderr": stderr,
+            "truncated": out[1] or err[1],
+        }
+
+    async def _collect(
+        self, proc: asyncio.subprocess.Process, program: str, ctx: ToolContext
+    ) -> tuple[tuple[bytes, bool], tuple[bytes, bool]]:
+        """Wait for the process and its output, killing it past the timeout."""
+        work = asyncio.gather(
+            _read_capped(proc.stdout, ctx.output_limit),
+            _read_capped(proc.stderr, ctx.output_limit),
+            proc.wait(),
+        )
+        try:
+            out, err, _ = await asyncio.wait_for(work, timeout=ctx.command_timeout)
+        except TimeoutError:
+            _kill_group(proc)
+            await proc.wait()
+            raise ToolError(
+                f"run_command: {program!r} timed out after {ctx.command_timeout:g}s"
+            ) from None
+        except BaseException:
+            # Cancelled (daemon shutdown): never leave the command running behind us.
+            _kill_group(proc)
+            await proc.wait()
+            raise
+        return out, err

@@ -1,0 +1,105 @@
+"""The OpenAI-compatible planner against a local fake endpoint: tool calls become
+actions with the registry's risk, and a failing endpoint falls back to the recipes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from signoff.config.settings import Settings
+from signoff.runtime.models import RiskClass, TaskState
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.wiring import Node, build_node
+from tests.fakes.openai import FakeOpenAI
+
+RECIPE = {"name": "readme", "match": "readme",
+          "steps": [{"tool": "read_file", "args": {"path": "README.md"}}]}
+
+
+def node(tmp_path: Path, base_url: str) -> Node:
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    (work / "README.md").write_text("hello")
+    data: dict[str, Any] = {"daemon": {"work_dir": str(work)}, "recipes": [RECIPE],
+                            "planner": {"kind": "openai", "mode": "plan", "base_url": base_url,
+                                        "model": "llama3.1", "timeout": "5s"}}
+    return build_node(Settings.model_validate(data), store=MemTaskStore())
+
+
+async def plan(n: Node, goal: str):
+    task = await n.engine.submit(goal, claim=True)
+    assert task is not None
+    return await n.engine.advance(task)
+
+
+async def test_tool_calls_become_actions_with_the_registrys_risk(tmp_path: Path) -> None:
+    """The model proposes calls; the registry decides risk; extra arguments are dropped."""
+    reply = [("read_file", {"path": "README.md", "reason": "to summarize"}),
+             ("send_email", {"to": "team@example.com", "subject": "s", "body": "b",
+                             "risk": "READ"})]
+    async with FakeOpenAI(reply) as llm:
+        task = await plan(node(tmp_path, llm.base_url), "tell the team about the readme")
+    assert task.state is TaskState.WAITING_APPROVAL
+    assert task.actions[0].args == {"path": "README.md"}
+    assert task.pending_action is not None and task.pending_action.risk is RiskClass.SEND
+    assert "risk" not in task.pending_action.args
+    sent = llm.requests[0]
+    assert sent["model"] == "llama3.1"
+    names = {t["function"]["name"] for t in sent["tools"]}
+    assert {"read_file", "send_email", "run_command"} <= names
+    assert sent["messages"][-1] == {"role": "user", "content": "tell the team about the readme"}
+
+
+async def test_a_failing_endpoint_falls_back_to_the_recipes(tmp_path: Path) -> None:
+    """HTTP 500 from the model: the rules planner plans the goal instead."""
+    async with FakeOpenAI(None) as llm:
+        task = await plan(node(tmp_path, llm.base_url), "summarize the readme")
+    assert task.state is TaskState.COMPLETED
+    assert task.result is not None and task.result["outputs"][0]["tool"] == "read_file"
+
+
+async def test_an_unreachable_endpoint_falls_back_too(tmp_path: Path) -> None:
+    """Nothing listening: the recipes still plan the goal."""
+    task = await plan(node(tmp_path, "http://127.0.0.1:9/v1"), "summarize the readme")
+    assert task.state is TaskState.COMPLETED
+
+
+async def test_malformed_arguments_fall_back_and_no_plan_fails_clearly(tmp_path: Path) -> None:
+    """Arguments that are not JSON are not guessed at; with no recipe the task fails."""
+    async with FakeOpenAI([("read_file", "{not json")]) as llm:
+        task = await plan(node(tmp_path, llm.base_url), "do something else")
+    assert task.state is TaskState.FAILED
+    assert task.result is not None and "no recipe matches" in task.result["reason"]
+
+
+async def test_an_unknown_tool_from_the_model_fails_the_plan(tmp_path: Path) -> None:
+    """A tool the registry does not know is refused; nothing runs."""
+    async with FakeOpenAI([("launch_rockets", {})]) as llm:
+        task = await plan(node(tmp_path, llm.base_url), "do something else")
+    assert task.state is TaskState.FAILED
+    assert task.result is not None and "launch_rockets" in task.result["reason"]
+
+
+async def test_a_fallback_is_said_in_the_result_and_the_audit_log(tmp_path: Path) -> None:
+    """Plan mode falling back to the recipes says so: result.planner and a
+    `planner_fallback` audit event with the endpoint's error."""
+    async with FakeOpenAI(None) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "summarize the readme")
+    assert task.result is not None and task.result["planner"] == "rules"
+    events = (await n.store.audit_events(task_id=task.id)).items
+    fallback = [e for e in events if getattr(e, "kind", None) == "planner_fallback"]
+    assert len(fallback) == 1
+    assert f"LLM endpoint {llm.base_url} failed" in str(getattr(fallback[0], "reason", ""))
+
+
+async def test_a_plan_from_the_model_says_so_in_the_result(tmp_path: Path) -> None:
+    """When the model planned, result.planner is "openai" and nothing is audited as a
+    fallback."""
+    async with FakeOpenAI([("read_file", {"path": "README.md"})]) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "read it")
+    assert task.state is TaskState.COMPLETED
+    assert task.result is not None and task.result["planner"] == "openai"
+    events = (await n.store.audit_events(task_id=task.id)).items
+    assert not [e for e in events if getattr(e, "kind", None) == "planner_fallback"]
