@@ -244,7 +244,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                  responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
     async def deny(request: Request, task_id: TaskId,
                    body: Annotated[DenyBody | None, Body()] = None) -> JSONResponse:
-        """Deny the pending action; the task fails with "user denied[: reason]"."""
+        """Deny the pending action: the task fails with "user denied[: reason]" (an agent
+        with on_deny = "tell_model" is told so and goes on)."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
         return await api.decide(request, task_id, Scope.DENY, reason)
 

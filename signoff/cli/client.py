@@ -250,7 +250,7 @@ def cmd_deny(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")
              reason: Annotated[str | None, typer.Option(help="Why (kept in the audit log).")
                                ] = None,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
-    """Deny the action a task is waiting on (the task fails)."""
+    """Deny the action a task is waiting on (the task fails; an agent is told and goes on)."""
     task = call("POST", url, f"/tasks/{task_id}/deny", api_key, body={"reason": reason},
                 subject=f"task {task_id}")
     if as_json:

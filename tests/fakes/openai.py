@@ -35,6 +35,7 @@ class Answer:
     content: str | None = None
     calls: list[tuple[str, Any]] = field(default_factory=list)  # (name, args or raw string)
     finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
+    ids: list[str | None] | None = None  # the calls' ids as a sloppy server sends them
 
 
 class Seen:
@@ -88,6 +89,11 @@ def _message(answer: Answer, request_no: int) -> tuple[dict[str, Any], str]:
              "function": {"name": name,
                           "arguments": args if isinstance(args, str) else json.dumps(args)}}
             for n, (name, args) in enumerate(answer.calls)]
+        for call, given in zip(message["tool_calls"], answer.ids or [], strict=False):
+            if given is None:
+                del call["id"]
+            else:
+                call["id"] = given
     return message, answer.finish_reason or ("tool_calls" if answer.calls else "stop")
 
 

@@ -33,6 +33,7 @@ from signoff.runtime.models import (
     ActionRecord,
     AgentState,
     ApprovalStatus,
+    AuditEvent,
     JsonDict,
     OnDeny,
     Task,
@@ -112,8 +113,10 @@ def _content(message: JsonDict) -> str | None:
 
 
 def _normalized_calls(message: JsonDict, seq: int) -> list[JsonDict]:
-    """Tool calls in the exact wire shape, each with an id (a few servers omit them)."""
-    calls = []
+    """Tool calls in the exact wire shape, each with an id of its own (a few servers omit
+    ids or repeat one; results are matched to calls by id)."""
+    calls: list[JsonDict] = []
+    seen: set[str] = set()
     for n, call in enumerate(message.get("tool_calls") or []):
         if not isinstance(call, dict):
             continue
@@ -122,7 +125,11 @@ def _normalized_calls(message: JsonDict, seq: int) -> list[JsonDict]:
         args = fn.get("arguments")
         if not isinstance(args, str):  # some servers send an object: keep it as JSON text
             args = json.dumps(args if args is not None else {})
-        calls.append({"id": str(call.get("id") or f"call_{seq}_{n}"), "type": "function",
+        call_id = str(call.get("id") or f"call_{seq}_{n}")
+        if call_id in seen:
+            call_id = f"{call_id}_{n}"
+        seen.add(call_id)
+        calls.append({"id": call_id, "type": "function",
                       "function": {"name": str(fn.get("name") or ""), "arguments": args}})
     return calls
 
@@ -189,7 +196,7 @@ class _Run:
         out, self.unsaved = self.unsaved, []
         return out
 
-    async def _flush(self, *, audit: list[Any] | None = None) -> None:
+    async def _flush(self, *, audit: list[AuditEvent] | None = None) -> None:
         """Commit what was appended (and audit events) without rewriting the task row."""
         if not self.unsaved and not audit:
             return
@@ -237,6 +244,9 @@ class _Run:
     # -- the loop ------------------------------------------------------------------------
     async def go(self) -> None:
         """Until the task waits, completes or fails."""
+        if not self.entries:  # an agent task always stores its first turn with its row
+            await self.engine._fail(self.task, "the conversation of this agent task is missing")
+            return
         if not await self._settle_pending():
             return
         while True:

@@ -162,6 +162,23 @@ async def test_an_unknown_tool_is_answered_with_the_known_ones(
     assert "send_email" in error and done.actions == []
 
 
+async def test_calls_without_ids_or_with_repeated_ids_each_get_their_result(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    """A server that repeats a call id or leaves it out: every call still runs once and
+    gets its own result, matched by an id of its own."""
+    script = steps(Answer(calls=[READ, ("list_dir", {"path": "."}), READ],
+                          ids=["call_0", "call_0", None]), Answer(content="done"))
+    async with FakeOpenAI(script=script) as llm:
+        node = await agent_node(node_factory, llm.base_url, tmp_path / "work")
+        done = await start(node, "read twice")
+    assert done.state is TaskState.COMPLETED
+    assert [a.tool for a in done.actions] == ["read_file", "list_dir", "read_file"]
+    second = llm.requests[1]["messages"]
+    ids = [c["id"] for c in second[2]["tool_calls"]]
+    assert len(set(ids)) == 3
+    assert [m["tool_call_id"] for m in second if m["role"] == "tool"] == ids
+
+
 async def test_max_turns_fails_the_task_naming_the_limit(node_factory: NodeFactory,
                                                           tmp_path: Path) -> None:
     """A model that never stops is asked at most max_turns times, then the task fails."""
@@ -242,10 +259,11 @@ async def test_a_timed_out_request_is_told_to_the_model(node_factory: NodeFactor
     assert [a.outcome for a in done.actions] == ["timed_out"]
 
 
-async def test_a_restarted_node_goes_on_without_asking_the_model_again(tmp_path: Path) -> None:
-    """A second node on the same database resumes an approved agent task from its stored
-    transcript: the model gets only the request for the turn after the call."""
-    url = f"sqlite:///{tmp_path / 'agent.db'}"
+async def test_a_restarted_node_goes_on_without_asking_the_model_again(tmp_path: Path,
+                                                                       store_url: str) -> None:
+    """A second node on the same database (SQLite, PostgreSQL) resumes an approved agent
+    task from its stored transcript: the model gets only the request for the next turn."""
+    url = store_url
     with FakeSmtpServer() as smtp:
         async with FakeOpenAI(script=email_what_was_read) as llm:
             settings = Settings.model_validate({**agent_config(llm.base_url, tmp_path / "work"),
