@@ -180,8 +180,10 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
 
     @router.get("/health", responses={200: {"model": HealthOut}}, tags=["daemon"])
     async def health() -> JSONResponse:
-        """Liveness; never needs a key."""
-        return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id})
+        """Liveness, and how each chat surface is doing; never needs a key."""
+        surfaces = ctx.surfaces() if ctx.surfaces is not None else {}
+        return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id,
+                     "surfaces": surfaces})
 
     @router.get("/tasks", responses={200: {"model": TaskList}, **responses(401, 422)},
                 tags=["tasks"])

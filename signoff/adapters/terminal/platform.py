@@ -11,6 +11,7 @@ import asyncio
 import getpass
 import itertools
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from signoff.bot.cards import why_line
@@ -21,6 +22,7 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    with_people,
 )
 from signoff.runtime.models import DecisionCode, Scope
 
@@ -90,9 +92,10 @@ class TerminalPlatform:
         if card.outcome:
             self._print(f"  → {card.outcome}")
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
         """Print a notification."""
-        self._print(text)
+        self._print(with_people(text, mentions))
 
     async def _read(self, prompt: str) -> str | None:
         self.stdout.write(prompt)
