@@ -5,6 +5,8 @@ it already answered, and a gated call cut short comes back to a person."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,11 +14,22 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_daemon_crash import GATED_SLEEP, Daemon, kill_children, processes, wait_for
+from tests.e2e.test_daemon_crash import Daemon, processes, wait_for
 from tests.fakes.openai import Answer, FakeOpenAI, Seen, ThreadedFakeOpenAI, steps
 from tests.fakes.smtp import FakeSmtpServer
 
 NOTES = "Meeting moved to 3pm\nsecond line\n"
+# A command line of this test process alone (not listed as read-only: DESTRUCTIVE), so
+# cleaning up never kills the children of another test run on the same machine.
+GATED_SLEEP = f"sleep {50_000 + os.getpid()}"
+
+
+def kill_children() -> None:
+    for pid in processes(GATED_SLEEP):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def mail_first_line(seen: Seen) -> Answer:
