@@ -6,10 +6,12 @@ Resuming never re-plans: the stored pending action runs, then the remaining stor
 steps. Autonomous steps commit nothing until the task pauses or ends (a crash re-runs
 them, which is safe for READ and DRAFT); a gated action is committed as `executing`
 before it runs, so a crash mid-send comes back to a person instead of sending twice.
+An action that can never succeed (a path outside the work dir, a channel no surface
+reaches: the registry's `check`) fails at once, audited, and nobody is asked about it.
 
 A goal without steps goes to the engine's `TaskRunner` when it has one (the agent loop,
-`planning/agent.py`), which works turn by turn with the same policy (`route`), the same pause
-(`request_approval`) and the same ends (`_complete`, `_fail`).
+`planning/agent.py`), which works turn by turn with the same policy (`route`), the same
+pause (`request_approval`) and the same ends (`_complete`, `_fail`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ from typing import Any, Protocol
 from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
 from signoff.runtime import ids
 from signoff.runtime.clock import Clock
-from signoff.runtime.events import EngineListener, NullListener, TaskEvent, audit_event
+from signoff.runtime.events import (
+    ApprovalEvent,
+    EngineListener,
+    NullListener,
+    TaskEvent,
+    approval_event,
+    audit_event,
+)
 from signoff.runtime.models import (
     ALL_SCOPES,
     Action,
@@ -53,12 +62,6 @@ from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 OUTPUT_LIMIT = 4_000
-
-
-def card_item(kind: str, approval_id: str, suffix: str = "") -> OutboxItem:
-    """A surface-neutral card job ("*" is expanded to every surface by the bot layer)."""
-    return OutboxItem(key=f"{kind}:{approval_id}{suffix}", surface="*", kind=kind,
-                      payload={"approval_id": approval_id}, approval_id=approval_id)
 
 
 class Judge(Protocol):
@@ -105,6 +108,15 @@ def _short(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _short(v) for k, v in value.items()}
     return value
+
+
+def _error_text(action: Action, exc: ToolError) -> str:
+    """A tool's error without its own name in front: the reason says the name once."""
+    text = str(exc)
+    for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return text
 
 
 class Engine:
@@ -216,6 +228,9 @@ class Engine:
         ev = await self.policy.evaluate(task, action, self.store)
         if ev.verdict is Verdict.BLOCK:
             return Route("block", actor="auto:policy", reason=ev.reason)
+        error = await self.cannot_run(action)
+        if error is not None:
+            return Route("fail", actor="auto:check", reason=error)
         if ev.verdict is Verdict.ALLOW and ev.actor is None:
             return Route("run")
         if ev.verdict is Verdict.ALLOW:
@@ -241,6 +256,11 @@ class Engine:
         if route.kind == "block":
             await self._block(task, action, route.reason, actor=route.actor or "auto:policy")
             return False
+        if route.kind == "fail":  # failed before anyone is asked
+            record, event = self.unrunnable(task, action, route.reason)
+            task.actions.append(record)
+            await self._fail(task, f"{action.tool} failed: {route.reason}", audit=[event])
+            return False
         if route.kind == "run":
             return await self._run_autonomous(task, action)
         if route.kind == "gated":
@@ -249,6 +269,21 @@ class Engine:
                                          audit_kind=route.audit_kind)
         await self.request_approval(task, action)
         return False
+
+    async def cannot_run(self, action: Action) -> str | None:
+        """Why ``action`` can never succeed (the registry's check), or None."""
+        try:
+            await self.registry.check(action, self.tool_context)
+        except ToolError as exc:
+            return _error_text(action, exc)
+        return None
+
+    def unrunnable(self, task: Task, action: Action,
+                   error: str) -> tuple[ActionRecord, AuditEvent]:
+        """The history record and the audit event of an action that cannot run."""
+        record = self._record(task, action, "block", "auto:check", False, None, error)
+        return record, audit_event("evaluation", task, action, decision="BLOCK",
+                                   actor="auto:check", reason=f"cannot run: {error}")
 
     async def _run_autonomous(self, task: Task, action: Action) -> bool:
         ok, output, error = await self._execute(action)
@@ -282,12 +317,7 @@ class Engine:
             output = await self.registry.execute(action, self.tool_context)
             return True, _short(output), None
         except ToolError as exc:
-            # Tools often name themselves in their messages; say the tool's name once.
-            text = str(exc)
-            for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
-                if text.startswith(prefix):
-                    text = text[len(prefix):]
-            return False, None, text
+            return False, None, _error_text(action, exc)
 
     def _record(self, task: Task, action: Action, decision: str, actor: str | None,
                 ok: bool, output: Any, error: str | None) -> ActionRecord:
@@ -315,12 +345,11 @@ class Engine:
         task.claimed_by = task.lease_until = None
         event = audit_event("evaluation", task, action, decision="ASK_USER",
                             approval=approval, reason=note or "approval requested")
-        # The card fan-out is written in the same transaction: a crash right after this
-        # commit still gets the card posted (the bot layer expands "*" per surface).
-        post = card_item("post", approval.id)
-        if approvers:  # ping whoever is on call on the card itself
-            post.payload["mentions"] = approvers
-        await self._save(task, approval=approval, audit=[event], outbox=[post],
+        # The domain event is written in the same transaction: a crash right after this
+        # commit still gets the card posted (the bot layer turns it into card jobs).
+        requested = approval_event(ApprovalEvent.REQUESTED, approval.id,
+                                   mentions=list(approvers or ()))
+        await self._save(task, approval=approval, audit=[event], outbox=[requested],
                          transcript=transcript)
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
                                               "tool": action.tool})

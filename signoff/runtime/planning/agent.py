@@ -334,6 +334,12 @@ class _Run:
         if route.kind == "block":
             return await self._refuse(call, action, route.reason,
                                       actor=route.actor or "auto:policy")
+        if route.kind == "fail":  # can never succeed: a tool error, nobody is asked
+            record, event = engine.unrunnable(task, action, route.reason)
+            self._answer(call["id"], error=f"{action.tool} failed: {route.reason}",
+                         record=record)
+            await self._flush(audit=[event])
+            return True
         agent.call_id, agent.why = call["id"], why
         if route.kind == "gated":
             return await self._run_gated(action, route)

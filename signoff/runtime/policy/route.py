@@ -15,9 +15,10 @@ from signoff.runtime.models import Action, AuditEvent, Task
 
 @dataclass(frozen=True)
 class Route:
-    """Where the policy sends one action: run it (autonomous or gated), block it, ask."""
+    """Where the policy sends one action: run it (autonomous or gated), block it, fail it
+    (it can never succeed: nobody is asked), or ask a person."""
 
-    kind: str  # run | gated | block | ask
+    kind: str  # run | gated | block | fail | ask
     decision: str = "allow"  # for gated: grant | auto (the action record's decision)
     actor: str | None = None
     reason: str = ""

@@ -179,6 +179,24 @@ async def test_calls_without_ids_or_with_repeated_ids_each_get_their_result(
     assert [m["tool_call_id"] for m in second if m["role"] == "tool"] == ids
 
 
+async def test_a_call_that_can_never_succeed_is_told_without_asking_anyone(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    """A delete outside the work dir fails before anyone is asked (no card): the model
+    gets the tool error, audited as "cannot run", and goes on."""
+    script = steps(Answer(calls=[("delete_file", {"path": "../outside.txt"})]),
+                   Answer(content="that path is not mine to touch"))
+    async with FakeOpenAI(script=script) as llm:
+        node = await agent_node(node_factory, llm.base_url, tmp_path / "work")
+        done = await start(node, "delete the outside file")
+    assert done.state is TaskState.COMPLETED
+    assert recorder(node).messages == {}
+    error = tool_results(llm.requests[1])[0]["error"]
+    assert error.startswith("delete_file failed: ")
+    assert [(a.decided_by, a.outcome) for a in done.actions] == [("auto:check", "error")]
+    audit = (await node.store.audit_events(task_id=done.id)).items
+    assert any((e.reason or "").startswith("cannot run: ") for e in audit)
+
+
 async def test_max_turns_fails_the_task_naming_the_limit(node_factory: NodeFactory,
                                                           tmp_path: Path) -> None:
     """A model that never stops is asked at most max_turns times, then the task fails."""
