@@ -12,7 +12,7 @@ READ tool, appending its result — and, when stored, committing the turn.
 2. baseline, in the same run: the very same loop on a store that keeps nothing (every
    commit succeeds and writes nothing), i.e. the same turn without storing.
 3. flatness: tasks of 50 turns on SQLite; the bytes the store writes per turn (the JSON
-   of the rows, counted by its SQLite path) and the time per turn (median over the runs),
+   of the rows each unit of work carries) and the time per turn (median over the runs),
    turns 2-10 against turns 41-50. An append-only transcript keeps both flat; rewriting
    the conversation each turn would make them grow with the turn number.
 
@@ -44,7 +44,7 @@ from signoff.runtime.models import TaskState
 from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import Change, TaskStore
-from signoff.runtime.store.sql.store import SqlTaskStore
+from signoff.runtime.store.sqlite.store import SqliteTaskStore
 from signoff.wiring import Node, build_node
 
 TARGET = 3.0
@@ -80,11 +80,21 @@ class NothingStore(MemTaskStore):
         return True
 
 
+class CountingStore(SqliteTaskStore):
+    """The SQLite store, counting the JSON bytes of the rows each unit of work writes."""
+
+    bytes_written = 0
+
+    async def commit(self, change: Change) -> bool:
+        self.bytes_written += len(change.task.model_dump_json()) if change.task else 0
+        self.bytes_written += sum(len(e.model_dump_json()) for e in change.transcript)
+        self.bytes_written += sum(len(e.model_dump_json()) for e in change.audit)
+        return await super().commit(change)
+
+
 def written(store: TaskStore | None) -> int:
-    """JSON bytes the SQLite store has written so far (both of its connections)."""
-    if not isinstance(store, SqlTaskStore):
-        return 0
-    return sum(f.bytes_written for f in (store._fast, store._inline) if f is not None)
+    """JSON bytes the store has been given to write so far."""
+    return store.bytes_written if isinstance(store, CountingStore) else 0
 
 
 def node(work: Path, store: TaskStore, model: ZeroLatencyModel, turns: int) -> Node:
@@ -117,7 +127,7 @@ async def run_tasks(store: TaskStore, work: Path, tasks: int, turns: int) -> flo
 
 async def long_task(work: Path, turns: int) -> tuple[list[float], list[int]]:
     """(seconds, bytes written) of each turn of one long task on SQLite."""
-    store = SqlTaskStore(url=f"sqlite:///{work / 'flat.db'}")
+    store = CountingStore(url=f"sqlite:///{work / 'flat.db'}")
     model = ZeroLatencyModel(turns, store)
     n = node(work, store, model, turns)
     await store.open()
@@ -154,7 +164,7 @@ async def main(tasks: int, turns: int, runs: int) -> int:
         unstored, stored = [], []
         for r in range(runs):  # alternated, best of each: the machine may be busy
             unstored.append(await run_tasks(NothingStore(), root / f"nothing{r}", tasks, turns))
-            stored.append(await run_tasks(SqlTaskStore(url=f"sqlite:///{root / f'a{r}.db'}"),
+            stored.append(await run_tasks(SqliteTaskStore(url=f"sqlite:///{root / f'a{r}.db'}"),
                                           root / f"sqlite{r}", tasks, turns))
         byte_ratio, time_ratio, times, sizes = await flatness(root / "flat", 50, runs)
     ratio = min(stored) / min(unstored)
