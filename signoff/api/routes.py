@@ -33,6 +33,7 @@ from signoff.api.schemas import (
     TaskList,
     TaskOut,
     TaskSubmit,
+    TranscriptList,
 )
 from signoff.bot.ports import Actor, DecisionEvent
 from signoff.errors import ToolError
@@ -99,7 +100,7 @@ def approval_item(task: Task) -> JsonDict | None:
         **approval.public(), "task_id": task.id, "goal": task.goal, "schedule": task.schedule,
         "submitted_by": task.submitted_by, "step": approval.step,
         "allowed_scopes": [s.value for s in approval.allowed_scopes],
-        "action": action.public(), "note": approval.note,
+        "action": action.public(), "note": approval.note, "why": approval.why,
     }
 
 
@@ -228,6 +229,17 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
             return RedirectResponse(f"/console/tasks/{task.id}", status_code=303)
         return json(task.public())
 
+    @router.get("/tasks/{task_id}/transcript", tags=["tasks"],
+                responses={200: {"model": TranscriptList}, **responses(401, 404, 422)})
+    async def transcript(task_id: TaskId, limit: Limit = 100,
+                         cursor: Cursor = None) -> JSONResponse:
+        """An agent task's conversation, oldest first (empty for a task with fixed steps)."""
+        await api.task_or_404(task_id)
+        page = await ctx.store.transcript(task_id, after=int(cursor) if cursor else -1,
+                                          limit=limit)
+        items = [e.public() for e in page.items]
+        return json({"items": items, "next_cursor": page.next_cursor})
+
     @router.post("/tasks/{task_id}/approve", tags=["decisions"],
                  responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
     async def approve(request: Request, task_id: TaskId,
@@ -240,7 +252,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                  responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
     async def deny(request: Request, task_id: TaskId,
                    body: Annotated[DenyBody | None, Body()] = None) -> JSONResponse:
-        """Deny the pending action; the task fails with "user denied[: reason]"."""
+        """Deny the pending action: the task fails with "user denied[: reason]" (an agent
+        with on_deny = "tell_model" is told so and goes on)."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
         return await api.decide(request, task_id, Scope.DENY, reason)
 

@@ -20,6 +20,13 @@ BUTTON_LABELS = {
     Scope.DENY: "Deny",
 }
 
+WHY = 200  # the agent's words on a card: enough to judge, short enough for a phone
+WHY_LABEL = "Why (agent)"  # the model's claim, not a fact: every surface says whose words
+
+
+def why_line(card_why: str | None) -> str | None:
+    """``Why (agent): …`` for a card that carries an agent's words, else None."""
+    return f"{WHY_LABEL}: {card_why}" if card_why else None
 
 def describe(action: Action) -> str:
     """The action in plain words, as its tool put it when the registry prepared it."""
@@ -91,6 +98,7 @@ def build_card(task: Task, approval: Approval, *, console_url: str | None = None
         decided_by=approval.decided_by,
         decided_at=approval.decided_at,
         note=approval.note,
+        why=shorten(approval.why, WHY) if approval.why else None,
         mentions=mentions,
         console_url=f"{console_url.rstrip('/')}/console/tasks/{task.id}" if console_url else None,
     )

@@ -176,14 +176,58 @@ def cmd_tasks(state: Annotated[StateChoice | None, typer.Option(help="Only this 
     tasks_table(page["items"]).print(out)
 
 
+SHOWN = 200  # characters of one message in `show --transcript` (--json has them whole)
+
+
+def _one_line(text: Any, limit: int = SHOWN) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def show_transcript(items: list[dict[str, Any]]) -> None:
+    """An agent's conversation for people: who said what, calls and results shortened."""
+    out.print("[bold]conversation[/bold]", markup=True)
+    if not items:
+        out.print("  (no conversation: this task did not run as an agent)", markup=False)
+    for item in items:
+        who = item["role"] + (f" {item['tool_call_id']}" if item.get("tool_call_id") else "")
+        if item.get("content"):
+            out.print(f"  [{who}] {_one_line(item['content'])}", markup=False)
+        elif not item.get("tool_calls"):
+            out.print(f"  [{who}] (empty)", markup=False)
+        for c in item.get("tool_calls") or []:
+            fn = c.get("function") or {}
+            call_text = f"{fn.get('name')}({fn.get('arguments')})"
+            out.print(f"  [{who}] → {_one_line(call_text)}", markup=False)
+
+
+def transcript_items(url: str, task_id: str, key: str | None) -> list[dict[str, Any]]:
+    """Every message of a task's conversation, page by page."""
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 500, **({"cursor": cursor} if cursor else {})}
+        page = call("GET", url, f"/tasks/{task_id}/transcript", key, params=params,
+                    subject=f"task {task_id}")
+        items.extend(page["items"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return items
+
+
 def cmd_show(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")],
+             transcript: Annotated[bool, typer.Option(
+                 "--transcript", help="Also show an agent task's conversation.")] = False,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
-    """Show one task with its pending action and history."""
+    """Show one task with its pending action and history (and its conversation)."""
     task = call("GET", url, f"/tasks/{task_id}", api_key, subject=f"task {task_id}")
+    items = transcript_items(url, task_id, api_key) if transcript else None
     if as_json:
-        _dump(task)
+        _dump(task if items is None else {**task, "transcript": items})
         return
     show_task(task)
+    if items is not None:
+        show_transcript(items)
 
 
 def cmd_approve(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")],
@@ -205,7 +249,7 @@ def cmd_deny(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")
              reason: Annotated[str | None, typer.Option(help="Why (kept in the audit log).")
                                ] = None,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
-    """Deny the action a task is waiting on (the task fails)."""
+    """Deny the action a task is waiting on (the task fails; an agent is told and goes on)."""
     task = call("POST", url, f"/tasks/{task_id}/deny", api_key, body={"reason": reason},
                 subject=f"task {task_id}")
     if as_json:

@@ -52,7 +52,8 @@ def summarize(task: Task) -> str:
     done = sum(1 for a in task.actions if a.outcome == "ok")
     reason = (task.result or {}).get("reason")
     if task.state is TaskState.COMPLETED:
-        return f"completed: {done} action(s) ran"
+        answer = (task.result or {}).get("answer")  # an agent's final words
+        return f"completed: {done} action(s) ran" + (f"\nanswer: {answer}" if answer else "")
     if task.state is TaskState.WAITING_APPROVAL and task.pending_action:
         return (f"waiting for approval: {task.pending_action.tool} "
                 f"{', '.join(task.pending_action.targets)} ({done} action(s) ran)")

@@ -40,9 +40,23 @@ class Planner(Protocol):
         ...
 
 
+def _accepted(planner: Planner, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The context a planner's ``plan`` takes: all of it with ``**kwargs``, else the named
+    ones (a planner written as ``plan(goal, tools)`` must not get a ``notes`` it never asked
+    for)."""
+    try:
+        params = inspect.signature(planner.plan).parameters.values()
+    except (TypeError, ValueError):
+        return kwargs
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return kwargs
+    names = {p.name for p in params}
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
 async def call_planner(planner: Planner, goal: str, **kwargs: Any) -> Plan:
     """Call a sync or async planner and check what comes back."""
-    result = planner.plan(goal, **kwargs)
+    result = planner.plan(goal, **_accepted(planner, kwargs))
     if inspect.isawaitable(result):
         result = await result
     plan = result if isinstance(result, Plan) else Plan(result)  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ def node(tmp_path: Path, base_url: str) -> Node:
     work.mkdir(exist_ok=True)
     (work / "README.md").write_text("hello")
     data: dict[str, Any] = {"daemon": {"work_dir": str(work)}, "recipes": [RECIPE],
-                            "planner": {"kind": "openai", "base_url": base_url,
+                            "planner": {"kind": "openai", "mode": "plan", "base_url": base_url,
                                         "model": "llama3.1", "timeout": "5s"}}
     return build_node(Settings.model_validate(data), store=MemTaskStore())
 
@@ -122,3 +122,28 @@ async def test_an_unknown_tool_from_the_model_fails_the_plan(tmp_path: Path) -> 
         task = await plan(node(tmp_path, llm.base_url), "do something else")
     assert task.state is TaskState.FAILED
     assert task.result is not None and "launch_rockets" in task.result["reason"]
+
+
+async def test_a_fallback_is_said_in_the_result_and_the_audit_log(tmp_path: Path) -> None:
+    """Plan mode falling back to the recipes says so: result.planner and a
+    `planner_fallback` audit event with the endpoint's error."""
+    async with FakeOpenAI(None) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "summarize the readme")
+    assert task.result is not None and task.result["planner"]["fallback"] == "recipes"
+    events = (await n.store.audit_events(task_id=task.id)).items
+    fallback = [e for e in events if getattr(e, "kind", None) == "planner_fallback"]
+    assert len(fallback) == 1
+    assert f"LLM endpoint {llm.base_url} failed" in str(getattr(fallback[0], "reason", ""))
+
+
+async def test_a_plan_from_the_model_says_so_in_the_result(tmp_path: Path) -> None:
+    """When the model planned, result.planner is "openai" and nothing is audited as a
+    fallback."""
+    async with FakeOpenAI([("read_file", {"path": "README.md"})]) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "read it")
+    assert task.state is TaskState.COMPLETED
+    assert task.result is not None and task.result["planner"] == {"kind": "openai"}
+    events = (await n.store.audit_events(task_id=task.id)).items
+    assert not [e for e in events if getattr(e, "kind", None) == "planner_fallback"]
