@@ -178,8 +178,10 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
 
     @router.get("/health", responses={200: {"model": HealthOut}}, tags=["daemon"])
     async def health() -> JSONResponse:
-        """Liveness; never needs a key."""
-        return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id})
+        """Liveness and the live nodes sharing this database; never needs a key."""
+        nodes = await ctx.store.live_nodes(ctx.clock.now())
+        return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id,
+                     "nodes": [n.public() for n in nodes]})
 
     @router.get("/tasks", responses={200: {"model": TaskList}, **responses(401, 422)},
                 tags=["tasks"])

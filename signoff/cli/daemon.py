@@ -29,6 +29,7 @@ from signoff.wiring import (
     api_providers,
     build_node,
     chat_platforms,
+    cluster_services,
 )
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     for name, platform in node.platforms.items():
         services.append((f"surface-{name}", _runner(platform, node)))
     services.extend(scheduler_services)
+    services.extend(cluster_services(node))
     return node, services
 
 

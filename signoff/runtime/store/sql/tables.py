@@ -129,3 +129,18 @@ class OutboxRow(SQLModel, table=True):
     done: bool = Field(default=False)
     next_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
     error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+
+
+class NodeRow(SQLModel, table=True):
+    """One daemon in the node registry (see `signoff.runtime.nodes`).
+
+    Every time in it is the writing node's Clock, never the database server's.
+    """
+
+    __tablename__ = "nodes"
+    id: str = Field(sa_column=sa.Column(sa.String(100), primary_key=True))
+    host: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
+    started_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    last_beat: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    live_until: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    running: int = Field(default=0)
