@@ -27,6 +27,7 @@ CHANNEL = "signoff_tasks"
 NOTIFY = sa.text(f"NOTIFY {CHANNEL}")
 PING_AFTER = 30.0  # seconds without a notification before the connection is checked
 PING_TIMEOUT = 10.0
+APPLICATION_NAME = "signoff-listen"
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,10 @@ class TaskWakeups:
             delay = min(delay * 2, self.max_backoff)
 
     async def _listen(self, psycopg: Any) -> None:
+        # Named, so that an operator sees it in pg_stat_activity for what it is.
         conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True,
-                                                     connect_timeout=10)
+                                                     connect_timeout=10,
+                                                     application_name=APPLICATION_NAME)
         async with conn:
             await conn.execute(f"LISTEN {CHANNEL}")
             self.backend_pid = conn.info.backend_pid
