@@ -4,6 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.example.toml
 STAMP := $(VENV)/.installed-dev
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: install run test test-faketime lint bench clean
 
@@ -14,6 +15,10 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	@touch $(BENCH_STAMP)
 
 install: $(STAMP)  ## venv + pip install -e '.[dev]'
 
@@ -31,8 +36,8 @@ lint: $(STAMP)  ## ruff, mypy and the layer contract
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: $(STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
-	@for b in throughput policy flow api slack; do \
+bench: $(BENCH_STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
+	@for b in throughput policy flow api slack cluster; do \
 	  if [ -f bench/$$b.py ]; then echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; fi; \
 	done
 
