@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -31,11 +31,14 @@ from signoff.runtime.events import MultiListener
 from signoff.runtime.models import Action, RiskClass, Scope
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
-from signoff.runtime.policy.policy import Policy, Unattended, grant_key
+from signoff.runtime.policy.grants import grant_key
+from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
+from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
 from signoff.runtime.worker import Worker
 
@@ -141,6 +144,30 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
     return out
 
 
+class SurfacePoster:
+    """`post_message`'s port: ``slack:C1`` / ``telegram:-100`` go to that surface's notify.
+
+    It reads the node's live surface table, so a surface the daemon disabled at start-up
+    is reported unreachable instead of failing after somebody approved the post.
+    """
+
+    def __init__(self, surfaces: Mapping[str, ChatPlatform]) -> None:
+        self.surfaces = surfaces
+
+    def unreachable(self, channel: str) -> str | None:
+        """Why ``channel``'s surface cannot be used in this process, or None."""
+        surface, _ = parse_channel(channel)
+        if surface in self.surfaces:
+            return None
+        return (f"no {surface} surface is running in this process (it needs [{surface}] in "
+                "the config; `signoff handle` has only the terminal)")
+
+    async def post(self, channel: str, text: str) -> None:
+        """Post through the surface's own notify (its escaping, limits and errors)."""
+        surface, target = parse_channel(channel)
+        await self.surfaces[surface].notify(target, text)
+
+
 def build_node(settings: Settings, *, work_dir: Path | None = None, database: str | None = None,
                autonomous_risks: Iterable[RiskClass] | None = None, clock: Clock | None = None,
                store: TaskStore | None = None, planner: Planner | None = None,
@@ -150,12 +177,14 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     wd = settings.resolved_work_dir(work_dir)
     wd.mkdir(parents=True, exist_ok=True)
     clock = clock or SystemClock()
+    chosen = dict(platforms or {})
     store = store or SqlTaskStore(url=database or settings.database_url(work_dir))
     pol = settings.policy
     registry = builtin_registry(read_only_commands=pol.read_only_commands, work_dir=wd)
     em = settings.email
     context = ToolContext(
         work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),
+        post_message=SurfacePoster(chosen),
         smtp=SmtpSettings(host=em.host, port=em.port, sender=em.sender, starttls=em.starttls,
                           username=em.username, password=em.password,
                           timeout=em.timeout.total_seconds()))
@@ -171,7 +200,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     config = EngineConfig(
         node_id=node_id(settings, wd), approval_timeout=ap.timeout, lease=settings.daemon.lease,
         max_retries=settings.daemon.max_retries, scopes=scopes,
-        unattended=Unattended(mode=str(ap.mode), cron_mode=str(ap.cron_mode),
+        unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
         timeout_for=schedule_timeouts(settings.schedules))
@@ -187,7 +216,6 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     worker = Worker(engine=engine, poll_interval=settings.daemon.poll_interval.total_seconds())
     decider = Decider(engine=engine, on_runnable=worker.hand_over)
     authorizer = Authorizer(approvers=frozenset(ap.approvers), oncall=oncall or router.current)
-    chosen = dict(platforms or {})
     rules = [NotifyRule(platform=n.platform, channel=n.target, events=frozenset(map(str, n.events)),
                         include_content=n.include_content) for n in settings.notify]
     public = settings.daemon.public_url
@@ -263,9 +291,8 @@ def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
 
     assert node.scheduler is not None and node.oncall is not None
     scheduler, router = node.scheduler, node.oncall
-    escalator = Escalator(store=node.store, clock=node.clock, rotations=router.rotations,
-                          overrides=router.overrides, listener=node.listener,
-                          wake=node.flow.dispatcher.wake)
+    escalator = Escalator(decider=node.decider, clock=node.clock, rotations=router.rotations,
+                          overrides=router.overrides, wake=node.flow.dispatcher.wake)
 
     async def schedules() -> list[dict[str, Any]]:
         return await scheduler.status()

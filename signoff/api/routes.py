@@ -39,6 +39,7 @@ from signoff.errors import ToolError
 from signoff.runtime.models import (
     Action,
     ApprovalStatus,
+    DecisionCode,
     Grant,
     JsonDict,
     RiskClass,
@@ -164,9 +165,9 @@ class TaskApi:
         current = await self.ctx.store.get_task(task_id) or task
         if outcome.accepted:
             return json(current.public())
-        if outcome.code == "not_authorized":
+        if outcome.code is DecisionCode.NOT_AUTHORIZED:
             raise ApiError(403, outcome.message)
-        if outcome.code == "scope_not_allowed":
+        if outcome.code is DecisionCode.SCOPE_NOT_ALLOWED:
             raise invalid("scope", outcome.message)
         raise conflict(current, outcome.message)
 
@@ -178,10 +179,12 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
 
     @router.get("/health", responses={200: {"model": HealthOut}}, tags=["daemon"])
     async def health() -> JSONResponse:
-        """Liveness and the live nodes sharing this database; never needs a key."""
+        """Liveness, the live nodes sharing this database, and how each chat surface is
+        doing; never needs a key."""
+        surfaces = ctx.surfaces() if ctx.surfaces is not None else {}
         nodes = await ctx.store.live_nodes(ctx.clock.now())
         return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id,
-                     "nodes": [n.public() for n in nodes]})
+                     "nodes": [n.public() for n in nodes], "surfaces": surfaces})
 
     @router.get("/tasks", responses={200: {"model": TaskList}, **responses(401, 422)},
                 tags=["tasks"])

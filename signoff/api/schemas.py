@@ -99,6 +99,7 @@ class HealthOut(BaseModel):
     version: str
     node: str
     nodes: list[NodeOut]
+    surfaces: dict[str, str]  # "ok", "degraded: <why>" (retrying) or "disabled: <why>"
 
 
 class PendingActionOut(BaseModel):

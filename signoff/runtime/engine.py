@@ -6,6 +6,8 @@ Resuming never re-plans: the stored pending action runs, then the remaining stor
 steps. Autonomous steps commit nothing until the task pauses or ends (a crash re-runs
 them, which is safe for READ and DRAFT); a gated action is committed as `executing`
 before it runs, so a crash mid-send comes back to a person instead of sending twice.
+An action that can never succeed (a path outside the work dir, a channel no surface
+reaches: the registry's `check`) fails at once, audited, and nobody is asked about it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from typing import Any, Protocol
 from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
 from signoff.runtime import ids
 from signoff.runtime.clock import Clock
-from signoff.runtime.events import EngineListener, NullListener, audit_event
+from signoff.runtime.events import (
+    ApprovalEvent,
+    EngineListener,
+    NullListener,
+    TaskEvent,
+    approval_event,
+    audit_event,
+)
 from signoff.runtime.models import (
     ALL_SCOPES,
     Action,
@@ -34,19 +43,19 @@ from signoff.runtime.models import (
     Verdict,
 )
 from signoff.runtime.planning.planner import Planner, call_planner
-from signoff.runtime.policy.policy import Policy, Unattended, new_approval, resolve_unattended
+from signoff.runtime.policy.policy import Policy, new_approval
+from signoff.runtime.policy.unattended import (
+    ApprovalMode,
+    Outcome,
+    Unattended,
+    resolve_unattended,
+)
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 from signoff.runtime.tools.base import ToolContext
 from signoff.runtime.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 OUTPUT_LIMIT = 4_000
-
-
-def card_item(kind: str, approval_id: str, suffix: str = "") -> OutboxItem:
-    """A surface-neutral card job ("*" is expanded to every surface by the bot layer)."""
-    return OutboxItem(key=f"{kind}:{approval_id}{suffix}", surface="*", kind=kind,
-                      payload={"approval_id": approval_id}, approval_id=approval_id)
 
 
 class Judge(Protocol):
@@ -85,6 +94,15 @@ def _short(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _short(v) for k, v in value.items()}
     return value
+
+
+def _error_text(action: Action, exc: ToolError) -> str:
+    """A tool's error without its own name in front: the reason says the name once."""
+    text = str(exc)
+    for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return text
 
 
 class Engine:
@@ -132,7 +150,7 @@ class Engine:
             task.claimed_by, task.lease_until = self.config.node_id, now + self.config.lease
         if not await self.store.commit(Change(at=now, task=task, insert=True)):
             return None
-        await self.listener.task_event("queued", task)
+        await self.listener.task_event(TaskEvent.QUEUED, task)
         return task
 
     # -- the main step ------------------------------------------------------------------
@@ -184,13 +202,15 @@ class Engine:
         if ev.verdict is Verdict.BLOCK:
             await self._block(task, action, ev.reason, actor="auto:policy")
             return False
+        if not await self._runnable(task, action):
+            return False
         if ev.verdict is Verdict.ALLOW and ev.actor is None:
             return await self._run_autonomous(task, action)
         if ev.verdict is Verdict.ALLOW:
             return await self._run_gated(task, action, "grant", ev.actor or "auto:grant",
                                          reason=ev.reason, audit_kind="evaluation")
         res = resolve_unattended(task, self.config.unattended)
-        if res.outcome == "judge":
+        if res.outcome is Outcome.JUDGE:
             word = await self.judge.judge(task, action) if self.judge else "ESCALATE"
             if word == "APPROVE":  # runs this action only: smart approval never grants
                 return await self._run_gated(task, action, "auto", "auto:smart",
@@ -199,15 +219,29 @@ class Engine:
                 await self._block(task, action, "smart approval denied", actor="auto:smart")
                 return False
             res = resolve_unattended(task.model_copy(update={"mode": RunMode.INTERACTIVE}),
-                                     Unattended(mode="manual"))
-        if res.outcome == "allow":
+                                     Unattended(mode=ApprovalMode.MANUAL))
+        if res.outcome is Outcome.ALLOW:
             return await self._run_gated(task, action, "auto", res.actor or "auto",
                                          reason=res.reason)
-        if res.outcome == "block":
+        if res.outcome is Outcome.BLOCK:
             await self._block(task, action, res.reason, actor=res.actor or "auto:policy")
             return False
         await self.request_approval(task, action)
         return False
+
+    async def _runnable(self, task: Task, action: Action) -> bool:
+        """Fail, audited and before anyone is asked, an action that can never succeed."""
+        try:
+            await self.registry.check(action, self.tool_context)
+        except ToolError as exc:
+            error = _error_text(action, exc)
+            task.actions.append(self._record(task, action, "block", "auto:check", False, None,
+                                             error))
+            event = audit_event("evaluation", task, action, decision="BLOCK", actor="auto:check",
+                                reason=f"cannot run: {error}")
+            await self._fail(task, f"{action.tool} failed: {error}", audit=[event])
+            return False
+        return True
 
     async def _run_autonomous(self, task: Task, action: Action) -> bool:
         ok, output, error = await self._execute(action)
@@ -245,12 +279,7 @@ class Engine:
             output = await self.registry.execute(action, self.tool_context)
             return True, _short(output), None
         except ToolError as exc:
-            # Tools often name themselves in their messages; say the tool's name once.
-            text = str(exc)
-            for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
-                if text.startswith(prefix):
-                    text = text[len(prefix):]
-            return False, None, text
+            return False, None, _error_text(action, exc)
 
     def _record(self, task: Task, action: Action, decision: str, actor: str | None,
                 ok: bool, output: Any, error: str | None) -> ActionRecord:
@@ -277,16 +306,15 @@ class Engine:
         task.claimed_by = task.lease_until = None
         event = audit_event("evaluation", task, action, decision="ASK_USER",
                             approval=approval, reason=note or "approval requested")
-        # The card fan-out is written in the same transaction: a crash right after this
-        # commit still gets the card posted (the bot layer expands "*" per surface).
-        post = card_item("post", approval.id)
-        if approvers:  # ping whoever is on call on the card itself
-            post.payload["mentions"] = approvers
-        await self._save(task, approval=approval, audit=[event], outbox=[post])
+        # The domain event is written in the same transaction: a crash right after this
+        # commit still gets the card posted (the bot layer turns it into card jobs).
+        requested = approval_event(ApprovalEvent.REQUESTED, approval.id,
+                                   mentions=list(approvers or ()))
+        await self._save(task, approval=approval, audit=[event], outbox=[requested])
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
                                               "tool": action.tool})
         await self.listener.approval_requested(task, approval)
-        await self.listener.task_event("waiting_approval", task)
+        await self.listener.task_event(TaskEvent.WAITING_APPROVAL, task)
         return approval
 
     async def _block(self, task: Task, action: Action, why: str, *, actor: str) -> None:
@@ -297,7 +325,7 @@ class Engine:
                                          decided_by=actor, outcome="blocked", error=why,
                                          at=self.clock.now()))
         event = audit_event("evaluation", task, action, decision="BLOCK", actor=actor, reason=why)
-        await self._fail(task, f"blocked: {why}", audit=[event], kind="blocked")
+        await self._fail(task, f"blocked: {why}", audit=[event], kind=TaskEvent.BLOCKED)
 
     async def _complete(self, task: Task) -> None:
         task.state = TaskState.COMPLETED
@@ -307,10 +335,11 @@ class Engine:
         task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs}
         await self._save(task)
         log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs)})
-        await self.listener.task_event("completed", task)
+        await self.listener.task_event(TaskEvent.COMPLETED, task)
 
     async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
-                    kind: str = "failed", approval: Approval | None = None) -> None:
+                    kind: TaskEvent = TaskEvent.FAILED, approval: Approval | None = None
+                    ) -> None:
         task.state = TaskState.FAILED
         task.pending_action = task.executing = None
         task.claimed_by = task.lease_until = None
@@ -318,8 +347,8 @@ class Engine:
         await self._save(task, audit=audit or [], approval=approval)
         log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)
-        if kind != "failed":
-            await self.listener.task_event("failed", task, reason)
+        if kind is not TaskEvent.FAILED:
+            await self.listener.task_event(TaskEvent.FAILED, task, reason)
 
     async def _save(self, task: Task, *, audit: list[AuditEvent] | None = None,
                     approval: Approval | None = None,

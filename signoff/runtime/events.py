@@ -7,9 +7,48 @@ listener that fails loses nothing: the flow re-syncs cards from the store on sta
 
 from __future__ import annotations
 
+import enum
 from typing import Protocol
 
-from signoff.runtime.models import Action, Approval, AuditEvent, Task
+from signoff.runtime.models import Action, Approval, AuditEvent, JsonDict, Task
+from signoff.runtime.store.port import OutboxItem
+
+
+class ApprovalEvent(enum.StrEnum):
+    """A durable domain event about one approval request.
+
+    Written to the outbox in the same transaction as the state it reports, so that a crash
+    right after the commit loses no card: the bot layer turns each into its card jobs on
+    every surface (the runtime knows no cards).
+    """
+
+    REQUESTED = "approval_requested"  # payload: mentions (the on-call asked first)
+    DECIDED = "approval_decided"  # approved, denied or expired
+    ESCALATED = "approval_escalated"  # payload: level, mentions (new), approvers, waited
+
+
+def approval_event(kind: ApprovalEvent, approval_id: str, *, suffix: str = "",
+                   **payload: object) -> OutboxItem:
+    """The outbox row of one domain event ("*": for every surface); its key makes it
+    idempotent (``suffix`` tells apart repeated events of one kind, e.g. each escalation)."""
+    data: JsonDict = {"approval_id": approval_id, **payload}
+    return OutboxItem(key=f"{kind.value}:{approval_id}{suffix}", surface="*", kind=kind.value,
+                      payload=data, approval_id=approval_id)
+
+
+class TaskEvent(enum.StrEnum):
+    """What happened to a task, as listeners (team channels, metrics) hear it."""
+
+    QUEUED = "queued"
+    WAITING_APPROVAL = "waiting_approval"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    ESCALATED = "escalated"
+    SKIPPED = "skipped"
 
 
 class EngineListener(Protocol):
@@ -23,8 +62,9 @@ class EngineListener(Protocol):
         """A request was approved, denied or expired."""
         ...
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
-        """queued, completed, failed, blocked, … (see INTERFACE.md `[[notify]]`)."""
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
+        """See `TaskEvent` (and `[[notify]]` in INTERFACE.md)."""
         ...
 
 
@@ -37,7 +77,8 @@ class NullListener:
     async def approval_decided(self, task: Task, approval: Approval) -> None:
         """Ignore."""
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
         """Ignore."""
 
 
@@ -76,7 +117,8 @@ class MultiListener:
         for listener in self.listeners:
             await listener.approval_decided(task, approval)
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
         """Tell everyone."""
         for listener in self.listeners:
             await listener.task_event(kind, task, detail)

@@ -29,6 +29,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from signoff.errors import BadArguments, ConfigError, StoreError
 from signoff.runtime.clock import Clock
 from signoff.runtime.engine import Engine
+from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Action, JsonDict, RunMode, Task, TaskState
 from signoff.runtime.schedule.cron import next_fire_times, previous_fire_time, schedule_trigger
 from signoff.runtime.schedule.durations import format_duration
@@ -205,7 +206,7 @@ class Scheduler:
             log.warning("schedule_skipped", extra={
                 "schedule": name, "fire_time": fire_time.isoformat(),
                 "task_id": running.id, "state": running.state.value})
-            await self.engine.listener.task_event("skipped", running, detail)
+            await self.engine.listener.task_event(TaskEvent.SKIPPED, running, detail)
             return None
         task = await self._submit(sched, fire_time=fire_time)
         if task is None:

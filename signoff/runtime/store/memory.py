@@ -208,13 +208,11 @@ class MemTaskStore:
         return [a.model_copy(deep=True) for a in self._approvals.values()
                 if a.status is ApprovalStatus.PENDING and a.expires_at <= now]
 
-    async def find_grant(self, key: str, *, policy_id: str, task_id: str) -> Grant | None:
-        """A live grant for this key and task (indexed by key: this runs for every action)."""
-        for grant_id in self._by_key.get(key, ()):
-            g = self._grants[grant_id][1]
-            if g.live and (g.scope.value == "always" or g.task_id == task_id):
-                return g.model_copy()  # a Grant holds only immutable values
-        return None
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants under ``key`` (indexed by key: this runs for every action)."""
+        found = (self._grants[grant_id][1] for grant_id in self._by_key.get(key, ()))
+        # A Grant holds only immutable values: a shallow copy cannot leak stored state.
+        return [g.model_copy() for g in found if g.revoked_at is None]
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
         """All grants."""

@@ -171,8 +171,9 @@ class TaskStore(Protocol):
         """Pending approvals whose expires_at has passed."""
         ...
 
-    async def find_grant(self, key: str, *, policy_id: str, task_id: str) -> Grant | None:
-        """A live grant with this key valid for this task."""
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants stored under ``key``, oldest first; which of them still covers
+        an action is `signoff.runtime.policy.grants.covers`, not the store's business."""
         ...
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:

@@ -330,21 +330,17 @@ class SqlTaskStore:
             return [Approval.model_validate_json(r.data) for r in conn.execute(q)]
 
     # -- grants --------------------------------------------------------------------------
-    async def find_grant(self, key: str, *, policy_id: str, task_id: str) -> Grant | None:
-        """A live grant with this key, valid for this task."""
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants under ``key``, oldest first (the key column is indexed)."""
         if self._inline is not None:
-            return self._inline.find_grant(key, task_id)
-        return await self._run(self._find_grant, key, task_id)
+            return self._inline.grant_candidates(key)
+        return await self._run(self._grant_candidates, key)
 
-    def _find_grant(self, key: str, task_id: str) -> Grant | None:
-        live = sa.or_(grants_t.c.max_calls.is_(None), grants_t.c.used < grants_t.c.max_calls)
-        q = (sa.select(grants_t).where(
-            grants_t.c.key == key, grants_t.c.revoked.is_(False), live,
-            sa.or_(grants_t.c.scope == "always", grants_t.c.task_id == task_id))
-            .order_by(grants_t.c.seq).limit(1))
+    def _grant_candidates(self, key: str) -> list[Grant]:
+        q = (sa.select(grants_t).where(grants_t.c.key == key, grants_t.c.revoked.is_(False))
+             .order_by(grants_t.c.seq))
         with self._tx(write=False) as conn:
-            row = conn.execute(q).first()
-        return grant_from(row) if row else None
+            return [grant_from(row) for row in conn.execute(q)]
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
         """Every grant (live ones only unless asked)."""

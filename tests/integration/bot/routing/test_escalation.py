@@ -117,8 +117,8 @@ def rig_factory(node_factory: Any, echo: HttpEcho) -> Any:
         oncall = node.settings.oncall
         router = OnCallRouter(rotations=oncall.rotations, overrides=oncall.overrides, clock=clock)
         node.authorizer.oncall = router.current
-        escalator = Escalator(store=node.store, clock=clock, rotations=oncall.rotations,
-                              overrides=oncall.overrides, listener=node.listener)
+        escalator = Escalator(decider=node.decider, clock=clock, rotations=oncall.rotations,
+                              overrides=oncall.overrides)
         scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules)
         return Rig(node, slack, scheduler, escalator, clock, echo)
 
@@ -205,6 +205,28 @@ async def test_cron_mode_ask_escalates_and_the_escalated_person_approves(rig_fac
     assert ("decision", f"slack:{SECONDARY}") in kinds
 
 
+async def test_escalation_is_a_new_message_under_the_card_naming_who_is_asked(
+        rig_factory: Any) -> None:
+    """Escalating edits the card and also replies under it, mentioning every approver now."""
+    rig = await rig_factory("ask")
+    task = await rig.fire()
+    await rig.deliver()
+    ref = await rig.ref(task)
+    rig.clock.advance(timedelta(minutes=10))
+    assert len(await rig.escalator.tick()) == 1
+    await rig.deliver()
+    assert rig.slack.card(ref).mentions == (f"slack:{SECONDARY}",)  # the edit stays
+    [(index, (channel, text, thread))] = [(i, n) for i, n in enumerate(rig.slack.notes)
+                                          if n[2] is not None]
+    assert thread == ref and channel == ref.channel
+    assert text.startswith("No answer after 10m: escalated (level 1).")
+    assert rig.slack.note_mentions[index] == (f"slack:{PRIMARY}", f"slack:{SECONDARY}")
+    rig.clock.advance(timedelta(hours=1))
+    await rig.escalator.tick()
+    await rig.deliver()
+    assert sum(1 for n in rig.slack.notes if n[2] is not None) == 1  # one reply per level
+
+
 def ref_approval(task: Task) -> str:
     """The id of a task's approval request."""
     assert task.approval is not None
@@ -242,7 +264,7 @@ async def test_two_escalators_escalate_once(rig_factory: Any) -> None:
     """Two nodes' escalators racing on one request: one escalation, one card update."""
     rig = await rig_factory("ask")
     task = await rig.fire()
-    other = Escalator(store=rig.node.store, clock=rig.clock,
+    other = Escalator(decider=rig.node.decider, clock=rig.clock,
                       rotations=rig.escalator.rotations, overrides=rig.escalator.overrides)
     rig.clock.advance(timedelta(minutes=10))
     results = await asyncio.gather(rig.escalator.tick(), other.tick())
