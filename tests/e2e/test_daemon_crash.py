@@ -16,8 +16,10 @@ import pytest
 
 from tests.e2e.daemons import free_port, wait_for
 
-READ_SLEEP = "sleep 41"  # listed as read-only below: a READ action
-GATED_SLEEP = "sleep 42"  # not listed: DESTRUCTIVE, needs approval
+# Unique to this test process: `processes` and `kill_children` look at every process on
+# the machine, and other checkouts may run these same tests at the same moment.
+READ_SLEEP = f"sleep 41.{os.getpid()}"  # listed as read-only below: a READ action
+GATED_SLEEP = f"sleep 42.{os.getpid()}"  # not listed: DESTRUCTIVE, needs approval
 
 
 def processes(needle: str) -> list[int]:
