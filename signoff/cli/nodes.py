@@ -14,13 +14,13 @@ import typer
 
 from signoff.config.settings import Settings
 from signoff.runtime.clock import system_now
-from signoff.runtime.store.sql.store import SqlTaskStore
+from signoff.runtime.store.factory import make_store
 
 
 async def run_nodes(settings: Settings, *, as_json: bool, work_dir: Path | None,
                     database: str | None) -> int:
     """Print the live nodes; return the exit code."""
-    store = SqlTaskStore(url=database or settings.database_url(work_dir))
+    store = make_store(database or settings.database_url(work_dir))
     await store.open()
     try:
         nodes = await store.live_nodes(system_now())

@@ -12,9 +12,9 @@ import pytest
 
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.nodes import FORGET_AFTER, LIVE_BEATS, Heartbeat
+from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import NodeRecord, TaskStore
-from signoff.runtime.store.sql.store import SqlTaskStore
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -25,9 +25,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     if request.param == "memory":
         s: TaskStore = MemTaskStore()
     elif request.param == "sqlite":
-        s = SqlTaskStore(url=f"sqlite:///{tmp_path / 'store.db'}")
+        s = make_store(f"sqlite:///{tmp_path / 'store.db'}")  # the SQLite file store
     else:
-        s = SqlTaskStore(url=request.getfixturevalue("pg_url"))
+        s = make_store(request.getfixturevalue("pg_url"))
     await s.open()
     yield s
     await s.close()
