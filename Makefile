@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed-dev
 RUN_STAMP := $(VENV)/.installed
 # Hide setuptools' notice about editable installs (10 lines on every install, nothing to do).
 PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: install run test test-faketime lint bench clean
 
@@ -23,6 +24,10 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(PIP_INSTALL) -e '.[dev]'
 	@touch $(STAMP) $(RUN_STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(PIP_INSTALL) -e '.[dev,bench]'
+	@touch $(BENCH_STAMP)
 
 install: $(STAMP)  ## venv + pip install -e '.[dev]'
 
@@ -40,8 +45,8 @@ lint: $(STAMP)  ## ruff, mypy and the layer contract
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-bench: $(STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
-	@for b in throughput policy flow api slack agent; do \
+bench: $(BENCH_STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
+	@for b in throughput policy flow api slack agent cluster; do \
 	  if [ -f bench/$$b.py ]; then echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; fi; \
 	done
 

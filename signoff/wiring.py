@@ -8,8 +8,8 @@ handle` needs); `signoff.cli.daemon.assemble` adds the long-running services aro
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import secrets
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -70,12 +70,40 @@ class Node:
     scheduler: Scheduler | None = None
 
 
+NODE_ID_FILE = "node-id"
+
+
 def node_id(settings: Settings, work_dir: Path) -> str:
-    """Stable across restarts of the same daemon, distinct between daemons sharing a DB."""
+    """``daemon.node_id``, else the host name + a short random suffix.
+
+    The suffix is drawn once and kept in ``<work_dir>/node-id``: distinct between daemons
+    sharing a database (each has its own work dir), and stable across restarts, so that a
+    restarted daemon takes its own interrupted claims back at once instead of waiting for
+    their leases to run out.
+    """
     if settings.daemon.node_id:
         return settings.daemon.node_id
-    digest = hashlib.sha256(str(work_dir).encode()).hexdigest()[:8]
-    return f"{socket.gethostname()}-{digest}"
+    return f"{socket.gethostname()}-{_node_suffix(work_dir / NODE_ID_FILE)}"
+
+
+def _node_suffix(path: Path) -> str:
+    try:
+        kept = path.read_text().strip()
+    except FileNotFoundError:
+        kept = ""
+    except OSError as exc:
+        raise ConfigError(f"cannot read the node id in {path}: {exc}") from exc
+    if kept:
+        return kept
+    suffix = secrets.token_hex(3)
+    try:
+        with path.open("x") as f:
+            f.write(suffix + "\n")
+    except FileExistsError:  # another process on this work dir wrote it first
+        return path.read_text().strip() or suffix
+    except OSError as exc:
+        raise ConfigError(f"cannot keep the node id in {path}: {exc}") from exc
+    return suffix
 
 
 def _chat_client(settings: Settings) -> ChatClient | None:
@@ -201,7 +229,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                     planner=planner or build_planner(settings), clock=clock,
                     tool_context=context, config=config, judge=judge, listener=listener,
                     runner=None if planner is not None else build_agent(settings))
-    worker = Worker(engine=engine)
+    worker = Worker(engine=engine, poll_interval=settings.daemon.poll_interval.total_seconds())
     decider = Decider(engine=engine, on_runnable=worker.hand_over)
     authorizer = Authorizer(approvers=frozenset(ap.approvers), oncall=oncall or router.current)
     rules = [NotifyRule(platform=n.platform, channel=n.target, events=frozenset(map(str, n.events)),
@@ -295,6 +323,23 @@ def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
         if any("audit_head" in r.events for r in node.flow.notifier.rules):
             services.append(("audit-head", node.flow.notifier.run_audit_head))
     return schedules, oncall, services
+
+
+def cluster_services(node: Node) -> list[tuple[str, Any]]:
+    """The node registry heartbeat and, on PostgreSQL, the LISTEN/NOTIFY wake-ups."""
+    from signoff.runtime.nodes import Heartbeat
+    from signoff.runtime.store.sql.notify import TaskWakeups
+    from signoff.runtime.store.sql.store import SqlTaskStore
+
+    heartbeat = Heartbeat(store=node.store, clock=node.clock,
+                          node_id=node.engine.config.node_id, host=socket.gethostname(),
+                          interval=node.settings.daemon.heartbeat,
+                          running=lambda: node.worker.busy)
+    services: list[tuple[str, Any]] = [("heartbeat", heartbeat.run)]
+    if isinstance(node.store, SqlTaskStore) and not node.store.is_sqlite:
+        wakeups = TaskWakeups(url=node.store.url, wake=node.worker.wake)
+        services.append(("notify-listen", wakeups.run))
+    return services
 
 
 def api_keys(settings: Settings) -> dict[str, str]:

@@ -82,12 +82,23 @@ class Submitted(BaseModel):
     id: str
 
 
+class NodeOut(BaseModel):
+    """A live node in the registry (times are that node's own clock)."""
+
+    id: str
+    host: str
+    started_at: str
+    last_beat: str
+    running: int
+
+
 class HealthOut(BaseModel):
     """GET /health."""
 
     status: str
     version: str
     node: str
+    nodes: list[NodeOut]
     surfaces: dict[str, str]  # "ok", "degraded: <why>" (retrying) or "disabled: <why>"
 
 

@@ -31,6 +31,7 @@ from signoff.wiring import (
     build_node,
     build_registry,
     chat_platforms,
+    cluster_services,
 )
 
 log = logging.getLogger(__name__)
@@ -142,4 +143,5 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     for name in node.platforms:
         services.append((f"surface-{name}", surfaces.service(name, node.flow.on_decision)))
     services.extend(scheduler_services)
+    services.extend(cluster_services(node))
     return node, services

@@ -175,6 +175,25 @@ def audit(
     raise typer.Exit(code)
 
 
+@app.command()
+def nodes(
+    config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
+    work_dir: Annotated[Path | None, typer.Option(help="Work dir of the daemon.")] = None,
+    database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
+) -> None:
+    """List the live daemons sharing the configured database (the node registry)."""
+    from signoff.cli.nodes import run_nodes
+
+    settings = load(config)
+    try:
+        code = asyncio.run(run_nodes(settings, as_json=as_json, work_dir=work_dir,
+                                     database=database))
+    except SignoffError as exc:
+        fail(str(exc))
+    raise typer.Exit(code)
+
+
 @config_app.command("check")
 def config_check(
     path: Annotated[Path | None, typer.Argument(

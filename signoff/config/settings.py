@@ -76,9 +76,11 @@ class DaemonSettings(Section):
     work_dir: Path = Path("./signoff-work")
     database: DatabaseUrl | None = None  # None: sqlite file signoff.db inside work_dir
     max_retries: int = Field(default=1, ge=0)
-    node_id: str | None = None
+    node_id: str | None = None  # None: host name + a random suffix kept in work_dir
     public_url: HttpUrl | None = None  # base URL of the console, used in chat links
     lease: PositiveDuration = timedelta(seconds=60)
+    heartbeat: PositiveDuration = timedelta(seconds=5)  # node registry beat; live = 3 beats
+    poll_interval: PositiveDuration = timedelta(milliseconds=500)  # queue look without a wake
 
 
 class ApiKey(Section):

@@ -61,9 +61,12 @@ class Worker:
 
     async def _consume(self) -> None:
         while True:
+            # Cleared before looking, not after: a wake-up (a submission, a NOTIFY) that
+            # comes while this consumer looks at the queue must not be lost until the next
+            # poll. Whoever clears it looks at the queue afterwards, so none is missed.
+            self._wake.clear()
             task = await self._next()
             if task is None:
-                self._wake.clear()
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
                 # lands in the same tick as the event, and shutdown would hang.
                 with contextlib.suppress(TimeoutError):

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,14 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
-READ_SLEEP = "sleep 41"  # listed as read-only below: a READ action
-GATED_SLEEP = "sleep 42"  # not listed: DESTRUCTIVE, needs approval
+from tests.e2e.daemons import free_port, wait_for
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# Unique to this test process: `processes` and `kill_children` look at every process on
+# the machine, and other checkouts may run these same tests at the same moment.
+READ_SLEEP = f"sleep 41.{os.getpid()}"  # listed as read-only below: a READ action
+GATED_SLEEP = f"sleep 42.{os.getpid()}"  # not listed: DESTRUCTIVE, needs approval
 
 
 def processes(needle: str) -> list[int]:
@@ -102,15 +98,6 @@ class Daemon:
 
     def approve(self, task_id: str, scope: str = "once") -> httpx.Response:
         return httpx.post(f"{self.url}/tasks/{task_id}/approve", json={"scope": scope})
-
-
-def wait_for(check: Any, what: str, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

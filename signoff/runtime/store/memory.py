@@ -21,7 +21,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.store.port import CardRecord, Change, NodeRecord, OutboxItem, Page
 from signoff.runtime.transcript import TranscriptEntry
 
 ACTIVE = (TaskState.PLANNING, TaskState.IN_PROGRESS)
@@ -48,6 +48,7 @@ class MemTaskStore:
         self._outbox: dict[str, OutboxItem] = {}
         self._outbox_ids = itertools.count(1)
         self._transcripts: dict[str, dict[int, TranscriptEntry]] = {}  # task id -> seq -> entry
+        self._nodes: dict[str, NodeRecord] = {}
 
     async def open(self) -> None:
         """Nothing to open."""
@@ -61,7 +62,9 @@ class MemTaskStore:
                   "grants": len(self._grants), "audit events": len(self._audit),
                   "cards": len(self._cards), "outbox items": len(self._outbox),
                   "transcript entries": sum(len(t) for t in self._transcripts.values())}
+        nodes = self._nodes  # the registry describes running daemons, not stored work
         self.__init__()  # type: ignore[misc]
+        self._nodes = nodes
         return counts
 
     async def commit(self, change: Change) -> bool:
@@ -285,6 +288,22 @@ class MemTaskStore:
                 item.next_at, item.error = next_at, error
                 if give_up:
                     item.done_at = next_at
+
+    # -- node registry ----------------------------------------------------------------
+    async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:
+        """Refresh a node's row; forget the long dead."""
+        self._nodes[node.id] = node
+        for dead in [n.id for n in self._nodes.values() if n.live_until < forget_before]:
+            del self._nodes[dead]
+
+    async def leave(self, node_id: str) -> None:
+        """Drop a node's row."""
+        self._nodes.pop(node_id, None)
+
+    async def live_nodes(self, now: datetime) -> list[NodeRecord]:
+        """Rows still live at ``now``."""
+        return sorted((n for n in self._nodes.values() if n.live_until > now),
+                      key=lambda n: n.id)
 
 
 def _page(rows: Sequence[tuple[int, T]], limit: int, copy: Callable[[T], T]) -> Page[T]:

@@ -90,6 +90,28 @@ class CardRecord:
     message_id: str
 
 
+@dataclass(frozen=True)
+class NodeRecord:
+    """One daemon in the node registry, as its last heartbeat described it.
+
+    Every time is the writing node's own Clock. ``live_until`` is the beat plus that
+    node's own window, so a reader decides liveness by comparing it with *its* Clock —
+    never with the database server's time (see `signoff.runtime.nodes`).
+    """
+
+    id: str
+    host: str
+    started_at: datetime
+    last_beat: datetime
+    live_until: datetime
+    running: int  # tasks this node is working on right now
+
+    def public(self) -> JsonDict:
+        """The contract's shape (``signoff nodes --json``, ``/health`` ``"nodes"``)."""
+        return {"id": self.id, "host": self.host, "started_at": self.started_at.isoformat(),
+                "last_beat": self.last_beat.isoformat(), "running": self.running}
+
+
 class TaskStore(Protocol):
     """Durable state of the daemon. Implementations: `SqliteTaskStore` (a SQLite file),
     `SqlTaskStore` (PostgreSQL, any SQLite), `MemTaskStore`; `factory.make_store` picks."""
@@ -205,4 +227,17 @@ class TaskStore(Protocol):
     async def outbox_retry(self, item_id: int, *, next_at: datetime, error: str,
                            give_up: bool = False) -> None:
         """Reschedule (or give up on) a failed delivery."""
+        ...
+
+    async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:
+        """Insert or refresh a node's registry row; drop rows of nodes whose
+        ``live_until`` is before ``forget_before`` (long dead)."""
+        ...
+
+    async def leave(self, node_id: str) -> None:
+        """Remove a node's registry row (it is shutting down cleanly)."""
+        ...
+
+    async def live_nodes(self, now: datetime) -> list[NodeRecord]:
+        """Registry rows whose ``live_until`` is after ``now``, by id."""
         ...

@@ -40,7 +40,8 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.store.port import CardRecord, Change, NodeRecord, OutboxItem, Page
+from signoff.runtime.store.sql import nodes as node_rows
 from signoff.runtime.store.sql.rows import (
     ACTIVE,
     approvals_t,
@@ -115,7 +116,7 @@ class SqlTaskStore:
         try:
             SQLModel.metadata.create_all(self._write, tables=[
                 tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
-                transcript_t])
+                transcript_t, node_rows.nodes_t])
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
@@ -425,3 +426,28 @@ class SqlTaskStore:
     def _outbox_update(self, item_id: int, values: dict[str, Any]) -> None:
         with self._tx() as conn:
             conn.execute(outbox_t.update().where(outbox_t.c.id == item_id).values(**values))
+
+    # -- node registry (see sql/nodes.py) ------------------------------------------------
+    async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:
+        """Refresh a node's registry row; forget the long dead."""
+        await self._run(self._beat, node, forget_before)
+
+    def _beat(self, node: NodeRecord, forget_before: datetime) -> None:
+        with self._tx() as conn:
+            node_rows.beat(conn, node, forget_before=forget_before, postgres=not self.is_sqlite)
+
+    async def leave(self, node_id: str) -> None:
+        """Drop a node's registry row."""
+        await self._run(self._leave, node_id)
+
+    def _leave(self, node_id: str) -> None:
+        with self._tx() as conn:
+            node_rows.leave(conn, node_id)
+
+    async def live_nodes(self, now: datetime) -> list[NodeRecord]:
+        """Registry rows still live at ``now``."""
+        return await self._run(self._live_nodes, now)
+
+    def _live_nodes(self, now: datetime) -> list[NodeRecord]:
+        with self._tx(write=False) as conn:
+            return node_rows.live(conn, now)

@@ -141,3 +141,18 @@ class TranscriptRow(SQLModel, table=True):
     role: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
     at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
     data: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+
+
+class NodeRow(SQLModel, table=True):
+    """One daemon in the node registry (see `signoff.runtime.nodes`).
+
+    Every time in it is the writing node's Clock, never the database server's.
+    """
+
+    __tablename__ = "nodes"
+    id: str = Field(sa_column=sa.Column(sa.String(100), primary_key=True))
+    host: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
+    started_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    last_beat: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    live_until: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    running: int = Field(default=0)

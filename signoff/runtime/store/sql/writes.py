@@ -23,6 +23,7 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.store.port import Change, OutboxItem
+from signoff.runtime.store.sql.notify import NOTIFY
 from signoff.runtime.store.sql.rows import (
     approvals_t,
     audit_t,
@@ -47,6 +48,8 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditE
         write_approval(conn, ch.approval, ch.approval_expect)
     if ch.task is not None:
         write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
+        if postgres and ch.insert and ch.task.state is TaskState.QUEUED:
+            conn.execute(NOTIFY)  # wakes idle nodes when this commits (see sql/notify.py)
     for grant in ch.grants:
         conn.execute(grants_t.insert().values(**grant_cols(grant)))
     for grant_id in ch.grant_revokes:

@@ -1,0 +1,420 @@
+"""Several nodes on one PostgreSQL: signoff against procrastinate and a raw psycopg queue.
+
+Run: ``python bench/cluster.py [--tasks N] [--budget SECONDS] [--concurrency C]``
+(PostgreSQL from ``SIGNOFF_TEST_POSTGRES``, default
+``postgresql+psycopg://postgres@127.0.0.1:5432/test``; needs the ``bench`` extra).
+
+Every system works on its own fresh database, created and dropped here, on the same
+server, in the same run, with the same number of tasks (default 2,000). Each figure is
+tasks/s from the first submission to the last completion, submissions and work running
+at the same time, with ``--concurrency`` (16) submitters in this process:
+
+1. signoff, 1 and 2 nodes: real ``signoff daemon start`` subprocesses (default settings:
+   4 consumers per node, LISTEN/NOTIFY wake-ups); one-step autonomous tasks (``list_dir``)
+   submitted through ``POST /tasks``, spread over the nodes in turn. Completion is counted
+   in the database (``SELECT count(*) … WHERE state IN ('completed', 'failed')``) every
+   0.1 s on one connection of this process — cheap, and it keeps polling off the
+   daemons' event loops; a failed task aborts the bench.
+2. procrastinate 3.10, 1 and 2 worker processes (concurrency 4 each, its own
+   LISTEN/NOTIFY on): no-op jobs deferred with ``defer_async``; completion counted in
+   ``procrastinate_jobs`` the same way.
+3. raw psycopg, 1 and 2 worker processes: one ``INSERT`` per submission; a worker claims
+   with ``UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING`` and
+   finishes with one ``UPDATE``, each its own transaction; an empty queue is polled every
+   5 ms. This is the ceiling: nothing but the queue.
+
+Then the start latency of an idle node: one node with ``poll_interval = "60s"`` (so only
+a NOTIFY can explain a quick start), 20 single tasks queued by this process through
+signoff's engine (as another node's API would), 1 s apart; latency = submit call → the
+task's row leaves ``queued`` (read every 1 ms). Target ≤ 100 ms (checked here only).
+
+A run that does not drain within ``--budget`` seconds is reported with what it finished.
+Prints tasks/s for each system, the latency, then the contract's three ratio lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import httpx
+import psycopg
+import sqlalchemy as sa
+
+DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+TASKS = 2_000
+BUDGET = 180.0
+CONCURRENCY = 16
+COUNT_EVERY = 0.1
+LATENCY_SAMPLES = 20
+LATENCY_TARGET_MS = 100.0
+STEPS = [{"tool": "list_dir", "args": {"path": "."}}]
+
+
+@dataclass
+class Figure:
+    """One measured run."""
+
+    label: str
+    tasks: int
+    done: int
+    seconds: float
+    submit_seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.done / self.seconds if self.seconds else 0.0
+
+    def line(self) -> str:
+        cut = "" if self.done == self.tasks else f"  BUDGET HIT: {self.done} of {self.tasks} done"
+        return (f"{self.label:<26} {self.rate:8,.0f} tasks/s  ({self.done} in {self.seconds:.2f} s; "
+                f"submissions took {self.submit_seconds:.2f} s){cut}")
+
+
+# -- databases ----------------------------------------------------------------------------
+def conninfo(url: str) -> str:
+    return sa.engine.make_url(url).set(drivername="postgresql").render_as_string(
+        hide_password=False)
+
+
+@contextlib.contextmanager
+def fresh_database(base: str, tag: str) -> Iterator[str]:
+    """A new database on the server of ``base`` (SQLAlchemy URL), dropped afterwards."""
+    name = f"signoff_bench_{tag}_{secrets.token_hex(4)}"
+    admin_url = conninfo(sa.engine.make_url(base).set(database="postgres")
+                         .render_as_string(hide_password=False))
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield sa.engine.make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+async def drain(url: str, count_sql: str, tasks: int, submit: Callable[[int], Awaitable[None]],
+                *, concurrency: int, budget: float, label: str) -> Figure:
+    """Submit ``tasks`` with ``concurrency`` submitters while counting completions."""
+    began = time.perf_counter()
+    queue = iter(range(tasks))
+
+    async def submitter() -> None:
+        for i in queue:
+            await submit(i)
+
+    async def submit_all() -> float:
+        await asyncio.gather(*(submitter() for _ in range(concurrency)))
+        return time.perf_counter() - began
+
+    submitting = asyncio.create_task(submit_all())
+    done = 0
+    async with await psycopg.AsyncConnection.connect(conninfo(url), autocommit=True) as conn:
+        while time.perf_counter() - began < budget:
+            cur = await conn.execute(count_sql)
+            row = await cur.fetchone()
+            done = int(row[0]) if row else 0
+            if done >= tasks:
+                break
+            await asyncio.sleep(COUNT_EVERY)
+    took = time.perf_counter() - began
+    if submitting.done():
+        submit_s = submitting.result()
+    else:
+        submitting.cancel()
+        await asyncio.gather(submitting, return_exceptions=True)
+        submit_s = float("nan")
+    return Figure(label, tasks, min(done, tasks), took, submit_s)
+
+
+# -- processes ----------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def start_helpers(kind: str, url: str, count: int) -> list[subprocess.Popen[bytes]]:
+    """Worker processes of this script (``--worker KIND``); each prints "ready"."""
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", kind, "--url", url],
+                              stdout=subprocess.PIPE) for _ in range(count)]
+    for p in procs:
+        assert p.stdout is not None
+        if p.stdout.readline().strip() != b"ready":
+            stop(procs)
+            raise SystemExit(f"a {kind} worker did not start")
+    return procs
+
+
+# -- signoff ------------------------------------------------------------------------------
+def start_daemons(url: str, count: int, tmp: Path, **daemon: str) -> list[tuple[str, Any]]:
+    """``signoff daemon start`` × count on ``url``; returns (base URL, process) pairs."""
+    out = []
+    for n in range(count):
+        root = tmp / f"node{n}"
+        (root / "work").mkdir(parents=True)
+        port = free_port()
+        extra = "".join(f'{k} = "{v}"\n' for k, v in daemon.items())
+        (root / "signoff.toml").write_text(
+            f'[daemon]\ndatabase = "{url}"\nwork_dir = "{root / "work"}"\n{extra}')
+        with open(root / "daemon.log", "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "signoff", "daemon", "start",
+                                     "--config", str(root / "signoff.toml"), "--port",
+                                     str(port)], stdout=subprocess.DEVNULL, stderr=log)
+        out.append((f"http://127.0.0.1:{port}", proc))
+    for base, proc in out:
+        end = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > end or proc.poll() is not None:
+                stop([p for _, p in out])
+                raise SystemExit(f"signoff daemon at {base} did not start (see {tmp})")
+            time.sleep(0.1)
+    return out
+
+
+async def run_signoff(base: str, nodes: int, args: argparse.Namespace) -> Figure:
+    label = f"signoff {nodes} node{'s' if nodes > 1 else ''}"
+    with fresh_database(base, "signoff") as url, tempfile.TemporaryDirectory() as tmp:
+        daemons = start_daemons(url, nodes, Path(tmp))
+        clients = [httpx.AsyncClient(base_url=b, timeout=60) for b, _ in daemons]
+        try:
+            async def submit(i: int) -> None:
+                r = await clients[i % nodes].post("/tasks", json={"goal": f"bench {i}",
+                                                                  "steps": STEPS})
+                if r.status_code != 202:
+                    raise SystemExit(f"POST /tasks answered {r.status_code}: {r.text}")
+
+            fig = await drain(url, "SELECT count(*) FROM tasks WHERE state IN "
+                              "('completed', 'failed')", args.tasks, submit,
+                              concurrency=args.concurrency, budget=args.budget, label=label)
+            with psycopg.connect(conninfo(url)) as conn:
+                row = conn.execute("SELECT count(*) FROM tasks WHERE state = 'failed'").fetchone()
+            if row and row[0]:
+                raise SystemExit(f"{row[0]} signoff task(s) failed: the figure means nothing")
+        finally:
+            for c in clients:
+                await c.aclose()
+            stop([p for _, p in daemons])
+    return fig
+
+
+async def idle_latency(base: str) -> list[float]:
+    """Milliseconds from a submission elsewhere to an idle node's claim (see docstring)."""
+    from signoff.config.settings import Settings
+    from signoff.runtime.models import Action
+    from signoff.wiring import build_node
+
+    with fresh_database(base, "latency") as url, tempfile.TemporaryDirectory() as tmp:
+        daemons = start_daemons(url, 1, Path(tmp), poll_interval="60s")
+        settings = Settings.model_validate({"daemon": {"work_dir": str(Path(tmp) / "submitter"),
+                                                       "node_id": "bench-submitter"}})
+        node = build_node(settings, database=url, platforms={})
+        await node.store.open()
+        samples = []
+        try:
+            async with await psycopg.AsyncConnection.connect(conninfo(url),
+                                                             autocommit=True) as conn:
+                await asyncio.sleep(2)  # the node's start-up looks at the queue are over
+                for _ in range(LATENCY_SAMPLES):
+                    began = time.perf_counter()
+                    task = await node.engine.submit(
+                        "latency", steps=[Action(tool="list_dir", args={"path": "."})])
+                    assert task is not None
+                    while True:
+                        cur = await conn.execute("SELECT state FROM tasks WHERE id = %s",
+                                                 (task.id,))
+                        row = await cur.fetchone()
+                        if row and row[0] != "queued":
+                            break
+                        if time.perf_counter() - began > 30:
+                            raise SystemExit("the idle node never started the task")
+                        await asyncio.sleep(0.001)
+                    samples.append((time.perf_counter() - began) * 1000)
+                    await asyncio.sleep(1.0)
+        finally:
+            await node.store.close()
+            stop([p for _, p in daemons])
+    return samples
+
+
+# -- procrastinate ------------------------------------------------------------------------
+def procrastinate_app(url: str) -> Any:
+    from cluster_jobs import make_app  # bench/ is on sys.path when this file runs
+
+    return make_app(url, pool_size=CONCURRENCY + 4)
+
+
+async def run_procrastinate(base: str, workers: int, args: argparse.Namespace) -> Figure:
+    label = f"procrastinate {workers} worker{'s' if workers > 1 else ''}"
+    with fresh_database(base, "procrastinate") as url:
+        app = procrastinate_app(url)
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+            procs = start_helpers("procrastinate", url, workers)
+            try:
+                task = app.tasks["noop"]
+
+                async def submit(i: int) -> None:
+                    await task.defer_async()
+
+                return await drain(url, "SELECT count(*) FROM procrastinate_jobs WHERE status "
+                                   "IN ('succeeded', 'failed')", args.tasks, submit,
+                                   concurrency=args.concurrency, budget=args.budget,
+                                   label=label)
+            finally:
+                stop(procs)
+
+
+def procrastinate_worker(url: str) -> None:
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    app = procrastinate_app(url)
+
+    async def main() -> None:
+        async with app.open_async():
+            print("ready", flush=True)
+            await app.run_worker_async(concurrency=4, wait=True)
+
+    asyncio.run(main())
+
+
+# -- raw psycopg --------------------------------------------------------------------------
+RAW_SCHEMA = ("CREATE TABLE jobs (id bigserial PRIMARY KEY, state text NOT NULL, "
+              "payload text NOT NULL); CREATE INDEX ix_jobs_state_id ON jobs (state, id)")
+RAW_CLAIM = ("UPDATE jobs SET state = 'running' WHERE id = (SELECT id FROM jobs WHERE "
+             "state = 'queued' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id, payload")
+
+
+async def run_raw(base: str, workers: int, args: argparse.Namespace) -> Figure:
+    label = f"raw psycopg {workers} worker{'s' if workers > 1 else ''}"
+    with fresh_database(base, "raw") as url:
+        with psycopg.connect(conninfo(url), autocommit=True) as conn:
+            conn.execute(RAW_SCHEMA)
+        procs = start_helpers("raw", url, workers)
+        conns = [await psycopg.AsyncConnection.connect(conninfo(url), autocommit=True)
+                 for _ in range(args.concurrency)]
+        free = asyncio.Queue[Any]()
+        for c in conns:
+            free.put_nowait(c)
+        try:
+            async def submit(i: int) -> None:
+                conn = await free.get()
+                try:
+                    await conn.execute("INSERT INTO jobs (state, payload) VALUES ('queued', %s)",
+                                       (f'{{"goal": "bench {i}", "steps": 1}}',))
+                finally:
+                    free.put_nowait(conn)
+
+            return await drain(url, "SELECT count(*) FROM jobs WHERE state = 'done'", args.tasks,
+                               submit, concurrency=args.concurrency, budget=args.budget,
+                               label=label)
+        finally:
+            for c in conns:
+                await c.close()
+            stop(procs)
+
+
+def raw_worker(url: str) -> None:
+    stopping = [False]
+    signal.signal(signal.SIGTERM, lambda *_: stopping.__setitem__(0, True))
+    with psycopg.connect(conninfo(url), autocommit=True) as conn:
+        print("ready", flush=True)
+        while not stopping[0]:
+            row = conn.execute(RAW_CLAIM).fetchone()
+            if row is None:
+                time.sleep(0.005)
+                continue
+            conn.execute("UPDATE jobs SET state = 'done' WHERE id = %s", (row[0],))
+
+
+# -- main ---------------------------------------------------------------------------------
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "under"
+
+
+async def measure(base: str, args: argparse.Namespace) -> None:
+    figures: dict[str, Figure] = {}
+    for n in (1, 2):
+        for name, run in (("raw", run_raw), ("procrastinate", run_procrastinate),
+                          ("signoff", run_signoff)):
+            fig = await run(base, n, args)
+            figures[f"{name}{n}"] = fig
+            print(fig.line(), flush=True)
+    latency = await idle_latency(base)
+    median, worst = statistics.median(latency), max(latency)
+    p90 = sorted(latency)[int(0.9 * (len(latency) - 1))]
+    print(f"idle node start latency (NOTIFY, {len(latency)} samples): median {median:.1f} ms, "
+          f"p90 {p90:.1f} ms, max {worst:.1f} ms; target <= {LATENCY_TARGET_MS:.0f} ms -> "
+          f"{verdict(worst <= LATENCY_TARGET_MS)}")
+    s1, s2 = figures["signoff1"].rate, figures["signoff2"].rate
+    p1, r1 = figures["procrastinate1"].rate, figures["raw1"].rate
+    ratios = ((f"signoff_1node/procrastinate_1worker = {s1 / p1:.3f}", s1 / p1 >= 1.0, ">= 1.0"),
+              (f"signoff_2nodes/signoff_1node = {s2 / s1:.3f}", s2 / s1 >= 1.2, ">= 1.2"),
+              (f"signoff_1node/raw = {s1 / r1:.3f}", s1 / r1 >= 0.35, ">= 0.35"))
+    for text, ok, target in ratios:
+        print(f"target {target}: {verdict(ok)}  ({text.split(' = ')[0]})")
+    for text, _, _ in ratios:
+        print(f"ratio {text}")
+
+
+def main() -> None:
+    """Measure, compare, report (or run one helper worker)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=TASKS)
+    parser.add_argument("--budget", type=float, default=BUDGET,
+                        help="seconds one run may take before it is cut short")
+    parser.add_argument("--concurrency", type=int, default=CONCURRENCY,
+                        help="submitters in this process")
+    parser.add_argument("--worker", choices=("procrastinate", "raw"), help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker == "procrastinate":
+        procrastinate_worker(args.url)
+        return
+    if args.worker == "raw":
+        raw_worker(args.url)
+        return
+    base = os.environ.get("SIGNOFF_TEST_POSTGRES", DEFAULT_PG)
+    shown = sa.engine.make_url(base).render_as_string(hide_password=True)
+    print(f"{args.tasks} one-step tasks per run, {args.concurrency} submitters, on {shown}; "
+          f"each system on its own fresh database", flush=True)
+    asyncio.run(measure(base, args))
+
+
+if __name__ == "__main__":
+    main()

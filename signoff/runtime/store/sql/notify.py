@@ -1,0 +1,97 @@
+"""LISTEN/NOTIFY wake-ups between nodes sharing one PostgreSQL.
+
+A task insert runs ``NOTIFY signoff_tasks`` in its own transaction (see `writes`), so the
+notification goes out exactly when the task becomes visible, and never for an insert
+that rolled back. Every node listens on one dedicated psycopg connection, outside the
+store's pool (a pooled connection would be handed to other work and lose its LISTEN),
+and wakes its worker on each notification.
+
+Polling stays the fallback: when the listening connection fails, the worker still looks
+at the queue every ``daemon.poll_interval`` while this service reconnects with
+exponential backoff, logging ``notify_listen_lost`` and ``notify_listening``. A
+connection that died silently (no FIN from a vanished server) is found by a ping after
+each quiet ``PING_AFTER`` seconds. After every (re)connect the worker is woken once,
+for whatever was submitted while nobody listened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+CHANNEL = "signoff_tasks"
+NOTIFY = sa.text(f"NOTIFY {CHANNEL}")
+PING_AFTER = 30.0  # seconds without a notification before the connection is checked
+PING_TIMEOUT = 10.0
+APPLICATION_NAME = "signoff-listen"
+
+log = logging.getLogger(__name__)
+
+
+def libpq_url(url: str) -> str:
+    """The libpq URI of a SQLAlchemy ``postgresql+driver://`` URL (password kept)."""
+    parsed = sa.engine.make_url(url)
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class TaskWakeups:
+    """A daemon service: calls ``wake`` whenever another node (or this one) submits."""
+
+    def __init__(self, *, url: str, wake: Callable[[], None], first_backoff: float = 0.5,
+                 max_backoff: float = 30.0) -> None:
+        self.conninfo = libpq_url(url)
+        self.wake = wake
+        self.first_backoff = first_backoff
+        self.max_backoff = max_backoff
+        self.connected = asyncio.Event()  # set while LISTEN is in place (for tests)
+        self.backend_pid: int | None = None
+
+    async def run(self) -> None:
+        """Listen until cancelled, reconnecting with backoff."""
+        try:
+            import psycopg
+        except ImportError:
+            log.warning("notify_unavailable", extra={"reason": "psycopg is not installed; "
+                                                     "idle nodes poll the queue"})
+            return
+        delay = self.first_backoff
+        while True:
+            try:
+                await self._listen(psycopg)
+            except (psycopg.Error, OSError, TimeoutError) as exc:
+                was_up = self.connected.is_set()
+                if was_up:
+                    delay = self.first_backoff  # it worked until now: start the backoff over
+                log.warning("notify_listen_lost" if was_up else "notify_listen_failed",
+                            extra={"error": _first_line(exc), "retry_in": f"{delay:g}s"})
+            finally:
+                self.connected.clear()
+                self.backend_pid = None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.max_backoff)
+
+    async def _listen(self, psycopg: Any) -> None:
+        # Named, so that an operator sees it in pg_stat_activity for what it is.
+        conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True,
+                                                     connect_timeout=10,
+                                                     application_name=APPLICATION_NAME)
+        async with conn:
+            await conn.execute(f"LISTEN {CHANNEL}")
+            self.backend_pid = conn.info.backend_pid
+            self.connected.set()
+            log.info("notify_listening", extra={"channel": CHANNEL})
+            self.wake()  # anything submitted while nobody listened
+            while True:
+                async for _ in conn.notifies(timeout=PING_AFTER):
+                    self.wake()
+                async with asyncio.timeout(PING_TIMEOUT):
+                    await conn.execute("SELECT 1")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
