@@ -23,6 +23,7 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    Route,
     with_people,
 )
 from signoff.errors import PlatformUnavailable
@@ -54,6 +55,7 @@ class RecordingPlatform:
     """
 
     name: str = "recording"
+    channel_prefix: str | None = None
     messages: dict[str, _Message] = field(default_factory=dict)
     notes: list[tuple[str, str, CardRef | None]] = field(default_factory=list)
     note_mentions: list[tuple[str, ...]] = field(default_factory=list)
@@ -91,6 +93,13 @@ class RecordingPlatform:
         self._maybe_fail("notify")
         self.notes.append((channel, with_people(text, mentions), thread))
         self.note_mentions.append(tuple(mentions))
+
+    async def check(self) -> None:
+        """Nothing to verify in memory."""
+
+    def routes(self) -> tuple[Route, ...]:
+        """No HTTP routes."""
+        return ()
 
     async def run(self, on_decision: DecisionHandler) -> None:
         """Keep the handler so `click` can reach it; wait until cancelled."""
