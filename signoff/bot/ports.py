@@ -221,6 +221,8 @@ class SurfacePlugin(Generic[S]):
     settings: type[S] | None = None  # the model of its [<name>] section, None: no section
     channel_prefix: str | None = None
     channel_example: str = ""  # for error messages: "'slack:<channel id>' such as 'slack:C123'"
+    channel_id: str = r"\S+"  # regex of a channel id, for post_message: "[CGD][A-Z0-9]+"
+    channel_kind: str = ""  # what one is: "a conversation id such as 'slack:C0123ABC'"
     user_id: str | None = None  # regex of a user id here, for approver lists; None: none
     approver_example: str = ""  # "'slack:<user id>' such as 'slack:U123'"
     always: bool = False  # built by every daemon, section or not (the web console)

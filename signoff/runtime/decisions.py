@@ -10,12 +10,12 @@ itself allows (scopes, expiry, the self-approval rule).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from signoff.runtime.engine import Engine, card_item
-from signoff.runtime.events import TaskEvent, audit_event
+from signoff.runtime.engine import Engine
+from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
 from signoff.runtime.models import (
     ActionRecord,
     Approval,
@@ -173,7 +173,7 @@ class Decider:
         change = Change(at=now, task=task, expect_state=TaskState.WAITING_APPROVAL,
                         approval=decided,
                         approval_expect=ApprovalStatus.PENDING, grants=grants, audit=[event],
-                        outbox=[card_item("update", approval.id)])
+                        outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
         if not await self._commit(change):
             return None
         log.info("approval_decided", extra={"task_id": task.id, "approval_id": approval.id,
@@ -224,10 +224,39 @@ class Decider:
                                 approval=decided)
             if await self._commit(Change(
                     at=now, task=task, approval=decided, approval_expect=ApprovalStatus.PENDING,
-                    audit=[event], outbox=[card_item("update", approval.id)])):
+                    audit=[event], outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])):
                 await self._announce(task, decided, TaskEvent.EXPIRED)
                 expired.append(task)
         return expired
+
+    async def escalate(self, task: Task, *, level: int, members: Sequence[str], waited: str,
+                       detail: str) -> bool:
+        """Ask ``members`` too (escalation ``level``): the approval's approvers grow, the
+        step is audited and announced; False when it was answered, expired or escalated by
+        someone else meanwhile. Who and when is the bot's routing; this writes the state."""
+        approval = task.approval
+        if approval is None:
+            return False
+        now = self._now()
+        added = [m for m in members if m not in approval.approvers]
+        updated = approval.model_copy(update={
+            "approvers": [*approval.approvers, *added], "escalation_level": level,
+            "escalated_at": now})
+        task.approval = updated
+        task.updated_at = now
+        event = audit_event("escalated", task, approval.action, approval=updated, reason=detail)
+        announced = approval_event(ApprovalEvent.ESCALATED, approval.id, suffix=f":{level}",
+                                   level=level, mentions=list(members),
+                                   approvers=list(updated.approvers), waited=waited)
+        change = Change(at=now, task=task, expect_state=TaskState.WAITING_APPROVAL,
+                        approval=updated, approval_expect=ApprovalStatus.PENDING,
+                        audit=[event], outbox=[announced])
+        if not await self._commit(change):
+            return False
+        log.info("approval_escalated", extra={"task_id": task.id, "approval_id": approval.id,
+                                              "level": level})
+        await self.engine.listener.task_event(TaskEvent.ESCALATED, task, detail)
+        return True
 
     async def revoke_grant(self, grant_id: str, actor: str) -> Grant | None:
         """Revoke a grant (audited); None if unknown."""

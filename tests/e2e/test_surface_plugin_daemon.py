@@ -158,3 +158,28 @@ def test_the_daemon_posts_to_the_plugin_surface_and_takes_its_decision(
         return any(n["channel"] == "team" and "completed" in n["text"] for n in notes)
 
     wait_for(team_heard, "the team channel on echo to hear the task completed")
+
+
+def test_post_message_reaches_the_plugin_surface_by_its_prefix(
+        daemon: httpx.Client) -> None:
+    """post_message to echo:news, approved on echo, lands in echo's notes; a channel that
+    is not in echo's own form fails before anyone is asked."""
+    auth = {"X-Echo-Token": TOKEN}
+    bad = daemon.post("/tasks", json={"goal": "announce", "steps": [
+        {"tool": "post_message", "args": {"channel": "echo:News!", "text": "hi"}}]}).json()["id"]
+    failed = wait_for(lambda: (t := daemon.get(f"/tasks/{bad}").json())["state"] == "failed"
+                      and t, "the malformed post to fail")
+    assert "is not a lowercase name such as 'echo:team'" in failed["result"]["reason"]
+    assert daemon.get("/echo/cards", headers=auth).json() == []
+
+    task_id = daemon.post("/tasks", json={"goal": "announce", "steps": [
+        {"tool": "post_message", "args": {"channel": "echo:news", "text": "v2 is out"}}]}
+    ).json()["id"]
+    card = wait_for(lambda: daemon.get("/echo/cards", headers=auth).json(), "the card")[0]
+    answer = daemon.post("/echo/decide", headers=auth, json={
+        "message_id": card["message_id"], "scope": "once", "user": "bob"})
+    assert answer.json()["accepted"]
+    wait_for(lambda: daemon.get(f"/tasks/{task_id}").json()["state"] == "completed",
+             "the post to complete")
+    notes = daemon.get("/echo/notes", headers=auth).json()
+    assert {"channel": "news", "text": "v2 is out", "thread": None} in notes

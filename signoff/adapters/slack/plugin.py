@@ -21,5 +21,7 @@ def build(section: SlackSettings | None, deps: SurfaceDeps) -> Surface:
 PLUGIN = SurfacePlugin(
     name="slack", build=build, settings=SlackSettings, channel_prefix="slack",
     channel_example="'slack:<channel id>' such as 'slack:C123'",
+    # Conversation ids: C… channels, G… private groups, D… direct messages.
+    channel_id=r"[CGD][A-Z0-9]+", channel_kind="a conversation id such as 'slack:C0123ABC'",
     user_id=r"[A-Za-z0-9_.-]+", approver_example="'slack:<user id>' such as 'slack:U123'",
     describe=lambda section: section.mode.value)

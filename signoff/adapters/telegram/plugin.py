@@ -24,5 +24,8 @@ def build(section: TelegramSettings | None, deps: SurfaceDeps) -> Surface:
 PLUGIN = SurfacePlugin(
     name="telegram", build=build, settings=TelegramSettings, channel_prefix="telegram",
     channel_example="'telegram:<chat id>' such as 'telegram:-100123'",
+    # Chat ids (negative for groups and channels) or a public @username.
+    channel_id=r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31}",
+    channel_kind="a chat id such as 'telegram:-100123' or 'telegram:@channelname'",
     user_id=r"-?\d+", approver_example="'telegram:<numeric user id>' such as 'telegram:42'",
     describe=lambda section: section.mode.value)

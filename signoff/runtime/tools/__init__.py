@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from signoff.runtime.tools.base import (
+    ChannelForm,
+    CheckedTool,
     MessagePoster,
     Param,
     SmtpSettings,
@@ -10,10 +12,13 @@ from signoff.runtime.tools.base import (
     ToolContext,
 )
 from signoff.runtime.tools.builtin.fs import confine
+from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 
 __all__ = [
+    "ChannelForm",
+    "CheckedTool",
     "MessagePoster",
     "Param",
     "SmtpSettings",
@@ -23,5 +28,6 @@ __all__ = [
     "builtin_registry",
     "canonical_json",
     "confine",
+    "parse_channel",
     "sha256_hex",
 ]

@@ -4,13 +4,21 @@ The fingerprint of an e-mail is its set of recipients, never its subject or body
 contract says approving an e-mail to John covers another e-mail to John, not one to
 anyone else. Recipients are compared as bare addresses, lowercased and deduplicated, so
 "John <John@Example.com>" and "john@example.com" are one target and order never matters.
+
+A chat channel names its surface: ``slack:<conversation id>`` (``slack:C0123ABC``),
+``telegram:<chat id>`` (``telegram:-100123``, or a public ``telegram:@channelname``), or
+another installed surface's. Each surface's plug-in says how its ids look; the wiring
+hands those forms over in `ToolContext.channels`. `parse_channel` is the one place that
+reads a channel; the wiring's poster uses it too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import smtplib
 import ssl
+from collections.abc import Sequence
 from email.message import EmailMessage
 from email.utils import formatdate, getaddresses, make_msgid
 from typing import Any
@@ -18,7 +26,30 @@ from typing import Any
 from signoff.errors import BadArguments, SignoffError, ToolError
 from signoff.runtime.models import RiskClass
 from signoff.runtime.text import shorten
-from signoff.runtime.tools.base import Param, SmtpSettings, ToolContext
+from signoff.runtime.tools.base import (
+    ChannelForm,
+    MessagePoster,
+    Param,
+    SmtpSettings,
+    ToolContext,
+)
+
+
+def parse_channel(channel: str, forms: Sequence[ChannelForm]) -> tuple[str, str]:
+    """``("slack", "C123")`` for ``"slack:C123"``; BadArguments naming the expected form.
+
+    ``forms`` are the installed surfaces' (`ToolContext.channels`): each surface says how
+    its channel ids look, so a surface from another package needs no line here.
+    """
+    prefix, sep, target = channel.strip().partition(":")
+    form = next((f for f in forms if f.prefix == prefix), None) if sep else None
+    if form is None:
+        expected = " or ".join(f.expected for f in forms) or "no chat surface is installed"
+        raise BadArguments(f"post_message: channel {channel!r} names no chat surface "
+                           f"(expected {expected})")
+    if not re.fullmatch(form.pattern, target):
+        raise BadArguments(f"post_message: channel {channel!r} is not {form.kind}")
+    return prefix, target
 
 
 def _no_newlines(field: str, value: str) -> None:
@@ -164,12 +195,15 @@ class PostMessageTool:
     def summary(self, args: dict[str, Any]) -> str:
         return f"Post a message to {args['channel']}"
 
+    async def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        """Refuse a malformed channel, or one no configured surface reaches, before asking."""
+        _reachable(_channel(args), ctx)
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         channel = _channel(args)
-        if ctx.post_message is None:
-            raise ToolError(f"no chat platform can reach channel {channel}")
+        poster = _reachable(channel, ctx)
         try:
-            await ctx.post_message(channel, args["text"])
+            await poster.post(channel, args["text"])
         except ToolError:
             raise
         except SignoffError as exc:  # PlatformError and kin: keep the platform's message
@@ -182,3 +216,14 @@ def _channel(args: dict[str, Any]) -> str:
     if not channel:
         raise BadArguments("post_message: channel is empty")
     return channel
+
+
+def _reachable(channel: str, ctx: ToolContext) -> MessagePoster:
+    """The poster that reaches ``channel``; BadArguments (malformed) or ToolError otherwise."""
+    parse_channel(channel, ctx.channels)
+    if ctx.post_message is None:
+        raise ToolError(f"no chat platform can reach channel {channel}")
+    why = ctx.post_message.unreachable(channel)
+    if why:
+        raise ToolError(f"post_message: cannot reach channel {channel}: {why}")
+    return ctx.post_message

@@ -139,5 +139,6 @@ def build(section: EchoSettings | None, deps: SurfaceDeps) -> Surface:
 PLUGIN = SurfacePlugin(
     name=NAME, build=build, settings=EchoSettings, channel_prefix=NAME,
     channel_example="'echo:<channel>' such as 'echo:team'",
+    channel_id=r"[a-z]+", channel_kind="a lowercase name such as 'echo:team'",
     user_id=r"[a-z]+", approver_example="'echo:<name>' such as 'echo:bob'",
     describe=lambda section: f"channel {section.channel}")
