@@ -10,7 +10,7 @@ from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, Scope, Task
-from signoff.runtime.text import shorten
+from signoff.runtime.text import SHORT, shorten
 
 # The labels every surface puts on its buttons, in this order.
 BUTTON_LABELS = {
@@ -20,7 +20,13 @@ BUTTON_LABELS = {
     Scope.DENY: "Deny",
 }
 
+WHY = 200  # the agent's words on a card: enough to judge, short enough for a phone
+WHY_LABEL = "Why (agent)"  # the model's claim, not a fact: every surface says whose words
 
+
+def why_line(card_why: str | None) -> str | None:
+    """``Why (agent): …`` for a card that carries an agent's words, else None."""
+    return f"{WHY_LABEL}: {card_why}" if card_why else None
 
 def describe(action: Action) -> str:
     """The action in plain words, as its tool put it when the registry prepared it."""
@@ -30,10 +36,12 @@ def describe(action: Action) -> str:
     return f"Run {action.tool}" + (f" on {targets}" if targets else "")
 
 
-def content_lines(action: Action) -> tuple[tuple[str, str], ...]:
-    """Shortened message content to show on a card (never in broad notifications)."""
+def content_lines(action: Action, limit: int = SHORT) -> tuple[tuple[str, str], ...]:
+    """Message content shortened to ``limit`` characters each, to show on a card (and in
+    notifications whose rule sets ``include_content``)."""
     return tuple(
-        (name, shorten(action.args[name])) for name in action.content if action.args.get(name)
+        (name, shorten(action.args[name], limit))
+        for name in action.content if action.args.get(name)
     )
 
 
@@ -90,6 +98,7 @@ def build_card(task: Task, approval: Approval, *, console_url: str | None = None
         decided_by=approval.decided_by,
         decided_at=approval.decided_at,
         note=approval.note,
+        why=shorten(approval.why, WHY) if approval.why else None,
         mentions=mentions,
         console_url=f"{console_url.rstrip('/')}/console/tasks/{task.id}" if console_url else None,
     )

@@ -81,6 +81,7 @@ class ApprovalCard:
     decided_by: str | None = None
     decided_at: datetime | None = None
     note: str | None = None
+    why: str | None = None  # an agent's own words from the turn that proposed the action
     mentions: tuple[str, ...] = ()  # people to alert (escalation), as actor keys
     console_url: str | None = None
 

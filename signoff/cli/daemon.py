@@ -20,6 +20,7 @@ import uvicorn
 from signoff.api.context import is_loopback
 from signoff.bot.ports import Route, Surface, SurfaceDeps
 from signoff.bot.surfaces import Surfaces
+from signoff.config import preflight
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
 from signoff.runtime.clock import SystemClock
@@ -31,6 +32,7 @@ from signoff.wiring import (
     api_keys,
     api_providers,
     build_node,
+    build_registry,
     build_surfaces,
 )
 
@@ -61,13 +63,16 @@ def http_service(node: Node, app: Any, host: str, port: int) -> Service:
 
 async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
                      work_dir: Path | None, database: str | None, reset: bool,
-                     autonomous_risks: list[RiskClass] | None) -> int:
-    """Run until SIGTERM/SIGINT; return the exit code."""
+                     autonomous_risks: list[RiskClass] | None,
+                     config_path: Path | None = None) -> int:
+    """Run until SIGTERM/SIGINT; return the exit code.
+
+    Refuses to start (ConfigError listing every problem) on what `signoff config check`
+    reports: both run `signoff.config.preflight`.
+    """
+    preflight.check(settings, build_registry(settings, work_dir), path=config_path, host=host)
     host = host or settings.daemon.host
     port = port or settings.daemon.port
-    if not is_loopback(host) and not (settings.api.key or settings.api.keys):
-        raise ConfigError(f"refusing to listen on {host} without an API key: set [api] key "
-                          "(e.g. key = \"${SIGNOFF_API_KEY}\") or bind to 127.0.0.1")
     node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
                                     database=database, autonomous_risks=autonomous_risks)
     if reset:

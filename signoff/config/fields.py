@@ -13,7 +13,7 @@ import enum
 from signoff.runtime.policy.unattended import ApprovalMode, CronMode
 from signoff.sections import Section
 
-__all__ = ["ApprovalMode", "CronMode", "NotifyEvent", "PlannerKind", "Section"]
+__all__ = ["ApprovalMode", "CronMode", "NotifyEvent", "PlannerKind", "PlannerMode", "Section"]
 
 
 class PlannerKind(enum.StrEnum):
@@ -21,6 +21,13 @@ class PlannerKind(enum.StrEnum):
 
     RULES = "rules"
     OPENAI = "openai"
+
+
+class PlannerMode(enum.StrEnum):
+    """How an OpenAI-compatible planner works on a goal."""
+
+    AGENT = "agent"  # turn by turn: the model sees each tool result (the default)
+    PLAN = "plan"  # one call, a fixed plan, as in 0.1
 
 
 class NotifyEvent(enum.StrEnum):

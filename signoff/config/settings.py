@@ -55,7 +55,14 @@ from signoff.config.checks import (
     read_toml,
     substitute_env,
 )
-from signoff.config.fields import ApprovalMode, CronMode, NotifyEvent, PlannerKind, Section
+from signoff.config.fields import (
+    ApprovalMode,
+    CronMode,
+    NotifyEvent,
+    PlannerKind,
+    PlannerMode,
+    Section,
+)
 from signoff.config.ops import (
     NotifySettings,
     OncallOverride,
@@ -65,14 +72,16 @@ from signoff.config.ops import (
     StepSpec,
 )
 from signoff.errors import ConfigError
-from signoff.runtime.models import ALL_SCOPES, RiskClass, Scope
+from signoff.runtime.models import ALL_SCOPES, OnDeny, RiskClass, Scope
 
 __all__ = [
     "ApiKey", "ApiSettings", "ApprovalMode", "ApprovalsSettings", "CronMode",
     "DaemonSettings", "EmailSettings", "EvaluationSettings", "NotifyEvent", "NotifySettings",
-    "OncallOverride", "OncallSettings", "PlannerKind", "PlannerSettings", "PolicySettings",
+    "OnDeny", "OncallOverride", "OncallSettings", "PlannerKind", "PlannerMode",
+    "PlannerSettings", "PolicySettings",
     "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
-    "TelegramMode", "TelegramSettings", "check_config", "load_settings",
+    "TelegramMode", "TelegramSettings", "check_config", "load_settings", "source_name",
+    "summary",
 ]  # fmt: skip
 
 
@@ -164,13 +173,28 @@ class PolicySettings(Section):
 
 
 class PlannerSettings(Section):
-    """[planner]: the built-in rules planner or an OpenAI-compatible endpoint."""
+    """[planner]: the built-in rules planner or an OpenAI-compatible endpoint.
+
+    With ``kind = "openai"`` the default ``mode = "agent"`` works turn by turn (limits
+    ``max_turns``, ``max_actions``; ``on_deny``); ``mode = "plan"`` plans once, as in 0.1.
+    ``timeout`` bounds each call to the endpoint.
+    """
 
     kind: PlannerKind = PlannerKind.RULES
+    mode: PlannerMode = PlannerMode.AGENT
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None
     timeout: PositiveDuration = timedelta(seconds=30)
+    max_turns: Annotated[int, Field(gt=0, le=1000)] = 20
+    max_actions: Annotated[int, Field(gt=0, le=10_000)] = 50
+    on_deny: OnDeny = OnDeny.TELL_MODEL
+    system_prompt: str = ""
+
+    @property
+    def agent(self) -> bool:
+        """True when goals without steps go to the agent loop."""
+        return self.kind is PlannerKind.OPENAI and self.mode is PlannerMode.AGENT
 
     @model_validator(mode="after")
     def _openai_needs(self) -> Self:
@@ -335,8 +359,21 @@ def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None 
 
 
 def check_config(path: str | Path | None) -> str:
-    """Validate a config file and summarise it for ``signoff config check``."""
-    settings = load_settings(path)
+    """Validate a config file against the schema and summarise it.
+
+    ``signoff config check`` adds the checks that need the tool registry
+    (`signoff.config.preflight`), the same ones ``daemon start`` makes.
+    """
+    return summary(load_settings(path), path)
+
+
+def source_name(path: str | Path | None) -> str:
+    """How messages name a config file ("(embedded defaults)" without one)."""
+    return str(path) if path is not None else "(embedded defaults)"
+
+
+def summary(settings: Settings, path: str | Path | None) -> str:
+    """What ``signoff config check`` prints for a valid file."""
     surfaces = []
     for plugin in surface_registry().plugins.values():
         section = settings.surface(plugin.name)
@@ -346,7 +383,7 @@ def check_config(path: str | Path | None) -> str:
             surfaces.append(plugin.name)
     return "\n".join(
         [
-            f"{path if path is not None else '(embedded defaults)'}: OK",
+            f"{source_name(path)}: OK",
             f"database: {mask_url(settings.database_url())}",
             f"listen: {settings.daemon.host}:{settings.daemon.port}",
             f"surfaces: {', '.join(surfaces)}",

@@ -49,6 +49,13 @@ _DONE_WORDS = {Scope.ONCE: "Approved once", Scope.SESSION: "Approved for this se
                Scope.ALWAYS: "Approved always", Scope.DENY: "Denied"}
 
 
+def refusal_reason(approval: Approval) -> str:
+    """Why a decided request did not approve: "user denied[: why]" or "approval timed out"."""
+    if approval.status is ApprovalStatus.EXPIRED:
+        return "approval timed out"
+    return f"user denied: {approval.reason}" if approval.reason else "user denied"
+
+
 def _already(approval: Approval) -> DecisionResult:
     if approval.status is ApprovalStatus.EXPIRED:
         return DecisionResult(False, DecisionCode.EXPIRED,
@@ -162,14 +169,12 @@ class Decider:
         grants: list[Grant] = []
         task.approval = decided
         task.updated_at = now
+        goes_on = scope.approves
         if scope.approves:
             grants.append(make_grant(task, approval.action, scope, actor=actor, now=now))
-            task.state = TaskState.IN_PROGRESS
-            task.claimed_by = self.engine.config.node_id
-            task.lease_until = now + self.engine.config.lease
+            self._take_back(task, now)
         else:
-            why = f"user denied: {reason}" if reason else "user denied"
-            self._end_denied(task, approval, "denied", actor, why)
+            goes_on = self._refused(task, approval, "denied", actor, refusal_reason(decided))
         change = Change(at=now, task=task, expect_state=TaskState.WAITING_APPROVAL,
                         approval=decided,
                         approval_expect=ApprovalStatus.PENDING, grants=grants, audit=[event],
@@ -180,18 +185,40 @@ class Decider:
                                              "scope": scope.value, "actor": actor})
         await self._announce(task, decided,
                              TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
-        if scope.approves and self.on_runnable is not None:
+        if goes_on and self.on_runnable is not None:
             await self.on_runnable(task)
         return DecisionResult(True, DecisionCode.OK, _DONE_WORDS[scope], task=task,
                               approval=decided)
 
-    def _end_denied(self, task: Task, approval: Approval, outcome: str, actor: str,
-                    reason: str) -> None:
+    def _take_back(self, task: Task, now: datetime) -> None:
+        """The task runs again on this node (its runnable hook hands it to the worker)."""
+        task.state = TaskState.IN_PROGRESS
+        task.claimed_by = self.engine.config.node_id
+        task.lease_until = now + self.engine.config.lease
+
+    def _refused(self, task: Task, approval: Approval, outcome: str, actor: str,
+                 reason: str) -> bool:
+        """Record a deny or a timeout; True when the task goes on (an agent told to find
+        another way, `on_deny = "tell_model"`), False when it failed."""
+        if task.agent is None or not task.agent.tells_model:
+            self._end_denied(task, approval, outcome, actor, reason)
+            return False
+        self._record_refusal(task, approval, outcome, actor, reason)
+        task.pending_action = None  # the agent loop tells the model on its next run
+        self._take_back(task, self.engine.clock.now())
+        return True
+
+    def _record_refusal(self, task: Task, approval: Approval, outcome: str, actor: str,
+                        reason: str) -> None:
         action = approval.action
         task.actions.append(ActionRecord(
             step=task.step_index, tool=action.tool, args=action.args, risk=action.risk,
             capability=action.capability, targets=list(action.targets), decision=outcome,
             decided_by=actor, outcome=outcome, error=reason, at=self.engine.clock.now()))
+
+    def _end_denied(self, task: Task, approval: Approval, outcome: str, actor: str,
+                    reason: str) -> None:
+        self._record_refusal(task, approval, outcome, actor, reason)
         task.state = TaskState.FAILED
         task.pending_action = None
         task.claimed_by = task.lease_until = None
@@ -218,7 +245,8 @@ class Decider:
                 "reason": "approval timed out"})
             task.approval = decided
             task.updated_at = now
-            self._end_denied(task, approval, "timed_out", "auto:timeout", "approval timed out")
+            goes_on = self._refused(task, approval, "timed_out", "auto:timeout",
+                                    "approval timed out")
             event = audit_event("expired", task, approval.action, decision="deny",
                                 actor="auto:timeout", scope="deny", reason="approval timed out",
                                 approval=decided)
@@ -227,6 +255,8 @@ class Decider:
                     audit=[event], outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])):
                 await self._announce(task, decided, TaskEvent.EXPIRED)
                 expired.append(task)
+                if goes_on and self.on_runnable is not None:
+                    await self.on_runnable(task)
         return expired
 
     async def escalate(self, task: Task, *, level: int, members: Sequence[str], waited: str,

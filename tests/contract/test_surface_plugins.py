@@ -109,7 +109,7 @@ class EchoHarness:
         """The card as GET /echo/cards shows it."""
         cards = (await self.client.get("/echo/cards", headers={"X-Echo-Token": TOKEN})).json()
         [card] = [c for c in cards if c["message_id"] == ref.message_id]
-        text = " | ".join(filter(None, [card["title"], card["outcome"]]))
+        text = " | ".join(filter(None, [card["title"], card["why"], card["outcome"]]))
         return Rendered(text=text, buttons=tuple(BUTTON_LABELS[Scope(b)] for b in card["buttons"]))
 
     async def feedback(self) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from datetime import datetime
 
-from signoff.bot.cards import BUTTON_LABELS  # one set of labels for every surface
+from signoff.bot.cards import BUTTON_LABELS, why_line  # one wording for every surface
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -114,6 +114,9 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
         lines.append(f"Targets: {shown}" + (f" and {more} more" if more > 0 else ""))
     lines.extend(f"{_e(label, 40)}: <i>{_e(value, limit)}</i>"
                  for label, value in card.details[:items])
+    why = why_line(card.why)
+    if why:
+        lines.append(f"<i>{_e(why, limit)}</i>")
     lines.append(f"Goal: {_e(card.goal, limit)}")
     task = f"Task <code>{_e(card.task_id, 80)}</code> · step {card.step}/{card.steps_total}"
     if card.schedule:

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
+from signoff.bot.cards import why_line
 from signoff.bot.ports import (
     Actor,
     ApprovalCard,
@@ -54,6 +55,9 @@ def render(card: ApprovalCard) -> str:
         lines.append(f"  targets: {', '.join(card.targets)}")
     for label, value in card.details:
         lines.append(f"  {label}: {value}")
+    why = why_line(card.why)
+    if why:
+        lines.append(f"  {why}")
     where = f"schedule {card.schedule}, " if card.schedule else ""
     lines.append(f"  task {card.task_id} ({where}step {card.step} of {card.steps_total}): "
                  f"{card.goal}")

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from signoff.runtime.ids import grant_id
-from signoff.runtime.models import Action, Grant, Scope, Task
+from signoff.runtime.models import Action, Grant, Scope, Task, TaskState
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 
 
@@ -32,7 +32,7 @@ def make_grant(task: Task, action: Action, scope: Scope, *, actor: str, now: dat
     return Grant(
         id=grant_id(), key=grant_key(task.policy_id, action), policy_id=task.policy_id,
         task_id=task.id, scope=scope, tool=action.tool, capability=action.capability,
-        risk=action.risk, fingerprint=action.fingerprint,
+        risk=action.risk, fingerprint=action.fingerprint, targets=list(action.targets),
         max_calls=1 if scope is Scope.ONCE else None, used=1, created_at=now,
         created_by=actor)
 
@@ -44,6 +44,17 @@ def covers(grant: Grant, *, task_id: str) -> bool:
     if not grant.live:
         return False
     return grant.scope is Scope.ALWAYS or grant.task_id == task_id
+
+
+def status(grant: Grant, task_state: TaskState | None) -> str:
+    """For people: ``live``, ``revoked``, ``used`` (a once grant), or ``ended`` — a session
+    grant whose task finished, which `covers` only ever allowed inside that task."""
+    if grant.revoked_at is not None:
+        return "revoked"
+    if not grant.live:
+        return "used"
+    ended = task_state in (TaskState.COMPLETED, TaskState.FAILED)
+    return "ended" if grant.scope is Scope.SESSION and ended else "live"
 
 
 def first_valid(candidates: Iterable[Grant], *, task_id: str) -> Grant | None:

@@ -22,6 +22,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.transcript import TranscriptEntry
 
 T = TypeVar("T")
 
@@ -52,6 +53,8 @@ class Change:
     ``task`` is inserted when ``expect_version`` is None and ``insert`` is True, else
     updated only if its stored version equals ``expect_version`` (its version is then
     bumped). ``approval_expect`` makes the approval write a compare-and-set on status.
+    ``transcript`` entries are appended; an entry whose (task id, seq) is already stored
+    makes the whole change lose (two writers of one agent turn: the first wins).
     """
 
     at: datetime
@@ -66,6 +69,7 @@ class Change:
     audit: list[AuditEvent] = field(default_factory=list)
     outbox: list[OutboxItem] = field(default_factory=list)
     outbox_done: list[int] = field(default_factory=list)  # ids of delivered outbox items
+    transcript: list[TranscriptEntry] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,12 @@ class TaskStore(Protocol):
     async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
         """Planning/in-progress tasks whose lease ran out, plus (unless None) those claimed
         by ``node_id`` — a node's own claims from before its restart."""
+        ...
+
+    async def transcript(self, task_id: str, *, after: int = -1,
+                         limit: int = 500) -> Page[TranscriptEntry]:
+        """Transcript entries of a task with seq > ``after``, oldest first; the cursor is
+        the last seq of the page."""
         ...
 
     async def get_approval(self, approval_id: str) -> Approval | None:

@@ -8,7 +8,8 @@ post. Its routes are served by the daemon without the API key, so each checks th
     GET  /echo/notes    every notification
     POST /echo/decide   {"message_id": "1", "scope": "once", "user": "bob"}
 
-It uses only what signoff offers a plug-in: `signoff.bot.ports` and `signoff.sections`.
+It uses only what signoff offers a plug-in: `signoff.bot.ports`, `signoff.bot.cards`
+(the wording every surface shares) and `signoff.sections`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from signoff.bot.cards import why_line
 from signoff.bot.ports import (
     Actor,
     ApprovalCard,
@@ -100,8 +102,8 @@ class EchoSurface:
         if (refused := self._refused(request)) is not None:
             return refused
         return JSONResponse([{"message_id": key, "approval_id": card.approval_id,
-                              "title": card.title, "status": card.status,
-                              "outcome": card.outcome,
+                              "title": card.title, "why": why_line(card.why),
+                              "status": card.status, "outcome": card.outcome,
                               "buttons": [s.value for s in card.allowed] if card.open else []}
                              for key, card in self.cards.items()])
 
