@@ -1,9 +1,14 @@
-"""Test helpers shipped with signoff: an in-memory surface and the surface contract suite.
+"""Test helpers shipped with signoff: an in-memory surface and the surface contract suites.
 
-`RecordingPlatform` is a complete `ChatPlatform` that keeps every card and notification in
+`RecordingPlatform` is a complete `Surface` that keeps every card and notification in
 memory, so the flow can be tested without any network. `PlatformContract` is the suite
 every surface must pass: subclass it in a test module as ``TestXContract`` and provide a
 ``harness`` fixture returning a `PlatformHarness` for your surface.
+
+For a surface plug-in (see "Writing a surface" in the README): `PluginContract` checks
+its registration, its section model and what its ``build`` returns; `surface_deps` gives
+``build`` what the daemon would; `route_client` calls the surface's own HTTP routes
+in-process, as the daemon would serve them.
 """
 
 from __future__ import annotations
@@ -13,9 +18,15 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.routing import Route as StarletteRoute
 
 from signoff.bot.cards import BUTTON_LABELS, why_line
+from signoff.bot.plugins import surface_registry
 from signoff.bot.ports import (
     Actor,
     ApprovalCard,
@@ -23,13 +34,19 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    Route,
+    Surface,
+    SurfaceDeps,
+    SurfacePlugin,
     with_people,
 )
 from signoff.errors import PlatformUnavailable
+from signoff.runtime.clock import Clock, FakeClock
 from signoff.runtime.models import ALL_SCOPES, DecisionCode, Scope
 
-__all__ = ["BUTTON_LABELS", "PlatformContract", "PlatformHarness", "RecordingHarness",
-           "RecordingPlatform", "Rendered", "sample_card"]
+__all__ = ["BUTTON_LABELS", "PlatformContract", "PlatformHarness", "PluginContract",
+           "RecordingHarness", "RecordingPlatform", "Rendered", "route_client", "sample_card",
+           "surface_deps"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,7 @@ class RecordingPlatform:
     """
 
     name: str = "recording"
+    channel_prefix: str | None = None
     messages: dict[str, _Message] = field(default_factory=dict)
     notes: list[tuple[str, str, CardRef | None]] = field(default_factory=list)
     note_mentions: list[tuple[str, ...]] = field(default_factory=list)
@@ -91,6 +109,13 @@ class RecordingPlatform:
         self._maybe_fail("notify")
         self.notes.append((channel, with_people(text, mentions), thread))
         self.note_mentions.append(tuple(mentions))
+
+    async def check(self) -> None:
+        """Nothing to verify in memory."""
+
+    def routes(self) -> tuple[Route, ...]:
+        """No HTTP routes."""
+        return ()
 
     async def run(self, on_decision: DecisionHandler) -> None:
         """Keep the handler so `click` can reach it; wait until cancelled."""
@@ -323,3 +348,71 @@ class RecordingHarness:
     async def notifications(self, channel: str) -> list[str]:
         """Recorded notifications for a channel."""
         return [text for ch, text, _ in self.platform.notes if ch == channel]
+
+
+def surface_deps(*, clock: Clock | None = None,
+                 pending: Sequence[ApprovalCard] = ()) -> SurfaceDeps:
+    """What the daemon hands `SurfacePlugin.build`: a clock and the waiting cards."""
+    async def lister() -> list[ApprovalCard]:
+        return list(pending)
+
+    return SurfaceDeps(clock=clock or FakeClock(), pending=lister)
+
+
+def route_client(surface: Surface) -> httpx.AsyncClient:
+    """An HTTP client for the surface's own `routes`, served in-process (no port)."""
+    app = Starlette(routes=[StarletteRoute(r.path, r.endpoint, methods=[r.method])
+                            for r in surface.routes()])
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://surface")
+
+
+class PluginContract:
+    """What every surface plug-in must do. Subclass as ``TestXPlugin``.
+
+    The subclass provides fixtures ``plugin`` (its `SurfacePlugin`) and ``section`` (a
+    valid ``[<name>]`` section as a dict, or None when the surface has no section).
+    """
+
+    def test_is_registered_under_its_name(self, plugin: SurfacePlugin[Any]) -> None:
+        """The plug-in is found through the ``signoff.surfaces`` entry points, by its name."""
+        registry = surface_registry()
+        why = registry.broken.get(plugin.name, "no entry point of that name is installed")
+        assert registry.plugins.get(plugin.name) is plugin, why
+
+    def test_section_loads_and_refuses_unknown_keys(
+            self, plugin: SurfacePlugin[Any], section: dict[str, Any] | None) -> None:
+        """The section model loads a valid section, is frozen, and refuses a misspelt key."""
+        if plugin.settings is None:
+            assert section is None, "a plug-in without a settings model has no section"
+            return
+        loaded = plugin.settings.model_validate(section)
+        assert plugin.settings.model_config.get("frozen"), "sections are frozen (Section)"
+        try:
+            plugin.settings.model_validate({**(section or {}), "no_such_key": 1})
+        except ValidationError as exc:
+            assert any(e["type"] == "extra_forbidden" for e in exc.errors())
+        else:
+            raise AssertionError("an unknown key in the section was accepted")
+        if plugin.describe is not None:
+            assert plugin.describe(loaded)
+
+    async def test_build_gives_a_surface_named_after_the_plugin(
+            self, plugin: SurfacePlugin[Any], section: dict[str, Any] | None) -> None:
+        """``build`` returns a `Surface` with the plug-in's name and prefix, routes under
+        ``/<name>/``."""
+        loaded: BaseModel | None = None
+        if plugin.settings is not None:
+            loaded = plugin.settings.model_validate(section)
+        surface = plugin.build(loaded, surface_deps())
+        assert isinstance(surface, Surface)
+        assert (surface.name, surface.channel_prefix) == (plugin.name, plugin.channel_prefix)
+        for route in surface.routes():
+            assert route.path.startswith(f"/{plugin.name}/"), route
+            assert route.method in ("GET", "POST", "PUT", "DELETE"), route
+
+    def test_examples_follow_its_syntax(self, plugin: SurfacePlugin[Any]) -> None:
+        """The examples shown in config errors name this surface's prefix and user ids."""
+        if plugin.channel_prefix is not None:
+            assert f"'{plugin.channel_prefix}:" in plugin.channel_example
+        if plugin.user_id is not None:
+            assert f"'{plugin.name}:" in plugin.approver_example

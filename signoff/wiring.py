@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from signoff.bot.flow import ApprovalFlow
 from signoff.bot.notify import Notifier, NotifyRule
-from signoff.bot.ports import ChatPlatform
+from signoff.bot.plugins import SurfaceRegistry, surface_registry
+from signoff.bot.ports import ApprovalCard, Surface, SurfaceDeps
 from signoff.bot.routing.authorizer import Authorizer
 from signoff.bot.routing.oncall import OnCallRouter
 from signoff.config.preflight import grant_action
@@ -39,7 +40,7 @@ from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import TaskStore
-from signoff.runtime.tools.base import SmtpSettings, ToolContext
+from signoff.runtime.tools.base import ChannelForm, SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 from signoff.runtime.worker import Worker
@@ -65,7 +66,7 @@ class Node:
     authorizer: Authorizer
     clock: Clock
     listener: MultiListener
-    platforms: dict[str, ChatPlatform] = field(default_factory=dict)
+    platforms: dict[str, Surface] = field(default_factory=dict)
     oncall: OnCallRouter | None = None
     scheduler: Scheduler | None = None
 
@@ -161,16 +162,19 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
 class SurfacePoster:
     """`post_message`'s port: ``slack:C1`` / ``telegram:-100`` go to that surface's notify.
 
-    It reads the node's live surface table, so a surface the daemon disabled at start-up
-    is reported unreachable instead of failing after somebody approved the post.
+    A channel's prefix names its surface through the plug-ins (`surface_name`). It reads
+    the node's live surface table, so a surface the daemon disabled at start-up is
+    reported unreachable instead of failing after somebody approved the post.
     """
 
-    def __init__(self, surfaces: Mapping[str, ChatPlatform]) -> None:
+    def __init__(self, surfaces: Mapping[str, Surface],
+                 channels: tuple[ChannelForm, ...]) -> None:
         self.surfaces = surfaces
+        self.channels = channels
 
     def unreachable(self, channel: str) -> str | None:
         """Why ``channel``'s surface cannot be used in this process, or None."""
-        surface, _ = parse_channel(channel)
+        surface = surface_name(parse_channel(channel, self.channels)[0])
         if surface in self.surfaces:
             return None
         return (f"no {surface} surface is running in this process (it needs [{surface}] in "
@@ -178,14 +182,23 @@ class SurfacePoster:
 
     async def post(self, channel: str, text: str) -> None:
         """Post through the surface's own notify (its escaping, limits and errors)."""
-        surface, target = parse_channel(channel)
-        await self.surfaces[surface].notify(target, text)
+        prefix, target = parse_channel(channel, self.channels)
+        await self.surfaces[surface_name(prefix)].notify(target, text)
+
+
+def channel_forms(registry: SurfaceRegistry | None = None) -> tuple[ChannelForm, ...]:
+    """How each installed surface writes its channels, for `post_message`."""
+    return tuple(ChannelForm(prefix=p.channel_prefix, pattern=p.channel_id,
+                             expected=p.channel_example or f"'{p.channel_prefix}:<id>'",
+                             kind=p.channel_kind or f"a channel id for {p.channel_prefix}")
+                 for p in (registry or surface_registry()).plugins.values()
+                 if p.channel_prefix is not None)
 
 
 def build_node(settings: Settings, *, work_dir: Path | None = None, database: str | None = None,
                autonomous_risks: Iterable[RiskClass] | None = None, clock: Clock | None = None,
                store: TaskStore | None = None, planner: Planner | None = None,
-               platforms: dict[str, ChatPlatform] | None = None,
+               platforms: dict[str, Surface] | None = None,
                oncall: Any = None) -> Node:
     """Build the runtime and the approval flow from settings."""
     wd = settings.resolved_work_dir(work_dir)
@@ -196,9 +209,10 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     pol = settings.policy
     registry = build_registry(settings, wd)
     em = settings.email
+    channels = channel_forms()
     context = ToolContext(
         work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),
-        post_message=SurfacePoster(chosen),
+        post_message=SurfacePoster(chosen, channels), channels=channels,
         smtp=SmtpSettings(host=em.host, port=em.port, sender=em.sender, starttls=em.starttls,
                           username=em.username, password=em.password,
                           timeout=em.timeout.total_seconds()))
@@ -232,8 +246,9 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     worker = Worker(engine=engine, poll_interval=settings.daemon.poll_interval.total_seconds())
     decider = Decider(engine=engine, on_runnable=worker.hand_over)
     authorizer = Authorizer(approvers=frozenset(ap.approvers), oncall=oncall or router.current)
-    rules = [NotifyRule(platform=n.platform, channel=n.target, events=frozenset(map(str, n.events)),
-                        include_content=n.include_content) for n in settings.notify]
+    rules = [NotifyRule(platform=surface_name(n.platform), channel=n.target,
+                        events=frozenset(map(str, n.events)), include_content=n.include_content)
+             for n in settings.notify]
     public = settings.daemon.public_url
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
@@ -259,7 +274,7 @@ class PendingCards:
     def __init__(self) -> None:
         self.node: Node | None = None
 
-    async def __call__(self) -> list[Any]:
+    async def __call__(self) -> list[ApprovalCard]:
         from signoff.bot.cards import build_card
 
         if self.node is None:
@@ -270,26 +285,31 @@ class PendingCards:
                 for t in tasks if t.approval is not None]
 
 
-def chat_platforms(settings: Settings, *, node_pending: PendingCards | None
-                   ) -> dict[str, ChatPlatform]:
-    """Slack and Telegram surfaces for the configured sections (SDKs imported lazily)."""
-    out: dict[str, ChatPlatform] = {}
-    if settings.slack is not None:
-        from signoff.adapters.slack.platform import SlackPlatform
+def surface_name(prefix: str) -> str:
+    """The surface whose channels are written ``<prefix>:<id>`` (the prefix if none is)."""
+    plugin = surface_registry().by_prefix(prefix)
+    return plugin.name if plugin is not None else prefix
 
-        s = settings.slack
-        out["slack"] = SlackPlatform(bot_token=s.bot_token, channel=s.channel, mode=str(s.mode),
-                                     app_token=s.app_token, signing_secret=s.signing_secret,
-                                     api_url=s.api_url)
-    if settings.telegram is not None:
-        from signoff.adapters.telegram.platform import TelegramPlatform
 
-        t = settings.telegram
-        out["telegram"] = TelegramPlatform(
-            bot_token=t.bot_token, chat_id=t.chat_id,
-            mode="webhook" if str(t.mode) == "webhook" else "polling", base_url=t.base_url,
-            base_file_url=t.base_file_url, webhook_secret=t.webhook_secret,
-            webhook_url=t.webhook_url, pending_lister=node_pending)
+def build_surfaces(settings: Settings, *, deps: SurfaceDeps,
+                   registry: SurfaceRegistry | None = None) -> dict[str, Surface]:
+    """Every surface the daemon runs: those with a config section, and the `always` ones.
+
+    One loop over the registered plug-ins (`signoff.bot.plugins`); each imports its SDK
+    only in its ``build``.
+    """
+    out: dict[str, Surface] = {}
+    for plugin in (registry or surface_registry()).plugins.values():
+        section = settings.surface(plugin.name)
+        if section is None and not plugin.always:
+            continue
+        surface = plugin.build(section, deps)
+        if surface.name != plugin.name or surface.channel_prefix != plugin.channel_prefix:
+            raise ConfigError(
+                f"surface plug-in {plugin.name!r} built a surface named {surface.name!r} with "
+                f"channel prefix {surface.channel_prefix!r} (expected {plugin.name!r} and "
+                f"{plugin.channel_prefix!r})")
+        out[plugin.name] = surface
     return out
 
 

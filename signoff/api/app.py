@@ -5,8 +5,9 @@
 
 Layers, outermost first: `GuardMiddleware` (413, foreign origins, crashes → 500),
 `AuthMiddleware` (401 unless a key, the console cookie or the keyless loopback mode),
-then the routes. The chat platforms' webhooks are mounted as given, outside our auth:
-they check their own signatures.
+then the routes. The chat surfaces' own routes (`Surface.routes`: Slack's events,
+Telegram's webhook) are mounted as given, outside our auth: they check their own
+signatures.
 """
 
 from __future__ import annotations
@@ -81,9 +82,10 @@ def create_app(ctx: ApiContext) -> FastAPI:
     app.state.metrics = metrics
     app.include_router(routes.build_router(ctx, metrics))
     app.include_router(console.build_router(ctx, auth))
-    extra = [path for path, _ in ctx.extra_routes]
-    for path, endpoint in ctx.extra_routes:
-        app.add_route(path, endpoint, methods=["POST"], include_in_schema=False)
+    extra = [route.path for route in ctx.extra_routes]
+    for route in ctx.extra_routes:
+        app.add_route(route.path, route.endpoint, methods=[route.method],
+                      include_in_schema=False)
     errors.install(app)
     document_auth(app)
     open_paths = PUBLIC_PATHS | set(extra)

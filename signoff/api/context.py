@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
-from starlette.responses import Response
-
 from signoff.bot.flow import ApprovalFlow
+from signoff.bot.ports import Route
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine
@@ -27,7 +25,6 @@ if TYPE_CHECKING:
     from signoff.adapters.web.platform import WebPlatform
     from signoff.api.metrics import MetricsListener
 
-Endpoint = Callable[[Request], Awaitable[Response]]
 SchedulesProvider = Callable[[], Awaitable[list[dict[str, Any]]]]
 OncallProvider = Callable[[datetime | None], Awaitable[dict[str, Any]]]
 
@@ -59,7 +56,7 @@ class ApiContext:
     keys: dict[str, str] = field(default_factory=dict)  # API key -> actor name
     local_no_key: bool = False  # no key configured and loopback host: callers are web:local
     public_url: str | None = None
-    extra_routes: list[tuple[str, Endpoint]] = field(default_factory=list)  # POST, no auth
+    extra_routes: list[Route] = field(default_factory=list)  # the surfaces' own; no key
     schedules: SchedulesProvider | None = None
     oncall: OncallProvider | None = None
     metrics: MetricsListener | None = None  # None: create_app makes one and listens with it

@@ -1,8 +1,14 @@
 """The port every approval surface implements, and the neutral values it speaks.
 
-A surface (Slack, Telegram, the web console, the terminal, an in-memory recorder) turns an
-`ApprovalCard` into its native message and native clicks into a `DecisionEvent`. It knows
-nothing of tasks, stores or policy: the flow (`bot/flow.py`) owns those.
+A surface (Slack, Telegram, the web console, the terminal, an in-memory recorder, or one
+from another package) turns an `ApprovalCard` into its native message and native clicks
+into a `DecisionEvent`. It knows nothing of tasks, stores or policy: the flow
+(`bot/flow.py`) owns those.
+
+`Surface` is everything the daemon uses of one; `SurfacePlugin` is how a package offers
+one: its name, its ``[<name>]`` config section, its channel prefix and a ``build``. The
+plug-ins are found through the entry-point group ``signoff.surfaces``
+(`signoff.bot.plugins`), the built-in four exactly like a third party's.
 """
 
 from __future__ import annotations
@@ -10,9 +16,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
+from pydantic import BaseModel
+
+from signoff.runtime.clock import Clock
 from signoff.runtime.models import DecisionCode, Scope
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 
 @dataclass(frozen=True)
@@ -110,15 +123,38 @@ def with_people(text: str, mentions: Sequence[str],
     return f"{text} {', '.join(show(key) for key in mentions)}"
 
 
+Endpoint = Callable[["Request"], Awaitable["Response"]]
+"""An HTTP handler a surface serves (Starlette's request in, response out)."""
+
+
+class Route(NamedTuple):
+    """One HTTP route a surface serves on the daemon's port, e.g. Slack's events.
+
+    The daemon mounts it outside the API key check — the endpoint verifies its caller
+    itself (a platform signature, a secret token) — and only under ``/<surface name>/``,
+    so that no surface can shadow an API route.
+    """
+
+    method: str
+    path: str
+    endpoint: Endpoint
+
+
 @runtime_checkable
-class ChatPlatform(Protocol):
-    """An approval surface.
+class Surface(Protocol):
+    """An approval surface: everything the daemon uses of one.
 
     Implementations raise `PlatformUnavailable` or `RateLimited` for retryable failures
     and `PlatformRejected` for final ones; the outbox retries the former.
     """
 
     name: str
+
+    @property
+    def channel_prefix(self) -> str | None:
+        """The prefix of its channels in `[[notify]]` and `post_message` (``slack`` for
+        ``slack:C123``); None when it has no channels to name (web, terminal)."""
+        ...
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Show a new card to the approvers; return where it lives."""
@@ -130,7 +166,7 @@ class ChatPlatform(Protocol):
 
     async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
                      mentions: Sequence[str] = ()) -> None:
-        """Post one line to a channel, or under a card when ``thread`` is given.
+        """Post one line to a channel, or reply under a card when ``thread`` is given.
 
         ``mentions`` are the people (actor keys) the line must reach: the surface adds
         them to the text in its own form (`with_people`), so that they are notified —
@@ -142,6 +178,56 @@ class ChatPlatform(Protocol):
     async def run(self, on_decision: DecisionHandler) -> None:
         """Receive decisions until cancelled; call ``on_decision`` for each."""
         ...
+
+    async def check(self) -> None:
+        """The start-up check of its credentials (Slack ``auth.test``, Telegram ``getMe``).
+
+        Raise `PlatformRejected` when they are refused (the surface is left out) or a
+        retryable `PlatformError` (it is retried with backoff); return when it may run.
+        """
+        ...
+
+    def routes(self) -> Sequence[Route]:
+        """The HTTP routes it serves on the daemon's port (none for most surfaces)."""
+        ...
+
+
+ChatPlatform = Surface
+"""The port's name before surfaces became plug-ins; the same Protocol."""
+
+S = TypeVar("S", bound=BaseModel)
+PendingLister = Callable[[], Awaitable[list[ApprovalCard]]]
+
+
+@dataclass(frozen=True)
+class SurfaceDeps:
+    """What the daemon hands a surface it builds, beyond its own config section."""
+
+    clock: Clock
+    pending: PendingLister  # the cards still waiting for a decision (Telegram's /pending)
+
+
+@dataclass(frozen=True)
+class SurfacePlugin(Generic[S]):
+    """How a package offers a surface: register one under the ``signoff.surfaces`` entry
+    point group, named after `name` (see "Writing a surface" in the README).
+
+    The daemon builds the surface when the config file has its ``[<name>]`` section, or
+    always when `always` is set; a surface with neither (the terminal) is never built by
+    the daemon. The `settings` model must import no SDK: it is loaded with the config.
+    """
+
+    name: str
+    build: Callable[[S | None, SurfaceDeps], Surface]  # import the SDK here, not at the top
+    settings: type[S] | None = None  # the model of its [<name>] section, None: no section
+    channel_prefix: str | None = None
+    channel_example: str = ""  # for error messages: "'slack:<channel id>' such as 'slack:C123'"
+    channel_id: str = r"\S+"  # regex of a channel id, for post_message: "[CGD][A-Z0-9]+"
+    channel_kind: str = ""  # what one is: "a conversation id such as 'slack:C0123ABC'"
+    user_id: str | None = None  # regex of a user id here, for approver lists; None: none
+    approver_example: str = ""  # "'slack:<user id>' such as 'slack:U123'"
+    always: bool = False  # built by every daemon, section or not (the web console)
+    describe: Callable[[S], str] | None = None  # "socket" for `config check`'s summary
 
 
 @runtime_checkable

@@ -19,10 +19,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Protocol, runtime_checkable
 
 from signoff.bot.outbox import Dispatcher, backoff
-from signoff.bot.ports import ChatPlatform, DecisionHandler
+from signoff.bot.ports import DecisionHandler, Surface
 from signoff.errors import PlatformError, PlatformRejected, RateLimited
 from signoff.runtime.clock import Clock
 
@@ -35,19 +34,10 @@ STEADY = timedelta(minutes=1)
 Sleep = Callable[[float], Awaitable[None]]
 
 
-@runtime_checkable
-class Checked(Protocol):
-    """A surface that can verify its credentials before it runs."""
-
-    async def check(self) -> None:
-        """Raise `PlatformRejected` (final) or a retryable `PlatformError`."""
-        ...
-
-
 class Surfaces:
     """Checks, runs and retries every chat surface; knows how each one is doing."""
 
-    def __init__(self, *, platforms: dict[str, ChatPlatform], dispatcher: Dispatcher,
+    def __init__(self, *, platforms: dict[str, Surface], dispatcher: Dispatcher,
                  clock: Clock, sleep: Sleep = asyncio.sleep) -> None:
         # The flow's own dict: a disabled surface leaves it, so no new job names it.
         self.platforms = platforms
@@ -95,9 +85,10 @@ class Surfaces:
 
     async def _check(self, name: str) -> None:
         platform = self.platforms.get(name)
+        if platform is None:
+            return
         try:
-            if isinstance(platform, Checked):
-                await platform.check()
+            await platform.check()
         except PlatformRejected as exc:
             self._disable(name, exc)
         except PlatformError as exc:

@@ -18,9 +18,12 @@ from typing import Any
 import uvicorn
 
 from signoff.api.context import is_loopback
+from signoff.bot.ports import Route, Surface, SurfaceDeps
 from signoff.bot.surfaces import Surfaces
 from signoff.config import preflight
 from signoff.config.settings import Settings
+from signoff.errors import ConfigError
+from signoff.runtime.clock import SystemClock
 from signoff.runtime.daemon import Daemon, Service
 from signoff.runtime.models import RiskClass
 from signoff.wiring import (
@@ -30,7 +33,7 @@ from signoff.wiring import (
     api_providers,
     build_node,
     build_registry,
-    chat_platforms,
+    build_surfaces,
     cluster_services,
 )
 
@@ -99,6 +102,22 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     return 0
 
 
+def surface_routes(platforms: dict[str, Surface]) -> list[Route]:
+    """The HTTP routes of the running surfaces, each under its own ``/<name>/``.
+
+    They are served without the API key (each checks its platform's own signature), so a
+    surface may not claim a path of the API's or another surface's.
+    """
+    routes: list[Route] = []
+    for name, surface in platforms.items():
+        for route in surface.routes():
+            if not route.path.startswith(f"/{name}/"):
+                raise ConfigError(f"surface {name!r} serves {route.method} {route.path}: a "
+                                  f"surface's routes must be under /{name}/")
+            routes.append(route)
+    return routes
+
+
 async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path | None,
                    database: str | None, autonomous_risks: list[RiskClass] | None
                    ) -> tuple[Node, list[tuple[str, Service]]]:
@@ -108,11 +127,13 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     from signoff.api.context import ApiContext
     from signoff.api.metrics import MetricsListener
 
-    web = WebPlatform()
     pending = PendingCards()
-    chats = chat_platforms(settings, node_pending=pending)
-    platforms: dict[str, Any] = {"web": web, **chats}
-    node = build_node(settings, work_dir=work_dir, database=database,
+    clock = SystemClock()
+    platforms = build_surfaces(settings, deps=SurfaceDeps(clock=clock, pending=pending))
+    web = platforms.get("web")
+    if not isinstance(web, WebPlatform):  # the console is the API's own surface
+        raise ConfigError("the web surface is not registered (reinstall signoff)")
+    node = build_node(settings, work_dir=work_dir, database=database, clock=clock,
                       autonomous_risks=autonomous_risks, platforms=platforms)
     pending.node = node
     await node.store.open()
@@ -124,12 +145,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     metrics = MetricsListener()
     node.listener.add(metrics)
     keys = api_keys(settings)
-    extra = []
-    for name, path, attr in (("slack", "/slack/events", "handle_http"),
-                             ("telegram", "/telegram/webhook", "handle_webhook")):
-        surface = node.platforms.get(name)
-        if surface is not None and hasattr(surface, attr):
-            extra.append((path, getattr(surface, attr)))
+    extra = surface_routes(node.platforms)
     schedules, oncall, scheduler_services = api_providers(node)
     ctx = ApiContext(store=node.store, engine=node.engine, decider=node.decider, flow=node.flow,
                      clock=node.clock, wake=node.worker.wake, keys=keys,

@@ -13,7 +13,7 @@ import os
 import re
 import tomllib
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -27,18 +27,19 @@ from pydantic import (
     PlainSerializer,
     ValidationError,
 )
-from pydantic_core import PydanticCustomError
 
+from signoff.bot.plugins import surface_registry
 from signoff.errors import ConfigError
 from signoff.runtime.models import RiskClass
 from signoff.runtime.schedule.durations import format_duration, parse_duration
+from signoff.sections import KEYED, MULTI, NonEmpty, problem, problems
 
 __all__ = [
-    "ActorKey", "AwareDatetime", "ChatId", "DatabaseUrl", "Duration", "GrantTable", "Handoff",
+    "ActorKey", "AwareDatetime", "DatabaseUrl", "Duration", "GrantTable", "Handoff",
     "HttpUrl", "NonEmpty", "NotifyChannel", "PositiveDuration", "Regex", "Risk", "TimezoneName",
-    "absolute_sqlite_url", "check_actor", "check_cron", "describe_errors", "join_path",
-    "mask_url", "parse_handoff", "problem", "problems", "read_toml", "render_path",
-    "substitute_env",
+    "absolute_sqlite_url", "check_actor", "check_channel", "check_cron", "describe_errors",
+    "error_items", "join_path", "mask_url", "parse_handoff", "problem", "problems", "read_toml",
+    "render_path", "substitute_env",
 ]  # fmt: skip
 
 # ---------------------------------------------------------------- field types
@@ -68,17 +69,17 @@ PositiveDuration = Annotated[
 ]
 """A duration that must be longer than zero: timeouts, periods, leases."""
 
-_ACTOR = re.compile(r"(slack):([A-Za-z0-9_.-]+)|(telegram):(-?\d+)")
 
 
 def check_actor(value: str) -> str:
-    """Accept ``slack:<user id>`` or ``telegram:<numeric user id>``."""
+    """Accept ``<surface>:<user id>`` for each surface with chat users (``slack:U123``,
+    ``telegram:42``), each surface's ids in its own syntax (`SurfacePlugin.user_id`)."""
     text = value.strip()
-    if not _ACTOR.fullmatch(text):
-        raise ValueError(
-            f"invalid approver {value!r} (expected 'slack:<user id>' such as 'slack:U123'"
-            " or 'telegram:<numeric user id>' such as 'telegram:42')"
-        )
+    people = [p for p in surface_registry().plugins.values() if p.user_id is not None]
+    surface, _, user = text.partition(":")
+    if not any(p.name == surface and re.fullmatch(str(p.user_id), user) for p in people):
+        expected = " or ".join(p.approver_example or f"'{p.name}:<user id>'" for p in people)
+        raise ValueError(f"invalid approver {value!r} (expected {expected})")
     return text
 
 
@@ -104,7 +105,6 @@ def _risk(value: object) -> object:
 
 Risk = Annotated[RiskClass, BeforeValidator(_risk)]
 """A risk class name in any case ("send", "SEND")."""
-NonEmpty = Annotated[str, Field(min_length=1)]
 
 
 def _aware(value: datetime) -> datetime:
@@ -113,14 +113,6 @@ def _aware(value: datetime) -> datetime:
 
 
 AwareDatetime = Annotated[datetime, AfterValidator(_aware)]
-
-
-def _chat_id(value: object) -> object:
-    # Telegram chat ids are numbers but "@channelname" is valid too: keep one type, str.
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-
-ChatId = Annotated[str, BeforeValidator(_chat_id), Field(min_length=1)]
 
 
 def _grant(value: object) -> object:
@@ -165,16 +157,18 @@ def _check_regex(value: str) -> str:
 Regex = Annotated[str, Field(min_length=1), AfterValidator(_check_regex)]
 
 
-def _check_channel(value: str) -> str:
-    if not re.fullmatch(r"(slack|telegram):\S+", value):
-        raise ValueError(
-            f"invalid channel {value!r} (expected 'slack:<channel id>' such as"
-            " 'slack:C123' or 'telegram:<chat id>' such as 'telegram:-100123')"
-        )
+def check_channel(value: str) -> str:
+    """Accept ``<prefix>:<id>`` for a registered surface's channel prefix (``slack:C123``)."""
+    plugins = surface_registry().channel_plugins()
+    prefix, _, target = value.partition(":")
+    if not target or re.search(r"\s", target) or all(p.channel_prefix != prefix for p in plugins):
+        expected = " or ".join(p.channel_example or f"'{p.channel_prefix}:<channel>'"
+                               for p in plugins)
+        raise ValueError(f"invalid channel {value!r} (expected {expected})")
     return value
 
 
-NotifyChannel = Annotated[str, AfterValidator(_check_channel)]
+NotifyChannel = Annotated[str, AfterValidator(check_channel)]
 
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HANDOFF = re.compile(rf"(?:({'|'.join(_WEEKDAYS)})\s+)?(\d{{1,2}}):(\d{{2}})")
@@ -320,21 +314,8 @@ def mask_url(url: str) -> str:
 
 # ---------------------------------------------------------------- error reporting
 
-_KEYED = "signoff_config_key"
-_MULTI = "signoff_config_problems"
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _SECRET_WORDS = ("token", "secret", "password", "key")
-
-
-def problem(key: str, message: str) -> PydanticCustomError:
-    """An error for sub-key ``key`` of the model being validated (raise it in a validator)."""
-    return PydanticCustomError(_KEYED, message, {"signoff_key": key})
-
-
-def problems(items: list[tuple[str, str]]) -> PydanticCustomError:
-    """Several ``(relative key path, message)`` problems found by one cross-check."""
-    summary = "; ".join(f"{key}: {msg}" for key, msg in items)
-    return PydanticCustomError(_MULTI, summary, {"signoff_problems": items})
 
 
 def render_path(loc: tuple[int | str, ...]) -> str:
@@ -390,10 +371,10 @@ def _keys_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
     return []
 
 
-def _unknown_key(err: Mapping[str, Any], root: type[BaseModel]) -> str:
+def _unknown_key(err: Mapping[str, Any], root: type[BaseModel], top: Sequence[str]) -> str:
     loc = tuple(err["loc"])
     what = "section" if isinstance(err.get("input"), dict | list) else "key"
-    allowed = _keys_at(root, loc[:-1])
+    allowed = _keys_at(root, loc[:-1]) + (list(top) if len(loc) == 1 else [])
     close = difflib.get_close_matches(str(loc[-1]), allowed, n=1, cutoff=0.6)
     if close:
         return f"unknown {what} (did you mean '{close[0]}'?)"
@@ -402,12 +383,12 @@ def _unknown_key(err: Mapping[str, Any], root: type[BaseModel]) -> str:
     return f"unknown {what}"
 
 
-def _explain(err: Mapping[str, Any], root: type[BaseModel]) -> str:
+def _explain(err: Mapping[str, Any], root: type[BaseModel], top: Sequence[str]) -> str:
     kind, msg = err["type"], str(err["msg"])
     if kind == "missing":
         return "required key is missing"
     if kind == "extra_forbidden":
-        return _unknown_key(err, root)
+        return _unknown_key(err, root, top)
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
     if kind == "assertion_error":
@@ -421,20 +402,28 @@ def _explain(err: Mapping[str, Any], root: type[BaseModel]) -> str:
     return text
 
 
+def error_items(exc: ValidationError, root: type[BaseModel], *, base: str = "",
+                top: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """One ``(key path, problem)`` per error, without duplicates, in file order.
+
+    ``base`` is where ``root`` sits in the file (``"slack"`` for a surface's section);
+    ``top`` names further sections allowed beside ``root``'s own fields (the surfaces'),
+    so that a misspelt one is told the closest real name.
+    """
+    items: list[tuple[str, str]] = []
+    for err in exc.errors(include_url=False):
+        at = join_path(base, render_path(tuple(err["loc"])))
+        ctx = err.get("ctx") or {}
+        if err["type"] == MULTI:
+            found = [(join_path(at, k), m) for k, m in ctx["signoff_problems"]]
+        elif err["type"] == KEYED:
+            found = [(join_path(at, ctx["signoff_key"]), str(err["msg"]))]
+        else:
+            found = [(at, _explain(err, root, top))]
+        items.extend(item for item in found if item not in items)
+    return items
+
+
 def describe_errors(exc: ValidationError, root: type[BaseModel]) -> list[str]:
     """One ``key.path: problem`` line per error, without duplicates, in file order."""
-    lines: list[str] = []
-    for err in exc.errors(include_url=False):
-        base = render_path(tuple(err["loc"]))
-        ctx = err.get("ctx") or {}
-        if err["type"] == _MULTI:
-            found = [(join_path(base, k), m) for k, m in ctx["signoff_problems"]]
-        elif err["type"] == _KEYED:
-            found = [(join_path(base, ctx["signoff_key"]), str(err["msg"]))]
-        else:
-            found = [(base, _explain(err, root))]
-        for path, message in found:
-            line = f"{path or '(top level)'}: {message}"
-            if line not in lines:
-                lines.append(line)
-    return lines
+    return [f"{path or '(top level)'}: {message}" for path, message in error_items(exc, root)]

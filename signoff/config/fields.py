@@ -1,26 +1,19 @@
 """The building blocks of the config models: the frozen section base and the closed sets.
 
-Split from `signoff.config.settings` so that the section modules can share them.
+Split from `signoff.config.settings` so that the section modules can share them. The
+`Section` base itself lives in `signoff.sections`, below the adapters, because each chat
+surface brings its own section model (``signoff.adapters.slack.settings``).
 """
 
 from __future__ import annotations
 
 import enum
 
-from pydantic import BaseModel, ConfigDict
-
 # The policy's own closed sets, read from the file as they are.
 from signoff.runtime.policy.unattended import ApprovalMode, CronMode
+from signoff.sections import Section
 
-__all__ = ["ApprovalMode", "CronMode", "NotifyEvent", "PlannerKind", "PlannerMode", "Section",
-           "SlackMode",
-           "TelegramMode"]
-
-
-class Section(BaseModel):
-    # Frozen: settings are read by many components and must not be patched at runtime;
-    # CLI flags produce a new copy with model_copy(update=...).
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+__all__ = ["ApprovalMode", "CronMode", "NotifyEvent", "PlannerKind", "PlannerMode", "Section"]
 
 
 class PlannerKind(enum.StrEnum):
@@ -35,20 +28,6 @@ class PlannerMode(enum.StrEnum):
 
     AGENT = "agent"  # turn by turn: the model sees each tool result (the default)
     PLAN = "plan"  # one call, a fixed plan, as in 0.1
-
-
-class SlackMode(enum.StrEnum):
-    """Socket Mode (no public URL needed) or HTTP events on /slack/events."""
-
-    SOCKET = "socket"
-    HTTP = "http"
-
-
-class TelegramMode(enum.StrEnum):
-    """Long polling (no public URL needed) or a webhook on /telegram/webhook."""
-
-    POLLING = "polling"
-    WEBHOOK = "webhook"
 
 
 class NotifyEvent(enum.StrEnum):

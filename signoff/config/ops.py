@@ -156,7 +156,7 @@ class NotifySettings(Section):
 
     @property
     def platform(self) -> str:
-        """``slack`` or ``telegram``."""
+        """The channel prefix: the surface it is on (``slack``, ``telegram``)."""
         return self.channel.partition(":")[0]
 
     @property

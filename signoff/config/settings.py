@@ -6,6 +6,11 @@ every string (secrets stay out of the file), validates it and returns a frozen
 Every problem raises :class:`~signoff.errors.ConfigError` with one line per problem:
 ``config.toml: approvals.timeout: invalid duration 'abc' (use e.g. '30s', '15m', '2h')``.
 Unknown keys are errors (a typo must not silently fall back to a default).
+
+Each chat surface brings the model of its own section (``[slack]``, ``[telegram]``, or a
+plug-in's ``[discord]``): the sections allowed beside the ones below are those of the
+surfaces registered under the ``signoff.surfaces`` entry points (`signoff.bot.plugins`),
+each validated by its surface's model and kept in `Settings.surfaces`.
 """
 
 from __future__ import annotations
@@ -15,13 +20,26 @@ from collections.abc import Mapping
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Self
+from types import MappingProxyType
+from typing import Annotated, Any, Self
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
+# Only for `Settings.slack` / `Settings.telegram`, which existing callers use; a new surface
+# needs no line here (`settings.surface("discord")`).
+from signoff.adapters.slack.settings import SlackMode, SlackSettings
+from signoff.adapters.telegram.settings import TelegramMode, TelegramSettings
+from signoff.bot.plugins import surface_registry
 from signoff.config.checks import (
     ActorKey,
-    ChatId,
     DatabaseUrl,
     HttpUrl,
     NonEmpty,
@@ -30,6 +48,7 @@ from signoff.config.checks import (
     Risk,
     absolute_sqlite_url,
     describe_errors,
+    error_items,
     mask_url,
     problem,
     problems,
@@ -43,8 +62,6 @@ from signoff.config.fields import (
     PlannerKind,
     PlannerMode,
     Section,
-    SlackMode,
-    TelegramMode,
 )
 from signoff.config.ops import (
     NotifySettings,
@@ -215,60 +232,6 @@ class EmailSettings(Section):
     timeout: PositiveDuration = timedelta(seconds=30)
 
 
-class SlackSettings(Section):
-    """[slack]: approval cards and notifications in Slack."""
-
-    mode: SlackMode = SlackMode.SOCKET
-    bot_token: NonEmpty
-    app_token: str | None = None
-    signing_secret: str | None = None
-    channel: NonEmpty
-    api_url: str = "https://slack.com/api/"
-
-    @field_validator("api_url")
-    @classmethod
-    def _slash(cls, value: str) -> str:
-        # slack_sdk joins method names onto base_url, so the slash must be there.
-        return value if value.endswith("/") else value + "/"
-
-    @model_validator(mode="after")
-    def _mode_needs(self) -> Self:
-        if self.mode is SlackMode.SOCKET:
-            if not self.app_token:
-                raise problem("app_token", "required in socket mode (an 'xapp-...' token)")
-            if not self.app_token.startswith("xapp-"):
-                raise problem("app_token", "must be an app-level token starting with 'xapp-'")
-        if self.mode is SlackMode.HTTP and not self.signing_secret:
-            raise problem("signing_secret", "required in http mode")
-        return self
-
-
-class TelegramSettings(Section):
-    """[telegram]: approval cards and notifications in Telegram."""
-
-    mode: TelegramMode = TelegramMode.POLLING
-    bot_token: NonEmpty
-    chat_id: ChatId
-    base_url: str = "https://api.telegram.org/bot"
-    base_file_url: str = "https://api.telegram.org/file/bot"
-    webhook_secret: str | None = None
-    webhook_url: str | None = None
-
-    @field_validator("webhook_secret")
-    @classmethod
-    def _secret_charset(cls, value: str | None) -> str | None:
-        # Telegram's setWebhook refuses other secrets; fail at startup, not at first use.
-        if value is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", value):
-            raise ValueError("must be 1-256 characters of A-Z, a-z, 0-9, '_' and '-'")
-        return value
-
-    @model_validator(mode="after")
-    def _mode_needs(self) -> Self:
-        if self.mode is TelegramMode.WEBHOOK and not self.webhook_secret:
-            raise problem("webhook_secret", "required in webhook mode")
-        return self
-
-
 class Settings(Section):
     """The whole configuration file."""
 
@@ -280,36 +243,87 @@ class Settings(Section):
     planner: PlannerSettings = PlannerSettings()
     recipes: list[Recipe] = []
     email: EmailSettings = EmailSettings()
-    slack: SlackSettings | None = None
-    telegram: TelegramSettings | None = None
     schedules: list[Schedule] = []
     oncall: OncallSettings = OncallSettings()
     notify: list[NotifySettings] = []
+    # The surfaces' sections, validated by their own models (see the module docstring).
+    _surfaces: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def default(cls) -> Settings:
         """The embedded defaults: SQLite in ./signoff-work, 127.0.0.1:8080, no chat."""
         return cls()
 
-    @model_validator(mode="after")
-    def _cross_checks(self) -> Self:
+    @model_validator(mode="wrap")
+    @classmethod
+    def _with_surfaces(cls, data: Any, handler: ModelWrapValidatorHandler[Settings]) -> Settings:
+        # The surface sections are split off and validated by their own models; every
+        # problem, theirs and the rest, is reported at once, one line each.
+        if not isinstance(data, Mapping):
+            return handler(data)
+        registry = surface_registry()
+        models = registry.sections()
+        own: dict[str, Any] = {}
+        sections: dict[str, BaseModel] = {}
+        found: list[tuple[str, str]] = []
+        for key, value in data.items():
+            if key in models and key not in cls.model_fields:
+                try:
+                    sections[key] = models[key].model_validate(value)
+                except ValidationError as exc:
+                    found.extend(error_items(exc, models[key], base=key))
+            elif key in registry.broken and key not in cls.model_fields:
+                found.append((key, f"the surface plug-in {key!r} could not be loaded "
+                                   f"({registry.broken[key]})"))
+            else:
+                own[key] = value
+        try:
+            settings = handler(own)
+        except ValidationError as exc:
+            found[:0] = error_items(exc, cls, top=list(models))
+            raise problems(found) from None
+        settings._surfaces = sections
+        found.extend(settings._cross_checks())
+        if found:
+            raise problems(found)
+        return settings
+
+    def _cross_checks(self) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []
         for kind, items in (("schedule", self.schedules), ("recipe", self.recipes)):
             names = [item.name for item in items]
             for i, name in enumerate(names):
                 if name in names[:i]:
                     found.append((f"{kind}s[{i}].name", f"duplicate {kind} name {name!r}"))
+        registry = surface_registry()
         for i, target in enumerate(self.notify):
-            if getattr(self, target.platform) is None:
-                found.append(
-                    (
-                        f"notify[{i}].channel",
-                        f"{target.platform} is not configured (add a [{target.platform}] section)",
-                    )
-                )
-        if found:
-            raise problems(found)
-        return self
+            plugin = registry.by_prefix(target.platform)
+            name = plugin.name if plugin is not None else target.platform
+            if plugin is None or not (plugin.always or name in self._surfaces):
+                found.append((f"notify[{i}].channel",
+                              f"{target.platform} is not configured (add a [{name}] section)"))
+        return found
+
+    @property
+    def surfaces(self) -> Mapping[str, BaseModel]:
+        """The configured surface sections by surface name (``{"slack": SlackSettings}``)."""
+        return MappingProxyType(self._surfaces)
+
+    def surface(self, name: str) -> BaseModel | None:
+        """The ``[<name>]`` section of surface ``name``, or None when the file has none."""
+        return self._surfaces.get(name)
+
+    @property
+    def slack(self) -> SlackSettings | None:
+        """The ``[slack]`` section, if any."""
+        section = self.surface("slack")
+        return section if isinstance(section, SlackSettings) else None
+
+    @property
+    def telegram(self) -> TelegramSettings | None:
+        """The ``[telegram]`` section, if any."""
+        section = self.surface("telegram")
+        return section if isinstance(section, TelegramSettings) else None
 
     def resolved_work_dir(self, work_dir_override: Path | None = None) -> Path:
         """The absolute work dir (relative paths are taken from the current directory)."""
@@ -362,11 +376,13 @@ def source_name(path: str | Path | None) -> str:
 
 def summary(settings: Settings, path: str | Path | None) -> str:
     """What ``signoff config check`` prints for a valid file."""
-    surfaces = ["web"]
-    if settings.slack is not None:
-        surfaces.append(f"slack ({settings.slack.mode.value})")
-    if settings.telegram is not None:
-        surfaces.append(f"telegram ({settings.telegram.mode.value})")
+    surfaces = []
+    for plugin in surface_registry().plugins.values():
+        section = settings.surface(plugin.name)
+        if section is not None and plugin.describe is not None:
+            surfaces.append(f"{plugin.name} ({plugin.describe(section)})")
+        elif section is not None or plugin.always:
+            surfaces.append(plugin.name)
     return "\n".join(
         [
             f"{source_name(path)}: OK",

@@ -69,6 +69,11 @@ def mention(actor_key: str) -> str | None:
     return f"<@{found.group(1)}>" if found else None
 
 
+def person(actor_key: str) -> str:
+    """A Slack member as a mention that notifies them; anyone else by their key."""
+    return mention(actor_key) or escape(actor_key)
+
+
 def _with_mentions(text: str) -> str:
     """Escaped text in which ``slack:U…`` actor keys become real Slack mentions."""
     return _SLACK_ACTOR.sub(r"<@\1>", escape(text))

@@ -33,7 +33,7 @@ from signoff.adapters.slack.blocks import (
     card_blocks,
     card_text,
     escape,
-    mention,
+    person,
 )
 from signoff.adapters.slack.calls import call, error_code, token_problem
 from signoff.adapters.slack.guard import RequestGuard
@@ -46,6 +46,7 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    Route,
     with_people,
 )
 from signoff.errors import (
@@ -68,9 +69,10 @@ _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 
 
 class SlackPlatform:
-    """Approval cards as Block Kit messages in one Slack channel."""
+    """Approval cards as Block Kit messages in one Slack channel (a `Surface`)."""
 
     name = "slack"
+    channel_prefix = "slack"
 
     def __init__(
         self,
@@ -212,7 +214,7 @@ class SlackPlatform:
             channel, thread_ts = thread.channel, thread.message_id
         broadcast = bool(thread_ts and mentions)
         await call("chat.postMessage", self._client.chat_postMessage(
-            channel=channel, text=with_people(escape(text), mentions, _person),
+            channel=channel, text=with_people(escape(text), mentions, person),
             thread_ts=thread_ts, reply_broadcast=broadcast or None,
             unfurl_links=False, unfurl_media=False,
         ))
@@ -340,6 +342,10 @@ class SlackPlatform:
             logger.warning("slack_ephemeral_failed approval_id=%s error=%s",
                            event.approval_id, exc)
 
+    def routes(self) -> tuple[Route, ...]:
+        """``POST /slack/events``: interactivity in http mode (404 in socket mode)."""
+        return (Route("POST", "/slack/events", self.handle_http),)
+
     async def handle_http(self, request: Request) -> Response:
         """Serve ``POST /slack/events`` (http mode) for the daemon's HTTP app.
 
@@ -392,8 +398,3 @@ class SlackPlatform:
                            " signed payload", response.status_code)
             return PlainTextResponse("malformed payload", status_code=400)
         return response
-
-
-def _person(actor_key: str) -> str:
-    """A Slack member as a mention that notifies them; anyone else by their key."""
-    return mention(actor_key) or escape(actor_key)

@@ -1,10 +1,26 @@
 """The Telegram approval surface: cards with inline buttons, taps and text commands.
 
-The python-telegram-bot SDK is imported only inside this package.
+`PLUGIN` registers the surface (entry point ``signoff.surfaces``). The python-telegram-bot
+SDK is imported only inside this package, and only once a platform is built: loading the
+plug-in with the config file imports none.
 """
 
 from __future__ import annotations
 
-from signoff.adapters.telegram.platform import TelegramPlatform
+from typing import TYPE_CHECKING
 
-__all__ = ["TelegramPlatform"]
+from signoff.adapters.telegram.plugin import PLUGIN
+
+if TYPE_CHECKING:
+    from signoff.adapters.telegram.platform import TelegramPlatform
+
+__all__ = ["PLUGIN", "TelegramPlatform"]
+
+
+def __getattr__(name: str) -> object:
+    # `from signoff.adapters.telegram import TelegramPlatform` keeps working, SDK and all.
+    if name == "TelegramPlatform":
+        from signoff.adapters.telegram.platform import TelegramPlatform
+
+        return TelegramPlatform
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,7 +37,7 @@ from telegram import error as tg
 from telegram.constants import ParseMode
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder
 
-from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, with_people
+from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, Route, with_people
 from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable
 
 from . import logfilters
@@ -62,9 +62,10 @@ _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")  # what setWebhook accepts
 
 
 class TelegramPlatform:
-    """The Telegram approval surface (a `signoff.bot.ports.ChatPlatform`)."""
+    """The Telegram approval surface (a `signoff.bot.ports.Surface`)."""
 
     name = SURFACE
+    channel_prefix = SURFACE
 
     def __init__(
         self,
@@ -235,6 +236,10 @@ class TelegramPlatform:
             async with self._call("setWebhook"):
                 await app.bot.set_webhook(url=self._webhook_url, secret_token=self._secret,
                                           allowed_updates=ALLOWED_UPDATES)
+
+    def routes(self) -> tuple[Route, ...]:
+        """``POST /telegram/webhook``: updates in webhook mode."""
+        return (Route("POST", "/telegram/webhook", self.handle_webhook),)
 
     async def handle_webhook(self, request: Request) -> Response:
         """POST /telegram/webhook: check the secret, queue the update, answer at once."""

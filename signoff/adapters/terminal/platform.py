@@ -33,6 +33,7 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    Route,
     with_people,
 )
 from signoff.runtime.models import ActionRecord, DecisionCode, Scope
@@ -111,6 +112,7 @@ class TerminalPlatform:
     """Prints cards and asks the person at the terminal."""
 
     name = "terminal"
+    channel_prefix = None
 
     def __init__(self, *, stdin: TextIO | None = None, stdout: TextIO | None = None,
                  user: str | None = None) -> None:
@@ -124,6 +126,13 @@ class TerminalPlatform:
         self._outcomes: set[tuple[str, str]] = set()  # (approval id, outcome) printed
         self.feedback: list[str] = []
         self.shown: dict[str, ApprovalCard] = {}  # latest state of each printed card
+
+    async def check(self) -> None:
+        """Nothing to verify: the person is at this terminal."""
+
+    def routes(self) -> tuple[Route, ...]:
+        """None: answers come from stdin."""
+        return ()
 
     def _print(self, text: str) -> None:
         self.stdout.write(text + "\n")

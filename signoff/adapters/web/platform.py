@@ -23,6 +23,7 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    Route,
     with_people,
 )
 
@@ -82,6 +83,7 @@ class WebPlatform:
     """The ``web`` surface: the console at ``/`` and its live updates."""
 
     name = "web"
+    channel_prefix = None  # notes reach the console's list, not a named channel
 
     def __init__(self, *, max_cards: int = 500, max_notes: int = 200,
                  queue_size: int = 16) -> None:
@@ -92,7 +94,14 @@ class WebPlatform:
         self.broadcaster = Broadcaster(queue_size=queue_size)
         self.handler: DecisionHandler | None = None
 
-    # -- ChatPlatform ------------------------------------------------------------------
+    # -- Surface -----------------------------------------------------------------------
+    async def check(self) -> None:
+        """Nothing to verify: the console is served by this process."""
+
+    def routes(self) -> tuple[Route, ...]:
+        """None of its own: the console's pages and forms are the API's (`api.console`)."""
+        return ()
+
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Keep the card and tell the open consoles."""
         self._keep(card)

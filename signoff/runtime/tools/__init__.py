@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from signoff.runtime.tools.base import (
+    ChannelForm,
     CheckedTool,
     MessagePoster,
     Param,
@@ -16,6 +17,7 @@ from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 
 __all__ = [
+    "ChannelForm",
     "CheckedTool",
     "MessagePoster",
     "Param",

@@ -51,12 +51,25 @@ class SmtpSettings:
 
 
 @dataclass(frozen=True)
+class ChannelForm:
+    """How one chat surface writes its channels: ``<prefix>:<id>``, the id matching
+    ``pattern``. The wiring makes one per installed surface from its plug-in, so the
+    runtime names no surface itself."""
+
+    prefix: str  # "slack"
+    pattern: str  # the id, as a regular expression: "[CGD][A-Z0-9]+"
+    expected: str  # "'slack:<channel id>' such as 'slack:C123'"
+    kind: str  # what a well-formed id is: "a conversation id such as 'slack:C0123ABC'"
+
+
+@dataclass(frozen=True)
 class ToolContext:
     """Everything a tool may use while it runs."""
 
     work_dir: Path
     smtp: SmtpSettings = field(default_factory=SmtpSettings)
     post_message: MessagePoster | None = None
+    channels: tuple[ChannelForm, ...] = ()  # the channel forms `post_message` accepts
     command_timeout: float = 60.0
     http_timeout: float = 30.0
     output_limit: int = 64_000  # bytes kept of any file, response body or command stream

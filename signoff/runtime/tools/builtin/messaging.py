@@ -5,9 +5,11 @@ contract says approving an e-mail to John covers another e-mail to John, not one
 anyone else. Recipients are compared as bare addresses, lowercased and deduplicated, so
 "John <John@Example.com>" and "john@example.com" are one target and order never matters.
 
-A chat channel names its surface: ``slack:<conversation id>`` (``slack:C0123ABC``) or
-``telegram:<chat id>`` (``telegram:-100123``, or a public ``telegram:@channelname``).
-`parse_channel` is the one place that reads that form; the wiring's poster uses it too.
+A chat channel names its surface: ``slack:<conversation id>`` (``slack:C0123ABC``),
+``telegram:<chat id>`` (``telegram:-100123``, or a public ``telegram:@channelname``), or
+another installed surface's. Each surface's plug-in says how its ids look; the wiring
+hands those forms over in `ToolContext.channels`. `parse_channel` is the one place that
+reads a channel; the wiring's poster uses it too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import asyncio
 import re
 import smtplib
 import ssl
+from collections.abc import Sequence
 from email.message import EmailMessage
 from email.utils import formatdate, getaddresses, make_msgid
 from typing import Any
@@ -23,28 +26,30 @@ from typing import Any
 from signoff.errors import BadArguments, SignoffError, ToolError
 from signoff.runtime.models import RiskClass
 from signoff.runtime.text import shorten
-from signoff.runtime.tools.base import MessagePoster, Param, SmtpSettings, ToolContext
-
-# Slack conversation ids (C… channels, G… private groups, D… direct messages); Telegram
-# chat ids (negative for groups and channels) or a public @username.
-_CHANNEL_FORMS = {
-    "slack": (re.compile(r"[CGD][A-Z0-9]+"), "a conversation id such as 'slack:C0123ABC'"),
-    "telegram": (re.compile(r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31}"),
-                 "a chat id such as 'telegram:-100123' or 'telegram:@channelname'"),
-}
+from signoff.runtime.tools.base import (
+    ChannelForm,
+    MessagePoster,
+    Param,
+    SmtpSettings,
+    ToolContext,
+)
 
 
-def parse_channel(channel: str) -> tuple[str, str]:
-    """``("slack", "C123")`` for ``"slack:C123"``; BadArguments naming the expected form."""
-    surface, sep, target = channel.strip().partition(":")
-    form = _CHANNEL_FORMS.get(surface) if sep else None
+def parse_channel(channel: str, forms: Sequence[ChannelForm]) -> tuple[str, str]:
+    """``("slack", "C123")`` for ``"slack:C123"``; BadArguments naming the expected form.
+
+    ``forms`` are the installed surfaces' (`ToolContext.channels`): each surface says how
+    its channel ids look, so a surface from another package needs no line here.
+    """
+    prefix, sep, target = channel.strip().partition(":")
+    form = next((f for f in forms if f.prefix == prefix), None) if sep else None
     if form is None:
-        raise BadArguments(f"post_message: channel {channel!r} names no chat surface (expected "
-                           "'slack:<conversation id>' or 'telegram:<chat id>')")
-    pattern, example = form
-    if not pattern.fullmatch(target):
-        raise BadArguments(f"post_message: channel {channel!r} is not {example}")
-    return surface, target
+        expected = " or ".join(f.expected for f in forms) or "no chat surface is installed"
+        raise BadArguments(f"post_message: channel {channel!r} names no chat surface "
+                           f"(expected {expected})")
+    if not re.fullmatch(form.pattern, target):
+        raise BadArguments(f"post_message: channel {channel!r} is not {form.kind}")
+    return prefix, target
 
 
 def _no_newlines(field: str, value: str) -> None:
@@ -215,7 +220,7 @@ def _channel(args: dict[str, Any]) -> str:
 
 def _reachable(channel: str, ctx: ToolContext) -> MessagePoster:
     """The poster that reaches ``channel``; BadArguments (malformed) or ToolError otherwise."""
-    parse_channel(channel)
+    parse_channel(channel, ctx.channels)
     if ctx.post_message is None:
         raise ToolError(f"no chat platform can reach channel {channel}")
     why = ctx.post_message.unreachable(channel)

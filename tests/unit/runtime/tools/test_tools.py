@@ -26,6 +26,7 @@ from signoff.runtime.tools import (
     confine,
     sha256_hex,
 )
+from signoff.wiring import channel_forms
 from tests.fakes.http_echo import HttpEcho
 from tests.fakes.smtp import FakeSmtpServer, free_port
 
@@ -51,6 +52,8 @@ def registry() -> ToolRegistry:
 
 
 def make_ctx(work: Path, **kw: Any) -> ToolContext:
+    # The channel forms of the installed surfaces, as the wiring hands them over.
+    kw.setdefault("channels", channel_forms())
     return ToolContext(work_dir=work, **kw)
 
 
