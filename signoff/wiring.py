@@ -27,12 +27,12 @@ from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
-from signoff.runtime.models import Action, RiskClass, Scope, Task
+from signoff.runtime.models import Action, RiskClass, Scope
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.policy import Policy, Unattended, grant_key
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
-from signoff.runtime.store.port import TaskStore
+from signoff.runtime.store.port import PendingRequest, TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
@@ -191,10 +191,10 @@ class PendingCards:
 
         if self.node is None:
             return []
-        page = await self.node.store.pending_approvals(limit=20)
-        tasks = [t for t in page.items if isinstance(t, Task) and t.approval is not None]
-        return [build_card(t, t.approval, console_url=self.node.settings.daemon.public_url)
-                for t in tasks if t.approval is not None]
+        page = await self.node.store.pending_requests(limit=20)
+        url = self.node.settings.daemon.public_url
+        return [build_card(r.task, r.approval, console_url=url)
+                for r in page.items if isinstance(r, PendingRequest)]
 
 
 def chat_platforms(settings: Settings, *, node_pending: PendingCards | None

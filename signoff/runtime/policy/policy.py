@@ -42,12 +42,23 @@ def grant_key(policy_id: str, action: Action) -> str:
 
 
 def make_grant(task: Task, action: Action, scope: Scope, *, actor: str, now: datetime) -> Grant:
-    """The grant a person's approval creates; `once` is used up by the pending action."""
+    """The grant a person's approval of a task's action creates."""
+    return grant_for(action, scope, policy_id=task.policy_id, task_id=task.id, actor=actor,
+                     now=now)
+
+
+def grant_for(action: Action, scope: Scope, *, policy_id: str, task_id: str | None,
+              actor: str, now: datetime) -> Grant:
+    """The grant an approval creates; `once` is used up by the action it approves.
+
+    ``task_id`` None: the grant of an outside request, valid for requests of the same
+    ``policy_id`` only (never for a task's actions, see `TaskStore.find_grant`).
+    """
     if action.capability is None or action.risk is None or action.fingerprint is None:
         raise ValueError("only prepared actions can be granted")
     return Grant(
-        id=grant_id(), key=grant_key(task.policy_id, action), policy_id=task.policy_id,
-        task_id=task.id, scope=scope, tool=action.tool, capability=action.capability,
+        id=grant_id(), key=grant_key(policy_id, action), policy_id=policy_id,
+        task_id=task_id, scope=scope, tool=action.tool, capability=action.capability,
         risk=action.risk, fingerprint=action.fingerprint,
         max_calls=1 if scope is Scope.ONCE else None, used=1, created_at=now,
         created_by=actor)
@@ -99,22 +110,40 @@ class Policy:
         hit = _prohibited(action, task.prohibit)
         if hit:
             return Evaluation(Verdict.BLOCK, f"prohibited by the task ({hit})")
+        left = self.budget_left(task, action)
+        return await self._judge(action, store, policy_id=task.policy_id, task_id=task.id,
+                                 schedule=task.schedule, budget_left=left, per="task")
+
+    async def evaluate_request(self, action: Action, store: TaskStore, *,
+                               policy_id: str) -> Evaluation:
+        """The same evaluation for an outside request: budgets count the requests of its
+        ``policy_id`` (pending ones reserve a unit), grants are those of that policy_id,
+        and no schedule pre-authorizes anything."""
+        left = None
+        cap = action.capability
+        if cap is not None and cap in self.budgets:
+            left = self.budgets[cap] - await store.count_requests(policy_id, cap)
+        return await self._judge(action, store, policy_id=policy_id, task_id=None,
+                                 schedule=None, budget_left=left, per="policy_id")
+
+    async def _judge(self, action: Action, store: TaskStore, *, policy_id: str,
+                     task_id: str | None, schedule: str | None, budget_left: int | None,
+                     per: str) -> Evaluation:
         hit = _prohibited(action, self.prohibit)
         if hit:
             return Evaluation(Verdict.BLOCK, f"prohibited by policy ({hit})")
-        left = self.budget_left(task, action)
-        if left is not None and left <= 0:
+        if budget_left is not None and budget_left <= 0:
             return Evaluation(Verdict.BLOCK, f"budget for {action.capability} used up "
-                              f"({self.budgets[action.capability or '']} per task)")
+                              f"({self.budgets[action.capability or '']} per {per})")
         if action.risk in self.autonomous_risks:
             return Evaluation(Verdict.ALLOW, "autonomous risk class")
-        key = grant_key(task.policy_id, action)
-        grant = await store.find_grant(key, policy_id=task.policy_id, task_id=task.id)
+        key = grant_key(policy_id, action)
+        grant = await store.find_grant(key, policy_id=policy_id, task_id=task_id)
         if grant is not None:
             return Evaluation(Verdict.ALLOW, f"{grant.scope.value} grant {grant.id}",
                               actor="auto:grant", grant=grant)
-        if task.schedule and key in self.preauthorized.get(task.schedule, frozenset()):
-            return Evaluation(Verdict.ALLOW, f"pre-authorized by schedule {task.schedule}",
+        if schedule and key in self.preauthorized.get(schedule, frozenset()):
+            return Evaluation(Verdict.ALLOW, f"pre-authorized by schedule {schedule}",
                               actor="auto:grant")
         risk = action.risk.value if action.risk else "?"
         return Evaluation(Verdict.ASK_USER, f"{action.capability} ({risk}) needs approval")
@@ -170,4 +199,5 @@ def new_approval(task: Task, action: Action, *, approval_id: str, now: datetime,
     """A fresh pending request for one action of a task."""
     return Approval(id=approval_id, task_id=task.id, action=action, step=task.step_index,
                     allowed_scopes=allowed, requested_at=now, expires_at=expires_at,
-                    note=note, approvers=approvers or [])
+                    note=note, approvers=approvers or [], policy_id=task.policy_id,
+                    submitted_by=task.submitted_by)

@@ -22,6 +22,7 @@ from signoff.runtime.store.sql.tables import (
     CardRow,
     GrantRow,
     OutboxRow,
+    RequestRow,
     TaskRow,
 )
 
@@ -32,6 +33,7 @@ audit_t = AuditRow.__table__  # type: ignore[attr-defined]
 head_t = AuditHeadRow.__table__  # type: ignore[attr-defined]
 cards_t = CardRow.__table__  # type: ignore[attr-defined]
 outbox_t = OutboxRow.__table__  # type: ignore[attr-defined]
+requests_t = RequestRow.__table__  # type: ignore[attr-defined]
 
 # States in which a task is held by a node (what recovery looks at).
 ACTIVE = (TaskState.PLANNING.value, TaskState.IN_PROGRESS.value)
@@ -64,7 +66,16 @@ def only_task(ch: Change) -> bool:
     """True when a Change writes nothing but its task (the per-task hot path)."""
     return (ch.approval is None and ch.expect_state is None and not ch.grants
             and not ch.grant_uses and not ch.grant_revokes and not ch.audit and not ch.outbox
-            and not ch.outbox_done)
+            and not ch.outbox_done and ch.outcome_for is None)
+
+
+def only_new_request(ch: Change) -> bool:
+    """True when a Change stores a new outside request with its audit events and card
+    jobs and nothing else (the hot path of POST /v1/approvals)."""
+    return (ch.approval is not None and ch.insert_approval and ch.approval.task_id is None
+            and ch.task is None and ch.approval_expect is None and not ch.grants
+            and not ch.grant_uses and not ch.grant_revokes and not ch.outbox_done
+            and ch.outcome_for is None)
 
 
 def dumps(obj: object) -> str:
