@@ -171,8 +171,10 @@ def build_router(ctx: ApiContext) -> APIRouter:
         raise ApiError(409, outcome.message, state=current.status.value)
 
     @router.post("/v1/approvals", tags=["approvals"], status_code=202,
-                 responses={200: {"model": RequestSettledOut,
-                                  "description": "Settled by the policy (ALLOW or BLOCK)"},
+                 responses={200: {"model": RequestSettledOut | RequestStatusOut,
+                                  "description": "Settled by the policy (ALLOW or BLOCK); "
+                                                 "a replayed key of a request decided since "
+                                                 "gives its status"},
                             202: {"model": RequestPendingOut,
                                   "description": "A person decides; poll GET /v1/approvals/"
                                                  "{id}?wait=30s"},
