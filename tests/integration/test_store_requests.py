@@ -136,3 +136,27 @@ async def test_reset_forgets_outside_requests(store: TaskStore) -> None:
     assert await store.get_approval("a-1") is None
     assert await store.find_request("k") is None
     assert await store.commit(new(request(1, key="k")))
+
+
+async def test_a_decision_stores_its_grant_and_loses_a_second_time(store: TaskStore) -> None:
+    """Deciding a request is a compare-and-set with its grant and audit event; the grant
+    reads back whole through every query."""
+    assert await store.commit(new(request(1)))
+    grant = Grant(id="g-9", key="signoff:s-1:k", policy_id="s-1", task_id=None,
+                  scope=Scope.SESSION, tool="send_email", capability="email.send",
+                  risk=RiskClass.SEND, fingerprint="fp", created_at=NOW, created_by="web:bob")
+    decided = request(1, status=ApprovalStatus.APPROVED).model_copy(
+        update={"scope": Scope.SESSION, "decided_by": "web:bob"})
+    first = Change(at=NOW, approval=decided, approval_expect=ApprovalStatus.PENDING,
+                   grants=[grant], audit=[AuditEvent(kind="decision", approval_id="a-1")])
+    assert await store.commit(first)
+    second = Change(at=NOW, approval=decided, approval_expect=ApprovalStatus.PENDING,
+                    grants=[grant.model_copy(update={"id": "g-10"})],
+                    audit=[AuditEvent(kind="decision")])
+    assert not await store.commit(second)
+    [listed] = await store.list_grants()
+    assert listed == grant
+    assert await store.get_grant("g-9") == grant
+    found = await store.find_grant("signoff:s-1:k", policy_id="s-1", task_id=None)
+    assert found == grant
+    assert (await store.audit_head())[0] == 1 and (await audit.verify(store)).ok

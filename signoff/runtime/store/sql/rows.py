@@ -69,13 +69,11 @@ def only_task(ch: Change) -> bool:
             and not ch.outbox_done and ch.outcome_for is None)
 
 
-def only_new_request(ch: Change) -> bool:
-    """True when a Change stores a new outside request with its audit events and card
-    jobs and nothing else (the hot path of POST /v1/approvals)."""
-    return (ch.approval is not None and ch.insert_approval and ch.approval.task_id is None
-            and ch.task is None and ch.approval_expect is None and not ch.grants
-            and not ch.grant_uses and not ch.grant_revokes and not ch.outbox_done
-            and ch.outcome_for is None)
+def only_request(ch: Change) -> bool:
+    """True when a Change is about an outside request only (stored, decided, expired or
+    its outcome recorded): no task, no grant uses or revocations, no delivered jobs."""
+    return (ch.approval is not None and ch.approval.task_id is None and ch.task is None
+            and not ch.grant_uses and not ch.grant_revokes and not ch.outbox_done)
 
 
 def dumps(obj: object) -> str:

@@ -46,7 +46,7 @@ from signoff.runtime.store.sql.rows import (
     grants_t,
     head_t,
     make_engine,
-    only_new_request,
+    only_request,
     only_task,
     outbox_from,
     outbox_t,
@@ -147,7 +147,7 @@ class SqlTaskStore:
     # -- the unit of work ---------------------------------------------------------------
     async def commit(self, change: Change) -> bool:
         """Apply a Change atomically; False when a compare-and-set lost."""
-        if self._inline is not None and only_new_request(change):
+        if self._inline is not None and only_request(change):
             try:
                 change.audit[:] = self._fast_request(self._inline, change)
             except _Lost:
@@ -191,14 +191,14 @@ class SqlTaskStore:
     def _fast_request(self, fast: FastSqlite, ch: Change) -> list[AuditEvent]:
         assert ch.approval is not None
         try:
-            return fast.insert_request(ch.approval, ch.audit, ch.outbox, ch.at)
-        except sqlite3.IntegrityError:
+            return fast.request_change(ch)
+        except (FastLost, sqlite3.IntegrityError):
             raise _Lost from None
         except sqlite3.OperationalError as exc:
             raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
 
     def _commit(self, ch: Change) -> list[AuditEvent]:
-        if self._fast is not None and only_new_request(ch):
+        if self._fast is not None and only_request(ch):
             return self._fast_request(self._fast, ch)
         if self._fast is not None and ch.task is not None and only_task(ch):
             self._fast_write(self._fast, ch)
