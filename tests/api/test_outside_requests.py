@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,14 @@ import httpx
 
 from signoff.api.approvals import MAX_WAIT, wait_seconds
 from signoff.runtime.clock import FakeClock
-from tests.api.helpers import BOB_KEY, Running, make_settings, running_node, wait_state
+from tests.api.helpers import (
+    BASE,
+    BOB_KEY,
+    Running,
+    make_settings,
+    running_node,
+    wait_state,
+)
 
 ASK = {"tool": "send_email", "args": {"to": "john@example.com", "subject": "hi", "body": "x"},
        "requester": "hermes:alice@laptop", "policy_id": "s-1", "why": "tell John it shipped"}
@@ -364,3 +372,40 @@ async def test_a_pending_request_survives_a_restart(tmp_path: Path) -> None:
         replay = await client.post("/v1/approvals", json=ask(), headers=headers)
         assert replay.json()["id"] == first
         assert (await client.post(f"/approvals/{first}/approve")).status_code == 200
+
+
+async def test_the_console_decides_an_outside_request(node: Running,
+                                                      client: httpx.AsyncClient) -> None:
+    """A console press on an outside request's card decides it; the card shows who asked,
+    its own fragment renders, and an escaped requester never becomes markup."""
+    approval_id = await pending(client, requester="<b>bot</b>")
+    page = (await client.get("/")).text
+    assert "&lt;b&gt;bot&lt;/b&gt;" in page and "<b>bot</b>" not in page
+    fragment = await client.get(f"/console/cards/{approval_id}")
+    assert fragment.status_code == 200 and "s-1" in fragment.text
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
+    assert token is not None
+    answer = await client.post("/console/decide", data={
+        "approval_id": approval_id, "scope": "once", "csrf": token.group(1), "next": "/"},
+        headers={"origin": BASE})
+    assert answer.status_code == 303
+    status = (await client.get(f"/v1/approvals/{approval_id}")).json()
+    assert status["status"] == "approved" and status["decided_by"] == "web:admin"
+
+
+async def test_a_decision_on_another_node_reaches_a_waiting_agent(tmp_path: Path) -> None:
+    """Two daemons on one database: node B decides, node A's long poll (whose own wake-up
+    never fires) answers after its periodic re-check."""
+    async with running_node(tmp_path) as a, running_node(tmp_path) as b, \
+            a.client() as on_a, b.client() as on_b:
+        a.node.decider.watch.recheck = 0.05
+        approval_id = await pending(on_a)
+        waiter = asyncio.create_task(on_a.get(f"/v1/approvals/{approval_id}",
+                                              params={"wait": "60s"}, timeout=120))
+        for _ in range(500):
+            if a.node.decider.watch.waiting:
+                break
+            await asyncio.sleep(0.01)
+        assert (await on_b.post(f"/approvals/{approval_id}/approve")).status_code == 200
+        answer = (await waiter).json()
+    assert answer["status"] == "approved"
