@@ -15,9 +15,14 @@ N requests, one after another:
    starting (commit of the decision, hand-over to the worker, the gated action's own
    commit, then the call).
 
-Targets: p50 <= 5 ms and p99 <= 25 ms for both. The SQLite store (the default
-deployment) is the one checked against them; the in-memory store shows the flow's own
-overhead. The last line is ``ok`` or ``over`` with the figures.
+Absolute milliseconds swing 5x on a shared machine, so every figure is also given as a
+ratio to a baseline measured in the same run on the same store: one bare store commit
+(an audit event and an outbox job, as a card post writes) plus one bare
+``post_card`` call on the same platform — the least any request → card could cost.
+Targets (from 0.1's 5 ms / 25 ms on a ~0.6 ms baseline): p50 <= 8x and p99 <= 40x the
+baseline's p50, for both figures. The SQLite store (the default deployment) is the one
+checked; the in-memory store shows the flow's own overhead. Lines
+``ratio <figure> p50/baseline = X`` are printed, the last line is ``ok`` or ``over``.
 """
 
 from __future__ import annotations
@@ -35,14 +40,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from signoff.bot.ports import ApprovalCard, CardRef
 from signoff.config.settings import Settings
+from signoff.runtime.events import audit_event
 from signoff.runtime.models import Action, Approval, RiskClass, Scope, Task
 from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.tools.base import Param, ToolContext
 from signoff.testing import RecordingPlatform
 from signoff.wiring import build_node
 
 REQUESTS = 1_000
-P50_MS, P99_MS = 5.0, 25.0
+P50_RATIO, P99_RATIO = 8.0, 40.0
 
 
 @dataclass
@@ -120,14 +127,43 @@ class Figures:
     to_card: list[float]
     advance_to_card: list[float]
     to_action: list[float]
+    baseline: list[float] = field(default_factory=list)
 
     def line(self, name: str, values: list[float]) -> str:
-        return (f"  {name:<26} p50 {pct(values, 50):6.2f} ms   p99 {pct(values, 99):6.2f} ms"
+        base = pct(self.baseline, 50)
+        return (f"  {name:<26} p50 {pct(values, 50):6.2f} ms ({pct(values, 50) / base:5.1f}x)"
+                f"   p99 {pct(values, 99):6.2f} ms ({pct(values, 99) / base:5.1f}x)"
                 f"   max {max(values) * 1000:7.2f} ms")
 
+    def ratios(self) -> dict[str, float]:
+        base = pct(self.baseline, 50)
+        return {f"{name} {q}/baseline": pct(values, int(q[1:])) / base
+                for name, values in (("request->card", self.to_card),
+                                     ("decision->action", self.to_action))
+                for q in ("p50", "p99")}
+
     def met(self) -> bool:
-        return all(pct(v, 50) <= P50_MS and pct(v, 99) <= P99_MS
-                   for v in (self.to_card, self.to_action))
+        return all(value <= (P50_RATIO if "p50" in name else P99_RATIO)
+                   for name, value in self.ratios().items())
+
+
+async def baseline(node: Any, platform: TimedPlatform, samples: int) -> list[float]:
+    """Seconds for one bare commit (audit event + outbox job) plus one bare post_card."""
+    task = Task(id="t-baseline", goal="baseline")
+    card = None
+    times = []
+    for n in range(samples):
+        began = time.perf_counter()
+        event = audit_event("note", task, None, reason=str(n))
+        item = OutboxItem(key=f"baseline:{n}", surface="none", kind="notify", payload={})
+        assert await node.store.commit(Change(at=node.clock.now(), audit=[event],
+                                              outbox=[item], outbox_done=[]))
+        if card is None:
+            from signoff.testing import sample_card
+            card = sample_card()
+        await platform.post_card(card)
+        times.append(time.perf_counter() - began)
+    return times
 
 
 async def measure(kind: str, requests: int, work: Path, budget: float) -> Figures:
@@ -143,6 +179,7 @@ async def measure(kind: str, requests: int, work: Path, budget: float) -> Figure
     stamps = Stamps()
     node.listener.listeners.insert(0, stamps)
     await node.store.open()
+    base = await baseline(node, TimedPlatform(), min(requests, 500))
     background = [asyncio.create_task(node.worker.run()),
                   asyncio.create_task(node.flow.dispatcher.run())]
     to_card, advance_to_card, to_action = [], [], []
@@ -175,7 +212,7 @@ async def measure(kind: str, requests: int, work: Path, budget: float) -> Figure
             job.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await node.store.close()
-    return Figures(kind, to_card, advance_to_card, to_action)
+    return Figures(kind, to_card, advance_to_card, to_action, base)
 
 
 def main() -> None:
@@ -197,15 +234,17 @@ def main() -> None:
             cut = "" if done == args.requests else (
                 f"; stopped after {done} of {args.requests} requests: time budget")
             print(f"{kind} store, {done} requests ({time.perf_counter() - began:.1f} s{cut}):")
+            print(f"  {'baseline (commit + post)':<26} p50 {pct(figures.baseline, 50):6.2f} ms"
+                  f"   p99 {pct(figures.baseline, 99):6.2f} ms")
             print(figures.line("request -> card posted", figures.to_card))
             print(figures.line("(advance start -> card)", figures.advance_to_card))
             print(figures.line("decision -> action started", figures.to_action))
     checked = results.get("sqlite") or results[kinds[0]]
+    for name, value in checked.ratios().items():
+        print(f"ratio {name} = {value:.2f}")
     verdict = "ok" if checked.met() else "over"
-    print(f"{verdict} ({checked.store}; targets p50 <= {P50_MS:g} ms, p99 <= {P99_MS:g} ms): "
-          f"request->card p50={pct(checked.to_card, 50):.2f}ms p99={pct(checked.to_card, 99):.2f}ms"
-          f", decision->action p50={pct(checked.to_action, 50):.2f}ms "
-          f"p99={pct(checked.to_action, 99):.2f}ms")
+    print(f"{verdict} ({checked.store}; targets p50 <= {P50_RATIO:g}x and p99 <= "
+          f"{P99_RATIO:g}x the baseline's p50)")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The one place that reads settings and builds a signoff node from them.
 
 Everything else takes keyword-only constructor arguments; only this module knows which
-setting goes where. `build_node` gives the runtime + approval flow; `build_daemon` adds
-the long-running services (HTTP server, chat platforms, outbox, scheduler).
+setting goes where. `build_node` gives the runtime + approval flow (what `signoff
+handle` needs); `signoff.cli.daemon.assemble` adds the long-running services around it
+(HTTP server, chat surfaces, outbox, scheduler).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from signoff.runtime.events import MultiListener
 from signoff.runtime.models import Action, RiskClass, Scope
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
-from signoff.runtime.policy.policy import Policy, Unattended, grant_key
+from signoff.runtime.policy.grants import grant_key
+from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
-from signoff.runtime.store.port import PendingRequest, TaskStore
+from signoff.runtime.store.port import TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
@@ -142,7 +145,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     config = EngineConfig(
         node_id=node_id(settings, wd), approval_timeout=ap.timeout, lease=settings.daemon.lease,
         max_retries=settings.daemon.max_retries, scopes=scopes,
-        unattended=Unattended(mode=str(ap.mode), cron_mode=str(ap.cron_mode),
+        unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
         timeout_for=schedule_timeouts(settings.schedules))
@@ -193,8 +196,7 @@ class PendingCards:
             return []
         page = await self.node.store.pending_requests(limit=20)
         url = self.node.settings.daemon.public_url
-        return [build_card(r.task, r.approval, console_url=url)
-                for r in page.items if isinstance(r, PendingRequest)]
+        return [build_card(r.task, r.approval, console_url=url) for r in page.items]
 
 
 def chat_platforms(settings: Settings, *, node_pending: PendingCards | None

@@ -63,3 +63,4 @@ class ApiContext:
     schedules: SchedulesProvider | None = None
     oncall: OncallProvider | None = None
     metrics: MetricsListener | None = None  # None: create_app makes one and listens with it
+    surfaces: Callable[[], dict[str, str]] | None = None  # chat surface -> ok/degraded/disabled

@@ -40,7 +40,7 @@ from signoff.errors import ToolError
 from signoff.runtime.models import (
     Action,
     ApprovalStatus,
-    AuditEvent,
+    DecisionCode,
     Grant,
     JsonDict,
     RiskClass,
@@ -152,9 +152,9 @@ class TaskApi:
         current = await self.ctx.store.get_task(task_id) or task
         if outcome.accepted:
             return json(current.public())
-        if outcome.code == "not_authorized":
+        if outcome.code is DecisionCode.NOT_AUTHORIZED:
             raise ApiError(403, outcome.message)
-        if outcome.code == "scope_not_allowed":
+        if outcome.code is DecisionCode.SCOPE_NOT_ALLOWED:
             raise invalid("scope", outcome.message)
         raise conflict(current, outcome.message)
 
@@ -166,8 +166,10 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
 
     @router.get("/health", responses={200: {"model": HealthOut}}, tags=["daemon"])
     async def health() -> JSONResponse:
-        """Liveness; never needs a key."""
-        return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id})
+        """Liveness, and how each chat surface is doing; never needs a key."""
+        surfaces = ctx.surfaces() if ctx.surfaces is not None else {}
+        return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id,
+                     "surfaces": surfaces})
 
     @router.get("/tasks", responses={200: {"model": TaskList}, **responses(401, 422)},
                 tags=["tasks"])
@@ -175,7 +177,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                          cursor: Cursor = None) -> JSONResponse:
         """Tasks, newest first, one page at a time."""
         page = await ctx.store.list_tasks(state=state, limit=limit, cursor=cursor)
-        items = [t.public() for t in page.items if isinstance(t, Task)]
+        items = [t.public() for t in page.items]
         return json({"items": items, "next_cursor": page.next_cursor})
 
     @router.post("/tasks", status_code=202, tags=["tasks"],
@@ -229,7 +231,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                     limit: Limit = 50, cursor: Cursor = None) -> JSONResponse:
         """Audit events in chain order, optionally of one task."""
         page = await ctx.store.audit_events(task_id=task, limit=limit, cursor=cursor)
-        items = [ev.public() for ev in page.items if isinstance(ev, AuditEvent)]
+        items = [ev.public() for ev in page.items]
         return json({"items": items, "next_cursor": page.next_cursor})
 
     @router.get("/grants", tags=["grants"], responses={200: {"model": GrantList},

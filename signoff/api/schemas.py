@@ -117,6 +117,7 @@ class HealthOut(BaseModel):
     status: str
     version: str
     node: str
+    surfaces: dict[str, str]  # "ok", "degraded: <why>" (retrying) or "disabled: <why>"
 
 
 class PendingActionOut(BaseModel):

@@ -19,17 +19,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from signoff.runtime.engine import Engine, card_item
-from signoff.runtime.events import audit_event
+from signoff.runtime.events import TaskEvent, audit_event
 from signoff.runtime.models import (
     ActionRecord,
     Approval,
     ApprovalStatus,
+    DecisionCode,
     Grant,
     Scope,
     Task,
     TaskState,
 )
-from signoff.runtime.policy.policy import grant_for
+from signoff.runtime.policy.grants import grant_for
 from signoff.runtime.store.port import Change
 from signoff.runtime.watch import ApprovalWatch
 
@@ -43,8 +44,8 @@ class DecisionResult:
     """What happened to one answer."""
 
     accepted: bool
-    code: str  # ok | unknown | already_decided | expired | scope_not_allowed | not_waiting
-    message: str  # |  not_authorized
+    code: DecisionCode
+    message: str
     task: Task | None = None
     approval: Approval | None = None
 
@@ -55,10 +56,10 @@ _DONE_WORDS = {Scope.ONCE: "Approved once", Scope.SESSION: "Approved for this se
 
 def _already(approval: Approval) -> DecisionResult:
     if approval.status is ApprovalStatus.EXPIRED:
-        return DecisionResult(False, "expired", "Expired — the request timed out and was denied",
-                              approval=approval)
+        return DecisionResult(False, DecisionCode.EXPIRED,
+                              "Expired — the request timed out and was denied", approval=approval)
     when = approval.decided_at.strftime("%H:%M UTC") if approval.decided_at else "?"
-    return DecisionResult(False, "already_decided",
+    return DecisionResult(False, DecisionCode.ALREADY_DECIDED,
                           f"Already decided by {approval.decided_by} at {when}",
                           approval=approval)
 
@@ -99,7 +100,7 @@ class Decider:
         approval = await self.store.get_approval(approval_id)
         if approval is None:
             await self.refuse(approval_id, actor, "unknown approval request", channel=channel)
-            return DecisionResult(False, "unknown", "Unknown or expired request")
+            return DecisionResult(False, DecisionCode.UNKNOWN, "Unknown or expired request")
         if approval.status is not ApprovalStatus.PENDING:
             await self.refuse(approval_id, actor, "too late: already decided", channel=channel)
             return _already(approval)
@@ -107,7 +108,7 @@ class Decider:
             await self.refuse(approval_id, actor, f"scope {scope.value} is not allowed",
                               channel=channel)
             allowed = ", ".join(s.value for s in approval.allowed_scopes)
-            return DecisionResult(False, "scope_not_allowed",
+            return DecisionResult(False, DecisionCode.SCOPE_NOT_ALLOWED,
                                   f"'{scope.value}' is not offered for this action "
                                   f"(allowed: {allowed})", approval=approval)
         # A lost compare-and-set while the request is still pending means the task row
@@ -115,7 +116,7 @@ class Decider:
         for _ in range(5):
             task = await self.store.get_task(approval.task_id) if approval.task_id else None
             refused = self._check(task, approval, scope, actor)
-            if refused is not None and refused.code == "not_authorized":
+            if refused is not None and refused.code is DecisionCode.NOT_AUTHORIZED:
                 await self.refuse(approval_id, actor, "self-approval is forbidden",
                                   channel=channel, task=task)
                 return refused
@@ -133,7 +134,7 @@ class Decider:
             if refused is not None:
                 return refused
             approval = current
-        return DecisionResult(False, "not_waiting", "The task keeps changing; try again")
+        return DecisionResult(False, DecisionCode.NOT_WAITING, "The task keeps changing; try again")
 
     def _check(self, task: Task | None, approval: Approval, scope: Scope,
                actor: str) -> DecisionResult | None:
@@ -142,13 +143,14 @@ class Decider:
                 task is None or task.state is not TaskState.WAITING_APPROVAL
                 or task.approval is None or task.approval.id != approval.id):
             state = task.state.value if task else "missing"
-            return DecisionResult(False, "not_waiting", f"The task is {state}, not waiting",
-                                  task=task, approval=approval)
+            return DecisionResult(False, DecisionCode.NOT_WAITING,
+                                  f"The task is {state}, not waiting", task=task,
+                                  approval=approval)
         submitter = approval.submitted_by or (task.submitted_by if task else None)
         if (self.engine.config.forbid_self_approval and scope.approves
                 and submitter and submitter == actor):
             what = "task" if task is not None else "request"
-            return DecisionResult(False, "not_authorized",
+            return DecisionResult(False, DecisionCode.NOT_AUTHORIZED,
                                   f"You submitted this {what}; someone else must approve it",
                                   task=task, approval=approval)
         return None
@@ -181,10 +183,12 @@ class Decider:
         log.info("approval_decided", extra={"task_id": approval.task_id,
                                              "approval_id": approval.id,
                                              "scope": scope.value, "actor": actor})
-        await self._announce(task, decided, "approved" if scope.approves else "denied")
+        await self._announce(task, decided,
+                             TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
         if task is not None and scope.approves and self.on_runnable is not None:
             await self.on_runnable(task)
-        return DecisionResult(True, "ok", _DONE_WORDS[scope], task=task, approval=decided)
+        return DecisionResult(True, DecisionCode.OK, _DONE_WORDS[scope], task=task,
+                              approval=decided)
 
     def _move_task(self, task: Task, decided: Approval, actor: str, now: datetime) -> None:
         """What a decision does to the task waiting for it: run on, or fail."""
@@ -211,7 +215,7 @@ class Decider:
         task.claimed_by = task.lease_until = None
         task.result = {"reason": reason, "step": task.step_index}
 
-    async def _announce(self, task: Task | None, approval: Approval, kind: str) -> None:
+    async def _announce(self, task: Task | None, approval: Approval, kind: TaskEvent) -> None:
         self.watch.fire(approval.id)
         listener = self.engine.listener
         await listener.approval_decided(task, approval)
@@ -219,7 +223,7 @@ class Decider:
             return
         await listener.task_event(kind, task, approval.reason)
         if task.state is TaskState.FAILED:
-            await listener.task_event("failed", task, (task.result or {}).get("reason"))
+            await listener.task_event(TaskEvent.FAILED, task, (task.result or {}).get("reason"))
 
     async def expire_due(self) -> list[Task]:
         """Deny every request past its expiry ("approval timed out"); return the tasks
@@ -247,7 +251,7 @@ class Decider:
                                  "approval timed out")
                 change.task = task
             if await self._commit(change):
-                await self._announce(task, decided, "expired")
+                await self._announce(task, decided, TaskEvent.EXPIRED)
                 if task is not None:
                     expired.append(task)
         return expired

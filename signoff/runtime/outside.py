@@ -38,9 +38,10 @@ from signoff.runtime.models import (
     Task,
     Verdict,
 )
-from signoff.runtime.policy.policy import Evaluation, resolve_unattended
+from signoff.runtime.policy.policy import Evaluation
+from signoff.runtime.policy.unattended import Outcome, resolve_unattended
 from signoff.runtime.store.port import Change
-from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext
+from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
 from signoff.runtime.tools.registry import fingerprint
 
 log = logging.getLogger(__name__)
@@ -72,19 +73,20 @@ class RequestSpec:
     submitted_by: str | None = None  # the API caller, e.g. web:admin
 
 
-@dataclass(frozen=True)
+@dataclass
 class ForeignTool:
     """A tool signoff does not know, labelled by the request itself.
 
-    It has the shape of a registry `Tool` so that `registry.fingerprint` — the one
-    fingerprint rule — applies: every argument but the content ones, plus the targets.
+    It has the shape of a registry `Tool` so that the registry's rules apply to it as to
+    any tool: `registry.fingerprint` (every argument but the content ones, plus the
+    targets) and the card's summary ("Run <tool> on <targets>") and content lines.
     """
 
     name: str
     capability: str
     risk: RiskClass
     target_list: tuple[str, ...]
-    content: frozenset[str]
+    content: tuple[str, ...]  # the request's content arguments, and the usual content keys
     description: str = "a tool of an outside agent"
     params: tuple[Param, ...] = ()
 
@@ -94,8 +96,7 @@ class ForeignTool:
 
     def fingerprint_fields(self, args: dict[str, Any]) -> dict[str, Any]:
         """Every argument but the content ones, plus the targets."""
-        fields = {k: v for k, v in args.items()
-                  if k not in self.content and k not in CONTENT_KEYS}
+        fields = {k: v for k, v in args.items() if k not in self.content}
         return {"args": fields, "targets": list(self.target_list)}
 
     def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
@@ -121,15 +122,18 @@ class OutsideRequests:
         registry = self.engine.registry
         if spec.tool in registry:
             return registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
+        content = tuple(dict.fromkeys([*spec.content,
+                                       *(k for k in spec.args if k in CONTENT_KEYS)]))
         tool = ForeignTool(name=spec.tool, capability=spec.capability or spec.tool,
                            risk=spec.risk or DEFAULT_RISK, target_list=spec.targets,
-                           content=frozenset(spec.content))
+                           content=content)
         try:
-            digest = fingerprint(tool, spec.args)  # type: ignore[arg-type]
+            digest = fingerprint(tool, spec.args)
         except (TypeError, ValueError) as exc:
             raise BadArguments(f"args cannot be fingerprinted: {exc}") from exc
         return Action(tool=spec.tool, args=spec.args, risk=tool.risk,
-                      capability=tool.capability, targets=spec.targets, fingerprint=digest)
+                      capability=tool.capability, targets=spec.targets, fingerprint=digest,
+                      summary=summary_of(tool, spec.args, spec.targets), content=content)
 
     async def submit(self, spec: RequestSpec) -> tuple[Approval, bool]:
         """Store the request (settled or pending); returns it and whether it was a replay
@@ -174,8 +178,8 @@ class OutsideRequests:
         if verdict is Verdict.ASK_USER:
             pseudo = Task(id="", goal=spec.goal or "", mode=RunMode.INTERACTIVE)
             res = resolve_unattended(pseudo, cfg.unattended)
-            if res.outcome in ("allow", "block"):
-                verdict = Verdict.ALLOW if res.outcome == "allow" else Verdict.BLOCK
+            if res.outcome in (Outcome.ALLOW, Outcome.BLOCK):
+                verdict = Verdict.ALLOW if res.outcome is Outcome.ALLOW else Verdict.BLOCK
                 actor, reason = res.actor or "auto:policy", res.reason
         if verdict is Verdict.ASK_USER:
             event = audit_event("evaluation", None, action, decision="ASK_USER",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from signoff.runtime.models import (
     Approval,
@@ -22,6 +22,8 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -65,7 +67,6 @@ class Change:
     insert_approval: bool = False
     outcome_for: str | None = None
     grants: list[Grant] = field(default_factory=list)
-    grant_uses: list[str] = field(default_factory=list)
     grant_revokes: list[str] = field(default_factory=list)
     audit: list[AuditEvent] = field(default_factory=list)
     outbox: list[OutboxItem] = field(default_factory=list)
@@ -73,10 +74,10 @@ class Change:
 
 
 @dataclass(frozen=True)
-class Page:
-    """A page of tasks, approvals or audit events with the cursor of the next page."""
+class Page(Generic[T]):
+    """A page of tasks or audit events with the cursor of the next page."""
 
-    items: Sequence[object]
+    items: Sequence[T]
     next_cursor: str | None
 
 
@@ -122,7 +123,7 @@ class TaskStore(Protocol):
         ...
 
     async def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
-                         cursor: str | None = None, schedule: str | None = None) -> Page:
+                         cursor: str | None = None, schedule: str | None = None) -> Page[Task]:
         """Tasks, newest first."""
         ...
 
@@ -152,13 +153,15 @@ class TaskStore(Protocol):
         """One approval request, or None."""
         ...
 
-    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
+                                ) -> Page[Task]:
         """Tasks waiting for a decision, oldest first (each carries its approval)."""
         ...
 
-    async def pending_requests(self, *, limit: int = 50, cursor: str | None = None) -> Page:
-        """Every pending request, of a task or from outside, oldest first, as
-        `PendingRequest` items (what the API, the console and /pending list)."""
+    async def pending_requests(self, *, limit: int = 50, cursor: str | None = None
+                               ) -> Page[PendingRequest]:
+        """Every pending request, of a task or from outside, oldest first (what the API,
+        the console and /pending list)."""
         ...
 
     async def find_request(self, idempotency_key: str) -> Approval | None:
@@ -174,12 +177,9 @@ class TaskStore(Protocol):
         """Pending approvals whose expires_at has passed."""
         ...
 
-    async def find_grant(self, key: str, *, policy_id: str,
-                         task_id: str | None) -> Grant | None:
-        """A live grant with this key: for a task, one of its own grants or an `always`
-        grant made by a task; for an outside request (``task_id`` None), one made by an
-        outside request (the key holds the policy_id). Grants of tasks and of outside
-        requests never cover each other, even under the same policy_id."""
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants stored under ``key``, oldest first; which of them still covers
+        an action is `signoff.runtime.policy.grants.covers`, not the store's business."""
         ...
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
@@ -191,7 +191,7 @@ class TaskStore(Protocol):
         ...
 
     async def audit_events(self, *, task_id: str | None = None, limit: int = 100,
-                           cursor: str | None = None) -> Page:
+                           cursor: str | None = None) -> Page[AuditEvent]:
         """Audit events in chain order."""
         ...
 

@@ -15,7 +15,7 @@ from signoff.runtime.store.port import Page, PendingRequest
 from signoff.runtime.store.sql.rows import approvals_t, parse_cursor, requests_t, task_from, tasks_t
 
 
-def pending(conn: Connection, limit: int, cursor: str | None) -> Page:
+def pending(conn: Connection, limit: int, cursor: str | None) -> Page[PendingRequest]:
     """Pending requests, oldest first, each with its task (None for outside ones)."""
     q = (sa.select(approvals_t.c.seq, approvals_t.c.data)
          .where(approvals_t.c.status == ApprovalStatus.PENDING.value)

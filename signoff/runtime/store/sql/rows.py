@@ -65,15 +65,15 @@ def make_engine(url: str, *, immediate: bool) -> Engine:
 def only_task(ch: Change) -> bool:
     """True when a Change writes nothing but its task (the per-task hot path)."""
     return (ch.approval is None and ch.expect_state is None and not ch.grants
-            and not ch.grant_uses and not ch.grant_revokes and not ch.audit and not ch.outbox
+            and not ch.grant_revokes and not ch.audit and not ch.outbox
             and not ch.outbox_done and ch.outcome_for is None)
 
 
 def only_request(ch: Change) -> bool:
     """True when a Change is about an outside request only (stored, decided, expired or
-    its outcome recorded): no task, no grant uses or revocations, no delivered jobs."""
+    its outcome recorded): no task, no grant revocations, no delivered jobs."""
     return (ch.approval is not None and ch.approval.task_id is None and ch.task is None
-            and not ch.grant_uses and not ch.grant_revokes and not ch.outbox_done)
+            and not ch.grant_revokes and not ch.outbox_done)
 
 
 def dumps(obj: object) -> str:

@@ -53,11 +53,7 @@ CLAIM_NEXT = ("UPDATE tasks SET state = CASE WHEN needs_plan THEN 'planning' "
 
 GET_TASK = "SELECT data, state, version, claimed_by, lease_until FROM tasks WHERE id = ?"
 GET_APPROVAL = "SELECT data FROM approvals WHERE id = ?"
-_LIVE_GRANT = ("SELECT data, used FROM grants WHERE key = ? AND revoked = 0 "
-               "AND (max_calls IS NULL OR used < max_calls) ")
-FIND_GRANT = (_LIVE_GRANT + "AND task_id IS NOT NULL AND (scope = 'always' OR task_id = ?) "
-              "ORDER BY seq LIMIT 1")
-FIND_REQUEST_GRANT = _LIVE_GRANT + "AND task_id IS NULL ORDER BY seq LIMIT 1"
+GRANT_CANDIDATES = "SELECT data, used FROM grants WHERE key = ? AND revoked = 0 ORDER BY seq"
 FIND_REQUEST = ("SELECT a.data FROM requests r JOIN approvals a ON a.id = r.approval_id "
                 "WHERE r.idempotency_key = ?")
 INSERT_APPROVAL = ("INSERT INTO approvals (id, task_id, status, expires_at, data) "
@@ -269,18 +265,14 @@ class FastSqlite:
         row = self._one(GET_APPROVAL, (approval_id,))
         return Approval.model_validate_json(row[0]) if row else None
 
-    def find_grant(self, key: str, task_id: str | None) -> Grant | None:
-        """The oldest live grant with this key that is valid for this task (``task_id``
-        None: for an outside request)."""
-        if task_id is None:
-            row = self._one(FIND_REQUEST_GRANT, (key,))
-        else:
-            row = self._one(FIND_GRANT, (key, task_id))
-        if row is None:
-            return None
-        grant = Grant.model_validate_json(row[0])
-        grant.used = int(row[1])
-        return grant
+    def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants stored under ``key``, oldest first."""
+        grants = []
+        for data, used in self._connection().execute(GRANT_CANDIDATES, (key,)).fetchall():
+            grant = Grant.model_validate_json(data)
+            grant.used = int(used)
+            grants.append(grant)
+        return grants
 
     def find_request(self, idempotency_key: str) -> Approval | None:
         """The outside request stored under an idempotency key."""

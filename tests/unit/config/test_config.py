@@ -20,7 +20,7 @@ from signoff.config.settings import (
 from signoff.errors import ConfigError
 from signoff.runtime.models import RiskClass, Scope
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "config.example.toml"
 SLACK = '[slack]\nbot_token = "xoxb-1"\napp_token = "xapp-1"\nchannel = "C1"\n'
 
 WriteConfig = Callable[[str], Path]

@@ -1,4 +1,4 @@
-"""Fixtures of the integration tests: every store backend, opened and empty."""
+"""Fixtures of the store tests: every store backend, opened and empty."""
 
 from __future__ import annotations
 

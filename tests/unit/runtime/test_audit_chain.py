@@ -1,6 +1,6 @@
 """The audit hash chain on its own (seal, check, verify) and the events a node writes.
 
-Tampering with a real database, and the CLI, are in tests/integration/test_audit_tamper.py.
+Tampering with a real database, and the CLI, are in tests/integration/runtime/test_audit_tamper.py.
 """
 
 from __future__ import annotations

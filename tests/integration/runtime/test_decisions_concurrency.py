@@ -42,7 +42,7 @@ async def _check_one_winner(nodes: list[Node], approval_id: str, echo: HttpEcho,
     accepted = [r for r in results if r.accepted]
     assert len(accepted) == 1
     # Every loser is a late answer, however it lost (see also the deterministic
-    # tests/unit/test_grants_decisions.py::test_an_answer_losing_the_race_is_told_already_decided_and_audited)
+    # tests/unit/runtime/policy/test_grants_decisions.py::test_an_answer_losing_the_race_is_told_already_decided_and_audited)
     losers = [r.code for r in results if not r.accepted]
     assert set(losers) == {"already_decided"}
     store = nodes[0].store

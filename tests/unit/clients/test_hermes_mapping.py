@@ -10,7 +10,7 @@ import pytest
 from signoff_client import hermes
 from signoff_client.hermes import TOOLS, request_for
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def test_terminal_is_run_command_with_the_exact_command_and_cwd() -> None:

@@ -17,8 +17,9 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.policy.grants import first_valid
 from signoff.runtime.store.port import Change, OutboxItem, PendingRequest, TaskStore
-from tests.integration.test_store import NOW
+from tests.integration.runtime.store.test_store import NOW
 
 ACTION = Action(tool="send_email", args={"to": "j@example.com"}, risk=RiskClass.SEND,
                 capability="email.send", targets=("j@example.com",), fingerprint="fp")
@@ -114,19 +115,23 @@ async def test_an_outcome_is_recorded_once(store: TaskStore) -> None:
 
 
 async def test_grants_of_tasks_and_outside_requests_never_cross(store: TaskStore) -> None:
-    """Under one key, a task finds only task grants and a request only request grants."""
+    """Under one key, a task is covered only by task grants and a request only by request
+    grants (the stores return candidates; `covers` is the rule)."""
     base = dict(key="signoff:p:k", policy_id="p", tool="send_email", capability="email.send",
                 risk=RiskClass.SEND, fingerprint="fp", created_at=NOW)
     by_task = Grant(id="g-1", task_id="t-9", scope=Scope.ALWAYS, **base)
     assert await store.commit(Change(at=NOW, grants=[by_task]))
-    assert await store.find_grant("signoff:p:k", policy_id="p", task_id="t-1") is not None
-    assert await store.find_grant("signoff:p:k", policy_id="p", task_id=None) is None
+
+    async def covering(task_id: str | None) -> str | None:
+        found = first_valid(await store.grant_candidates("signoff:p:k"), task_id=task_id)
+        return found.id if found else None
+
+    assert await covering("t-1") == "g-1"
+    assert await covering(None) is None
     by_request = Grant(id="g-2", task_id=None, scope=Scope.SESSION, **base)
     assert await store.commit(Change(at=NOW, grants=[by_request]))
-    found = await store.find_grant("signoff:p:k", policy_id="p", task_id=None)
-    assert found is not None and found.id == "g-2"
-    still = await store.find_grant("signoff:p:k", policy_id="p", task_id="t-1")
-    assert still is not None and still.id == "g-1"
+    assert await covering(None) == "g-2"
+    assert await covering("t-1") == "g-1"
 
 
 async def test_reset_forgets_outside_requests(store: TaskStore) -> None:
@@ -157,6 +162,5 @@ async def test_a_decision_stores_its_grant_and_loses_a_second_time(store: TaskSt
     [listed] = await store.list_grants()
     assert listed == grant
     assert await store.get_grant("g-9") == grant
-    found = await store.find_grant("signoff:s-1:k", policy_id="s-1", task_id=None)
-    assert found == grant
+    assert first_valid(await store.grant_candidates("signoff:s-1:k"), task_id=None) == grant
     assert (await store.audit_head())[0] == 1 and (await audit.verify(store)).ok
