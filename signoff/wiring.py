@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +38,7 @@ from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
+from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
 from signoff.runtime.worker import Worker
 
@@ -115,6 +116,30 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
     return out
 
 
+class SurfacePoster:
+    """`post_message`'s port: ``slack:C1`` / ``telegram:-100`` go to that surface's notify.
+
+    It reads the node's live surface table, so a surface the daemon disabled at start-up
+    is reported unreachable instead of failing after somebody approved the post.
+    """
+
+    def __init__(self, surfaces: Mapping[str, ChatPlatform]) -> None:
+        self.surfaces = surfaces
+
+    def unreachable(self, channel: str) -> str | None:
+        """Why ``channel``'s surface cannot be used in this process, or None."""
+        surface, _ = parse_channel(channel)
+        if surface in self.surfaces:
+            return None
+        return (f"no {surface} surface is running in this process (it needs [{surface}] in "
+                "the config; `signoff handle` has only the terminal)")
+
+    async def post(self, channel: str, text: str) -> None:
+        """Post through the surface's own notify (its escaping, limits and errors)."""
+        surface, target = parse_channel(channel)
+        await self.surfaces[surface].notify(target, text)
+
+
 def build_node(settings: Settings, *, work_dir: Path | None = None, database: str | None = None,
                autonomous_risks: Iterable[RiskClass] | None = None, clock: Clock | None = None,
                store: TaskStore | None = None, planner: Planner | None = None,
@@ -124,12 +149,14 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     wd = settings.resolved_work_dir(work_dir)
     wd.mkdir(parents=True, exist_ok=True)
     clock = clock or SystemClock()
+    chosen = dict(platforms or {})
     store = store or SqlTaskStore(url=database or settings.database_url(work_dir))
     pol = settings.policy
     registry = builtin_registry(read_only_commands=pol.read_only_commands, work_dir=wd)
     em = settings.email
     context = ToolContext(
         work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),
+        post_message=SurfacePoster(chosen),
         smtp=SmtpSettings(host=em.host, port=em.port, sender=em.sender, starttls=em.starttls,
                           username=em.username, password=em.password,
                           timeout=em.timeout.total_seconds()))
@@ -161,7 +188,6 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     worker = Worker(engine=engine)
     decider = Decider(engine=engine, on_runnable=worker.hand_over)
     authorizer = Authorizer(approvers=frozenset(ap.approvers), oncall=oncall or router.current)
-    chosen = dict(platforms or {})
     rules = [NotifyRule(platform=n.platform, channel=n.target, events=frozenset(map(str, n.events)),
                         include_content=n.include_content) for n in settings.notify]
     public = settings.daemon.public_url
@@ -236,9 +262,8 @@ def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
 
     assert node.scheduler is not None and node.oncall is not None
     scheduler, router = node.scheduler, node.oncall
-    escalator = Escalator(store=node.store, clock=node.clock, rotations=router.rotations,
-                          overrides=router.overrides, listener=node.listener,
-                          wake=node.flow.dispatcher.wake)
+    escalator = Escalator(decider=node.decider, clock=node.clock, rotations=router.rotations,
+                          overrides=router.overrides, wake=node.flow.dispatcher.wake)
 
     async def schedules() -> list[dict[str, Any]]:
         return await scheduler.status()

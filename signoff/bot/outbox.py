@@ -1,7 +1,9 @@
 """Delivering platform calls from the durable outbox: retried, ordered, never doubled.
 
-The runtime writes surface-neutral jobs ("*": post or update an approval's card) in the
-same transaction as the state change; this dispatcher expands them per surface and
+The runtime writes domain events (`ApprovalEvent`: requested, decided, escalated) to the
+outbox in the same transaction as the state change; this dispatcher turns each into the
+card jobs of every surface (`jobs_for`: a post, an edit, a reply that notifies — the only
+place outbox job keys are made besides the runtime's event keys and team notices) and
 delivers each with backoff. 429s wait exactly as long as the platform asked. Items of
 one surface go out in order and one failing surface never holds up the others. A card
 is posted once per (approval, surface): the idempotency key prevents a second job and
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -20,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from signoff.bot.ports import ApprovalCard, CardFinder, CardRef, ChatPlatform
 from signoff.errors import PlatformRejected, RateLimited, SignoffError
 from signoff.runtime.clock import Clock
+from signoff.runtime.events import ApprovalEvent
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
@@ -105,9 +109,7 @@ class Dispatcher:
         return sum(counts)
 
     async def _expand(self, item: OutboxItem) -> None:
-        copies = [OutboxItem(key=f"{item.key}@{name}", surface=name, kind=item.kind,
-                             payload=item.payload, approval_id=item.approval_id)
-                  for name in self.platforms]
+        copies = [job for name in self.platforms for job in jobs_for(item, name)]
         # The copies and the end of the fan-out job in one transaction.
         await self.store.commit(Change(at=self.clock.now(), outbox=copies,
                                        outbox_done=[item.id]))
@@ -150,6 +152,40 @@ class Dispatcher:
             return False
         await self.store.outbox_done(item.id, now)
         return True
+
+
+class Job(enum.StrEnum):
+    """What one surface is asked to do."""
+
+    POST = "post"  # post the card
+    UPDATE = "update"  # edit every copy of the card to its current state
+    NOTIFY = "notify"  # a new message: to a channel, or under the card ("thread")
+
+
+# 0.1 wrote card jobs, not events: rows still queued from before an upgrade mean the same.
+_LEGACY = {"post": ApprovalEvent.REQUESTED, "update": ApprovalEvent.DECIDED}
+
+
+def jobs_for(item: OutboxItem, surface: str) -> list[OutboxItem]:
+    """The jobs of ``surface`` for one "*" outbox row, each keyed ``<row key>@<surface>``
+    (``…/reply`` for a second job) so a re-expansion after a crash adds nothing."""
+    def job(kind: Job, suffix: str = "", **payload: object) -> OutboxItem:
+        return OutboxItem(key=f"{item.key}@{surface}{suffix}", surface=surface,
+                          kind=kind.value, payload={**item.payload, **payload},
+                          approval_id=item.approval_id)
+
+    event = _LEGACY.get(item.kind) or (item.kind if item.kind in set(ApprovalEvent) else None)
+    if event == ApprovalEvent.REQUESTED:
+        return [job(Job.POST)]
+    if event == ApprovalEvent.DECIDED:
+        return [job(Job.UPDATE)]
+    if event == ApprovalEvent.ESCALATED:
+        # The edit shows the new approvers; only the reply notifies anyone (edits never do).
+        text = (f"No answer after {item.payload.get('waited', '?')}: escalated (level "
+                f"{item.payload.get('level', '?')}). Your answer is needed:")
+        return [job(Job.UPDATE), job(Job.NOTIFY, "/reply", channel="", text=text,
+                                     thread=True, mentions=item.payload.get("approvers", []))]
+    return [job(Job(item.kind))]  # a bot job for every surface (a reply under the card)
 
 
 def thread_reply(approval_id: str, key: str, text: str,

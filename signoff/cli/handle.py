@@ -7,14 +7,26 @@ differs (the terminal, or nothing at all when embedded).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from signoff.adapters.terminal.platform import TerminalPlatform
+from signoff.bot.cards import build_card
 from signoff.config.settings import Settings, load_settings
-from signoff.runtime.models import Action, JsonDict, RunMode, Scope, Task, TaskState
+from signoff.runtime.models import (
+    Action,
+    ActionRecord,
+    Approval,
+    ApprovalStatus,
+    JsonDict,
+    RunMode,
+    Scope,
+    Task,
+    TaskState,
+)
 from signoff.runtime.planning.planner import Planner
 from signoff.wiring import Node, build_node
 
@@ -58,31 +70,89 @@ def exit_code(task: Task) -> int:
     return EXIT_FAILED
 
 
+POLL_SECONDS = 0.2  # how often a prompt looks for a decision made in another process
+
+
 async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mode: RunMode,
                    terminal: TerminalPlatform | None = None,
-                   submitted_by: str = "terminal:user") -> Task:
-    """Run one goal to its end in this process (asking at the terminal if given)."""
+                   submitted_by: str = "terminal:user",
+                   on_action: Callable[[ActionRecord], None] | None = None) -> Task:
+    """Run one goal to its end in this process (asking at the terminal if given).
+
+    Each action that ran is shown (``on_action``, else the terminal). A prompt ends with
+    the person's answer, Ctrl-C (a deny), the request's expiry ("approval timed out"), or
+    a decision taken elsewhere on the same database (console, API); after an approval
+    elsewhere the deciding daemon runs the action and this run reports how it ended.
+    """
     runnable: asyncio.Queue[Task] = asyncio.Queue()
 
     async def hand_over(task: Task) -> None:
         await runnable.put(task)
 
+    show = on_action or (terminal.show_action if terminal is not None else None)
     node.decider.on_runnable = hand_over
     task = await node.engine.submit(goal, steps=steps, mode=mode, claim=True,
                                     submitted_by=submitted_by)
     assert task is not None  # a plain task has no fire time, so it cannot collide
     task = await node.engine.advance(task)
-    while task.state is TaskState.WAITING_APPROVAL and terminal is not None:
+    shown = _show_actions(task, 0, show)
+    console = node.settings.daemon.public_url
+    while (task.state is TaskState.WAITING_APPROVAL and terminal is not None
+           and task.approval is not None):
         await node.flow.dispatcher.run_once()
-        await terminal.ask_next(node.flow.on_decision)
+        approval = task.approval
+        settled = functools.partial(_settled, node, approval)
+        await terminal.ask(build_card(task, approval, console_url=console),
+                           node.flow.on_decision, settled=settled)
         if not runnable.empty():
             task = await node.engine.advance(runnable.get_nowait())
         else:
-            task = await node.store.get_task(task.id) or task
+            task = await _settled_task(node, task, terminal)
+        shown = _show_actions(task, shown, show)
     if node.flow.notifier is not None:
         await node.flow.notifier.flush(force=True)  # no digest window in a one-shot run
     await node.flow.dispatcher.run_once()
     return task
+
+
+def _show_actions(task: Task, shown: int, show: Callable[[ActionRecord], None] | None) -> int:
+    """Show the actions that ran (or failed) since the first ``shown``; the new count."""
+    if show is not None:
+        for record in task.actions[shown:]:
+            if record.outcome in ("ok", "error"):
+                show(record)
+    return len(task.actions)
+
+
+async def _settled(node: Node, approval: Approval) -> None:
+    """Return once ``approval`` is no longer ours to answer: past its expiry (expired here,
+    audited as auto:timeout) or decided in another process sharing the database."""
+    while True:
+        now = node.clock.now()
+        if now >= approval.expires_at:
+            await node.decider.expire_due()
+            return
+        current = await node.store.get_approval(approval.id)
+        if current is None or current.status is not ApprovalStatus.PENDING:
+            return
+        left = (approval.expires_at - now).total_seconds()
+        await asyncio.sleep(min(POLL_SECONDS, left))
+
+
+async def _settled_task(node: Node, task: Task, terminal: TerminalPlatform) -> Task:
+    """The task after its request was settled elsewhere: the outcome is shown, and an
+    approved action is left to the node that claimed it, until it stops or waits again."""
+    while True:
+        current = await node.store.get_task(task.id) or task
+        if current.approval is not None and current.approval.status is not ApprovalStatus.PENDING:
+            terminal.show_outcome(build_card(current, current.approval,
+                                             console_url=node.settings.daemon.public_url))
+        running = current.state in (TaskState.QUEUED, TaskState.IN_PROGRESS)
+        lease = current.lease_until
+        # A claim nobody renews any more (its node died) is not worth waiting for.
+        if not running or (lease is not None and lease < node.clock.now()):
+            return current
+        await asyncio.sleep(POLL_SECONDS)
 
 
 class Agent:

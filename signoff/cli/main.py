@@ -101,7 +101,12 @@ def handle(
         help="Approve every request automatically (BLOCK stays BLOCK).")] = False,
     work_dir: Annotated[Path | None, typer.Option(help="Sandbox for file tools and state.")] = None,
 ) -> None:
-    """Run one goal now, asking at this terminal for each SEND or DESTRUCTIVE action."""
+    """Run one goal now, asking at this terminal for each SEND or DESTRUCTIVE action.
+
+    Enter, end of input and Ctrl-C deny; an answer that is none of the keys is asked
+    again; approvals.timeout ends the prompt ("approval timed out"), and so does a
+    decision taken in the console or over the API of a daemon on the same database.
+    """
     from signoff.cli.handle import exit_code, run_once, summarize
     from signoff.cli.steps import load_steps
     from signoff.runtime.models import RunMode
@@ -117,14 +122,15 @@ def handle(
             else RunMode.NON_INTERACTIVE)
 
     async def main() -> int:
-        from signoff.adapters.terminal.platform import TerminalPlatform
+        from signoff.adapters.terminal.platform import TerminalPlatform, render_record
 
         terminal = TerminalPlatform() if mode is RunMode.TERMINAL else None
         platforms = {"terminal": terminal} if terminal else {}
         node = build_node(settings, work_dir=work_dir, platforms=platforms)  # type: ignore[arg-type]
         await node.store.open()
         try:
-            task = await run_once(node, goal, steps=actions, mode=mode, terminal=terminal)
+            task = await run_once(node, goal, steps=actions, mode=mode, terminal=terminal,
+                                  on_action=lambda r: typer.echo(render_record(r)))
         finally:
             await node.store.close()
         typer.echo(f"task {task.id} {summarize(task)}")

@@ -1,6 +1,6 @@
 """CLI commands for schedules and on-call: they read the config and the daemon's database.
 
-    signoff schedules [--config PATH] [--json]      next fire times, last run and outcome
+    signoff schedules [--at TIME] [--config PATH] [--json]   next fire times, last run, outcome
     signoff schedules run NAME [--config PATH]      queue a run now; prints the task id
     signoff oncall [--at TIME] [--config PATH] [--json]   who is on call, until when
 
@@ -125,15 +125,20 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
     schedules_app = typer.Typer(help="Scheduled goals: next runs, last outcome, run now.")
 
     @schedules_app.callback(invoke_without_command=True)
-    def schedules(ctx: typer.Context, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+    def schedules(ctx: typer.Context, config: ConfigOpt = None, as_json: JsonOpt = False,
+                  at: AtOpt = None) -> None:
         """List schedules: next fire times (local and schedule time zone), last run."""
         ctx.obj = config
         if ctx.invoked_subcommand is not None:
             return
+        try:
+            when = parse_at(at, system_now())
+        except ValueError as exc:
+            _fail(str(exc))
         node = _load(load_node, config)
         scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules,
                               clock=node.clock)
-        rows = _run(node, lambda: scheduler.status(system_now()))
+        rows = _run(node, lambda: scheduler.status(when))
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
         elif not rows:

@@ -14,12 +14,12 @@ on `watch` (long polls) are woken once it is committed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from signoff.runtime.engine import Engine, card_item
-from signoff.runtime.events import TaskEvent, audit_event
+from signoff.runtime.engine import Engine
+from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
 from signoff.runtime.models import (
     ActionRecord,
     Approval,
@@ -174,7 +174,8 @@ class Decider:
             grants.append(grant_for(approval.action, scope, policy_id=policy_id,
                                     task_id=task.id if task else None, actor=actor, now=now))
         change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
-                        grants=grants, audit=[event], outbox=[card_item("update", approval.id)])
+                        grants=grants, audit=[event],
+                        outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
         if task is not None:
             self._move_task(task, decided, actor, now)
             change.task, change.expect_state = task, TaskState.WAITING_APPROVAL
@@ -243,7 +244,8 @@ class Decider:
                                 actor="auto:timeout", scope="deny", reason="approval timed out",
                                 approval=decided)
             change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
-                            audit=[event], outbox=[card_item("update", approval.id)])
+                            audit=[event],
+                            outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
             if task is not None:
                 task.approval = decided
                 task.updated_at = now
@@ -255,6 +257,35 @@ class Decider:
                 if task is not None:
                     expired.append(task)
         return expired
+
+    async def escalate(self, task: Task, *, level: int, members: Sequence[str], waited: str,
+                       detail: str) -> bool:
+        """Ask ``members`` too (escalation ``level``): the approval's approvers grow, the
+        step is audited and announced; False when it was answered, expired or escalated by
+        someone else meanwhile. Who and when is the bot's routing; this writes the state."""
+        approval = task.approval
+        if approval is None:
+            return False
+        now = self._now()
+        added = [m for m in members if m not in approval.approvers]
+        updated = approval.model_copy(update={
+            "approvers": [*approval.approvers, *added], "escalation_level": level,
+            "escalated_at": now})
+        task.approval = updated
+        task.updated_at = now
+        event = audit_event("escalated", task, approval.action, approval=updated, reason=detail)
+        announced = approval_event(ApprovalEvent.ESCALATED, approval.id, suffix=f":{level}",
+                                   level=level, mentions=list(members),
+                                   approvers=list(updated.approvers), waited=waited)
+        change = Change(at=now, task=task, expect_state=TaskState.WAITING_APPROVAL,
+                        approval=updated, approval_expect=ApprovalStatus.PENDING,
+                        audit=[event], outbox=[announced])
+        if not await self._commit(change):
+            return False
+        log.info("approval_escalated", extra={"task_id": task.id, "approval_id": approval.id,
+                                              "level": level})
+        await self.engine.listener.task_event(TaskEvent.ESCALATED, task, detail)
+        return True
 
     async def revoke_grant(self, grant_id: str, actor: str) -> Grant | None:
         """Revoke a grant (audited); None if unknown."""

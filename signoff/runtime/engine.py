@@ -6,6 +6,8 @@ Resuming never re-plans: the stored pending action runs, then the remaining stor
 steps. Autonomous steps commit nothing until the task pauses or ends (a crash re-runs
 them, which is safe for READ and DRAFT); a gated action is committed as `executing`
 before it runs, so a crash mid-send comes back to a person instead of sending twice.
+An action that can never succeed (a path outside the work dir, a channel no surface
+reaches: the registry's `check`) fails at once, audited, and nobody is asked about it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from typing import Any, Protocol
 from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
 from signoff.runtime import ids
 from signoff.runtime.clock import Clock
-from signoff.runtime.events import EngineListener, NullListener, TaskEvent, audit_event
+from signoff.runtime.events import (
+    ApprovalEvent,
+    EngineListener,
+    NullListener,
+    TaskEvent,
+    approval_event,
+    audit_event,
+)
 from signoff.runtime.models import (
     ALL_SCOPES,
     Action,
@@ -47,12 +56,6 @@ from signoff.runtime.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 OUTPUT_LIMIT = 4_000
-
-
-def card_item(kind: str, approval_id: str, suffix: str = "") -> OutboxItem:
-    """A surface-neutral card job ("*" is expanded to every surface by the bot layer)."""
-    return OutboxItem(key=f"{kind}:{approval_id}{suffix}", surface="*", kind=kind,
-                      payload={"approval_id": approval_id}, approval_id=approval_id)
 
 
 class Judge(Protocol):
@@ -91,6 +94,15 @@ def _short(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _short(v) for k, v in value.items()}
     return value
+
+
+def _error_text(action: Action, exc: ToolError) -> str:
+    """A tool's error without its own name in front: the reason says the name once."""
+    text = str(exc)
+    for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return text
 
 
 class Engine:
@@ -190,6 +202,8 @@ class Engine:
         if ev.verdict is Verdict.BLOCK:
             await self._block(task, action, ev.reason, actor="auto:policy")
             return False
+        if not await self._runnable(task, action):
+            return False
         if ev.verdict is Verdict.ALLOW and ev.actor is None:
             return await self._run_autonomous(task, action)
         if ev.verdict is Verdict.ALLOW:
@@ -214,6 +228,20 @@ class Engine:
             return False
         await self.request_approval(task, action)
         return False
+
+    async def _runnable(self, task: Task, action: Action) -> bool:
+        """Fail, audited and before anyone is asked, an action that can never succeed."""
+        try:
+            await self.registry.check(action, self.tool_context)
+        except ToolError as exc:
+            error = _error_text(action, exc)
+            task.actions.append(self._record(task, action, "block", "auto:check", False, None,
+                                             error))
+            event = audit_event("evaluation", task, action, decision="BLOCK", actor="auto:check",
+                                reason=f"cannot run: {error}")
+            await self._fail(task, f"{action.tool} failed: {error}", audit=[event])
+            return False
+        return True
 
     async def _run_autonomous(self, task: Task, action: Action) -> bool:
         ok, output, error = await self._execute(action)
@@ -251,12 +279,7 @@ class Engine:
             output = await self.registry.execute(action, self.tool_context)
             return True, _short(output), None
         except ToolError as exc:
-            # Tools often name themselves in their messages; say the tool's name once.
-            text = str(exc)
-            for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
-                if text.startswith(prefix):
-                    text = text[len(prefix):]
-            return False, None, text
+            return False, None, _error_text(action, exc)
 
     def _record(self, task: Task, action: Action, decision: str, actor: str | None,
                 ok: bool, output: Any, error: str | None) -> ActionRecord:
@@ -283,12 +306,11 @@ class Engine:
         task.claimed_by = task.lease_until = None
         event = audit_event("evaluation", task, action, decision="ASK_USER",
                             approval=approval, reason=note or "approval requested")
-        # The card fan-out is written in the same transaction: a crash right after this
-        # commit still gets the card posted (the bot layer expands "*" per surface).
-        post = card_item("post", approval.id)
-        if approvers:  # ping whoever is on call on the card itself
-            post.payload["mentions"] = approvers
-        await self._save(task, approval=approval, audit=[event], outbox=[post])
+        # The domain event is written in the same transaction: a crash right after this
+        # commit still gets the card posted (the bot layer turns it into card jobs).
+        requested = approval_event(ApprovalEvent.REQUESTED, approval.id,
+                                   mentions=list(approvers or ()))
+        await self._save(task, approval=approval, audit=[event], outbox=[requested])
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
                                               "tool": action.tool})
         await self.listener.approval_requested(task, approval)

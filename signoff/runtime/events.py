@@ -10,7 +10,30 @@ from __future__ import annotations
 import enum
 from typing import Protocol
 
-from signoff.runtime.models import Action, Approval, AuditEvent, Task
+from signoff.runtime.models import Action, Approval, AuditEvent, JsonDict, Task
+from signoff.runtime.store.port import OutboxItem
+
+
+class ApprovalEvent(enum.StrEnum):
+    """A durable domain event about one approval request.
+
+    Written to the outbox in the same transaction as the state it reports, so that a crash
+    right after the commit loses no card: the bot layer turns each into its card jobs on
+    every surface (the runtime knows no cards).
+    """
+
+    REQUESTED = "approval_requested"  # payload: mentions (the on-call asked first)
+    DECIDED = "approval_decided"  # approved, denied or expired
+    ESCALATED = "approval_escalated"  # payload: level, mentions (new), approvers, waited
+
+
+def approval_event(kind: ApprovalEvent, approval_id: str, *, suffix: str = "",
+                   **payload: object) -> OutboxItem:
+    """The outbox row of one domain event ("*": for every surface); its key makes it
+    idempotent (``suffix`` tells apart repeated events of one kind, e.g. each escalation)."""
+    data: JsonDict = {"approval_id": approval_id, **payload}
+    return OutboxItem(key=f"{kind.value}:{approval_id}{suffix}", surface="*", kind=kind.value,
+                      payload=data, approval_id=approval_id)
 
 
 class TaskEvent(enum.StrEnum):

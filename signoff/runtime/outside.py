@@ -24,8 +24,8 @@ from typing import Any
 
 from signoff.errors import BadArguments, Conflict, SignoffError
 from signoff.runtime import ids
-from signoff.runtime.engine import Engine, card_item
-from signoff.runtime.events import audit_event
+from signoff.runtime.engine import Engine
+from signoff.runtime.events import ApprovalEvent, approval_event, audit_event
 from signoff.runtime.models import (
     Action,
     Approval,
@@ -146,7 +146,9 @@ class OutsideRequests:
         ev = await self.engine.policy.evaluate_request(action, self.store,
                                                        policy_id=spec.policy_id)
         approval, event = self._build(spec, action, ev)
-        outbox = [card_item("post", approval.id)] if approval.status.open else []
+        # The card of a pending request, written in the same commit (as for a task's).
+        outbox = ([approval_event(ApprovalEvent.REQUESTED, approval.id)]
+                  if approval.status.open else [])
         change = Change(at=approval.requested_at, approval=approval, insert_approval=True,
                         audit=[event], outbox=outbox)
         if not await self.store.commit(change):

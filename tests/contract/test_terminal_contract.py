@@ -85,9 +85,9 @@ class TestTerminalContract(PlatformContract):
 
 @pytest.mark.parametrize("typed,expected", [
     ("o\n", Scope.ONCE), ("session\n", Scope.SESSION), ("A\n", Scope.ALWAYS), ("d\n", Scope.DENY),
-    ("\n", Scope.DENY), ("yes please\n", Scope.DENY), (None, Scope.DENY)])
-def test_answers_default_to_deny(typed: str | None, expected: Scope) -> None:
-    """Empty input, end of input and anything unclear mean deny."""
+    ("\n", Scope.DENY), ("yes please\n", None), ("y\n", None), (None, Scope.DENY)])
+def test_answers_default_to_deny(typed: str | None, expected: Scope | None) -> None:
+    """Empty input and end of input mean deny; an unclear answer means nothing (asked again)."""
     assert parse_answer(typed) is expected
 
 

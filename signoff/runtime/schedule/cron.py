@@ -8,10 +8,29 @@ because users write crontab and expect crontab:
   day names, which both agree on.
 * Day-of-month *and* day-of-week both restricted (``0 9 1 * mon``): crontab runs when
   EITHER matches, APScheduler requires both. We combine two triggers with `OrTrigger`.
-* Daylight saving time: on the night clocks go back, APScheduler 3.11 fires a job at
-  ``30 2 * * *`` twice (02:30 happens twice). Like cronie, a job at a fixed time runs once
-  (the first 02:30); jobs with ``*`` in the minute or hour field keep running every real
-  hour. When clocks go forward, a time that does not exist runs once, an hour later.
+* Daylight saving time, as cronie's cron(8) documents it ("Daylight Saving Time and other
+  time changes"): "Local time changes of less than three hours [...] are handled in a
+  special way. This only applies to jobs that run at a specific time and jobs that run
+  with a granularity greater than one hour. Jobs that run more frequently are scheduled
+  normally. If time was adjusted one hour forward, those jobs that would have run in the
+  interval that has been skipped will be run immediately. Conversely, if time was
+  adjusted backward, running the same job twice is avoided. Time changes of more than 3
+  hours are considered to be corrections to the clock or the timezone, and the new time
+  is used immediately." In cronie's code (cron.c, find_jobs) a job "runs more
+  frequently" when its minute or hour field starts with ``*`` (``*/30 2 * * *``,
+  ``0 * * * *``). So:
+
+  - clocks go forward (02:00 → 03:00): a fixed-time job whose time falls in the skipped
+    hour fires once, at the jump itself (03:00 new time), however many of its times
+    were skipped; a ``*`` job simply has no fire times in the hour that does not exist;
+  - clocks go back (03:00 → 02:00): a fixed-time job fires only in the first pass of
+    the repeated hour; a ``*`` job fires on every real minute it matches, both passes;
+  - shifts of 3 hours or more (a zone changing its offset for good) get no special
+    treatment: skipped times are skipped, repeated times repeat.
+
+  Fire times are therefore strictly increasing instants: APScheduler's own handling of
+  nonexistent times listed 03:00 twice for ``*/30 2,3 14 3 *`` in New York, which is why
+  matching is done here on the wall clock and mapped to instants by these rules.
 
 ``every`` schedules count elapsed time from a fixed anchor (2000-01-01 00:00 in the
 schedule's time zone), not from the moment a daemon started, so every node sharing a
@@ -25,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from apscheduler.triggers.base import BaseTrigger
@@ -41,7 +61,10 @@ __all__ = [
 _CRON_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 EVERY_ANCHOR = datetime(2000, 1, 1)  # wall time in the schedule's zone; a Saturday
 _MAX_STEPS = 200_000  # bound on walking a trigger (a per-minute cron over ~4 months)
+_MAX_HOPS = 10_000  # bound on one search (offset changes crossed, repeated times skipped)
 _TICK = timedelta(microseconds=1)
+_CATCH_UP_LIMIT = timedelta(hours=3)  # cron(8): larger shifts are clock corrections
+_PROBE = timedelta(hours=6)  # step when looking for a zone's offset changes
 
 
 def _day_number(token: str) -> int:
@@ -88,13 +111,14 @@ def _aps_weekdays(field: str) -> str:
 
 
 class CrontabTrigger(BaseTrigger):
-    """A 5-field crontab line with crontab semantics, in one time zone.
+    """A 5-field crontab line with crontab (cronie) semantics, in one time zone.
 
-    Wraps a `CronTrigger` (or an `OrTrigger` of two, for the day-of-month OR day-of-week
-    rule) and drops the second occurrence of a fixed wall-clock time when clocks go back.
+    Matching runs on the wall clock: a `CronTrigger` (or an `OrTrigger` of two, for the
+    day-of-month OR day-of-week rule) in UTC stands for "local wall time, no DST". Each
+    wall-clock match is then turned into an instant by the DST rules of the module doc.
     """
 
-    __slots__ = ("expression", "inner", "jitter", "timezone", "wildcard_time")
+    __slots__ = ("expression", "fixed_time", "jitter", "timezone", "walls")
 
     def __init__(self, expression: str, *, timezone: str | tzinfo = "UTC",
                  jitter: float | None = None) -> None:
@@ -105,45 +129,126 @@ class CrontabTrigger(BaseTrigger):
         self.expression = " ".join(fields).lower()
         self.timezone = ZoneInfo(timezone) if isinstance(timezone, str) else timezone
         self.jitter = jitter
-        # cronie: a job with "*" in its minute or hour field is a "wildcard" job and keeps
-        # its rhythm through a DST change; a job at a fixed time runs once.
-        self.wildcard_time = minute.startswith("*") or hour.startswith("*")
+        # cronie's MIN_STAR / HR_STAR flags: a "*" job keeps the real clock's rhythm.
+        self.fixed_time = not (minute.startswith("*") or hour.startswith("*"))
         dow = _aps_weekdays(weekday)
-        common = {"minute": minute, "hour": hour, "month": month, "timezone": self.timezone}
+        common = {"minute": minute, "hour": hour, "month": month, "timezone": UTC}
         # crontab(5): "If both fields are restricted (i.e., do not start with *), the command
         # will be run when either field matches the current time."
-        self.inner: BaseTrigger
+        self.walls: BaseTrigger
         if not day.startswith("*") and not weekday.startswith("*"):
-            self.inner = OrTrigger([CronTrigger(day=day, day_of_week="*", **common),
+            self.walls = OrTrigger([CronTrigger(day=day, day_of_week="*", **common),
                                     CronTrigger(day="*", day_of_week=dow, **common)])
         else:
-            self.inner = CronTrigger(day=day, day_of_week=dow, **common)
+            self.walls = CronTrigger(day=day, day_of_week=dow, **common)
 
     def get_next_fire_time(self, previous_fire_time: datetime | None,
                            now: datetime) -> datetime | None:
-        """The next fire time after ``previous_fire_time`` (or from ``now``), jittered."""
-        fire = self.inner.get_next_fire_time(previous_fire_time, now)
-        while fire is not None and self._repeated_wall_time(fire):
-            fire = self.inner.get_next_fire_time(fire, fire)
+        """The first fire time after ``previous_fire_time`` (or at/after ``now``), jittered.
+
+        Strictly after the previous fire, whatever ``now`` says: APScheduler enumerates
+        missed fires this way, and the same instant twice would be two runs under one key.
+        """
+        start = now if previous_fire_time is None else previous_fire_time + _TICK
+        fire = self._first_at_or_after(start.astimezone(UTC))
         return self._apply_jitter(fire, self.jitter, now)
 
-    def _repeated_wall_time(self, fire: datetime) -> bool:
-        """True for the second occurrence of an ambiguous local time (clocks went back)."""
-        if self.wildcard_time:
+    def _next_wall(self, wall: datetime) -> datetime | None:
+        """The first wall-clock match at or after ``wall`` (both naive local times)."""
+        found = self.walls.get_next_fire_time(None, wall.replace(tzinfo=UTC))
+        return found.replace(tzinfo=None) if found is not None else None
+
+    def _first_at_or_after(self, t: datetime) -> datetime | None:
+        zone = self.timezone
+        offset = _offset(zone, t)
+        if self._catches_up(t, _offset(zone, t - _TICK), offset):
+            return t  # ``t`` is itself the instant of a jump that skipped a fire
+        for _ in range(_MAX_HOPS):
+            match = self._next_wall(_naive(t + offset))
+            if match is None:
+                return None
+            candidate = match.replace(tzinfo=UTC) - offset
+            change = _next_change(zone, t, candidate)
+            if change is None:  # the match lies in t's stretch of constant offset
+                if self.fixed_time and _second_pass(zone, candidate):
+                    t = candidate + _TICK
+                    continue
+                return candidate
+            new = _offset(zone, change)
+            if self._catches_up(change, offset, new):
+                return change
+            t, offset = change, new
+        return None
+
+    def _catches_up(self, change: datetime, old: timedelta, new: timedelta) -> bool:
+        """True when clocks jumped forward at ``change`` over a time this job runs at."""
+        if not self.fixed_time or not timedelta(0) < new - old < _CATCH_UP_LIMIT:
             return False
-        wall = fire.astimezone(self.timezone).replace(tzinfo=None)
-        # Compared in UTC: aware datetimes sharing a tzinfo compare by wall time, ignoring
-        # fold. In a fall-back overlap fold=1 is the later instant; in a spring-forward gap
-        # it is the earlier one, and gap times are not repeats.
-        first = wall.replace(tzinfo=self.timezone, fold=0).astimezone(UTC)
-        second = wall.replace(tzinfo=self.timezone, fold=1).astimezone(UTC)
-        return second > first and fire.astimezone(UTC) == second
+        skipped = self._next_wall(_naive(change + old))
+        return skipped is not None and skipped < _naive(change + new)
 
     def __str__(self) -> str:
         return f"crontab[{self.expression} {self.timezone}]"
 
     def __repr__(self) -> str:
         return f"<CrontabTrigger ({self.expression!r}, timezone={self.timezone!s})>"
+
+
+def _offset(zone: tzinfo, t: datetime) -> timedelta:
+    return t.astimezone(zone).utcoffset() or timedelta(0)
+
+
+def _naive(t: datetime) -> datetime:
+    """An aware UTC datetime shifted by an offset, read as a naive wall-clock time."""
+    return t.replace(tzinfo=None)
+
+
+def _second_pass(zone: tzinfo, fire: datetime) -> bool:
+    """True when ``fire`` is the second occurrence of its wall time (clocks went back by
+    less than 3 hours); compared in UTC, since aware datetimes sharing a tzinfo compare by
+    wall time and ignore fold."""
+    wall = fire.astimezone(zone).replace(tzinfo=None)
+    first = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    return first < second < first + _CATCH_UP_LIMIT and fire == second
+
+
+def _next_change(zone: tzinfo, after: datetime, until: datetime) -> datetime | None:
+    """The first instant in (after, until] at which ``zone``'s UTC offset changes."""
+    for year in range(after.year, until.year + 1):
+        for change in _changes(zone, year):
+            if change > until:
+                return None
+            if change > after:
+                return change
+    return None
+
+
+@lru_cache(maxsize=512)
+def _changes(zone: tzinfo, year: int) -> tuple[datetime, ...]:
+    """The instants of ``year`` (UTC) at which ``zone``'s offset changes, found by probing.
+
+    zoneinfo has no public list of transitions. Probes every few hours find each change,
+    bisection pins it to the second (tzdata transitions fall on whole seconds); two
+    changes within one probe step would be missed, and no zone has those.
+    """
+    t, end = datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+    found = []
+    offset = _offset(zone, t)
+    while t < end:
+        probe = min(t + _PROBE, end)
+        if _offset(zone, probe) != offset:
+            low, high = int(t.timestamp()), int(probe.timestamp())
+            while high - low > 1:
+                mid = (low + high) // 2
+                if _offset(zone, datetime.fromtimestamp(mid, UTC)) == offset:
+                    low = mid
+                else:
+                    high = mid
+            found.append(datetime.fromtimestamp(high, UTC))
+            offset = _offset(zone, probe)
+        t = probe
+    return tuple(found)
 
 
 class EveryTrigger(BaseTrigger):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from signoff.runtime.tools.base import (
+    CheckedTool,
     MessagePoster,
     Param,
     SmtpSettings,
@@ -10,10 +11,12 @@ from signoff.runtime.tools.base import (
     ToolContext,
 )
 from signoff.runtime.tools.builtin.fs import confine
+from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 
 __all__ = [
+    "CheckedTool",
     "MessagePoster",
     "Param",
     "SmtpSettings",
@@ -23,5 +26,6 @@ __all__ = [
     "builtin_registry",
     "canonical_json",
     "confine",
+    "parse_channel",
     "sha256_hex",
 ]

@@ -9,16 +9,26 @@ built by the wiring, so tests can point a tool at a temporary dir or a fake SMTP
 from __future__ import annotations
 
 import codecs
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from signoff.runtime.models import RiskClass
 
-# How `post_message` reaches a chat platform: (channel, text). The wiring injects one that
-# routes "slack:C123" / "telegram:-100123" to the right adapter; None when no chat is set up.
-MessagePoster = Callable[[str, str], Awaitable[None]]
+
+@runtime_checkable
+class MessagePoster(Protocol):
+    """How `post_message` reaches chat: the wiring injects one that routes "slack:C123" /
+    "telegram:-100123" to that surface's ``notify``, so the runtime never imports a chat SDK.
+    """
+
+    def unreachable(self, channel: str) -> str | None:
+        """Why a well-formed ``channel`` cannot be posted to now; None when it can."""
+        ...
+
+    async def post(self, channel: str, text: str) -> None:
+        """Post ``text``; PlatformError and kin when the surface fails."""
+        ...
 
 # Argument keys that carry message content, for tools that do not say which of theirs do
 # (plugins written for 0.1). The contract keeps content out of every fingerprint, so
@@ -92,6 +102,20 @@ class Tool(Protocol):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         """Do the work; return JSON-able output or raise a ToolError subclass."""
+        ...
+
+
+@runtime_checkable
+class CheckedTool(Protocol):
+    """A tool that can tell, before anyone is asked to approve, that a call cannot succeed.
+
+    Optional for plugins. The engine calls ``check`` on every action before the policy
+    may ask a person, so a path outside the work dir or an unreachable channel fails the
+    action at once instead of after somebody approved it.
+    """
+
+    async def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        """Raise a ToolError (BadArguments, PathEscape) naming what is wrong; touch nothing."""
         ...
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from signoff.errors import BadArguments, ToolError, UnknownTool
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.tools.base import (
+    CheckedTool,
     Param,
     Tool,
     ToolContext,
@@ -258,6 +259,23 @@ class ToolRegistry:
         """The registry's own risk class for ``action`` (ignoring any risk it carries)."""
         tool = self.get(action.tool)
         return _as_risk(tool.risk_for(self.clean_args(tool, action.args)))
+
+    async def check(self, action: Action, ctx: ToolContext) -> None:
+        """Raise ToolError when ``action`` can never succeed, before anyone is asked.
+
+        Arguments the tool rejects, then the tool's own ``check`` (see `CheckedTool`): a
+        path or cwd outside the work dir, a channel no surface can reach.
+        """
+        tool = self.get(action.tool)
+        args = self.clean_args(tool, action.args)
+        if not isinstance(tool, CheckedTool):
+            return
+        try:
+            await tool.check(args, ctx)
+        except ToolError:
+            raise
+        except Exception as exc:  # a plugin's hooks are not type-checked
+            raise ToolError(f"{tool.name}: cannot check this call: {exc}") from exc
 
     async def execute(self, action: Action, ctx: ToolContext) -> dict[str, Any]:
         """Run ``action``'s tool; any failure comes out as a ToolError."""

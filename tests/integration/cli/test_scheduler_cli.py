@@ -89,6 +89,22 @@ def test_schedules_json_lists_next_fire_times_and_last_run(app: typer.Typer, con
     assert rows["nightly"]["last_run"] is None
 
 
+def test_schedules_in_a_skipped_dst_hour_list_each_instant_once(app: typer.Typer,
+                                                                tmp_path: Path) -> None:
+    """`*/30 2,3 14 3 *` in New York: 2027-03-14 03:00 and 03:30 EDT once each, increasing."""
+    path = tmp_path / "dst.toml"
+    path.write_text(f'[daemon]\nwork_dir = "{tmp_path / "work"}"\n\n[[schedules]]\n'
+                    'name = "gap"\ncron = "*/30 2,3 14 3 *"\ntimezone = "America/New_York"\n'
+                    'steps = [{ tool = "list_dir", args = { path = "." } }]\n')
+    code, out = run(app, "schedules", "--config", str(path), "--json",
+                    "--at", "2027-03-01T00:00:00Z")
+    assert code == 0, out
+    (row,) = json.loads(out)
+    assert row["next_local"] == ["2027-03-14T03:00:00-04:00", "2027-03-14T03:30:00-04:00",
+                                 "2028-03-14T02:00:00-04:00"]
+    assert row["next_utc"] == sorted(set(row["next_utc"]))
+
+
 def test_schedules_run_queues_a_task_the_daemon_will_pick_up(app: typer.Typer, config: Path
                                                              ) -> None:
     """`schedules run NAME` prints a task id that is queued in the daemon's database."""

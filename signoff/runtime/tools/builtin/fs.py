@@ -122,6 +122,11 @@ class _PathTool:
     def summary(self, args: dict[str, Any]) -> str:
         return f"{self.verb} {args['path']}"
 
+    async def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        """Refuse a path outside the work dir before anyone is asked (resolving symlinks
+        touches the disk, hence the thread)."""
+        await asyncio.to_thread(confine, ctx.work_dir, args["path"])
+
 
 _PATH = Param("path", str, description="Path relative to the work dir.")
 

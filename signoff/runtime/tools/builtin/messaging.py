@@ -4,11 +4,16 @@ The fingerprint of an e-mail is its set of recipients, never its subject or body
 contract says approving an e-mail to John covers another e-mail to John, not one to
 anyone else. Recipients are compared as bare addresses, lowercased and deduplicated, so
 "John <John@Example.com>" and "john@example.com" are one target and order never matters.
+
+A chat channel names its surface: ``slack:<conversation id>`` (``slack:C0123ABC``) or
+``telegram:<chat id>`` (``telegram:-100123``, or a public ``telegram:@channelname``).
+`parse_channel` is the one place that reads that form; the wiring's poster uses it too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import smtplib
 import ssl
 from email.message import EmailMessage
@@ -18,7 +23,28 @@ from typing import Any
 from signoff.errors import BadArguments, SignoffError, ToolError
 from signoff.runtime.models import RiskClass
 from signoff.runtime.text import shorten
-from signoff.runtime.tools.base import Param, SmtpSettings, ToolContext
+from signoff.runtime.tools.base import MessagePoster, Param, SmtpSettings, ToolContext
+
+# Slack conversation ids (C… channels, G… private groups, D… direct messages); Telegram
+# chat ids (negative for groups and channels) or a public @username.
+_CHANNEL_FORMS = {
+    "slack": (re.compile(r"[CGD][A-Z0-9]+"), "a conversation id such as 'slack:C0123ABC'"),
+    "telegram": (re.compile(r"-?\d{1,20}|@[A-Za-z][A-Za-z0-9_]{4,31}"),
+                 "a chat id such as 'telegram:-100123' or 'telegram:@channelname'"),
+}
+
+
+def parse_channel(channel: str) -> tuple[str, str]:
+    """``("slack", "C123")`` for ``"slack:C123"``; BadArguments naming the expected form."""
+    surface, sep, target = channel.strip().partition(":")
+    form = _CHANNEL_FORMS.get(surface) if sep else None
+    if form is None:
+        raise BadArguments(f"post_message: channel {channel!r} names no chat surface (expected "
+                           "'slack:<conversation id>' or 'telegram:<chat id>')")
+    pattern, example = form
+    if not pattern.fullmatch(target):
+        raise BadArguments(f"post_message: channel {channel!r} is not {example}")
+    return surface, target
 
 
 def _no_newlines(field: str, value: str) -> None:
@@ -164,12 +190,15 @@ class PostMessageTool:
     def summary(self, args: dict[str, Any]) -> str:
         return f"Post a message to {args['channel']}"
 
+    async def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        """Refuse a malformed channel, or one no configured surface reaches, before asking."""
+        _reachable(_channel(args), ctx)
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         channel = _channel(args)
-        if ctx.post_message is None:
-            raise ToolError(f"no chat platform can reach channel {channel}")
+        poster = _reachable(channel, ctx)
         try:
-            await ctx.post_message(channel, args["text"])
+            await poster.post(channel, args["text"])
         except ToolError:
             raise
         except SignoffError as exc:  # PlatformError and kin: keep the platform's message
@@ -182,3 +211,14 @@ def _channel(args: dict[str, Any]) -> str:
     if not channel:
         raise BadArguments("post_message: channel is empty")
     return channel
+
+
+def _reachable(channel: str, ctx: ToolContext) -> MessagePoster:
+    """The poster that reaches ``channel``; BadArguments (malformed) or ToolError otherwise."""
+    parse_channel(channel)
+    if ctx.post_message is None:
+        raise ToolError(f"no chat platform can reach channel {channel}")
+    why = ctx.post_message.unreachable(channel)
+    if why:
+        raise ToolError(f"post_message: cannot reach channel {channel}: {why}")
+    return ctx.post_message

@@ -103,6 +103,11 @@ class RunCommandTool:
         cwd = self._cwd(args)
         return (args["command"],) if cwd == "." else (args["command"], f"cwd: {cwd}")
 
+    async def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        """Refuse an unparsable command or a cwd outside the work dir before anyone is asked."""
+        split_command(args["command"])
+        await asyncio.to_thread(confine, ctx.work_dir, args.get("cwd") or ".")
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         argv = split_command(args["command"])
         cwd = await asyncio.to_thread(confine, ctx.work_dir, args.get("cwd") or ".")

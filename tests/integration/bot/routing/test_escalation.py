@@ -117,8 +117,8 @@ def rig_factory(node_factory: Any, echo: HttpEcho) -> Any:
         oncall = node.settings.oncall
         router = OnCallRouter(rotations=oncall.rotations, overrides=oncall.overrides, clock=clock)
         node.authorizer.oncall = router.current
-        escalator = Escalator(store=node.store, clock=clock, rotations=oncall.rotations,
-                              overrides=oncall.overrides, listener=node.listener)
+        escalator = Escalator(decider=node.decider, clock=clock, rotations=oncall.rotations,
+                              overrides=oncall.overrides)
         scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules)
         return Rig(node, slack, scheduler, escalator, clock, echo)
 
@@ -264,7 +264,7 @@ async def test_two_escalators_escalate_once(rig_factory: Any) -> None:
     """Two nodes' escalators racing on one request: one escalation, one card update."""
     rig = await rig_factory("ask")
     task = await rig.fire()
-    other = Escalator(store=rig.node.store, clock=rig.clock,
+    other = Escalator(decider=rig.node.decider, clock=rig.clock,
                       rotations=rig.escalator.rotations, overrides=rig.escalator.overrides)
     rig.clock.advance(timedelta(minutes=10))
     results = await asyncio.gather(rig.escalator.tick(), other.tick())

@@ -69,7 +69,7 @@ async def chats(node_factory: Any) -> AsyncIterator[Chats]:
         node = await node_factory(config, clock=clock, approvers=(),
                                   platforms={"slack": slack, "telegram": telegram})
         oncall = node.settings.oncall
-        escalator = Escalator(store=node.store, clock=clock, rotations=oncall.rotations,
+        escalator = Escalator(decider=node.decider, clock=clock, rotations=oncall.rotations,
                               overrides=oncall.overrides)
         yield Chats(node, clock, slack_api, telegram_api, escalator)
         await telegram.aclose()

@@ -30,6 +30,7 @@ from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.tools.base import Param, ToolContext
 from signoff.runtime.tools.builtin.messaging import SendEmailTool
 from signoff.runtime.tools.registry import builtin_registry
+from signoff.testing import RecordingPlatform
 from tests.conftest import NodeFactory, deep_merge
 from tests.factories import (
     FakeJudge,
@@ -543,7 +544,9 @@ async def test_always_can_only_reapprove_the_same_action_in_the_same_policy(
 async def test_always_cannot_carry_over_to_other_commands_recipients_tools_or_future_tasks(
         make: NodeFactory, other: str) -> None:
     """Always on one action never lets another command, recipient, tool or task through."""
-    node = await make()
+    # A Slack surface too: post_message to a surface that is not there is refused at once.
+    node = await make(platforms={"recording": RecordingPlatform(),
+                                 "slack": RecordingPlatform(name="slack")})
     first = {"command": command(f"{PY} -c pass"), "recipient": email(JOHN),
              "tool": email(JOHN), "future task": email(JOHN)}[other]
     second = {"command": command(f"{PY} -c 'pass;'"), "recipient": email(MARY),

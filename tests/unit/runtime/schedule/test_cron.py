@@ -195,12 +195,108 @@ def test_hourly_job_runs_every_real_hour(zone: str, day: date, hours: int) -> No
     assert len(set(fires)) == hours
 
 
-def test_spring_forward_gap_runs_after_the_gap() -> None:
-    """02:30 does not exist on 2026-03-29 in Berlin; the run happens once, an hour later."""
+def test_spring_forward_gap_runs_right_after_the_jump() -> None:
+    """02:30 does not exist on 2026-03-29 in Berlin; like cronie, it runs once at the jump."""
     tz = ZoneInfo("Europe/Berlin")
     fire = next_fire_times(CrontabTrigger("30 2 * * *", timezone="Europe/Berlin"),
                            datetime(2026, 3, 29, tzinfo=tz), 1)[0]
-    assert fire.astimezone(tz).strftime("%m-%d %H:%M %Z") == "03-29 03:30 CEST"
+    assert fire.astimezone(tz).strftime("%m-%d %H:%M %Z") == "03-29 03:00 CEST"
+
+
+def test_every_half_hour_in_a_skipped_hour_lists_each_instant_once() -> None:
+    """`*/30 2,3 14 3 *` in New York on 2027-03-14: 03:00 and 03:30 EDT, each once."""
+    trigger = CrontabTrigger("*/30 2,3 14 3 *", timezone="America/New_York")
+    fires = next_fire_times(trigger, datetime(2027, 3, 1, tzinfo=UTC), 4)
+    assert fires == [datetime(2027, 3, 14, 7, 0, tzinfo=UTC),
+                     datetime(2027, 3, 14, 7, 30, tzinfo=UTC),
+                     datetime(2028, 3, 14, 6, 0, tzinfo=UTC),  # 02:00 EDT exists in 2028
+                     datetime(2028, 3, 14, 6, 30, tzinfo=UTC)]
+
+
+def test_fixed_times_in_a_skipped_hour_run_once_at_the_jump() -> None:
+    """`0,30 2 * * *` skipped by the jump runs once at 03:00, never twice at one instant."""
+    tz = ZoneInfo("America/New_York")
+    fires = next_fire_times(CrontabTrigger("0,30 2 * * *", timezone="America/New_York"),
+                            datetime(2027, 3, 13, 12, tzinfo=UTC), 3)
+    assert [f.astimezone(tz).strftime("%d %H:%M %Z") for f in fires] == [
+        "14 03:00 EDT", "15 02:00 EDT", "15 02:30 EDT"]
+
+
+def test_fixed_time_in_a_repeated_hour_runs_once() -> None:
+    """01:30 happens twice on 2027-11-07 in New York; `30 1 * * *` runs in the first pass."""
+    tz = ZoneInfo("America/New_York")
+    fires = next_fire_times(CrontabTrigger("30 1 * * *", timezone="America/New_York"),
+                            datetime(2027, 11, 7, tzinfo=UTC), 2)
+    assert [f.astimezone(tz).strftime("%d %H:%M %Z") for f in fires] == [
+        "07 01:30 EDT", "08 01:30 EST"]
+
+
+def _cronie(expr: str, zone: str, start: datetime, end: datetime) -> list[datetime]:
+    """The instants at which cronie's main loop (cron.c) would start the job.
+
+    A model of the loop: it wakes every real minute, reads the local clock in minutes
+    and compares it with its "virtual" clock: one minute on is normal, a small jump
+    forward runs every missed minute, a medium one (6 min to 3 h, DST starting) runs
+    "*" jobs for now and fixed-time jobs for every skipped minute, a jump back (DST
+    ending) runs only "*" jobs until the clock catches up, and 3 h or more either way
+    is a clock correction: the new time is used as it is.
+    """
+    tz = ZoneInfo(zone)
+    minute, hour = expr.split()[:2]
+    fixed = not (minute.startswith("*") or hour.startswith("*"))
+    epoch = datetime(1970, 1, 1)
+
+    def clock(t: datetime) -> int:
+        wall = t.astimezone(tz).replace(tzinfo=None)
+        return int((wall - epoch).total_seconds()) // 60
+
+    def due(minutes: int) -> bool:
+        return _matches(expr, epoch + timedelta(minutes=minutes))
+
+    fires, t, virtual = [], start, clock(start)
+    while t < end:
+        t += timedelta(minutes=1)
+        running = clock(t)
+        diff = running - virtual
+        if diff == 1 or abs(diff) > 180:
+            ran, virtual = due(running), running
+        elif diff > 5:
+            ran = (not fixed and due(running)) or any(
+                fixed and due(v) for v in range(virtual + 1, running + 1))
+            virtual = running
+        elif diff > 0:
+            ran = any(due(v) for v in range(virtual + 1, running + 1))
+            virtual = running
+        else:
+            ran = not fixed and due(running)
+        if ran:
+            fires.append(t)
+    return fires
+
+
+_SHIFTS = [
+    ("America/New_York", datetime(2027, 3, 14, 3, tzinfo=UTC)),
+    ("America/New_York", datetime(2027, 11, 7, 3, tzinfo=UTC)),
+    ("Europe/Berlin", datetime(2027, 3, 28, tzinfo=UTC)),
+    ("Europe/Berlin", datetime(2027, 10, 31, tzinfo=UTC)),
+    ("Australia/Lord_Howe", datetime(2027, 4, 3, 14, tzinfo=UTC)),  # a 30-minute shift
+    ("Australia/Lord_Howe", datetime(2027, 10, 2, 15, tzinfo=UTC)),
+    ("Pacific/Apia", datetime(2011, 12, 29, tzinfo=UTC)),  # a whole day skipped
+]
+_EXPRS = ["30 2 * * *", "*/30 2,3 * * *", "0,30 2 * * *", "0 2,3 * * *", "30 1 * * *",
+          "*/15 1 * * *", "0 * * * *", "15 1-3 * * *", "0 3 * * *", "45 23 * * *",
+          "0,30 * * * *", "10 2 * * 0"]
+
+
+@pytest.mark.parametrize(("zone", "around"), _SHIFTS)
+@pytest.mark.parametrize("expr", _EXPRS)
+def test_fire_times_match_cronies_loop(zone: str, around: datetime, expr: str) -> None:
+    """Around a clock change, fires are strictly increasing and are cronie's own."""
+    start, end = around - timedelta(hours=30), around + timedelta(hours=30)
+    ours = list(takewhile(lambda f: f <= end, fire_times(
+        CrontabTrigger(expr, timezone=zone), start + timedelta(microseconds=1))))
+    assert all(a < b for a, b in pairwise(ours))
+    assert ours == _cronie(expr, zone, start, end)
 
 
 # -- every, jitter, looking back ----------------------------------------------------------------

@@ -639,16 +639,30 @@ def test_email_fingerprint_is_the_recipient_set(registry: ToolRegistry) -> None:
     assert base.targets == ("a@x.com", "b@x.com")
 
 
+class Poster:
+    """A MessagePoster that records posts; ``surfaces`` are the reachable ones."""
+
+    def __init__(self, surfaces: tuple[str, ...] = ("slack", "telegram"),
+                 error: Exception | None = None) -> None:
+        self.surfaces, self.error = surfaces, error
+        self.posted: list[tuple[str, str]] = []
+
+    def unreachable(self, channel: str) -> str | None:
+        surface = channel.partition(":")[0]
+        return None if surface in self.surfaces else f"no {surface} surface"
+
+    async def post(self, channel: str, text: str) -> None:
+        if self.error is not None:
+            raise self.error
+        self.posted.append((channel, text))
+
+
 @pytest.mark.asyncio
 async def test_post_message_goes_through_the_injected_poster(
     registry: ToolRegistry, work: Path
 ) -> None:
     """post_message hands channel and text to the injected poster."""
-    posted: list[tuple[str, str]] = []
-
-    async def poster(channel: str, text: str) -> None:
-        posted.append((channel, text))
-
+    poster = Poster()
     out = await run(
         registry,
         make_ctx(work, post_message=poster),
@@ -656,7 +670,39 @@ async def test_post_message_goes_through_the_injected_poster(
         channel="slack:C1",
         text="deployed",
     )
-    assert posted == [("slack:C1", "deployed")] and out["posted"] is True
+    assert poster.posted == [("slack:C1", "deployed")] and out["posted"] is True
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(("channel", "problem"), [
+    ("C123", "names no chat surface"), ("discord:C1", "names no chat surface"),
+    ("slack:#general", "not a conversation id"), ("telegram:abc", "not a chat id"),
+    ("telegram:-100123", "cannot reach channel telegram:-100123: no telegram surface"),
+])
+async def test_post_message_check_refuses_channels_nothing_reaches(
+    registry: ToolRegistry, work: Path, channel: str, problem: str
+) -> None:
+    """A malformed channel, or one no running surface reaches, is refused by the check."""
+    action = prep(registry, "post_message", channel=channel, text="x")
+    with pytest.raises(ToolError, match=problem):
+        await registry.check(action, make_ctx(work, post_message=Poster(("slack",))))
+
+
+@pytest.mark.asyncio
+async def test_checks_refuse_paths_and_cwds_outside_the_work_dir(
+    registry: ToolRegistry, work: Path
+) -> None:
+    """`..`, an absolute path elsewhere, a symlink out and a cwd outside fail the check."""
+    (work / "link").symlink_to(work.parent / "outside")
+    ctx = make_ctx(work)
+    for tool, args in [("delete_file", {"path": "../outside/secret.txt"}),
+                       ("write_file", {"path": str(work.parent / "x"), "content": "x"}),
+                       ("read_file", {"path": "link/secret.txt"}),
+                       ("run_command", {"command": "ls", "cwd": ".."})]:
+        with pytest.raises(PathEscape, match="leaves the work dir"):
+            await registry.check(prep(registry, tool, **args), ctx)
+    await registry.check(prep(registry, "delete_file", path="inside.txt"), ctx)
+    assert (work.parent / "outside" / "secret.txt").exists()
 
 
 @pytest.mark.asyncio
@@ -672,9 +718,7 @@ async def test_post_message_platform_errors_become_tool_errors(
 ) -> None:
     """A platform failure surfaces as a ToolError naming the channel."""
 
-    async def poster(channel: str, text: str) -> None:
-        raise PlatformUnavailable("slack is down")
-
+    poster = Poster(error=PlatformUnavailable("slack is down"))
     with pytest.raises(ToolError, match="slack:C1 failed: slack is down"):
         await run(
             registry,
