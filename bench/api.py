@@ -4,7 +4,7 @@ Run: ``python bench/api.py [--tasks N] [--requests N]``.
 
 1. Setup (untimed): a SQLite store in a temporary directory gets N tasks in
    ``waiting_approval``, each with its pending SEND action and approval request, inserted
-   through `SqlTaskStore.commit` (one unit of work per task, as the engine writes them).
+   through the store's `commit` (one unit of work per task, as the engine writes them).
 2. A daemon-like server runs in a subprocess (``--serve``): the node from `build_node` on
    that database, its worker and outbox running, the app from `create_app` on uvicorn.
 3. From this process, one keep-alive connection measures, one request at a time:
@@ -37,8 +37,8 @@ import httpx
 
 from signoff.config.settings import Settings
 from signoff.runtime.models import Action, Approval, RunMode, Task, TaskState, utcnow
+from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import Change
-from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.registry import builtin_registry
 
 TASKS = 10_000
@@ -61,7 +61,7 @@ def settings_for(work_dir: Path) -> Settings:
 
 async def populate(work_dir: Path, count: int) -> list[str]:
     """Insert ``count`` waiting tasks; return their ids."""
-    store = SqlTaskStore(url=settings_for(work_dir).database_url())
+    store = make_store(settings_for(work_dir).database_url())
     await store.open()
     registry = builtin_registry(work_dir=work_dir)
     ids = []

@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from signoff.runtime.models import Action, RunMode, Scope, Task, TaskState
 from signoff.runtime.policy.grants import make_grant
 from signoff.runtime.policy.policy import Policy
+from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import Change
-from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.registry import builtin_registry
 
@@ -96,9 +96,9 @@ async def evaluate_all(policy: Policy, task: Task, actions: list[Action], store:
 
 async def sqlite_rate(store: MemTaskStore, task: Task, actions: list[Action],
                       count: int) -> float:
-    """Seconds per evaluation with the same grants in a SQLite SqlTaskStore (indexed key)."""
+    """Seconds per evaluation with the same grants in the SQLite store (indexed key)."""
     with tempfile.TemporaryDirectory() as tmp:
-        sql = SqlTaskStore(url=f"sqlite:///{tmp}/policy.db")
+        sql = make_store(f"sqlite:///{tmp}/policy.db")
         await sql.open()
         try:
             assert await sql.commit(Change(at=NOW, grants=await store.list_grants()))
@@ -174,7 +174,7 @@ def main() -> None:
           f"{empty_s / empty_n * 1e6:,.1f} us each (ratio {empty_s / empty_n / per_hash:.2f})")
     print(f"grant lookup share of an evaluation: {1 - (empty_s / empty_n) / per_eval:.1%}")
     sql_each = asyncio.run(sqlite_rate(store, task, actions, 3_000))
-    print(f"for reference, a SQLite SqlTaskStore with the same grants: {1 / sql_each:,.0f} "
+    print(f"for reference, the SQLite store with the same grants: {1 / sql_each:,.0f} "
           f"decisions/s, {sql_each * 1e6:,.0f} us each (ratio {sql_each / per_hash:.1f}; "
           "3,000 evaluations)")
     ratio = per_eval / per_hash

@@ -35,8 +35,8 @@ from signoff.runtime.policy.grants import grant_key
 from signoff.runtime.policy.policy import Policy
 from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
+from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import TaskStore
-from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
@@ -150,7 +150,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     wd.mkdir(parents=True, exist_ok=True)
     clock = clock or SystemClock()
     chosen = dict(platforms or {})
-    store = store or SqlTaskStore(url=database or settings.database_url(work_dir))
+    store = store or make_store(database or settings.database_url(work_dir))
     pol = settings.policy
     registry = builtin_registry(read_only_commands=pol.read_only_commands, work_dir=wd)
     em = settings.email

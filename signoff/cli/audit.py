@@ -10,7 +10,7 @@ import typer
 from signoff.config.settings import Settings
 from signoff.errors import BadArguments
 from signoff.runtime import audit as chain
-from signoff.runtime.store.sql.store import SqlTaskStore
+from signoff.runtime.store.factory import make_store
 
 
 def _expected(text: str | None) -> tuple[int, str] | None:
@@ -27,7 +27,7 @@ async def run_audit(settings: Settings, *, task: str | None, verify: bool, head:
                     database: str | None) -> int:
     """Do what the flags ask; return the exit code."""
     expected = _expected(expect_head)
-    store = SqlTaskStore(url=database or settings.database_url(work_dir))
+    store = make_store(database or settings.database_url(work_dir))
     await store.open()
     try:
         if verify:

@@ -100,7 +100,8 @@ class CardRecord:
 
 
 class TaskStore(Protocol):
-    """Durable state of the daemon. Implementations: `SqlTaskStore`, `MemTaskStore`."""
+    """Durable state of the daemon. Implementations: `SqliteTaskStore` (a SQLite file),
+    `SqlTaskStore` (PostgreSQL, any SQLite), `MemTaskStore`; `factory.make_store` picks."""
 
     async def open(self) -> None:
         """Create tables if needed and check the connection."""

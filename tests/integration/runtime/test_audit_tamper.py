@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from signoff.runtime import audit
 from signoff.runtime.models import AuditEvent, RiskClass, Scope
-from signoff.runtime.store.sql.store import SqlTaskStore
+from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.sql.tables import AuditHeadRow, AuditRow
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, answer, noop, start
@@ -51,7 +51,7 @@ async def _real_log(node_factory: NodeFactory, url: str) -> list[AuditEvent]:
 
 
 async def _verify(url: str, expect_head: tuple[int, str] | None = None) -> audit.Verification:
-    store = SqlTaskStore(url=url)
+    store = make_store(url)
     await store.open()
     try:
         return await audit.verify(store, expect_head=expect_head)
@@ -154,7 +154,7 @@ async def test_an_intact_log_of_100_000_events_verifies(store_url: str,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """100,000 sealed events bulk-inserted verify; the time is printed, never asserted."""
     count = 100_000
-    store = SqlTaskStore(url=store_url)
+    store = make_store(store_url)
     await store.open()
     began = time.perf_counter()
     rows, prev = [], audit.GENESIS

@@ -16,8 +16,9 @@ from typing import Any
 from signoff.bot.ports import ApprovalCard, CardRef
 from signoff.runtime import audit
 from signoff.runtime.models import Action, RiskClass, Scope, TaskState
+from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.memory import MemTaskStore
-from signoff.runtime.store.sql.store import SqlTaskStore
+from signoff.runtime.store.port import TaskStore
 from signoff.testing import RecordingPlatform
 from signoff.wiring import Node
 from tests.conftest import NodeFactory
@@ -127,7 +128,7 @@ async def test_several_nodes_expiring_one_request_at_once_apply_one_timeout(
 
 async def test_two_stores_on_one_database_never_claim_the_same_task(
         node_factory: NodeFactory, store_url: str) -> None:
-    """200 queued tasks, two SqlTaskStore instances claiming concurrently: disjoint, complete."""
+    """200 queued tasks, two store instances claiming concurrently: disjoint, complete."""
     node = await node_factory(database=store_url)
     node.registry.register(NoopTool())
     ids = set()
@@ -135,12 +136,12 @@ async def test_two_stores_on_one_database_never_claim_the_same_task(
         submitted = await node.engine.submit("queued work", steps=[noop()])
         assert submitted is not None
         ids.add(submitted.id)
-    a, b = SqlTaskStore(url=store_url), SqlTaskStore(url=store_url)
+    a, b = make_store(store_url), make_store(store_url)
     await a.open()
     await b.open()
     lease = node.engine.clock.now() + timedelta(minutes=5)
 
-    async def claim_all(store: SqlTaskStore, node_id: str) -> list[str]:
+    async def claim_all(store: TaskStore, node_id: str) -> list[str]:
         got: list[str] = []
         while True:
             task = await store.claim_next(node_id, lease)

@@ -1,11 +1,12 @@
 """Rows and engines of the SQL store: table handles, row <-> model conversion, and the
 SQLAlchemy engine set up for SQLite (WAL, BEGIN IMMEDIATE) or PostgreSQL.
 
-Kept apart from `sqlstore` so that the store reads as its operations only.
+Kept apart from `store.py` so that the store reads as its operations only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -62,18 +63,33 @@ def make_engine(url: str, *, immediate: bool) -> Engine:
     return engine
 
 
+# The fields of a Change other than those a plain task insert or update is made of.
+_NOT_TASK = tuple(f.name for f in dataclasses.fields(Change)
+                  if f.name not in ("at", "task", "insert"))
+
+
 def only_task(ch: Change) -> bool:
-    """True when a Change writes nothing but its task (the per-task hot path)."""
-    return (ch.approval is None and ch.expect_state is None and not ch.grants
-            and not ch.grant_revokes and not ch.audit and not ch.outbox
-            and not ch.outbox_done and ch.outcome_for is None)
+    """True when a Change writes nothing but its task (the per-task hot path).
+
+    Every other field must be unset (None, empty, False): a field added to `Change` later
+    is then never silently skipped by a hot path that does not know it.
+    """
+    return ch.task is not None and not any(getattr(ch, name) for name in _NOT_TASK)
+
+
+# What a change of an outside request (stored, decided, expired, its outcome recorded)
+# may carry; any other field set sends it down the general path.
+_REQUEST_FIELDS = frozenset({"at", "approval", "approval_expect", "insert_approval",
+                             "outcome_for", "grants", "audit", "outbox"})
+_NOT_REQUEST = tuple(f.name for f in dataclasses.fields(Change)
+                     if f.name not in _REQUEST_FIELDS)
 
 
 def only_request(ch: Change) -> bool:
-    """True when a Change is about an outside request only (stored, decided, expired or
-    its outcome recorded): no task, no grant revocations, no delivered jobs."""
-    return (ch.approval is not None and ch.approval.task_id is None and ch.task is None
-            and not ch.grant_revokes and not ch.outbox_done)
+    """True when a Change is about one outside request only (no task): the hot path of
+    POST /v1/approvals and of its decision."""
+    return (ch.approval is not None and ch.approval.task_id is None
+            and not any(getattr(ch, name) for name in _NOT_REQUEST))
 
 
 def dumps(obj: object) -> str:

@@ -1,11 +1,17 @@
-"""`TaskStore` on SQLModel/SQLAlchemy: SQLite (WAL) by default, PostgreSQL for teams.
+"""`TaskStore` on SQLModel/SQLAlchemy: PostgreSQL for teams, and any SQLite database.
+
+This is the plain SQLAlchemy store. A SQLite *file* normally gets `SqliteTaskStore`
+instead (see `store/factory.py`), which reuses every method here but runs them on its own
+thread and takes a few hot statements past SQLAlchemy; this class is what it specialises,
+and what serves PostgreSQL, SQLite in memory and SQLite through other drivers.
 
 Why a sync engine: measured here, SQLAlchemy over aiosqlite is ~10x slower than a sync
 engine, because every statement is a round trip to aiosqlite's thread. We run whole
 units of work in a small thread pool instead (one thread for SQLite, whose writers are
-serialized anyway). Writes on SQLite use BEGIN IMMEDIATE so that two processes never
-deadlock upgrading a read lock; claims use an atomic UPDATE … RETURNING because SQLite
-silently ignores FOR UPDATE.
+serialized anyway). Every call of the engine goes through `_run` (the thread) and every
+transaction through `_tx`, the two seams `SqliteTaskStore` replaces. Writes on SQLite use
+BEGIN IMMEDIATE so that two processes never deadlock upgrading a read lock; claims use an
+atomic UPDATE … RETURNING because SQLite silently ignores FOR UPDATE.
 """
 
 from __future__ import annotations
@@ -13,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sqlite3
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -46,8 +51,6 @@ from signoff.runtime.store.sql.rows import (
     grants_t,
     head_t,
     make_engine,
-    only_request,
-    only_task,
     outbox_from,
     outbox_t,
     parse_cursor,
@@ -56,11 +59,7 @@ from signoff.runtime.store.sql.rows import (
     task_from,
     tasks_t,
 )
-from signoff.runtime.store.sql.writes import Lost as _Lost
-from signoff.runtime.store.sql.writes import apply_change
-from signoff.runtime.store.sqlite.queries import Busy as FastBusy
-from signoff.runtime.store.sqlite.queries import FastSqlite
-from signoff.runtime.store.sqlite.queries import Lost as FastLost
+from signoff.runtime.store.sql.writes import Lost, apply_change
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -74,30 +73,36 @@ class SqlTaskStore:
         self.is_sqlite = url.startswith("sqlite")
         try:
             self._write = make_engine(url, immediate=True)
-            self._read = make_engine(url, immediate=False) if self.is_sqlite else self._write
+            # Readers of a SQLite file use their own plain-BEGIN engine; an in-memory
+            # database exists once per connection, so there it must be the same engine.
+            in_memory = self.is_sqlite and sa.engine.make_url(url).database in (None, "",
+                                                                                ":memory:")
+            self._read = (make_engine(url, immediate=False)
+                          if self.is_sqlite and not in_memory else self._write)
         except (sa.exc.ArgumentError, ImportError) as exc:
             raise StoreError(f"cannot use database {safe_url(url)}: {exc}") from exc
         self._pool = ThreadPoolExecutor(max_workers=1 if self.is_sqlite else 8,
                                         thread_name_prefix="signoff-db")
-        database = sa.engine.make_url(url).database if self.is_sqlite else None
-        # The per-task hot path skips SQLAlchemy on a SQLite file (see fastsqlite.py): tried
-        # inline first (never waiting for a lock), then in the database thread.
-        file_db = bool(database) and database != ":memory:"
-        self._fast = FastSqlite(str(database)) if file_db else None
-        self._inline = FastSqlite(str(database), busy_ms=0) if file_db else None
 
     # -- plumbing ---------------------------------------------------------------------
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a blocking database function off the event loop."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
 
     @contextmanager
     def _tx(self, *, write: bool = True) -> Iterator[Connection]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
         engine = self._write if write else self._read
+        with self._errors(), engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Database failures as `StoreError` naming the database (lost races pass through)."""
         try:
-            with engine.begin() as conn:
-                yield conn
-        except (_Lost, sa.exc.IntegrityError):
+            yield
+        except (Lost, sa.exc.IntegrityError):
             raise
         except sa.exc.OperationalError as exc:
             raise StoreError(f"database {safe_url(self.url)} failed: {exc.orig}") from exc
@@ -121,10 +126,6 @@ class SqlTaskStore:
 
     async def close(self) -> None:
         """Dispose of the engines and the thread pool."""
-        if self._fast is not None:
-            await self._run(self._fast.close)
-        if self._inline is not None:
-            self._inline.close()
         self._write.dispose()
         self._read.dispose()
         self._pool.shutdown(wait=False)
@@ -147,70 +148,26 @@ class SqlTaskStore:
     # -- the unit of work ---------------------------------------------------------------
     async def commit(self, change: Change) -> bool:
         """Apply a Change atomically; False when a compare-and-set lost."""
-        if self._inline is not None and only_request(change):
-            try:
-                change.audit[:] = self._fast_request(self._inline, change)
-            except _Lost:
-                return False
-            except FastBusy:
-                pass  # locked right now: the database thread may wait for it
-            else:
-                return True
-        if self._inline is not None and change.task is not None and only_task(change):
-            try:
-                self._fast_write(self._inline, change)
-            except _Lost:
-                return False
-            except FastBusy:
-                pass  # locked right now: the database thread may wait for it
-            else:
-                if not change.insert:
-                    change.task.version += 1
-                return True
         try:
-            sealed = await self._run(self._commit, change)
-        except (_Lost, sa.exc.IntegrityError):
+            sealed = await self._commit_unit(change)
+        except (Lost, sa.exc.IntegrityError):
             return False
         if change.task is not None and not change.insert:
             change.task.version += 1
         change.audit[:] = sealed
         return True
 
-    def _fast_write(self, fast: FastSqlite, ch: Change) -> None:
-        assert ch.task is not None
-        try:
-            if ch.insert:
-                fast.insert_task(ch.task)
-            else:
-                fast.update_task(ch.task)
-        except (FastLost, sqlite3.IntegrityError):
-            raise _Lost from None
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
-
-    def _fast_request(self, fast: FastSqlite, ch: Change) -> list[AuditEvent]:
-        assert ch.approval is not None
-        try:
-            return fast.request_change(ch)
-        except (FastLost, sqlite3.IntegrityError):
-            raise _Lost from None
-        except sqlite3.OperationalError as exc:
-            raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
+    async def _commit_unit(self, change: Change) -> list[AuditEvent]:
+        """Write one Change in its own transaction; its audit events, sealed."""
+        return await self._run(self._commit, change)
 
     def _commit(self, ch: Change) -> list[AuditEvent]:
-        if self._fast is not None and only_request(ch):
-            return self._fast_request(self._fast, ch)
-        if self._fast is not None and ch.task is not None and only_task(ch):
-            self._fast_write(self._fast, ch)
-            return []
         with self._tx() as conn:
             return apply_change(conn, ch, postgres=not self.is_sqlite)
 
     # -- tasks ---------------------------------------------------------------------------
     async def get_task(self, task_id: str) -> Task | None:
         """One task by id."""
-        if self._inline is not None:
-            return self._inline.get_task(task_id)
         return await self._run(self._get_task, task_id)
 
     def _get_task(self, task_id: str) -> Task | None:
@@ -249,15 +206,6 @@ class SqlTaskStore:
 
     async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:
         """Take the oldest queued task atomically."""
-        if self._inline is not None:
-            try:
-                claimed = self._inline.claim_next(node_id, lease_until, TaskState.QUEUED)
-                await asyncio.sleep(0)  # an inline claim never suspends: let others run
-                return claimed
-            except FastBusy:
-                pass  # locked right now: let the database thread wait for it
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
         return await self._run(self._claim, None, node_id, lease_until, TaskState.QUEUED)
 
     async def claim(self, task_id: str, node_id: str, lease_until: datetime,
@@ -267,11 +215,6 @@ class SqlTaskStore:
 
     def _claim(self, task_id: str | None, node_id: str, lease_until: datetime,
                from_state: TaskState) -> Task | None:
-        if task_id is None and self._fast is not None:
-            try:
-                return self._fast.claim_next(node_id, lease_until, from_state)
-            except sqlite3.OperationalError as exc:
-                raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
         if task_id is None:
             pick = (sa.select(tasks_t.c.seq).where(tasks_t.c.state == from_state.value)
                     .order_by(tasks_t.c.seq).limit(1))
@@ -316,8 +259,6 @@ class SqlTaskStore:
     # -- approvals -----------------------------------------------------------------------
     async def get_approval(self, approval_id: str) -> Approval | None:
         """One approval request."""
-        if self._inline is not None:
-            return self._inline.get_approval(approval_id)
         return await self._run(self._get_approval, approval_id)
 
     def _get_approval(self, approval_id: str) -> Approval | None:
@@ -353,8 +294,6 @@ class SqlTaskStore:
 
     async def find_request(self, idempotency_key: str) -> Approval | None:
         """The outside request stored under an idempotency key."""
-        if self._inline is not None:
-            return self._inline.find_request(idempotency_key)
         return await self._run(self._find_request, idempotency_key)
 
     def _find_request(self, idempotency_key: str) -> Approval | None:
@@ -382,8 +321,6 @@ class SqlTaskStore:
     # -- grants --------------------------------------------------------------------------
     async def grant_candidates(self, key: str) -> list[Grant]:
         """Unrevoked grants under ``key``, oldest first (the key column is indexed)."""
-        if self._inline is not None:
-            return self._inline.grant_candidates(key)
         return await self._run(self._grant_candidates, key)
 
     def _grant_candidates(self, key: str) -> list[Grant]:
@@ -470,8 +407,6 @@ class SqlTaskStore:
 
     async def cards(self, approval_id: str) -> list[CardRecord]:
         """Posted copies of an approval's card."""
-        if self._inline is not None:
-            return [CardRecord(*row) for row in self._inline.cards(approval_id)]
         return await self._run(self._cards, approval_id)
 
     def _cards(self, approval_id: str) -> list[CardRecord]:
@@ -482,8 +417,6 @@ class SqlTaskStore:
 
     async def due_outbox(self, now: datetime, *, limit: int = 50) -> list[OutboxItem]:
         """Undelivered items whose time has come, oldest first."""
-        if self._inline is not None:
-            return self._inline.due_outbox(now, limit)
         return await self._run(self._due_outbox, now, limit)
 
     def _due_outbox(self, now: datetime, limit: int) -> list[OutboxItem]:

@@ -1,5 +1,6 @@
-"""The SQL store on real SQLite (WAL) and PostgreSQL, and the in-memory store: the same
-unit-of-work semantics everywhere."""
+"""Every store on its real database — the in-memory store, `SqliteTaskStore` on a SQLite
+file (WAL), the plain SQLAlchemy `SqlTaskStore` on a SQLite file and on PostgreSQL — with
+the same unit-of-work semantics everywhere."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from signoff.runtime.models import (
 from signoff.runtime.policy.grants import first_valid
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
+from signoff.runtime.store.sqlite.store import SqliteTaskStore
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -102,7 +104,7 @@ async def test_concurrent_claimers_never_take_the_same_task(store: TaskStore, tm
     others: list[TaskStore] = [store]
     if isinstance(store, SqlTaskStore):
         for _ in range(2):
-            other = SqlTaskStore(url=store.url)
+            other = type(store)(url=store.url)
             await other.open()
             others.append(other)
 
@@ -208,12 +210,13 @@ async def test_unreachable_database_is_a_clear_error(tmp_path) -> None:
     assert "127.0.0.1:1" in str(info.value) and "secret" not in str(info.value)
 
 
-async def test_a_locked_sqlite_file_never_blocks_the_event_loop(tmp_path) -> None:
+@pytest.mark.parametrize("kind", [SqliteTaskStore, SqlTaskStore])
+async def test_a_locked_sqlite_file_never_blocks_the_event_loop(tmp_path, kind: type) -> None:
     """While another process holds the write lock, writes wait in the DB thread, not the loop."""
     import sqlite3
 
     path = tmp_path / "locked.db"
-    store = SqlTaskStore(url=f"sqlite:///{path}")
+    store = kind(url=f"sqlite:///{path}")
     await store.open()
     await store.commit(Change(at=NOW, task=task(1, steps=[]), insert=True))
     other = sqlite3.connect(path, isolation_level=None)
@@ -249,3 +252,15 @@ async def test_outbox_jobs_can_be_queued_and_finished_in_one_commit(store: TaskS
                       next_at=NOW)
     assert await store.commit(Change(at=NOW, outbox=[copy], outbox_done=[fanout.id]))
     assert [i.key for i in await store.due_outbox(NOW)] == ["post:a-1@slack"]
+
+
+async def test_the_sqlalchemy_store_works_on_sqlite_in_memory() -> None:
+    """On `sqlite://` readers and writers see the same (single) in-memory database."""
+    store = SqlTaskStore(url="sqlite://")
+    await store.open()
+    assert await store.commit(Change(at=NOW, task=task(1, steps=[]), insert=True,
+                                     audit=[AuditEvent(kind="x")]))
+    got = await store.get_task("t-1")
+    assert got is not None and [t.id for t in (await store.list_tasks()).items] == ["t-1"]
+    assert (await audit.verify(store)).count == 1
+    await store.close()

@@ -1,0 +1,18 @@
+"""Which store serves a database URL: the one place that decides.
+
+A SQLite file gets `SqliteTaskStore` (one thread, group commit, named hot queries); every
+other URL — PostgreSQL, SQLite in memory or by URI filename — the plain `SqlTaskStore`.
+"""
+
+from __future__ import annotations
+
+from signoff.runtime.store.port import TaskStore
+from signoff.runtime.store.sql.store import SqlTaskStore
+from signoff.runtime.store.sqlite.store import SqliteTaskStore, sqlite_path
+
+
+def make_store(url: str) -> TaskStore:
+    """The store for ``url`` (not opened yet: call ``await store.open()``)."""
+    if sqlite_path(url) is not None:
+        return SqliteTaskStore(url=url)
+    return SqlTaskStore(url=url)
