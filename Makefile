@@ -3,7 +3,11 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.example.toml
+# Two stamps: `make run` needs the product only; tests, lint and bench need the dev extra.
 STAMP := $(VENV)/.installed-dev
+RUN_STAMP := $(VENV)/.installed
+# Hide setuptools' notice about editable installs (10 lines on every install, nothing to do).
+PIP_INSTALL := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet
 
 .PHONY: install run test test-faketime lint bench clean
 
@@ -11,17 +15,22 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-CLIENT := clients/signoff-client
-
 # The SDK's distribution is installed with the package: signoff depends on signoff-client,
 # which is built from this repo (one source of the SDK, see signoff/client.py).
+CLIENT := clients/signoff-client
+
+$(RUN_STAMP): pyproject.toml $(CLIENT)/pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e ./$(CLIENT) -e .
+	@touch $(RUN_STAMP)
+
+# The dev extra includes the product, so it satisfies `make run` too.
 $(STAMP): pyproject.toml $(CLIENT)/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ./$(CLIENT) -e '.[dev]'
-	@touch $(STAMP)
+	$(PIP_INSTALL) -e ./$(CLIENT) -e '.[dev]'
+	@touch $(STAMP) $(RUN_STAMP)
 
 install: $(STAMP)  ## venv + pip install -e ./clients/signoff-client -e '.[dev]'
 
-run: $(STAMP)  ## start the daemon on the example config: http://127.0.0.1:8080/
+run: $(RUN_STAMP)  ## install the product (no dev extra), start it on the example config: http://127.0.0.1:8080/
 	$(BIN)/signoff daemon start --config $(CONFIG)
 
 test: $(STAMP)  ## the whole test suite
@@ -36,7 +45,7 @@ lint: $(STAMP)  ## ruff, mypy and the layer contract
 	$(BIN)/lint-imports
 
 bench: $(STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
-	@for b in throughput policy flow api slack approvals; do \
+	@for b in throughput policy flow api slack agent approvals; do \
 	  if [ -f bench/$$b.py ]; then echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; fi; \
 	done
 

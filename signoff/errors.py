@@ -59,6 +59,11 @@ class PathEscape(ToolError):
 class PlannerError(SignoffError):
     """The planner could not plan the goal."""
 
+    def __init__(self, message: str | None = None, *,
+                 planner: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.planner = planner  # how planning was attempted (a fallback), for result.planner
+
 
 class PlatformError(SignoffError):
     """A chat platform call failed."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from signoff.bot.cards import BUTTON_LABELS
+from signoff.bot.cards import BUTTON_LABELS, why_line
 from signoff.bot.ports import (
     Actor,
     ApprovalCard,
@@ -129,7 +129,8 @@ class RecordingPlatform:
     def rendered(self, ref: CardRef) -> Rendered:
         """Text and buttons, as a person would see them."""
         card = self.card(ref)
-        text = " | ".join(filter(None, [card.title, ", ".join(card.targets), card.outcome]))
+        text = " | ".join(filter(None, [card.title, ", ".join(card.targets),
+                                        why_line(card), card.outcome]))
         buttons = tuple(BUTTON_LABELS[s] for s in card.allowed) if card.open else ()
         return Rendered(text=text, buttons=buttons)
 
@@ -270,6 +271,14 @@ class PlatformContract:
             assert (await harness.rendered(ref)).buttons, "a refused click leaves the card open"
         finally:
             await harness.stop()
+
+    async def test_an_agents_words_are_shown_labelled_as_its_own(
+            self, harness: PlatformHarness) -> None:
+        """A call proposed by an agent shows the model's words as "Why (agent): …"."""
+        platform = harness.platform
+        ref = await platform.post_card(sample_card(why="The notes ask to tell John."))  # type: ignore[attr-defined]
+        seen = await harness.rendered(ref)
+        assert "Why (agent): The notes ask to tell John." in seen.text
 
     async def test_notify_posts_one_line(self, harness: PlatformHarness) -> None:
         """A notification arrives in the named channel."""

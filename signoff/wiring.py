@@ -22,13 +22,15 @@ from signoff.bot.notify import Notifier, NotifyRule
 from signoff.bot.ports import ChatPlatform
 from signoff.bot.routing.authorizer import Authorizer
 from signoff.bot.routing.oncall import OnCallRouter
+from signoff.config.preflight import grant_action
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
-from signoff.runtime.models import Action, RiskClass, Scope
+from signoff.runtime.models import RiskClass, Scope
+from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.grants import grant_key
@@ -39,7 +41,7 @@ from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
-from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
+from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 from signoff.runtime.worker import Worker
 
 if TYPE_CHECKING:
@@ -76,18 +78,41 @@ def node_id(settings: Settings, work_dir: Path) -> str:
     return f"{socket.gethostname()}-{digest}"
 
 
+def _chat_client(settings: Settings) -> ChatClient | None:
+    p = settings.planner
+    if not (p.base_url and p.model):
+        return None
+    return ChatClient(base_url=p.base_url, model=p.model, api_key=p.api_key,
+                      timeout=p.timeout.total_seconds())
+
+
 def build_planner(settings: Settings) -> Planner:
-    """Rules planner from [[recipes]], wrapped by the LLM planner when configured."""
+    """Rules planner from [[recipes]], wrapped by the LLM planner in plan mode."""
     recipes = [Recipe(name=r.name, pattern=r.match,
                       steps=tuple((s.tool, dict(s.args)) for s in r.steps))
                for r in settings.recipes]
     rules = RulesPlanner(recipes)
-    p = settings.planner
-    if p.kind == "openai" and p.base_url and p.model:
-        client = ChatClient(base_url=p.base_url, model=p.model, api_key=p.api_key,
-                            timeout=p.timeout.total_seconds())
+    client = _chat_client(settings)
+    if settings.planner.kind == "openai" and not settings.planner.agent and client:
         return LlmPlanner(client=client, fallback=rules)
     return rules
+
+
+def build_registry(settings: Settings, work_dir: Path | None = None) -> ToolRegistry:
+    """Every tool a node of these settings offers (also what `signoff.config.preflight` checks)."""
+    return builtin_registry(read_only_commands=settings.policy.read_only_commands,
+                            work_dir=settings.resolved_work_dir(work_dir))
+
+
+def build_agent(settings: Settings) -> AgentLoop | None:
+    """The agent loop when `[planner] kind = "openai"` runs in agent mode."""
+    p = settings.planner
+    client = _chat_client(settings)
+    if not p.agent or client is None:
+        return None
+    return AgentLoop(model=client, settings=AgentSettings(
+        model=p.model or "", max_turns=p.max_turns, max_actions=p.max_actions,
+        on_deny=p.on_deny, system_prompt=p.system_prompt))
 
 
 def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, frozenset[str]]:
@@ -96,19 +121,8 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
     for i, sched in enumerate(settings.schedules):
         keys = set()
         for j, spec in enumerate(sched.grants):
-            args = {k: v for k, v in spec.items() if k != "tool"}
             try:
-                tool = registry.get(str(spec.get("tool")))
-                known = {p.name for p in tool.params}
-                unknown = sorted(set(args) - known)
-                if unknown:
-                    raise ConfigError(f"{tool.name} has no argument {', '.join(unknown)} "
-                                      f"(it takes {', '.join(sorted(known))})")
-                # Only the fingerprint matters here: content arguments (subject, body) are
-                # neither needed nor part of it, so required-argument checks do not apply.
-                risk = tool.risk_for(args)
-                action = Action(tool=tool.name, args=args, risk=risk,
-                                capability=tool.capability, fingerprint=fingerprint(tool, args))
+                action = grant_action(registry, spec)
             except Exception as exc:
                 raise ConfigError(f"schedules[{i}].grants[{j}]: {exc}") from exc
             keys.add(grant_key(sched.name, action))
@@ -152,7 +166,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     chosen = dict(platforms or {})
     store = store or make_store(database or settings.database_url(work_dir))
     pol = settings.policy
-    registry = builtin_registry(read_only_commands=pol.read_only_commands, work_dir=wd)
+    registry = build_registry(settings, wd)
     em = settings.email
     context = ToolContext(
         work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),
@@ -177,14 +191,16 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
         timeout_for=schedule_timeouts(settings.schedules))
     judge = None
-    if str(ap.mode) == "smart" and settings.planner.base_url and settings.planner.model:
-        judge = LlmJudge(client=ChatClient(
-            base_url=settings.planner.base_url, model=settings.planner.model,
-            api_key=settings.planner.api_key, timeout=settings.planner.timeout.total_seconds()))
+    client = _chat_client(settings)
+    if str(ap.mode) == "smart" and client is not None:
+        judge = LlmJudge(client=client)
     listener = MultiListener()
+    # An injected planner plans every goal itself; otherwise agent mode, when configured,
+    # works on goals without steps turn by turn.
     engine = Engine(store=store, registry=registry, policy=policy,
                     planner=planner or build_planner(settings), clock=clock,
-                    tool_context=context, config=config, judge=judge, listener=listener)
+                    tool_context=context, config=config, judge=judge, listener=listener,
+                    runner=None if planner is not None else build_agent(settings))
     worker = Worker(engine=engine)
     decider = Decider(engine=engine, on_runnable=worker.hand_over)
     authorizer = Authorizer(approvers=frozenset(ap.approvers), oncall=oncall or router.current)

@@ -43,6 +43,7 @@ FLASH = "signoff_flash"
 SSE_POLL = 2.0  # seconds between store checks on each open stream
 KEEPALIVE = 10.0
 DECIDED_WINDOW = timedelta(hours=1)
+TRANSCRIPT_SHOWN = 200  # messages of an agent's conversation on its task page
 STATIC = {"console.js": "text/javascript; charset=utf-8",
           "console.css": "text/css; charset=utf-8"}
 Id = Annotated[str, Path(min_length=1, max_length=100)]
@@ -109,9 +110,11 @@ class Console:
         if task is None:
             return None
         events = (await self.ctx.store.audit_events(task_id=task_id, limit=200)).items
+        talk = await self.ctx.store.transcript(task_id, limit=TRANSCRIPT_SHOWN)
         return pages.task_fragment(task, list(events),
                                    card=view(task), csrf=self.auth.csrf_token(identity),
-                                   now=self.ctx.clock.now())
+                                   now=self.ctx.clock.now(), transcript=list(talk.items),
+                                   more_transcript=talk.next_cursor is not None)
 
     async def card(self, identity: Identity, approval_id: str) -> str | None:
         """One card: from the store, else from this node's memory (cards of other tasks)."""

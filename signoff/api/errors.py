@@ -2,7 +2,10 @@
 
 Every error is ``{"detail": "..."}``; a 409 adds the task's ``state``; a 422 adds
 ``errors: [{"field": "steps[0].tool", "message": "..."}]`` and starts ``detail`` with
-the field. Tracebacks go to the log only (see `GuardMiddleware`).
+the field. A body sent without a JSON content type (plain `curl -d '{...}'` sends
+`application/x-www-form-urlencoded`) is never read as JSON, so its 422 says to send
+`Content-Type: application/json` instead of quoting pydantic. Tracebacks go to the log
+only (see `GuardMiddleware`).
 """
 
 from __future__ import annotations
@@ -69,8 +72,27 @@ def _describe(error: dict[str, Any]) -> tuple[str, str]:
     return field, message
 
 
+def is_json(content_type: str | None) -> bool:
+    """``application/json`` (any parameters) or a ``+json`` media type."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                           and media.endswith("+json"))
+
+
+def _not_json(request: Request, errors: list[dict[str, Any]]) -> str | None:
+    """The message for a body that failed only because it was not sent as JSON."""
+    sent = request.headers.get("content-type")
+    if is_json(sent) or not any(tuple(e.get("loc", ()))[:1] == ("body",) for e in errors):
+        return None
+    got = sent.split(";", 1)[0].strip() if sent else "no Content-Type"
+    return f"send application/json (header Content-Type: application/json), not {got}"
+
+
 async def _validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    wrong_type = _not_json(request, list(exc.errors()))
+    if wrong_type:
+        return invalid("body", wrong_type).response()
     errors = [_describe(err) for err in exc.errors()]
     detail = "; ".join(f"{field}: {message}" for field, message in errors) or "invalid request"
     return JSONResponse({"detail": detail,

@@ -34,6 +34,7 @@ from signoff.api.schemas import (
     TaskList,
     TaskOut,
     TaskSubmit,
+    TranscriptList,
 )
 from signoff.bot.ports import Actor, DecisionEvent
 from signoff.errors import ToolError
@@ -48,6 +49,8 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.policy.grants import status as grant_status
+from signoff.runtime.store.port import TaskStore
 
 CURSOR = r"^[0-9]{1,18}$"  # both stores page by a row sequence number
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
@@ -70,14 +73,18 @@ def json(content: Any, status: int = 200) -> JSONResponse:
     return JSONResponse(content, status_code=status)
 
 
-def grant_public(grant: Grant) -> JsonDict:
-    """The API's grant shape."""
+async def grant_public(grant: Grant, store: TaskStore) -> JsonDict:
+    """The API's grant shape; ``status`` says ``ended`` for a session grant whose task
+    finished (``live`` keeps meaning "not revoked, not used up")."""
+    task = await store.get_task(grant.task_id) if grant.task_id else None
     return {
         "id": grant.id, "key": grant.key, "policy_id": grant.policy_id,
         "task_id": grant.task_id, "scope": grant.scope.value, "tool": grant.tool,
         "capability": grant.capability, "risk": grant.risk.value,
-        "fingerprint": grant.fingerprint, "max_calls": grant.max_calls, "used": grant.used,
-        "live": grant.live, "created_at": grant.created_at.isoformat(),
+        "fingerprint": grant.fingerprint, "targets": list(grant.targets),
+        "max_calls": grant.max_calls, "used": grant.used,
+        "live": grant.live, "status": grant_status(grant, task.state if task else None),
+        "created_at": grant.created_at.isoformat(),
         "created_by": grant.created_by,
         "revoked_at": grant.revoked_at.isoformat() if grant.revoked_at else None,
         "source": grant.source,
@@ -209,6 +216,17 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
             return RedirectResponse(f"/console/tasks/{task.id}", status_code=303)
         return json(task.public())
 
+    @router.get("/tasks/{task_id}/transcript", tags=["tasks"],
+                responses={200: {"model": TranscriptList}, **responses(401, 404, 422)})
+    async def transcript(task_id: TaskId, limit: Limit = 100,
+                         cursor: Cursor = None) -> JSONResponse:
+        """An agent task's conversation, oldest first (empty for a task with fixed steps)."""
+        await api.task_or_404(task_id)
+        page = await ctx.store.transcript(task_id, after=int(cursor) if cursor else -1,
+                                          limit=limit)
+        items = [e.public() for e in page.items]
+        return json({"items": items, "next_cursor": page.next_cursor})
+
     @router.post("/tasks/{task_id}/approve", tags=["decisions"],
                  responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
     async def approve(request: Request, task_id: TaskId,
@@ -221,7 +239,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                  responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
     async def deny(request: Request, task_id: TaskId,
                    body: Annotated[DenyBody | None, Body()] = None) -> JSONResponse:
-        """Deny the pending action; the task fails with "user denied[: reason]"."""
+        """Deny the pending action: the task fails with "user denied[: reason]" (an agent
+        with on_deny = "tell_model" is told so and goes on)."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
         return await api.decide(request, task_id, Scope.DENY, reason)
 
@@ -239,7 +258,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
     async def grants(include_revoked: bool = False) -> JSONResponse:
         """Remembered decisions (session and always grants)."""
         found = await ctx.store.list_grants(include_revoked=include_revoked)
-        return json({"items": [grant_public(g) for g in found], "next_cursor": None})
+        items = [await grant_public(g, ctx.store) for g in found]
+        return json({"items": items, "next_cursor": None})
 
     @router.delete("/grants/{grant_id}", tags=["grants"],
                    responses={200: {"model": GrantOut}, **responses(401, 403, 404, 422)})
@@ -252,7 +272,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
             raise ApiError(404, f"no grant {grant_id}")
         if grant.revoked_at is None:
             grant = await ctx.decider.revoke_grant(grant_id, who.actor) or grant
-        return json(grant_public(grant))
+        return json(await grant_public(grant, ctx.store))
 
     @router.get("/schedules", tags=["daemon"], responses={200: {"model": ScheduleList},
                                                            **responses(401)})

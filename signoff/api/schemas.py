@@ -195,9 +195,9 @@ class PendingApprovalOut(BaseModel):
     allowed_scopes: list[str]
     action: PendingActionOut
     note: str | None
+    why: str | None = None  # the proposer's own words: our agent's, or the requester's
     requester: str | None
     policy_id: str | None
-    why: str | None
 
 
 class RequestSettledOut(BaseModel):
@@ -237,6 +237,23 @@ class ApprovalList(BaseModel):
     """GET /approvals."""
 
     items: list[PendingApprovalOut]
+    next_cursor: str | None
+
+
+class TranscriptItemOut(BaseModel):
+    """One message of an agent task's conversation (tool outputs shortened)."""
+
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    at: str | None
+
+
+class TranscriptList(BaseModel):
+    """GET /tasks/{id}/transcript, oldest first."""
+
+    items: list[TranscriptItemOut]
     next_cursor: str | None
 
 
@@ -281,9 +298,11 @@ class GrantOut(BaseModel):
     capability: str
     risk: str
     fingerprint: str
+    targets: list[str]
     max_calls: int | None
     used: int
     live: bool
+    status: Literal["live", "revoked", "used", "ended"]
     created_at: str
     created_by: str | None
     revoked_at: str | None

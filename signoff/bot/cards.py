@@ -10,7 +10,7 @@ from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, Scope, Task
-from signoff.runtime.text import shorten
+from signoff.runtime.text import SHORT, shorten
 
 # The labels every surface puts on its buttons, in this order.
 BUTTON_LABELS = {
@@ -20,7 +20,20 @@ BUTTON_LABELS = {
     Scope.DENY: "Deny",
 }
 
+WHY = 200  # the agent's words on a card: enough to judge, short enough for a phone
+# A claim, not a fact: every surface says whose words they are — our agent's (the model's,
+# on a task's card) or the outside requester's (POST /v1/approvals).
+WHY_LABEL = "Why (agent)"
+WHY_REQUESTER_LABEL = "Why (requester)"
 
+
+def why_line(card: ApprovalCard) -> str | None:
+    """``Why (agent): …`` or ``Why (requester): …`` for a card that carries the words of
+    whoever proposed the action, else None."""
+    if not card.why:
+        return None
+    label = WHY_LABEL if card.task_id is not None else WHY_REQUESTER_LABEL
+    return f"{label}: {card.why}"
 
 def describe(action: Action) -> str:
     """The action in plain words, as its tool put it when the registry prepared it."""
@@ -30,10 +43,12 @@ def describe(action: Action) -> str:
     return f"Run {action.tool}" + (f" on {targets}" if targets else "")
 
 
-def content_lines(action: Action) -> tuple[tuple[str, str], ...]:
-    """Shortened message content to show on a card (never in broad notifications)."""
+def content_lines(action: Action, limit: int = SHORT) -> tuple[tuple[str, str], ...]:
+    """Message content shortened to ``limit`` characters each, to show on a card (and in
+    notifications whose rule sets ``include_content``)."""
     return tuple(
-        (name, shorten(action.args[name])) for name in action.content if action.args.get(name)
+        (name, shorten(action.args[name], limit))
+        for name in action.content if action.args.get(name)
     )
 
 
@@ -101,9 +116,9 @@ def build_card(task: Task | None, approval: Approval, *, console_url: str | None
         decided_by=approval.decided_by,
         decided_at=approval.decided_at,
         note=approval.note,
+        why=shorten(approval.why, WHY) if approval.why else None,
         mentions=mentions,
         console_url=console_link(console_url, approval),
         requester=shorten(approval.requester, 120) if approval.requester else None,
-        why=shorten(approval.why, 300) if approval.why else None,
         policy_id=approval.policy_id if task is None else None,
     )

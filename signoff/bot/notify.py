@@ -1,8 +1,9 @@
 """Team notifications: one concise line per task event, bursts folded into a digest.
 
 `[[notify]]` rules name a channel (``slack:C123``, ``telegram:-100123``) and the events
-it wants. Lines never carry message content (bodies, payloads) unless the rule says
-``include_content``, because a team channel is broader than the approvers.
+it wants. Lines never carry message content (subjects, bodies, payloads, texts, file
+content) unless the rule says ``include_content``, because a team channel is broader
+than the approvers; then each piece is shortened to ``CONTENT_LIMIT`` characters.
 
 A burst must not flood a channel (a nightly schedule failing ten tasks at once), so each
 channel has a small buffer: the first event opens a window (default 3 s); when it closes,
@@ -21,10 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from signoff.bot.cards import describe, shorten
+from signoff.bot.cards import content_lines, describe, shorten
 from signoff.runtime.clock import Clock
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import RunMode, Task
+from signoff.runtime.models import Action, RunMode, Task
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ ICONS = {"queued": "📥", "waiting_approval": "⏳", "approved": "👍", "denie
          "escalated": "📣", "skipped": "⏭"}
 _ACTION_EVENTS = ("waiting_approval", "approved", "denied", "expired", "blocked", "escalated")
 DIGEST_LIMIT = 20  # lines shown in one digest; the rest are counted
+CONTENT_LIMIT = 200  # characters of each body, payload, ... with include_content (README)
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def event_line(kind: str, task: Task, detail: str | None, *, console_url: str | 
     else:
         action = task.pending_action or (task.approval.action if task.approval else None)
         if kind in _ACTION_EVENTS and action is not None:
-            what += " — " + (describe(action) if include_content
+            what += " — " + (_with_content(action) if include_content
                              else _bare(action.tool, action.targets))
         if detail and kind in ("failed", "denied", "skipped", "escalated"):
             what += f" — {shorten(detail, 120)}"
@@ -76,6 +78,13 @@ def _blocked_by_cron_mode(task: Task) -> bool:
     last = task.actions[-1]
     return (task.mode is RunMode.SCHEDULED and last.outcome == "blocked"
             and last.decided_by == "auto:cron_mode")
+
+
+def _with_content(action: Action) -> str:
+    """The action in words followed by its content: `… — body: Hi team…`."""
+    parts = [describe(action)]
+    parts += [f"{name}: {text}" for name, text in content_lines(action, CONTENT_LIMIT)]
+    return " — ".join(parts)
 
 
 def _bare(tool: str, targets: Sequence[str]) -> str:

@@ -68,10 +68,10 @@ class ApprovalCard:
     decided_by: str | None = None
     decided_at: datetime | None = None
     note: str | None = None
+    why: str | None = None  # the proposer's own words: our agent's turn, or the requester's
     mentions: tuple[str, ...] = ()  # people to alert (escalation), as actor keys
     console_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
-    why: str | None = None  # outside requests: the reason the requester gave
     policy_id: str | None = None  # outside requests: where session/always grants live
 
     @property

@@ -1,4 +1,10 @@
-"""`signoff audit`: list events, verify the hash chain, pin and check its head."""
+"""`signoff audit`: list events, verify the hash chain, pin and check its head.
+
+The listing is two lines per event, in fixed columns so that ids, kinds, decisions and
+scopes stay whole at 80 columns: ``#  time  task  kind  decision  scope  actor``, then
+what it was about (risk, tool → targets, reason). A date line starts each UTC day.
+``--json`` prints the API's event objects, one per line.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,21 @@ import typer
 from signoff.config.settings import Settings
 from signoff.errors import BadArguments
 from signoff.runtime import audit as chain
+from signoff.runtime.models import AuditEvent
 from signoff.runtime.store.factory import make_store
+from signoff.runtime.store.port import TaskStore
+
+# (header, width) of the first line's columns; the actor takes the rest of the line.
+COLUMNS = (("#", 5), ("Time", 8), ("Task", 12), ("Kind", 16), ("Decision", 8), ("Scope", 7))
+INDENT = " " * (COLUMNS[0][1] + 1)
+
+
+def _sqlite_must_exist(url: str) -> None:
+    """Reading must not create an empty database where the daemon's is expected."""
+    path = url.split(":///", 1)[1].split("?", 1)[0] if url.startswith("sqlite") else ""
+    if path and path != ":memory:" and not Path(path).exists():
+        raise BadArguments(f"no signoff database at {path}: run this where the daemon runs, "
+                           "or pass --work-dir, --database or --config")
 
 
 def _expected(text: str | None) -> tuple[int, str] | None:
@@ -27,7 +47,9 @@ async def run_audit(settings: Settings, *, task: str | None, verify: bool, head:
                     database: str | None) -> int:
     """Do what the flags ask; return the exit code."""
     expected = _expected(expect_head)
-    store = make_store(database or settings.database_url(work_dir))
+    url = database or settings.database_url(work_dir)
+    _sqlite_must_exist(url)
+    store = make_store(url)
     await store.open()
     try:
         if verify:
@@ -42,20 +64,65 @@ async def run_audit(settings: Settings, *, task: str | None, verify: bool, head:
             count, digest = await store.audit_head()
             typer.echo(f"{count}:{digest}")
             return 0
-        cursor: str | None = None
-        while True:
-            page = await store.audit_events(task_id=task, limit=500, cursor=cursor)
-            for event in page.items:
-                data = event.public()  # type: ignore[attr-defined]
-                if as_json:
-                    typer.echo(json.dumps(data))
-                else:
-                    typer.echo(f"{data['id']:>6} {data['at'][:19]} {data['kind']:<13} "
-                               f"{data['decision'] or '':<9} {data['actor'] or '':<22} "
-                               f"{data['tool'] or ''} {','.join(data['targets'])} "
-                               f"{data['reason'] or ''}")
-            if not page.next_cursor:
-                return 0
-            cursor = page.next_cursor
+        return await _list(store, task=task, as_json=as_json)
     finally:
         await store.close()
+
+
+def _row(cells: list[str]) -> str:
+    first = cells[0].rjust(COLUMNS[0][1])
+    rest = [c.ljust(width) for c, (_, width) in zip(cells[1:], COLUMNS[1:], strict=False)]
+    return " ".join([first, *rest, *cells[len(COLUMNS):]]).rstrip()
+
+
+def header() -> str:
+    """The column headers."""
+    return _row([name for name, _ in COLUMNS] + ["Actor"])
+
+
+def event_lines(event: AuditEvent) -> list[str]:
+    """One event: its columns, then what it was about (when there is anything to say)."""
+    unreadable = event.kind == chain.UNREADABLE
+    time = "?" if unreadable else event.at.strftime("%H:%M:%S")
+    lines = [_row([str(event.id), time, event.task_id or "-", event.kind,
+                   event.decision or "", event.scope or "", event.actor or ""])]
+    what = " ".join(filter(None, [event.risk, event.tool]))
+    if event.targets:
+        what += " → " + ", ".join(event.targets)
+    about = " — ".join(filter(None, [what.strip(), event.reason]))
+    if about:
+        lines.append(INDENT + about)
+    return lines
+
+
+async def _list(store: TaskStore, *, task: str | None, as_json: bool) -> int:
+    """Print every event (of one task); an unknown task is an error (exit 1)."""
+    cursor: str | None = None
+    day, printed = "", 0
+    while True:
+        page = await store.audit_events(task_id=task, limit=500, cursor=cursor)
+        for event in page.items:
+            assert isinstance(event, AuditEvent)
+            printed += 1
+            if as_json:
+                typer.echo(json.dumps(event.public()))
+                continue
+            if printed == 1:
+                typer.echo(header())
+            date = "" if event.kind == chain.UNREADABLE else event.at.date().isoformat()
+            if date and date != day:
+                typer.echo(f"{date} (UTC)")
+                day = date
+            for line in event_lines(event):
+                typer.echo(line)
+        if not page.next_cursor:
+            break
+        cursor = page.next_cursor
+    if printed == 0:
+        if task is not None and await store.get_task(task) is None:
+            typer.secho(f"error: no task {task} (and no audit events for it)",
+                        fg=typer.colors.RED, err=True)
+            return 1
+        if not as_json:
+            typer.echo(f"no audit events for task {task}" if task else "no audit events")
+    return 0

@@ -18,9 +18,9 @@ from typing import Annotated, Any, NoReturn
 import httpx
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from signoff import __version__
+from signoff.cli.tables import Col, Grid
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT = 10.0
@@ -126,18 +126,18 @@ def _action_text(action: dict[str, Any] | None) -> str:
 
 
 def _when(stamp: str | None) -> str:
+    """An ISO time as ``YYYY-MM-DD HH:MM:SS`` (UTC, as the API gives it)."""
     return (stamp or "")[:19].replace("T", " ")
 
 
-def tasks_table(items: list[dict[str, Any]]) -> Table:
-    """Tasks as a table."""
-    table = Table(title=None, show_lines=False)
-    for column in ("ID", "State", "Goal", "Waiting on", "Updated (UTC)"):
-        table.add_column(column, overflow="fold")
+def tasks_table(items: list[dict[str, Any]]) -> Grid:
+    """Tasks as a table: id, state and time stay whole; goal and pending action fold."""
+    grid = Grid(Col("ID"), Col("State"), Col("Goal", whole=False),
+                Col("Waiting on", whole=False), Col("Updated (UTC)"))
     for task in items:
-        table.add_row(task["id"], task["state"], task["goal"],
-                      _action_text(task.get("pending_action")), _when(task.get("updated_at")))
-    return table
+        grid.add(task["id"], task["state"], task["goal"],
+                 _action_text(task.get("pending_action")), _when(task.get("updated_at"))[:16])
+    return grid
 
 
 def show_task(task: dict[str, Any]) -> None:
@@ -154,13 +154,12 @@ def show_task(task: dict[str, Any]) -> None:
     if task.get("result") is not None:
         out.print(f"result: {json.dumps(task['result'], ensure_ascii=False)[:500]}", markup=False)
     if task.get("actions"):
-        table = Table(title="actions")
-        for column in ("Step", "Tool", "Targets", "Decision", "By", "Outcome"):
-            table.add_column(column, overflow="fold")
+        grid = Grid(Col("Step"), Col("Tool"), Col("Targets", whole=False), Col("Decision"),
+                    Col("By"), Col("Outcome"), title="actions")
         for a in task["actions"]:
-            table.add_row(str(a["step"]), a["tool"], ", ".join(a.get("targets") or []),
-                          a["decision"], a.get("decided_by") or "", a["outcome"])
-        out.print(table)
+            grid.add(str(a["step"]), a["tool"], ", ".join(a.get("targets") or []),
+                     a["decision"], a.get("decided_by"), a["outcome"])
+        grid.print(out)
 
 
 def cmd_tasks(state: Annotated[StateChoice | None, typer.Option(help="Only this state.")] = None,
@@ -177,17 +176,61 @@ def cmd_tasks(state: Annotated[StateChoice | None, typer.Option(help="Only this 
     if not page["items"]:
         out.print("no tasks", markup=False)
         return
-    out.print(tasks_table(page["items"]))
+    tasks_table(page["items"]).print(out)
+
+
+SHOWN = 200  # characters of one message in `show --transcript` (--json has them whole)
+
+
+def _one_line(text: Any, limit: int = SHOWN) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def show_transcript(items: list[dict[str, Any]]) -> None:
+    """An agent's conversation for people: who said what, calls and results shortened."""
+    out.print("[bold]conversation[/bold]", markup=True)
+    if not items:
+        out.print("  (no conversation: this task did not run as an agent)", markup=False)
+    for item in items:
+        who = item["role"] + (f" {item['tool_call_id']}" if item.get("tool_call_id") else "")
+        if item.get("content"):
+            out.print(f"  [{who}] {_one_line(item['content'])}", markup=False)
+        elif not item.get("tool_calls"):
+            out.print(f"  [{who}] (empty)", markup=False)
+        for c in item.get("tool_calls") or []:
+            fn = c.get("function") or {}
+            call_text = f"{fn.get('name')}({fn.get('arguments')})"
+            out.print(f"  [{who}] → {_one_line(call_text)}", markup=False)
+
+
+def transcript_items(url: str, task_id: str, key: str | None) -> list[dict[str, Any]]:
+    """Every message of a task's conversation, page by page."""
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {"limit": 500, **({"cursor": cursor} if cursor else {})}
+        page = call("GET", url, f"/tasks/{task_id}/transcript", key, params=params,
+                    subject=f"task {task_id}")
+        items.extend(page["items"])
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return items
 
 
 def cmd_show(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")],
+             transcript: Annotated[bool, typer.Option(
+                 "--transcript", help="Also show an agent task's conversation.")] = False,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
-    """Show one task with its pending action and history."""
+    """Show one task with its pending action and history (and its conversation)."""
     task = call("GET", url, f"/tasks/{task_id}", api_key, subject=f"task {task_id}")
+    items = transcript_items(url, task_id, api_key) if transcript else None
     if as_json:
-        _dump(task)
+        _dump(task if items is None else {**task, "transcript": items})
         return
     show_task(task)
+    if items is not None:
+        show_transcript(items)
 
 
 IdArg = Annotated[str, typer.Argument(
@@ -225,7 +268,8 @@ def cmd_deny(task_id: IdArg,
              reason: Annotated[str | None, typer.Option(help="Why (kept in the audit log).")
                                ] = None,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
-    """Deny the action a task (or an approval request) is waiting on."""
+    """Deny the action a task (the task fails; an agent is told and goes on) or an approval
+    request is waiting on."""
     path, subject = _decision_path(task_id, "deny")
     answer = call("POST", url, path, api_key, body={"reason": reason}, subject=subject)
     if as_json:
@@ -236,6 +280,22 @@ def cmd_deny(task_id: IdArg,
         out.print(f"denied {task_id}; the task is {answer['state']} ({why})", markup=False)
     else:
         out.print(f"denied {task_id}; the request is {answer['status']}", markup=False)
+
+
+def grant_status(grant: dict[str, Any]) -> str:
+    """live, revoked, used or ended, as the daemon says (an older one only says live)."""
+    return str(grant.get("status") or ("live" if grant["live"] else "not live"))
+
+
+def grants_table(items: list[dict[str, Any]]) -> Grid:
+    """Grants as a table: what each covers (risk, tool → targets), for whom, its status."""
+    grid = Grid(Col("ID"), Col("Scope"), Col("Covers", whole=False), Col("For"), Col("Status"),
+                Col("By"))
+    for g in items:
+        covers = {"risk": g["risk"], "tool": g["tool"], "targets": g.get("targets") or []}
+        grid.add(g["id"], g["scope"], _action_text(covers), g["policy_id"], grant_status(g),
+                 g.get("created_by"))
+    return grid
 
 
 def cmd_grants(revoke: Annotated[str | None, typer.Option(help="Revoke this grant id.")] = None,
@@ -258,13 +318,7 @@ def cmd_grants(revoke: Annotated[str | None, typer.Option(help="Revoke this gran
     if not page["items"]:
         out.print("no grants", markup=False)
         return
-    table = Table()
-    for column in ("ID", "Scope", "Tool", "Risk", "For", "Used", "Live", "By"):
-        table.add_column(column, overflow="fold")
-    for g in page["items"]:
-        table.add_row(g["id"], g["scope"], g["tool"], g["risk"], g["policy_id"], str(g["used"]),
-                      "yes" if g["live"] else "no", g.get("created_by") or "")
-    out.print(table)
+    grants_table(page["items"]).print(out)
 
 
 def register(app: typer.Typer) -> None:

@@ -19,8 +19,8 @@ import uvicorn
 
 from signoff.api.context import is_loopback
 from signoff.bot.surfaces import Surfaces
+from signoff.config import preflight
 from signoff.config.settings import Settings
-from signoff.errors import ConfigError
 from signoff.runtime.daemon import Daemon, Service
 from signoff.runtime.models import RiskClass
 from signoff.wiring import (
@@ -29,6 +29,7 @@ from signoff.wiring import (
     api_keys,
     api_providers,
     build_node,
+    build_registry,
     chat_platforms,
 )
 
@@ -59,13 +60,16 @@ def http_service(node: Node, app: Any, host: str, port: int) -> Service:
 
 async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
                      work_dir: Path | None, database: str | None, reset: bool,
-                     autonomous_risks: list[RiskClass] | None) -> int:
-    """Run until SIGTERM/SIGINT; return the exit code."""
+                     autonomous_risks: list[RiskClass] | None,
+                     config_path: Path | None = None) -> int:
+    """Run until SIGTERM/SIGINT; return the exit code.
+
+    Refuses to start (ConfigError listing every problem) on what `signoff config check`
+    reports: both run `signoff.config.preflight`.
+    """
+    preflight.check(settings, build_registry(settings, work_dir), path=config_path, host=host)
     host = host or settings.daemon.host
     port = port or settings.daemon.port
-    if not is_loopback(host) and not (settings.api.key or settings.api.keys):
-        raise ConfigError(f"refusing to listen on {host} without an API key: set [api] key "
-                          "(e.g. key = \"${SIGNOFF_API_KEY}\") or bind to 127.0.0.1")
     node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
                                     database=database, autonomous_risks=autonomous_risks)
     if reset:

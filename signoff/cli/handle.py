@@ -15,6 +15,7 @@ from typing import Any
 
 from signoff.adapters.terminal.platform import TerminalPlatform
 from signoff.bot.cards import build_card
+from signoff.config import preflight
 from signoff.config.settings import Settings, load_settings
 from signoff.runtime.models import (
     Action,
@@ -28,7 +29,7 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.planning.planner import Planner
-from signoff.wiring import Node, build_node
+from signoff.wiring import Node, build_node, build_registry
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED = 0, 1, 2, 3
 
@@ -51,7 +52,8 @@ def summarize(task: Task) -> str:
     done = sum(1 for a in task.actions if a.outcome == "ok")
     reason = (task.result or {}).get("reason")
     if task.state is TaskState.COMPLETED:
-        return f"completed: {done} action(s) ran"
+        answer = (task.result or {}).get("answer")  # an agent's final words
+        return f"completed: {done} action(s) ran" + (f"\nanswer: {answer}" if answer else "")
     if task.state is TaskState.WAITING_APPROVAL and task.pending_action:
         return (f"waiting for approval: {task.pending_action.tool} "
                 f"{', '.join(task.pending_action.targets)} ({done} action(s) ran)")
@@ -165,8 +167,13 @@ class Agent:
     @classmethod
     def from_config(cls, path: str | Path | None = None, *, planner: Planner | None = None,
                     **overrides: Any) -> Agent:
-        """Build from a config file (None: embedded defaults); inject any planner."""
+        """Build from a config file (None: embedded defaults); inject any planner.
+
+        The file gets the checks of `signoff handle` (`signoff.config.preflight`): ConfigError.
+        """
         settings = load_settings(path) if path else Settings.default()
+        preflight.check(settings, build_registry(settings, overrides.get("work_dir")),
+                        path=path, serving=False)
         return cls(build_node(settings, planner=planner, **overrides))
 
     async def _open(self) -> None:

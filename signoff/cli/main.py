@@ -73,7 +73,8 @@ def daemon_start(
     risks = _risks(autonomous_risks)
     try:
         code = asyncio.run(run_daemon(settings, host=host, port=port, work_dir=work_dir,
-                                      database=database, reset=reset, autonomous_risks=risks))
+                                      database=database, reset=reset, autonomous_risks=risks,
+                                      config_path=config))
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
     raise typer.Exit(code)
@@ -109,10 +110,16 @@ def handle(
     """
     from signoff.cli.handle import exit_code, run_once, summarize
     from signoff.cli.steps import load_steps
+    from signoff.config import preflight
     from signoff.runtime.models import RunMode
-    from signoff.wiring import build_node
+    from signoff.wiring import build_node, build_registry
 
     settings = load(config)
+    try:  # what `config check` reports, but for the listen address (nothing listens)
+        preflight.check(settings, build_registry(settings, work_dir), path=config,
+                        serving=False)
+    except ConfigError as exc:
+        fail(str(exc))
     try:
         actions = load_steps(steps) if steps else None
     except SignoffError as exc:
@@ -174,13 +181,18 @@ def config_check(
         envvar="SIGNOFF_CONFIG",
         help="The TOML file (default: $SIGNOFF_CONFIG, else the embedded defaults).")] = None,
 ) -> None:
-    """Validate a config file; print a summary, or every problem and exit 2."""
-    from signoff.config.settings import check_config
+    """Validate a config file as `daemon start` would; print a summary, or every problem
+    and exit 2."""
+    from signoff.config import preflight
+    from signoff.config.settings import load_settings, summary
+    from signoff.wiring import build_registry
 
     try:
-        typer.echo(check_config(path))
+        settings = load_settings(path)
+        preflight.check(settings, build_registry(settings), path=path)
     except ConfigError as exc:
         fail(str(exc))
+    typer.echo(summary(settings, path))
 
 
 def _register_extras() -> None:

@@ -20,7 +20,6 @@ from zoneinfo import ZoneInfo
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from signoff.bot.routing.oncall import (
     OnCallRouter,
@@ -28,6 +27,7 @@ from signoff.bot.routing.oncall import (
     escalation_chain,
     who_is_on_call,
 )
+from signoff.cli.tables import Col, Grid
 from signoff.errors import ConfigError, SignoffError
 from signoff.runtime.clock import system_now
 from signoff.runtime.schedule.durations import format_duration, parse_duration
@@ -101,23 +101,31 @@ def _zoned(iso: str, zone: str) -> str:
     return datetime.fromisoformat(iso).astimezone(ZoneInfo(zone)).strftime(_SHORT)
 
 
-def _schedules_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table(title="Schedules")
-    for column in ("schedule", "when", "cron_mode", "next (local)",
-                   "next (schedule time zone)", "last run", "outcome"):
-        table.add_column(column)
+def _next_times(row: dict[str, Any]) -> str:
+    """Fire times in the schedule's zone, with the local time too where it differs."""
+    if not row["enabled"]:
+        return "disabled"
+    lines = []
+    for t in row["next_utc"]:
+        zoned, local = _zoned(t, row["timezone"]), _local(t)
+        if zoned != local:  # the same day needs only the local time of day
+            same_day = zoned[:10] == local[:10]
+            zoned += f" ({local[11:] if same_day else local} here)"
+        lines.append(zoned)
+    return "\n".join(lines) or "never"
+
+
+def _schedules_table(rows: list[dict[str, Any]]) -> Grid:
+    """Schedules as a table: names, modes, task ids and outcomes stay whole (80 columns)."""
+    grid = Grid(Col("Schedule"), Col("When", whole=False), Col("Mode"),
+                Col("Next", whole=False), Col("Last run"), Col("Outcome"))
     for row in rows:
         when = f"{row['cron'] or 'every ' + str(row['every'])}\n{row['timezone']}"
-        if row["enabled"]:
-            local = "\n".join(_local(t) for t in row["next_utc"]) or "never"
-            zoned = "\n".join(_zoned(t, row["timezone"]) for t in row["next_utc"]) or "never"
-        else:
-            local = zoned = "disabled"
         last = row.get("last_run")
-        ran = f"{_local(last['created_at'])}\n{last['task_id']}" if last else "never"
-        table.add_row(row["name"], when, row["cron_mode"], local, zoned, ran,
-                      last["outcome"] if last else "")
-    return table
+        ran = f"{last['task_id']}\n{_local(last['created_at'])}" if last else "never"
+        grid.add(row["name"], when, row["cron_mode"], _next_times(row), ran,
+                 last["outcome"] if last else "")
+    return grid
 
 
 def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
@@ -144,7 +152,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
         elif not rows:
             typer.echo("no schedules configured")
         else:
-            Console().print(_schedules_table(rows))
+            _schedules_table(rows).print(Console(highlight=False, soft_wrap=True))
 
     @schedules_app.command("run")
     def run_now(ctx: typer.Context,
@@ -184,10 +192,9 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
         if not shifts:
             typer.echo("no on-call rotations configured")
             return
-        table = Table(title=f"On call at {when.astimezone().strftime(_FMT)}")
-        for column in ("rotation", "on call", "since (rotation time zone)", "until", "via",
-                       "escalates to"):
-            table.add_column(column)
+        grid = Grid(Col("Rotation"), Col("On call"), Col("Since", whole=False),
+                    Col("Until", whole=False), Col("Via"), Col("Escalates to", whole=False),
+                    title=f"On call at {when.astimezone().strftime(_FMT)}")
         by_name = {r.name: r for r in rotations}
         for shift in shifts:
             rot = by_name[shift.rotation]
@@ -195,8 +202,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
             target = nexts[shift.rotation]
             escalates = (f"{target.name} after {format_duration(rot.escalate_after)}"
                          if target is not None and rot.escalate_after else "")
-            table.add_row(shift.rotation, shift.member,
-                          shift.since.astimezone(zone).strftime(_SHORT),
-                          shift.until.astimezone(zone).strftime(_SHORT),
-                          "override" if shift.override else "rotation", escalates)
-        Console().print(table)
+            grid.add(shift.rotation, shift.member, shift.since.astimezone(zone).strftime(_SHORT),
+                     shift.until.astimezone(zone).strftime(_SHORT),
+                     "override" if shift.override else "rotation", escalates)
+        grid.print(Console(highlight=False, soft_wrap=True))

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict
 # The policy's own closed sets, read from the file as they are.
 from signoff.runtime.policy.unattended import ApprovalMode, CronMode
 
-__all__ = ["ApprovalMode", "CronMode", "NotifyEvent", "PlannerKind", "Section", "SlackMode",
+__all__ = ["ApprovalMode", "CronMode", "NotifyEvent", "PlannerKind", "PlannerMode", "Section",
+           "SlackMode",
            "TelegramMode"]
 
 
@@ -27,6 +28,13 @@ class PlannerKind(enum.StrEnum):
 
     RULES = "rules"
     OPENAI = "openai"
+
+
+class PlannerMode(enum.StrEnum):
+    """How an OpenAI-compatible planner works on a goal."""
+
+    AGENT = "agent"  # turn by turn: the model sees each tool result (the default)
+    PLAN = "plan"  # one call, a fixed plan, as in 0.1
 
 
 class SlackMode(enum.StrEnum):

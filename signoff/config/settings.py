@@ -41,6 +41,7 @@ from signoff.config.fields import (
     CronMode,
     NotifyEvent,
     PlannerKind,
+    PlannerMode,
     Section,
     SlackMode,
     TelegramMode,
@@ -54,14 +55,16 @@ from signoff.config.ops import (
     StepSpec,
 )
 from signoff.errors import ConfigError
-from signoff.runtime.models import ALL_SCOPES, RiskClass, Scope
+from signoff.runtime.models import ALL_SCOPES, OnDeny, RiskClass, Scope
 
 __all__ = [
     "ApiKey", "ApiSettings", "ApprovalMode", "ApprovalsSettings", "CronMode",
     "DaemonSettings", "EmailSettings", "EvaluationSettings", "NotifyEvent", "NotifySettings",
-    "OncallOverride", "OncallSettings", "PlannerKind", "PlannerSettings", "PolicySettings",
+    "OnDeny", "OncallOverride", "OncallSettings", "PlannerKind", "PlannerMode",
+    "PlannerSettings", "PolicySettings",
     "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
-    "TelegramMode", "TelegramSettings", "check_config", "load_settings",
+    "TelegramMode", "TelegramSettings", "check_config", "load_settings", "source_name",
+    "summary",
 ]  # fmt: skip
 
 
@@ -153,13 +156,28 @@ class PolicySettings(Section):
 
 
 class PlannerSettings(Section):
-    """[planner]: the built-in rules planner or an OpenAI-compatible endpoint."""
+    """[planner]: the built-in rules planner or an OpenAI-compatible endpoint.
+
+    With ``kind = "openai"`` the default ``mode = "agent"`` works turn by turn (limits
+    ``max_turns``, ``max_actions``; ``on_deny``); ``mode = "plan"`` plans once, as in 0.1.
+    ``timeout`` bounds each call to the endpoint.
+    """
 
     kind: PlannerKind = PlannerKind.RULES
+    mode: PlannerMode = PlannerMode.AGENT
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None
     timeout: PositiveDuration = timedelta(seconds=30)
+    max_turns: Annotated[int, Field(gt=0, le=1000)] = 20
+    max_actions: Annotated[int, Field(gt=0, le=10_000)] = 50
+    on_deny: OnDeny = OnDeny.TELL_MODEL
+    system_prompt: str = ""
+
+    @property
+    def agent(self) -> bool:
+        """True when goals without steps go to the agent loop."""
+        return self.kind is PlannerKind.OPENAI and self.mode is PlannerMode.AGENT
 
     @model_validator(mode="after")
     def _openai_needs(self) -> Self:
@@ -327,8 +345,21 @@ def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None 
 
 
 def check_config(path: str | Path | None) -> str:
-    """Validate a config file and summarise it for ``signoff config check``."""
-    settings = load_settings(path)
+    """Validate a config file against the schema and summarise it.
+
+    ``signoff config check`` adds the checks that need the tool registry
+    (`signoff.config.preflight`), the same ones ``daemon start`` makes.
+    """
+    return summary(load_settings(path), path)
+
+
+def source_name(path: str | Path | None) -> str:
+    """How messages name a config file ("(embedded defaults)" without one)."""
+    return str(path) if path is not None else "(embedded defaults)"
+
+
+def summary(settings: Settings, path: str | Path | None) -> str:
+    """What ``signoff config check`` prints for a valid file."""
     surfaces = ["web"]
     if settings.slack is not None:
         surfaces.append(f"slack ({settings.slack.mode.value})")
@@ -336,7 +367,7 @@ def check_config(path: str | Path | None) -> str:
         surfaces.append(f"telegram ({settings.telegram.mode.value})")
     return "\n".join(
         [
-            f"{path if path is not None else '(embedded defaults)'}: OK",
+            f"{source_name(path)}: OK",
             f"database: {mask_url(settings.database_url())}",
             f"listen: {settings.daemon.host}:{settings.daemon.port}",
             f"surfaces: {', '.join(surfaces)}",

@@ -4,6 +4,10 @@ Each event stores the hash of the event before it and its own hash over its cano
 JSON (id and prev_hash included), so editing, deleting or reordering any row breaks the
 chain. A chain cannot notice a cut tail by itself: `head()` gives (count, hash) to keep
 elsewhere, and `verify(expect_head=...)` proves a later log still contains it.
+
+Stores read rows through `from_row`, so a row edited into something that is no longer an
+event (invalid JSON, `"at": "yesterday"`) comes back as an `unreadable` stand-in that
+verification reports as altered, instead of an exception that stops the walk.
 """
 
 from __future__ import annotations
@@ -11,11 +15,35 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
 
 from signoff.runtime.models import AuditEvent
 from signoff.runtime.store.port import TaskStore
 
 GENESIS = "0" * 64
+UNREADABLE = "unreadable"  # kind of the stand-in for a row that holds no valid event
+# The stand-in's time: the row's own stamp cannot be trusted or even read.
+_UNKNOWN_AT = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _why(exc: ValidationError) -> str:
+    """pydantic's complaint in one short line, without echoing the stored value."""
+    parts = [f"{'.'.join(map(str, e['loc'])) or 'data'}: {e['msg']}"
+             for e in exc.errors(include_url=False)[:3]]
+    return "; ".join(parts)[:300]
+
+
+def from_row(row_id: int, data: str) -> AuditEvent:
+    """The event stored in row ``row_id`` (the row id is authoritative), or a stand-in of
+    kind ``unreadable`` whose reason says why the row holds no valid event."""
+    try:
+        event = AuditEvent.model_validate_json(data)
+    except ValidationError as exc:  # also what pydantic raises for text that is not JSON
+        return AuditEvent(id=row_id, at=_UNKNOWN_AT, kind=UNREADABLE,
+                          reason=f"its stored data is not a valid audit event: {_why(exc)}")
+    return event if event.id == row_id else event.model_copy(update={"id": row_id})
 
 
 def _digest(event: AuditEvent) -> str:
@@ -45,6 +73,8 @@ def check_event(event: AuditEvent, *, expected_id: int, prev_hash: str) -> str |
     """What is wrong with one event in its place, or None."""
     if event.id != expected_id:
         return f"event {expected_id} is missing or out of order (found id {event.id})"
+    if event.kind == UNREADABLE:
+        return f"event {event.id} was altered ({event.reason})"
     if event.prev_hash != prev_hash:
         return f"event {event.id} does not follow the event before it (chain broken)"
     if _digest(event) != event.hash:

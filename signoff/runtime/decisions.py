@@ -54,6 +54,13 @@ _DONE_WORDS = {Scope.ONCE: "Approved once", Scope.SESSION: "Approved for this se
                Scope.ALWAYS: "Approved always", Scope.DENY: "Denied"}
 
 
+def refusal_reason(approval: Approval) -> str:
+    """Why a decided request did not approve: "user denied[: why]" or "approval timed out"."""
+    if approval.status is ApprovalStatus.EXPIRED:
+        return "approval timed out"
+    return f"user denied: {approval.reason}" if approval.reason else "user denied"
+
+
 def _already(approval: Approval) -> DecisionResult:
     if approval.status is ApprovalStatus.EXPIRED:
         return DecisionResult(False, DecisionCode.EXPIRED,
@@ -176,8 +183,9 @@ class Decider:
         change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
                         grants=grants, audit=[event],
                         outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
+        goes_on = False
         if task is not None:
-            self._move_task(task, decided, actor, now)
+            goes_on = self._move_task(task, decided, actor, now)
             change.task, change.expect_state = task, TaskState.WAITING_APPROVAL
         if not await self._commit(change):
             return None
@@ -186,31 +194,50 @@ class Decider:
                                              "scope": scope.value, "actor": actor})
         await self._announce(task, decided,
                              TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
-        if task is not None and scope.approves and self.on_runnable is not None:
+        if task is not None and goes_on and self.on_runnable is not None:
             await self.on_runnable(task)
         return DecisionResult(True, DecisionCode.OK, _DONE_WORDS[scope], task=task,
                               approval=decided)
 
-    def _move_task(self, task: Task, decided: Approval, actor: str, now: datetime) -> None:
-        """What a decision does to the task waiting for it: run on, or fail."""
+    def _move_task(self, task: Task, decided: Approval, actor: str, now: datetime) -> bool:
+        """What a decision does to the task waiting for it; True when it runs on (approved,
+        or an agent told of the denial), False when it failed."""
         task.approval = decided
         task.updated_at = now
         if decided.status is ApprovalStatus.APPROVED:
-            task.state = TaskState.IN_PROGRESS
-            task.claimed_by = self.engine.config.node_id
-            task.lease_until = now + self.engine.config.lease
-        else:
-            reason = decided.reason
-            why = f"user denied: {reason}" if reason else "user denied"
-            self._end_denied(task, decided, "denied", actor, why)
+            self._take_back(task, now)
+            return True
+        return self._refused(task, decided, "denied", actor, refusal_reason(decided))
 
-    def _end_denied(self, task: Task, approval: Approval, outcome: str, actor: str,
-                    reason: str) -> None:
+    def _take_back(self, task: Task, now: datetime) -> None:
+        """The task runs again on this node (its runnable hook hands it to the worker)."""
+        task.state = TaskState.IN_PROGRESS
+        task.claimed_by = self.engine.config.node_id
+        task.lease_until = now + self.engine.config.lease
+
+    def _refused(self, task: Task, approval: Approval, outcome: str, actor: str,
+                 reason: str) -> bool:
+        """Record a deny or a timeout; True when the task goes on (an agent told to find
+        another way, `on_deny = "tell_model"`), False when it failed."""
+        if task.agent is None or not task.agent.tells_model:
+            self._end_denied(task, approval, outcome, actor, reason)
+            return False
+        self._record_refusal(task, approval, outcome, actor, reason)
+        task.pending_action = None  # the agent loop tells the model on its next run
+        self._take_back(task, self.engine.clock.now())
+        return True
+
+    def _record_refusal(self, task: Task, approval: Approval, outcome: str, actor: str,
+                        reason: str) -> None:
         action = approval.action
         task.actions.append(ActionRecord(
             step=task.step_index, tool=action.tool, args=action.args, risk=action.risk,
             capability=action.capability, targets=list(action.targets), decision=outcome,
             decided_by=actor, outcome=outcome, error=reason, at=self.engine.clock.now()))
+
+    def _end_denied(self, task: Task, approval: Approval, outcome: str, actor: str,
+                    reason: str) -> None:
+        self._record_refusal(task, approval, outcome, actor, reason)
         task.state = TaskState.FAILED
         task.pending_action = None
         task.claimed_by = task.lease_until = None
@@ -228,7 +255,7 @@ class Decider:
 
     async def expire_due(self) -> list[Task]:
         """Deny every request past its expiry ("approval timed out"); return the tasks
-        that failed by it (expired outside requests have none)."""
+        whose request expired (outside requests have none)."""
         expired = []
         for approval in await self.store.due_approvals(self.engine.clock.now()):
             task = await self.store.get_task(approval.task_id) if approval.task_id else None
@@ -246,16 +273,19 @@ class Decider:
             change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
                             audit=[event],
                             outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
+            goes_on = False
             if task is not None:
                 task.approval = decided
                 task.updated_at = now
-                self._end_denied(task, approval, "timed_out", "auto:timeout",
-                                 "approval timed out")
+                goes_on = self._refused(task, approval, "timed_out", "auto:timeout",
+                                        "approval timed out")
                 change.task = task
             if await self._commit(change):
                 await self._announce(task, decided, TaskEvent.EXPIRED)
                 if task is not None:
                     expired.append(task)
+                if goes_on and task is not None and self.on_runnable is not None:
+                    await self.on_runnable(task)
         return expired
 
     async def escalate(self, task: Task, *, level: int, members: Sequence[str], waited: str,

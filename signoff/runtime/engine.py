@@ -8,6 +8,10 @@ them, which is safe for READ and DRAFT); a gated action is committed as `executi
 before it runs, so a crash mid-send comes back to a person instead of sending twice.
 An action that can never succeed (a path outside the work dir, a channel no surface
 reaches: the registry's `check`) fails at once, audited, and nobody is asked about it.
+
+A goal without steps goes to the engine's `TaskRunner` when it has one (the agent loop,
+`planning/agent.py`), which works turn by turn with the same policy (`route`), the same
+pause (`request_approval`) and the same ends (`_complete`, `_fail`).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.planning.planner import Planner, call_planner
 from signoff.runtime.policy.policy import Policy, new_approval
+from signoff.runtime.policy.route import Route, gated_audit
 from signoff.runtime.policy.unattended import (
     ApprovalMode,
     Outcome,
@@ -53,6 +58,7 @@ from signoff.runtime.policy.unattended import (
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 from signoff.runtime.tools.base import ToolContext
 from signoff.runtime.tools.registry import ToolRegistry
+from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 OUTPUT_LIMIT = 4_000
@@ -63,6 +69,14 @@ class Judge(Protocol):
 
     async def judge(self, task: Task, action: Action) -> str:
         """One word."""
+        ...
+
+
+class TaskRunner(Protocol):
+    """Works on goals without steps instead of planning them once (the agent loop)."""
+
+    async def run(self, engine: Engine, task: Task) -> Task:
+        """Move a claimed task until it waits, completes or fails."""
         ...
 
 
@@ -105,13 +119,30 @@ def _error_text(action: Action, exc: ToolError) -> str:
     return text
 
 
+def _planner_of(task: Task) -> dict[str, Any]:
+    """The ``planner`` entry of a task's result, for the final result to keep."""
+    found = (task.result or {}).get("planner")
+    return {"planner": found} if found else {}
+
+
+def _fallback_events(task: Task) -> list[AuditEvent]:
+    """The audit event of a planner fallback (none when the planner planned itself)."""
+    info = _planner_of(task).get("planner") or {}
+    if not info.get("fallback"):
+        return []
+    why = (f"{info.get('kind', 'planner')} planner failed ({info.get('error')}); "
+           f"planned by the {info['fallback']} instead")
+    return [audit_event("planner_fallback", task, None, reason=why)]
+
+
 class Engine:
     """Plans, evaluates and executes the actions of tasks."""
 
     def __init__(self, *, store: TaskStore, registry: ToolRegistry, policy: Policy,
                  planner: Planner, clock: Clock, tool_context: ToolContext,
                  config: EngineConfig = EngineConfig(), judge: Judge | None = None,
-                 listener: EngineListener | None = None) -> None:
+                 listener: EngineListener | None = None,
+                 runner: TaskRunner | None = None) -> None:
         self.store = store
         self.registry = registry
         self.policy = policy
@@ -121,6 +152,7 @@ class Engine:
         self.config = config
         self.judge = judge
         self.listener: EngineListener = listener or NullListener()
+        self.runner = runner  # None: goals without steps are planned once
 
     # -- submission -------------------------------------------------------------------
     def prepare_steps(self, steps: Sequence[Action]) -> list[Action]:
@@ -157,6 +189,13 @@ class Engine:
     async def advance(self, task: Task) -> Task:
         """Move a claimed task until it waits, completes or fails."""
         try:
+            if task.agent is not None or (self.runner is not None
+                                          and task.state is TaskState.PLANNING):
+                if self.runner is None:
+                    await self._fail(task, "this node has no agent configured "
+                                           "([planner] kind = \"openai\", mode = \"agent\")")
+                    return task
+                return await self.runner.run(self, task)
             if task.state is TaskState.PLANNING and not await self._plan(task):
                 return task
             return await self._run_steps(task)
@@ -166,16 +205,25 @@ class Engine:
 
     async def _plan(self, task: Task) -> bool:
         try:
-            actions = await call_planner(self.planner, task.goal, tools=self.registry.schemas())
-            if not actions:
+            plan = await call_planner(self.planner, task.goal, tools=self.registry.schemas())
+            self._note_planner(task, plan.planner)
+            if not plan.actions:
                 raise PlannerError("the planner produced no actions for this goal")
-            task.steps = self.prepare_steps(actions)
+            task.steps = self.prepare_steps(plan.actions)
         except SignoffError as exc:
-            await self._fail(task, f"planning failed: {exc}")
+            if isinstance(exc, PlannerError):
+                self._note_planner(task, exc.planner)
+            await self._fail(task, f"planning failed: {exc}", audit=_fallback_events(task))
             return False
         task.state = TaskState.IN_PROGRESS
-        await self._save(task)
+        await self._save(task, audit=_fallback_events(task))
         return True
+
+    @staticmethod
+    def _note_planner(task: Task, info: Mapping[str, Any] | None) -> None:
+        """Keep how the task was planned in ``result.planner`` (kept to the end)."""
+        if info:
+            task.result = {**(task.result or {}), "planner": dict(info)}
 
     async def _run_steps(self, task: Task) -> Task:
         steps = task.steps or []
@@ -196,52 +244,67 @@ class Engine:
         await self._complete(task)
         return task
 
-    async def _step(self, task: Task, action: Action) -> bool:
-        """One action: True to go on with the next step, False when the task stopped."""
+    async def route(self, task: Task, action: Action) -> Route:
+        """The policy's verdict on ``action``, with ASK_USER settled for who can answer."""
         ev = await self.policy.evaluate(task, action, self.store)
         if ev.verdict is Verdict.BLOCK:
-            await self._block(task, action, ev.reason, actor="auto:policy")
-            return False
-        if not await self._runnable(task, action):
-            return False
+            return Route("block", actor="auto:policy", reason=ev.reason)
+        error = await self.cannot_run(action)
+        if error is not None:
+            return Route("fail", actor="auto:check", reason=error)
         if ev.verdict is Verdict.ALLOW and ev.actor is None:
-            return await self._run_autonomous(task, action)
+            return Route("run")
         if ev.verdict is Verdict.ALLOW:
-            return await self._run_gated(task, action, "grant", ev.actor or "auto:grant",
-                                         reason=ev.reason, audit_kind="evaluation")
+            return Route("gated", "grant", ev.actor or "auto:grant", ev.reason, "evaluation")
         res = resolve_unattended(task, self.config.unattended)
         if res.outcome is Outcome.JUDGE:
             word = await self.judge.judge(task, action) if self.judge else "ESCALATE"
             if word == "APPROVE":  # runs this action only: smart approval never grants
-                return await self._run_gated(task, action, "auto", "auto:smart",
-                                             reason="smart approval: APPROVE")
+                return Route("gated", "auto", "auto:smart", "smart approval: APPROVE")
             if word == "DENY":
-                await self._block(task, action, "smart approval denied", actor="auto:smart")
-                return False
+                return Route("block", actor="auto:smart", reason="smart approval denied")
             res = resolve_unattended(task.model_copy(update={"mode": RunMode.INTERACTIVE}),
                                      Unattended(mode=ApprovalMode.MANUAL))
         if res.outcome is Outcome.ALLOW:
-            return await self._run_gated(task, action, "auto", res.actor or "auto",
-                                         reason=res.reason)
+            return Route("gated", "auto", res.actor or "auto", res.reason)
         if res.outcome is Outcome.BLOCK:
-            await self._block(task, action, res.reason, actor=res.actor or "auto:policy")
+            return Route("block", actor=res.actor or "auto:policy", reason=res.reason)
+        return Route("ask")
+
+    async def _step(self, task: Task, action: Action) -> bool:
+        """One action: True to go on with the next step, False when the task stopped."""
+        route = await self.route(task, action)
+        if route.kind == "block":
+            await self._block(task, action, route.reason, actor=route.actor or "auto:policy")
             return False
+        if route.kind == "fail":  # failed before anyone is asked
+            record, event = self.unrunnable(task, action, route.reason)
+            task.actions.append(record)
+            await self._fail(task, f"{action.tool} failed: {route.reason}", audit=[event])
+            return False
+        if route.kind == "run":
+            return await self._run_autonomous(task, action)
+        if route.kind == "gated":
+            return await self._run_gated(task, action, route.decision, route.actor or "auto",
+                                         reason=route.reason or None,
+                                         audit_kind=route.audit_kind)
         await self.request_approval(task, action)
         return False
 
-    async def _runnable(self, task: Task, action: Action) -> bool:
-        """Fail, audited and before anyone is asked, an action that can never succeed."""
+    async def cannot_run(self, action: Action) -> str | None:
+        """Why ``action`` can never succeed (the registry's check), or None."""
         try:
             await self.registry.check(action, self.tool_context)
         except ToolError as exc:
-            error = _error_text(action, exc)
-            task.actions.append(self._record(task, action, "block", "auto:check", False, None,
-                                             error))
-            event = audit_event("evaluation", task, action, decision="BLOCK", actor="auto:check",
-                                reason=f"cannot run: {error}")
-            await self._fail(task, f"{action.tool} failed: {error}", audit=[event])
-            return False
-        return True
+            return _error_text(action, exc)
+        return None
+
+    def unrunnable(self, task: Task, action: Action,
+                   error: str) -> tuple[ActionRecord, AuditEvent]:
+        """The history record and the audit event of an action that cannot run."""
+        record = self._record(task, action, "block", "auto:check", False, None, error)
+        return record, audit_event("evaluation", task, action, decision="BLOCK",
+                                   actor="auto:check", reason=f"cannot run: {error}")
 
     async def _run_autonomous(self, task: Task, action: Action) -> bool:
         ok, output, error = await self._execute(action)
@@ -255,12 +318,8 @@ class Engine:
     async def _run_gated(self, task: Task, action: Action, decision: str, actor: str, *,
                          reason: str | None = None, audit_kind: str | None = "decision") -> bool:
         """Run a SEND/DESTRUCTIVE action with its decision audited and a crash marker."""
-        events: list[AuditEvent] = []
-        if audit_kind:
-            events.append(audit_event(audit_kind, task, action,
-                                      decision="ALLOW" if decision == "grant" else "approve",
-                                      actor=actor, reason=reason,
-                                      scope="once" if decision == "auto" else None))
+        events = gated_audit(task, action, Route("gated", decision, actor, reason or "",
+                                                 audit_kind))
         task.executing = action
         task.pending_action = None
         await self._save(task, audit=events)
@@ -291,7 +350,8 @@ class Engine:
 
     # -- pausing and ending -------------------------------------------------------------
     async def request_approval(self, task: Task, action: Action, *,
-                               note: str | None = None) -> Approval:
+                               note: str | None = None, why: str | None = None,
+                               transcript: Sequence[TranscriptEntry] = ()) -> Approval:
         """Park the task at `waiting_approval` with a new request for ``action``."""
         now = self.clock.now()
         cfg = self.config
@@ -299,7 +359,7 @@ class Engine:
         approvers = list(cfg.approvers_for(task)) if cfg.approvers_for else []
         approval = new_approval(task, action, approval_id=ids.approval_id(), now=now,
                                 expires_at=now + timeout, allowed=cfg.scopes_for(action.risk),
-                                note=note, approvers=approvers)
+                                note=note, approvers=approvers, why=why)
         task.state = TaskState.WAITING_APPROVAL
         task.pending_action = action
         task.approval = approval
@@ -310,7 +370,8 @@ class Engine:
         # commit still gets the card posted (the bot layer turns it into card jobs).
         requested = approval_event(ApprovalEvent.REQUESTED, approval.id,
                                    mentions=list(approvers or ()))
-        await self._save(task, approval=approval, audit=[event], outbox=[requested])
+        await self._save(task, approval=approval, audit=[event], outbox=[requested],
+                         transcript=transcript)
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
                                               "tool": action.tool})
         await self.listener.approval_requested(task, approval)
@@ -327,24 +388,27 @@ class Engine:
         event = audit_event("evaluation", task, action, decision="BLOCK", actor=actor, reason=why)
         await self._fail(task, f"blocked: {why}", audit=[event], kind=TaskEvent.BLOCKED)
 
-    async def _complete(self, task: Task) -> None:
+    async def _complete(self, task: Task, *, answer: str | None = None) -> None:
         task.state = TaskState.COMPLETED
         task.claimed_by = task.lease_until = None
         outputs = [{"step": r.step, "tool": r.tool, "output": r.output}
                    for r in task.actions if r.outcome == "ok"]
-        task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs}
+        task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs,
+                       **_planner_of(task)}
+        if answer is not None:
+            task.result["answer"] = answer
         await self._save(task)
         log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs)})
         await self.listener.task_event(TaskEvent.COMPLETED, task)
 
     async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
-                    kind: TaskEvent = TaskEvent.FAILED, approval: Approval | None = None
-                    ) -> None:
+                    kind: TaskEvent = TaskEvent.FAILED, approval: Approval | None = None,
+                    transcript: Sequence[TranscriptEntry] = ()) -> None:
         task.state = TaskState.FAILED
         task.pending_action = task.executing = None
         task.claimed_by = task.lease_until = None
-        task.result = {"reason": reason, "step": task.step_index}
-        await self._save(task, audit=audit or [], approval=approval)
+        task.result = {"reason": reason, "step": task.step_index, **_planner_of(task)}
+        await self._save(task, audit=audit or [], approval=approval, transcript=transcript)
         log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)
         if kind is not TaskEvent.FAILED:
@@ -352,10 +416,11 @@ class Engine:
 
     async def _save(self, task: Task, *, audit: list[AuditEvent] | None = None,
                     approval: Approval | None = None,
-                    outbox: list[OutboxItem] | None = None) -> None:
+                    outbox: list[OutboxItem] | None = None,
+                    transcript: Sequence[TranscriptEntry] = ()) -> None:
         task.updated_at = self.clock.now()
         change = Change(at=task.updated_at, task=task, audit=audit or [], approval=approval,
-                        outbox=outbox or [])
+                        outbox=outbox or [], transcript=list(transcript))
         if not await self.store.commit(change):
             raise Conflict(f"task {task.id} was changed by someone else")
 
@@ -386,7 +451,8 @@ class Engine:
         if gated is not None and gated.risk in (RiskClass.SEND, RiskClass.DESTRUCTIVE):
             task.executing = None
             log.warning("gated_action_interrupted", extra={"task_id": task.id})
-            await self.request_approval(task, gated, note="outcome unknown after a crash")
+            await self.request_approval(task, gated, note="outcome unknown after a crash",
+                                        why=task.agent.why if task.agent else None)
             return
         task.executing = None
         if task.retries > self.config.max_retries:

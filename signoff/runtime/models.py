@@ -194,6 +194,9 @@ class Approval(BaseModel):
     scope: Scope | None = None
     reason: str | None = None
     note: str | None = None  # e.g. "outcome unknown after a crash"
+    # The proposer's own words: our agent's (the model's turn that proposed the call) or,
+    # for an outside request, the requester's reason.
+    why: str | None = None
     approvers: list[str] = Field(default_factory=list)  # extra deciders (on-call, escalation)
     escalation_level: int = 0
     escalated_at: datetime | None = None
@@ -203,7 +206,6 @@ class Approval(BaseModel):
     # Outside requests only (task_id None):
     requester: str | None = None  # the agent's own label, e.g. "hermes:alice@laptop"
     goal: str | None = None
-    why: str | None = None
     verdict: Verdict | None = None  # the policy's answer when the request came in
     idempotency_key: str | None = None
     outcome: JsonDict | None = None  # what the caller reported it did: {"ok", "detail", ...}
@@ -221,6 +223,34 @@ class Approval(BaseModel):
             "requested_at": self.requested_at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
         }
+
+
+class OnDeny(enum.StrEnum):
+    """What an agent task does when one of its calls is denied, timed out or blocked."""
+
+    TELL_MODEL = "tell_model"  # the refusal becomes the call's tool result; the model goes on
+    FAIL = "fail"  # the task fails, as a fixed plan does
+
+
+class AgentState(BaseModel):
+    """What an agent task keeps in its row; the conversation itself is its transcript.
+
+    The limits are copied from the config when the task starts, so a running task keeps
+    the rules it started with.
+    """
+
+    model: str = ""
+    max_turns: int = 20
+    max_actions: int = 50
+    on_deny: OnDeny = OnDeny.TELL_MODEL
+    call_id: str | None = None  # the tool call the pending (or executing) action answers
+    why: str | None = None  # the model's words from the turn that proposed that call
+    synced: int = -1  # last transcript seq whose action record is in `Task.actions`
+
+    @property
+    def tells_model(self) -> bool:
+        """True when a refusal goes back to the model instead of failing the task."""
+        return self.on_deny is OnDeny.TELL_MODEL
 
 
 class Task(BaseModel):
@@ -243,6 +273,7 @@ class Task(BaseModel):
     submitted_by: str | None = None
     mode: RunMode = RunMode.INTERACTIVE
     executing: Action | None = None  # set while a gated action runs (crash marker)
+    agent: AgentState | None = None  # set while (and after) an agent works on the goal
     claimed_by: str | None = None
     lease_until: datetime | None = None
     version: int = 0
@@ -283,6 +314,7 @@ class Grant(BaseModel):
     capability: str
     risk: RiskClass
     fingerprint: str
+    targets: list[str] = Field(default_factory=list)  # what it covers, for people
     max_calls: int | None = None  # 1 for once; None for session/always
     used: int = 0
     created_at: datetime = Field(default_factory=utcnow)

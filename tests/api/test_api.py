@@ -139,6 +139,33 @@ async def test_bad_json_is_422(client: httpx.AsyncClient) -> None:
     assert "Traceback" not in response.text
 
 
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain",
+                                          None])
+@pytest.mark.parametrize("path", ["/tasks", "/tasks/t-nope/approve", "/tasks/t-nope/deny"])
+async def test_a_body_not_sent_as_json_is_told_to_send_json(
+        client: httpx.AsyncClient, path: str, content_type: str | None) -> None:
+    """`curl -d '{…}'` (form-encoded) gets 422 "send application/json", not a pydantic text."""
+    headers = {"content-type": content_type} if content_type else {}
+    response = await client.post(path, content=b'{"goal": "x", "scope": "once"}',
+                                 headers=headers)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert "send application/json" in detail, detail
+    assert "Content-Type: application/json" in detail
+    assert (content_type or "no Content-Type") in detail
+    assert "dictionary" not in detail
+    assert response.json()["errors"][0]["field"] == "body"
+
+
+async def test_a_json_body_with_a_charset_is_json(client: httpx.AsyncClient) -> None:
+    """`application/json; charset=utf-8` and `+json` types are read as JSON."""
+    for kind in ("application/json; charset=utf-8", "application/vnd.api+json"):
+        response = await client.post("/tasks", content=b'{"goal": 5}',
+                                     headers={"content-type": kind})
+        assert response.status_code == 422
+        assert response.json()["errors"][0]["field"] == "goal", response.text
+
+
 async def test_prohibited_action_is_blocked_and_cannot_be_approved(
         client: httpx.AsyncClient, echo: HttpEcho) -> None:
     """A step prohibited by the request is blocked; approving it afterwards is 409."""

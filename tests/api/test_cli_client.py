@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -32,10 +35,24 @@ async def base(node: Running) -> AsyncIterator[str]:
         yield url
 
 
-async def waiting(node: Running, echo: HttpEcho) -> str:
+async def real_cli(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
+    """The real `signoff` command in a subprocess, on a terminal COLUMNS wide."""
+    env = {**os.environ, "COLUMNS": str(columns), "SIGNOFF_URL": "", "SIGNOFF_API_KEY": ""}
+    return await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "signoff", *args], capture_output=True,
+        text=True, timeout=60, check=False, env=env)
+
+
+def whole_in_lines(word: str, output: str) -> bool:
+    """``word`` appears unbroken on one line of ``output``."""
+    return any(word in line for line in output.splitlines())
+
+
+async def waiting(node: Running, echo: HttpEcho, goal: str = "ping the hook",
+                  path: str = "/hook") -> str:
     async with node.client() as client:
         response = await client.post("/tasks", json={
-            "goal": "ping the hook", "steps": webhook_steps(echo.url("/hook"))})
+            "goal": goal, "steps": webhook_steps(echo.url(path))})
         await wait_state(client, response.json()["id"], "waiting_approval")
         return str(response.json()["id"])
 
@@ -126,6 +143,50 @@ async def test_grants_list_and_revoke(node: Running, base: str, echo: HttpEcho) 
     assert revoked.exit_code == 0 and "revoked" in revoked.output
     unknown = await run("grants", "--revoke", "g-nope", "--url", base, "--api-key", KEY)
     assert unknown.exit_code == 1 and "no grant g-nope" in unknown.output
+
+
+LONG_GOAL = "ping the hook of the release pipeline and tell everyone who cares about it"
+
+
+async def test_tasks_table_keeps_ids_and_states_whole_at_80_columns(
+        node: Running, base: str, echo: HttpEcho) -> None:
+    """At 80 columns `signoff tasks` folds goals, never an id or a state (no `waiting_appro`)."""
+    ids = [await waiting(node, echo, LONG_GOAL, "/a/rather/long/path/to/the/hook/endpoint")
+           for _ in range(2)]
+    result = await real_cli("tasks", "--url", base, "--api-key", KEY)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in lines), result.stdout
+    for task_id in ids:
+        assert whole_in_lines(f"{task_id}  waiting_approval", result.stdout), result.stdout
+    assert "Updated (UTC)" in lines[0]
+
+
+async def test_grants_show_what_they_cover_and_ended_session_grants(
+        node: Running, base: str, echo: HttpEcho) -> None:
+    """`signoff grants` at 80 columns: whole ids, tool and targets, and a session grant
+    of a finished task is `ended`, not live (its JSON status too)."""
+    session_task = await waiting(node, echo)
+    await run("approve", session_task, "--scope", "session", "--url", base, "--api-key", KEY)
+    async with node.client() as client:
+        await wait_state(client, session_task, "completed")
+    always_task = await waiting(node, echo, path="/always")
+    await run("approve", always_task, "--scope", "always", "--url", base, "--api-key", KEY)
+    listed = json.loads((await run("grants", "--json", "--url", base, "--api-key", KEY)).output)
+    by_scope = {g["scope"]: g for g in listed["items"]}
+    assert by_scope["session"]["status"] == "ended" and by_scope["always"]["status"] == "live"
+    assert by_scope["always"]["targets"] == [echo.url("/always")]
+    result = await real_cli("grants", "--url", base, "--api-key", KEY)
+    assert result.returncode == 0, result.stderr
+    assert all(len(line.rstrip()) <= 80 for line in result.stdout.splitlines()), result.stdout
+    session, always = by_scope["session"]["id"], by_scope["always"]["id"]
+    assert whole_in_lines(f"{session}  session", result.stdout), result.stdout
+    assert whole_in_lines(f"{always}  always", result.stdout)
+    assert "SEND send_webhook" in result.stdout  # the target URL folds: only its start
+    assert "http://127.0.0.1" in result.stdout
+    session_line = next(line for line in result.stdout.splitlines() if session in line)
+    always_line = next(line for line in result.stdout.splitlines() if always in line)
+    assert " ended " in session_line and " live " in always_line
 
 
 async def test_approve_and_deny_take_an_approval_id(node: Running, base: str) -> None:

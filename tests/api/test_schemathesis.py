@@ -34,6 +34,7 @@ CHECKS = [schemathesis.checks.not_a_server_error, status_code_conformance,
           content_type_conformance, response_schema_conformance]
 OPERATIONS = [
     "GET /health", "GET /tasks", "POST /tasks", "GET /tasks/{task_id}",
+    "GET /tasks/{task_id}/transcript",
     "POST /tasks/{task_id}/approve", "POST /tasks/{task_id}/deny", "GET /approvals",
     "GET /audit", "GET /grants", "DELETE /grants/{grant_id}", "GET /schedules",
     "GET /oncall", "GET /metrics",

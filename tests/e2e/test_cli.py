@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -60,6 +61,80 @@ def test_config_check_names_file_key_and_problem_and_exits_2(project: Path) -> N
     assert "soon" in result.stderr
 
 
+BROKEN = """
+[daemon]
+host = "0.0.0.0"
+
+[approvals]
+mode = "smart"
+
+[[recipes]]
+name = "typo"
+match = "foo"
+steps = [{tool = "send_emial", args = {to = "a@example.com"}}]
+
+[[recipes]]
+name = "incomplete"
+match = "bar"
+steps = [{tool = "send_email", args = {to = "a@example.com"}}]
+
+[[schedules]]
+name = "nightly"
+every = "1h"
+steps = [{tool = "write_file", args = {path = "x"}}]
+grants = [{tool = "send_email", too = "x"}]
+"""
+BROKEN_KEYS = ["daemon.host", "approvals.mode", "recipes[0].steps[0]", "recipes[1].steps[0]",
+               "schedules[0].steps[0]", "schedules[0].grants[0]"]
+
+
+def test_config_check_reports_every_problem_daemon_start_refuses(project: Path) -> None:
+    """`config check` runs daemon start's own checks and prints all of them, not the first;
+    `daemon start` refuses the same file with the same lines, each naming file and key."""
+    cfg = project / "broken.toml"
+    cfg.write_text(BROKEN)
+    checked = signoff("config", "check", str(cfg), cwd=project)
+    started = signoff("daemon", "start", "--config", str(cfg), "--port", "1", cwd=project)
+    assert checked.returncode == 2 and started.returncode == 2
+    lines = checked.stderr.removeprefix("error: ").splitlines()
+    assert [line.split(": ")[:2] for line in lines] == [[str(cfg), k] for k in BROKEN_KEYS]
+    assert "unknown tool 'send_emial'" in lines[2]
+    assert "missing required argument 'subject'" in lines[3]
+    assert "missing required argument 'content'" in lines[4]
+    assert "API key" in lines[0] and "judge endpoint" in lines[1]
+    assert started.stderr == checked.stderr
+    assert not (project / "signoff-work" / "signoff.db").exists()  # nothing was started
+
+
+def test_config_check_passes_what_daemon_start_accepts(project: Path) -> None:
+    """A public host with an API key and complete steps is fine for both."""
+    cfg = project / "ok.toml"
+    cfg.write_text('[daemon]\nhost = "0.0.0.0"\n[api]\nkey = "k-0123456789"\n'
+                   '[[recipes]]\nname = "r"\nmatch = "x"\n'
+                   'steps = [{tool = "write_file", args = {path = "{goal}.txt", content = "hi"}}]\n')
+    result = signoff("config", "check", str(cfg), cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "ok.toml: OK" in result.stdout
+
+
+def test_daemon_refusing_a_host_flag_names_the_flag(project: Path) -> None:
+    """`--host 0.0.0.0` without a key: the refusal names the flag and where the key goes."""
+    result = signoff("daemon", "start", "--host", "0.0.0.0", "--port", "1", cwd=project)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --host 0.0.0.0: refusing to listen on 0.0.0.0")
+    assert "set [api] key in a config file" in result.stderr
+
+
+def test_handle_refuses_a_config_with_broken_recipes(project: Path) -> None:
+    """`signoff handle` reports the same problems (bar the listen address) and runs nothing."""
+    cfg = project / "broken.toml"
+    cfg.write_text(BROKEN)
+    result = signoff("handle", "foo", "--config", str(cfg), cwd=project)
+    assert result.returncode == 2
+    assert "daemon.host" not in result.stderr
+    assert f"{cfg}: recipes[0].steps[0]: unknown tool 'send_emial'" in result.stderr
+
+
 def test_broken_toml_is_a_clear_error(project: Path) -> None:
     """Broken TOML names the file and the line; nothing starts."""
     bad = project / "broken.toml"
@@ -94,6 +169,43 @@ def test_handle_yolo_approves_and_audits_it(project: Path) -> None:
     events = [json.loads(line) for line in audit.stdout.splitlines()]
     assert any(e["actor"] == "auto:yolo" and e["tool"] == "delete_file" for e in events)
     assert signoff("audit", "--verify", cwd=project).returncode == 0
+
+
+def test_audit_lists_with_a_header_task_and_scope_at_80_columns(project: Path) -> None:
+    """`signoff audit` prints a header and whole task ids, kinds and scopes at 80 columns."""
+    result = signoff("handle", "tidy", "--steps", "delete.json", "--yolo", cwd=project)
+    assert result.returncode == 0, result.stderr + result.stdout
+    task_id = re.search(r"\bt-[a-z0-9]+\b", result.stdout).group(0)  # type: ignore[union-attr]
+    listed = signoff("audit", cwd=project, env={"COLUMNS": "80"})
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["#", "Time", "Task", "Kind", "Decision", "Scope", "Actor"]
+    approved = next(line for line in lines if "auto:yolo" in line)
+    assert approved.split()[2:] == [task_id, "decision", "approve", "once", "auto:yolo"]
+    assert len(approved) <= 80
+    assert any("DESTRUCTIVE delete_file → old.txt" in line for line in lines)
+    only = signoff("audit", "--task", task_id, cwd=project)
+    assert only.returncode == 0 and task_id in only.stdout
+
+
+def test_audit_of_an_unknown_task_says_so(project: Path) -> None:
+    """`signoff audit --task t-unknown` names the task and exits 1 (not an empty success)."""
+    assert signoff("handle", "tidy", "--steps", "delete.json", "--yolo",
+                   cwd=project).returncode == 0
+    for extra in ((), ("--json",)):
+        result = signoff("audit", "--task", "t-unknown", *extra, cwd=project)
+        assert result.returncode == 1
+        assert "no task t-unknown" in result.stderr
+        assert result.stdout == ""
+
+
+def test_audit_where_no_daemon_ran_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    """`signoff audit` in a directory without a database names the path it looked at and
+    how to point it elsewhere, instead of creating an empty database (exit 2)."""
+    result = signoff("audit", "--verify", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "no signoff database at" in result.stderr and "--work-dir" in result.stderr
+    assert not (tmp_path / "signoff-work").exists()
 
 
 def test_strict_yolo_blocks_instead(project: Path) -> None:

@@ -1,13 +1,26 @@
 """A local OpenAI-compatible `/v1/chat/completions` server (as OpenAI, Ollama, vLLM answer).
 
-`FakeOpenAI(reply=...)`: ``reply`` is a list of tool calls ``[(name, args_dict_or_raw_str)]``
-(answered as ``message.tool_calls`` with JSON-string ``arguments``, the real wire shape),
-a plain string (answered as ``message.content``), or None for an HTTP 500.
+`FakeOpenAI(reply=...)` gives the same answer to every request: ``reply`` is a list of tool
+calls ``[(name, args_dict_or_raw_str)]`` (answered as ``message.tool_calls`` with
+JSON-string ``arguments``, the real wire shape), a plain string (answered as
+``message.content``), or None for an HTTP 500.
+
+`FakeOpenAI(script=fn)` answers each request with ``fn(Seen(messages))``: an `Answer`, a
+reply as above, or None (HTTP 500). The answer depends only on the messages received, as a
+real model's does, so a conversation resumed after a restart gets the answers it would
+have got. `steps(a, b, c)` answers turn 1 with ``a``, turn 2 with ``b``, …
+
+`ThreadedFakeOpenAI(fake)` serves a fake from its own thread and event loop, for tests that
+drive a daemon subprocess from synchronous code.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -15,11 +28,81 @@ from aiohttp import web
 Reply = list[tuple[str, Any]] | str | None
 
 
+@dataclass
+class Answer:
+    """One scripted reply: text, tool calls, or both."""
+
+    content: str | None = None
+    calls: list[tuple[str, Any]] = field(default_factory=list)  # (name, args or raw string)
+    finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
+    ids: list[str | None] | None = None  # the calls' ids as a sloppy server sends them
+
+
+class Seen:
+    """The messages of one request, with what scripts ask about them."""
+
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        self.messages = messages
+
+    @property
+    def turn(self) -> int:
+        """1 for the first request of a conversation, 2 after one answer, …"""
+        return 1 + sum(1 for m in self.messages if m.get("role") == "assistant")
+
+    @property
+    def goal(self) -> str:
+        """The first user message."""
+        return next(str(m["content"]) for m in self.messages if m.get("role") == "user")
+
+    def results(self) -> list[str]:
+        """The tool results after the last answer, in order."""
+        out: list[str] = []
+        for m in reversed(self.messages):
+            if m.get("role") == "assistant":
+                break
+            if m.get("role") == "tool":
+                out.insert(0, str(m.get("content")))
+        return out
+
+    def result(self) -> Any:
+        """The last tool result, decoded from its JSON text."""
+        return json.loads(self.results()[-1])
+
+
+Script = Callable[[Seen], "Answer | Reply"]
+
+
+def steps(*answers: Answer | Reply) -> Script:
+    """A script answering turn n with the n-th answer (the last one after that)."""
+
+    def script(seen: Seen) -> Answer | Reply:
+        return answers[min(seen.turn, len(answers)) - 1]
+
+    return script
+
+
+def _message(answer: Answer, request_no: int) -> tuple[dict[str, Any], str]:
+    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    if answer.calls:
+        message["tool_calls"] = [
+            {"id": f"call_{request_no}_{n}", "type": "function",
+             "function": {"name": name,
+                          "arguments": args if isinstance(args, str) else json.dumps(args)}}
+            for n, (name, args) in enumerate(answer.calls)]
+        for call, given in zip(message["tool_calls"], answer.ids or [], strict=False):
+            if given is None:
+                del call["id"]
+            else:
+                call["id"] = given
+    return message, answer.finish_reason or ("tool_calls" if answer.calls else "stop")
+
+
 class FakeOpenAI:
     """Serves completions on 127.0.0.1 and records every request body."""
 
-    def __init__(self, reply: Reply = None) -> None:
+    def __init__(self, reply: Reply = None, *, script: Script | None = None) -> None:
         self.reply = reply
+        self.script = script
         self.requests: list[dict[str, Any]] = []
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._complete)
@@ -32,22 +115,18 @@ class FakeOpenAI:
         return f"http://127.0.0.1:{self.port}/v1"
 
     async def _complete(self, request: web.Request) -> web.Response:
-        self.requests.append(await request.json())
-        if self.reply is None:
+        body = await request.json()
+        self.requests.append(body)
+        reply = self.script(Seen(body["messages"])) if self.script else self.reply
+        if reply is None:
             return web.json_response({"error": {"message": "boom"}}, status=500)
-        message: dict[str, Any] = {"role": "assistant", "content": None}
-        if isinstance(self.reply, str):
-            message["content"] = self.reply
-        else:
-            message["tool_calls"] = [
-                {"id": f"call_{n}", "type": "function",
-                 "function": {"name": name,
-                              "arguments": args if isinstance(args, str) else json.dumps(args)}}
-                for n, (name, args) in enumerate(self.reply)]
+        if not isinstance(reply, Answer):
+            reply = Answer(content=reply) if isinstance(reply, str) else Answer(calls=reply)
+        message, finish = _message(reply, len(self.requests))
         return web.json_response({
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 1764460800,
-            "model": "llama3.1", "choices": [{"index": 0, "message": message,
-                                             "finish_reason": "tool_calls"}],
+            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion",
+            "created": 1764460800, "model": body.get("model", "llama3.1"),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
     async def __aenter__(self) -> FakeOpenAI:
@@ -59,3 +138,23 @@ class FakeOpenAI:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._runner.cleanup()
+
+
+class ThreadedFakeOpenAI:
+    """A `FakeOpenAI` served from its own thread (``with ThreadedFakeOpenAI(fake):``)."""
+
+    def __init__(self, fake: FakeOpenAI) -> None:
+        self.fake = fake
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.fake.__aenter__(), self._loop).result(10)
+        return self.fake
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.fake.__aexit__(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()

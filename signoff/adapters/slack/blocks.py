@@ -15,7 +15,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from signoff.bot.cards import BUTTON_LABELS
+from signoff.bot.cards import BUTTON_LABELS, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -101,8 +101,6 @@ def _action_section(card: ApprovalCard) -> Block:
         lines.append(f"Targets: {targets}")
     lines.append(f"Tool: `{escape(card.tool)}`" + (
         f" ({escape(card.capability)})" if card.capability else ""))
-    if card.why:
-        lines.append(f"Why (requester): {escape(card.why)}")
     return {"type": "section", "text": _mrkdwn("\n".join(lines))}
 
 
@@ -190,6 +188,9 @@ def card_blocks(card: ApprovalCard) -> list[Block]:
     details = _details_section(card)
     if details is not None:
         blocks.append(details)
+    why = why_line(card)
+    if why:
+        blocks.append({"type": "context", "elements": [_mrkdwn(escape(why))]})
     blocks.append(_context(card))
     if card.open:
         if card.note:

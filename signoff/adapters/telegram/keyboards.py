@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from datetime import datetime
 
-from signoff.bot.cards import BUTTON_LABELS  # one set of labels for every surface
+from signoff.bot.cards import BUTTON_LABELS, why_line  # one wording for every surface
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -114,8 +114,9 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
         lines.append(f"Targets: {shown}" + (f" and {more} more" if more > 0 else ""))
     lines.extend(f"{_e(label, 40)}: <i>{_e(value, limit)}</i>"
                  for label, value in card.details[:items])
-    if card.why:
-        lines.append(f"Why (requester): <i>{_e(card.why, limit)}</i>")
+    why = why_line(card)
+    if why:
+        lines.append(f"<i>{_e(why, limit)}</i>")
     if card.goal:
         lines.append(f"Goal: {_e(card.goal, limit)}")
     if card.task_id is None:  # a request from an agent that is not ours

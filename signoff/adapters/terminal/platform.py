@@ -25,6 +25,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
+from signoff.bot.cards import why_line
 from signoff.bot.ports import (
     Actor,
     ApprovalCard,
@@ -53,8 +54,9 @@ def render(card: ApprovalCard) -> str:
         lines.append(f"  targets: {', '.join(card.targets)}")
     for label, value in card.details:
         lines.append(f"  {label}: {value}")
-    if card.why:
-        lines.append(f"  why (requester): {card.why}")
+    why = why_line(card)
+    if why:
+        lines.append(f"  {why}")
     if card.task_id is None:
         lines.append(f"  {card.origin}" + (f": {card.goal}" if card.goal else ""))
     else:

@@ -19,8 +19,12 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from signoff.bot.cards import why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import AuditEvent, Scope, Task
+from signoff.runtime.transcript import TranscriptEntry, call_summary, shorten_text
+
+TOOL_OUTPUT_SHOWN = 300  # characters of a tool's output on the task page
 
 BUTTONS = {Scope.ONCE: "Once", Scope.SESSION: "Session", Scope.ALWAYS: "Always",
            Scope.DENY: "Deny"}
@@ -103,7 +107,7 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/")
         expires = (f'<span class="expires" data-expires="{e(card.expires_at.isoformat())}">'
                    f'{e(time_left(card.expires_at, now))}</span>')
     if card.task_id is None:  # a request from an agent that is not ours
-        meta = [("Goal", e(card.goal or "—")), ("Why (requester)", e(card.why or "—")),
+        meta = [("Goal", e(card.goal or "—")),
                 ("Asked by", e(card.requester or view.asked_by or "—")),
                 ("Policy", e(card.policy_id or "—")), ("Requested", _stamp(card.requested_at))]
     else:
@@ -111,6 +115,8 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/")
                 ("Task", f"{task_link(card.task_id)} · step {card.step} of {card.steps_total}"),
                 ("Schedule", e(card.schedule or "—")), ("Requested", _stamp(card.requested_at))]
     details = _dl([(k, e(v)) for k, v in card.details], "details") if card.details else ""
+    why = why_line(card)
+    details += f'<p class="why">{e(why)}</p>' if why else ""
     note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
     if card.open:
         tail = _form(card, csrf, next_path)
@@ -190,13 +196,31 @@ def _audit(events: Sequence[AuditEvent]) -> str:
     return f'<ol class="audit">{"".join(rows)}</ol>'
 
 
+def _conversation(entries: Sequence[TranscriptEntry], more: bool) -> str:
+    """An agent's messages, oldest first; tool outputs shortened."""
+    rows = []
+    for m in entries:
+        text = m.content or ""
+        if m.role == "tool":
+            text = shorten_text(text, TOOL_OUTPUT_SHOWN)
+        calls = "".join(f'<li class="call"><code>{e(call_summary(c))}</code></li>'
+                        for c in m.calls())
+        body = f'<p class="content">{e(text)}</p>' if text else ""
+        rows.append(f'<li class="msg role-{e(m.role)}"><span class="role">{e(m.role)}</span> '
+                    f'{_stamp(m.at)}{body}{f"<ul>{calls}</ul>" if calls else ""}</li>')
+    tail = '<p class="more">Later messages: see the transcript API.</p>' if more else ""
+    return f'<ol class="conversation">{"".join(rows)}</ol>{tail}'
+
+
 def _pretty(value: Any) -> str:
     return e(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
 def task_fragment(task: Task, events: Sequence[AuditEvent], *, card: CardView | None,
-                  csrf: str, now: datetime) -> str:
-    """The live region of a task page: state, pending card, result, history, audit."""
+                  csrf: str, now: datetime, transcript: Sequence[TranscriptEntry] = (),
+                  more_transcript: bool = False) -> str:
+    """The live region of a task page: state, pending card, result, history, the agent's
+    conversation, audit."""
     rows = [("State", f'<span class="state state-{e(task.state.value)}">'
                       f'{e(task.state.value.replace("_", " "))}</span>'),
             ("Goal", e(task.goal)), ("Submitted by", e(task.submitted_by or "—")),
@@ -208,6 +232,8 @@ def task_fragment(task: Task, events: Sequence[AuditEvent], *, card: CardView | 
     if task.result is not None:
         parts.append(f'<h2>Result</h2><pre class="result">{_pretty(task.result)}</pre>')
     parts.append(f"<h2>Actions</h2>{_history(task)}")
+    if transcript:
+        parts.append(f"<h2>Conversation</h2>{_conversation(transcript, more_transcript)}")
     parts.append(f"<h2>Audit events</h2>{_audit(events)}")
     return "".join(parts)
 

@@ -1,7 +1,8 @@
 """OpenAI-compatible chat completions: the LLM planner and the smart-approval judge.
 
 Works with any server speaking `/chat/completions` (OpenAI, a local Ollama, vLLM). The
-planner falls back to the rules planner when the endpoint fails. The judge passes the
+planner falls back to the rules planner when the endpoint fails, and says so in its `Plan`
+(the engine records it in ``result.planner`` and audits it). The judge passes the
 action as fenced data, never as instructions, and anything but a clear APPROVE or DENY
 means "ask a person".
 """
@@ -15,8 +16,9 @@ from typing import Any
 import httpx
 
 from signoff.errors import PlannerError
-from signoff.runtime.models import Action, Task
-from signoff.runtime.planning.planner import Planner, call_planner
+from signoff.runtime.models import Action, JsonDict, Task
+from signoff.runtime.planning.planner import Plan, Planner, call_planner
+from signoff.runtime.tools.names import ModelTools
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +34,8 @@ class ChatClient:
         self._timeout = timeout
         self._transport = transport
 
-    async def complete(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-        """POST /chat/completions; return the first choice's message."""
+    async def choice(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        """POST /chat/completions; return the first choice (``message``, ``finish_reason``)."""
         body = {"model": self.model, "messages": messages, **extra}
         async with httpx.AsyncClient(timeout=self._timeout, transport=self._transport) as http:
             try:
@@ -41,9 +43,19 @@ class ChatClient:
                                        headers=self._headers)
                 resp.raise_for_status()
                 data = resp.json()
-                message: dict[str, Any] = data["choices"][0]["message"]
+                choice: dict[str, Any] = data["choices"][0]
+                if not isinstance(choice.get("message"), dict):
+                    raise TypeError("the first choice has no message")
+            except httpx.TimeoutException as exc:
+                raise PlannerError(f"LLM endpoint {self.base_url} did not answer within "
+                                   f"{self._timeout:g} s (the [planner] timeout)") from exc
             except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
                 raise PlannerError(f"LLM endpoint {self.base_url} failed: {exc}") from exc
+        return choice
+
+    async def complete(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        """POST /chat/completions; return the first choice's message."""
+        message: dict[str, Any] = (await self.choice(messages, **extra))["message"]
         return message
 
 
@@ -54,32 +66,46 @@ PLANNER_PROMPT = (
 
 
 class LlmPlanner:
-    """Plans with an LLM's tool calls; falls back to ``fallback`` when the endpoint fails."""
+    """Plans with an LLM's tool calls; falls back to ``fallback`` when the endpoint fails.
+
+    The `Plan` says who planned (``{"kind": "openai"}``) and, after a fallback, why
+    (``"fallback": "recipes", "error": …``); the engine keeps it as ``result.planner``.
+    """
 
     def __init__(self, *, client: ChatClient, fallback: Planner | None = None) -> None:
         self.client = client
         self.fallback = fallback
 
-    async def plan(self, goal: str, **kwargs: Any) -> list[Action]:
-        """Ask the model for tool calls; each becomes an Action (risk set by the registry)."""
-        tools = kwargs.get("tools") or []
+    async def plan(self, goal: str, **kwargs: Any) -> list[Action] | Plan:
+        """Ask the model for tool calls; each becomes an Action (risk set by the registry).
+
+        When the model fails, the fallback plans and the `Plan` says so; when the fallback
+        fails too, its error names the model's failure first.
+        """
+        tools = ModelTools(kwargs.get("tools") or [])
         try:
             message = await self.client.complete(
                 [{"role": "system", "content": PLANNER_PROMPT},
                  {"role": "user", "content": goal}],
-                tools=tools, tool_choice="auto")
-            actions = _actions_from(message)
+                tools=tools.schemas, tool_choice="auto")
+            actions = _actions_from(message, tools)
             if not actions:
                 raise PlannerError("the model proposed no tool calls")
-            return actions
+            return Plan(actions, {"kind": "openai"})
         except PlannerError as exc:
             if self.fallback is None:
                 raise
+            info: JsonDict = {"kind": "openai", "fallback": "recipes", "error": str(exc)}
             log.warning("llm_planner_fallback", extra={"error": str(exc)})
-            return await call_planner(self.fallback, goal, **kwargs)
+            try:
+                planned = await call_planner(self.fallback, goal, **kwargs)
+            except PlannerError as again:
+                raise PlannerError(f"{exc}; the recipes could not plan it either: {again}",
+                                   planner=info) from again
+            return Plan(planned.actions, info)
 
 
-def _actions_from(message: dict[str, Any]) -> list[Action]:
+def _actions_from(message: dict[str, Any], tools: ModelTools) -> list[Action]:
     actions = []
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
@@ -89,7 +115,9 @@ def _actions_from(message: dict[str, Any]) -> list[Action]:
             raise PlannerError(f"tool call {fn.get('name')!r} has invalid JSON arguments") from exc
         if not isinstance(args, dict) or not fn.get("name"):
             raise PlannerError("a tool call has no name or non-object arguments")
-        actions.append(Action(tool=str(fn["name"]), args=args))
+        # A name that maps to no offered tool is kept as is: the registry names it unknown.
+        name = str(fn["name"])
+        actions.append(Action(tool=tools.tool(name) or name, args=args))
     return actions
 
 

@@ -13,29 +13,57 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from signoff.errors import PlannerError
-from signoff.runtime.models import Action
+from signoff.runtime.models import Action, JsonDict
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A planner's actions, with how they were planned when that matters: ``planner``
+    (e.g. ``{"kind": "openai", "fallback": "recipes", "error": ...}``) is kept in the
+    task's ``result.planner``, and a fallback is audited."""
+
+    actions: list[Action]
+    planner: JsonDict | None = None
 
 
 @runtime_checkable
 class Planner(Protocol):
-    """Anything with ``plan(goal, **kwargs)`` returning actions (sync or async).
+    """Anything with ``plan(goal, **kwargs)`` returning actions (sync or async), or a
+    `Plan` that also says how they were planned.
 
     kwargs carry context such as ``tools`` (the registry's function schemas).
     """
 
-    def plan(self, goal: str, **kwargs: Any) -> list[Action] | Awaitable[list[Action]]:
+    def plan(self, goal: str, **kwargs: Any
+             ) -> list[Action] | Plan | Awaitable[list[Action] | Plan]:
         """Propose the actions for ``goal``."""
         ...
 
 
-async def call_planner(planner: Planner, goal: str, **kwargs: Any) -> list[Action]:
+def _accepted(planner: Planner, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The context a planner's ``plan`` takes: all of it with ``**kwargs``, else the named
+    ones (a planner written as ``plan(goal, tools)`` must not get a ``notes`` it never asked
+    for)."""
+    try:
+        params = inspect.signature(planner.plan).parameters.values()
+    except (TypeError, ValueError):
+        return kwargs
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return kwargs
+    names = {p.name for p in params}
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+async def call_planner(planner: Planner, goal: str, **kwargs: Any) -> Plan:
     """Call a sync or async planner and check what comes back."""
-    result = planner.plan(goal, **kwargs)
+    result = planner.plan(goal, **_accepted(planner, kwargs))
     if inspect.isawaitable(result):
         result = await result
-    if not isinstance(result, list) or not all(isinstance(a, Action) for a in result):
+    plan = result if isinstance(result, Plan) else Plan(result)  # type: ignore[arg-type]
+    if not isinstance(plan.actions, list) or not all(isinstance(a, Action)
+                                                     for a in plan.actions):
         raise PlannerError(f"planner {type(planner).__name__} did not return a list of Action")
-    return result
+    return plan
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from signoff.runtime.ids import grant_id
-from signoff.runtime.models import Action, Grant, Scope, Task
+from signoff.runtime.models import Action, Grant, Scope, Task, TaskState
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 
 
@@ -43,7 +43,7 @@ def grant_for(action: Action, scope: Scope, *, policy_id: str, task_id: str | No
     return Grant(
         id=grant_id(), key=grant_key(policy_id, action), policy_id=policy_id,
         task_id=task_id, scope=scope, tool=action.tool, capability=action.capability,
-        risk=action.risk, fingerprint=action.fingerprint,
+        risk=action.risk, fingerprint=action.fingerprint, targets=list(action.targets),
         max_calls=1 if scope is Scope.ONCE else None, used=1, created_at=now,
         created_by=actor)
 
@@ -63,6 +63,17 @@ def covers(grant: Grant, *, task_id: str | None) -> bool:
     if task_id is None or grant.task_id is None:
         return task_id is None and grant.task_id is None
     return grant.scope is Scope.ALWAYS or grant.task_id == task_id
+
+
+def status(grant: Grant, task_state: TaskState | None) -> str:
+    """For people: ``live``, ``revoked``, ``used`` (a once grant), or ``ended`` — a session
+    grant whose task finished, which `covers` only ever allowed inside that task."""
+    if grant.revoked_at is not None:
+        return "revoked"
+    if not grant.live:
+        return "used"
+    ended = task_state in (TaskState.COMPLETED, TaskState.FAILED)
+    return "ended" if grant.scope is Scope.SESSION and ended else "live"
 
 
 def first_valid(candidates: Iterable[Grant], *, task_id: str | None) -> Grant | None:

@@ -22,6 +22,7 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page, PendingRequest
+from signoff.runtime.transcript import TranscriptEntry
 
 ACTIVE = (TaskState.PLANNING, TaskState.IN_PROGRESS)
 
@@ -48,6 +49,7 @@ class MemTaskStore:
         self._cards: dict[tuple[str, str], CardRecord] = {}
         self._outbox: dict[str, OutboxItem] = {}
         self._outbox_ids = itertools.count(1)
+        self._transcripts: dict[str, dict[int, TranscriptEntry]] = {}  # task id -> seq -> entry
 
     async def open(self) -> None:
         """Nothing to open."""
@@ -59,7 +61,8 @@ class MemTaskStore:
         """Forget everything."""
         counts = {"tasks": len(self._tasks), "approvals": len(self._approvals),
                   "grants": len(self._grants), "audit events": len(self._audit),
-                  "cards": len(self._cards), "outbox items": len(self._outbox)}
+                  "cards": len(self._cards), "outbox items": len(self._outbox),
+                  "transcript entries": sum(len(t) for t in self._transcripts.values())}
         self.__init__()  # type: ignore[misc]
         return counts
 
@@ -96,6 +99,10 @@ class MemTaskStore:
         for grant in ch.grants:
             if grant.id in self._grants:
                 raise _Lost
+        keys = [(e.task_id, e.seq) for e in ch.transcript]
+        if len(set(keys)) != len(keys) or any(
+                seq in self._transcripts.get(task_id, {}) for task_id, seq in keys):
+            raise _Lost
 
     def _schedule_taken(self, task: Task) -> bool:
         if task.schedule is None or task.fire_time is None:
@@ -130,6 +137,10 @@ class MemTaskStore:
                 stored = OutboxItem(**{**item.__dict__, "id": next(self._outbox_ids),
                                        "next_at": item.next_at or ch.at})
                 self._outbox[item.key] = stored
+        for entry in ch.transcript:
+            entry.at = entry.at or ch.at
+            self._transcripts.setdefault(entry.task_id, {})[entry.seq] = entry.model_copy(
+                deep=True)
         sealed = []
         count, prev = self._head
         for event in ch.audit:
@@ -201,6 +212,13 @@ class MemTaskStore:
         return [self._copy(t) for _, t in self._sorted() if t.state in ACTIVE and (
             (node_id is not None and t.claimed_by == node_id)
             or t.lease_until is None or t.lease_until < now)]
+
+    async def transcript(self, task_id: str, *, after: int = -1,
+                         limit: int = 500) -> Page[TranscriptEntry]:
+        """Entries after a seq, oldest first."""
+        entries = self._transcripts.get(task_id, {})
+        rows = [(seq, entries[seq]) for seq in sorted(entries) if seq > after]
+        return _page(rows, limit, lambda e: e.model_copy(deep=True))
 
     async def get_approval(self, approval_id: str) -> Approval | None:
         """One approval."""

@@ -22,6 +22,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.transcript import TranscriptEntry
 
 T = TypeVar("T")
 
@@ -55,6 +56,8 @@ class Change:
     ``insert_approval`` says the approval is new (a duplicate id or idempotency key
     loses). ``outcome_for`` records the outcome of that outside request once: the change
     loses if one was recorded before.
+    ``transcript`` entries are appended; an entry whose (task id, seq) is already stored
+    makes the whole change lose (two writers of one agent turn: the first wins).
     """
 
     at: datetime
@@ -71,6 +74,7 @@ class Change:
     audit: list[AuditEvent] = field(default_factory=list)
     outbox: list[OutboxItem] = field(default_factory=list)
     outbox_done: list[int] = field(default_factory=list)  # ids of delivered outbox items
+    transcript: list[TranscriptEntry] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,12 @@ class TaskStore(Protocol):
     async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
         """Planning/in-progress tasks whose lease ran out, plus (unless None) those claimed
         by ``node_id`` — a node's own claims from before its restart."""
+        ...
+
+    async def transcript(self, task_id: str, *, after: int = -1,
+                         limit: int = 500) -> Page[TranscriptEntry]:
+        """Transcript entries of a task with seq > ``after``, oldest first; the cursor is
+        the last seq of the page."""
         ...
 
     async def get_approval(self, approval_id: str) -> Approval | None:

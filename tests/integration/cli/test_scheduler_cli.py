@@ -135,6 +135,22 @@ def test_schedules_table_is_readable(app: typer.Typer, config: Path) -> None:
     assert "nightly" in out and "paused" in out and "disabled" in out
 
 
+def test_schedules_table_keeps_names_and_task_ids_whole_at_80_columns(
+        app: typer.Typer, config: Path) -> None:
+    """At 80 columns the schedule's name, the last run's task id and its outcome are
+    whole on their lines; only the times and cron lines fold."""
+    code, task_id = run(app, "schedules", "run", "nightly", "--config", str(config))
+    assert code == 0, task_id
+    result = CliRunner().invoke(app, ["schedules", "--config", str(config)],
+                                env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].split() == ["Schedule", "When", "Mode", "Next", "Last", "run", "Outcome"]
+    assert all(len(line.rstrip()) <= 80 for line in lines), result.output
+    nightly = next(line for line in lines if line.startswith("nightly "))
+    assert task_id.strip() in nightly and nightly.rstrip().endswith("queued")
+
+
 def test_unknown_schedule_is_a_usage_error(app: typer.Typer, config: Path) -> None:
     """`schedules run nope` exits 2 and names the known schedules."""
     result = CliRunner().invoke(app, ["schedules", "run", "nope", "--config", str(config)])

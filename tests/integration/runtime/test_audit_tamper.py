@@ -92,6 +92,14 @@ def _tamper(case: str, db: sa.Engine, events: list[AuditEvent]) -> None:
             conn.execute(audit_t.update().where(audit_t.c.id == -4).values(id=5))
     if case == "edit":
         _edit(db, 4, actor="slack:UNOBODY", decision="approve")
+    elif case == "invalid at":
+        _edit(db, 4, at="yesterday")
+    elif case == "invalid targets":
+        _edit(db, 4, targets="everyone")
+    elif case in ("invalid json", "not an object"):
+        text = '{"id": 4, "kind": "decis' if case == "invalid json" else "[4]"
+        with db.begin() as conn:
+            conn.execute(audit_t.update().where(audit_t.c.id == 4).values(data=text))
     elif case == "reseal edit":
         forged = audit.seal(events[3].model_copy(update={"reason": "forged"}), event_id=4,
                             prev_hash=events[2].hash)
@@ -102,6 +110,11 @@ def _tamper(case: str, db: sa.Engine, events: list[AuditEvent]) -> None:
 
 CASES = {  # case → (first bad event, words of the problem)
     "edit": (4, "event 4 was altered"),
+    # Rows that no longer hold a valid event are reported the same way, never a traceback.
+    "invalid at": (4, "event 4 was altered"),
+    "invalid targets": (4, "event 4 was altered"),
+    "invalid json": (4, "event 4 was altered"),
+    "not an object": (4, "event 4 was altered"),
     "reseal edit": (5, "event 5 does not follow"),
     "delete middle": (5, "event 4 is missing"),
     "swap": (4, "event 4 does not follow"),
@@ -114,7 +127,8 @@ CASES = {  # case → (first bad event, words of the problem)
 async def test_tampering_makes_verify_fail_naming_the_first_bad_event(
         node_factory: NodeFactory, store_url: str, db: sa.Engine, tmp_path: Path,
         case: str) -> None:
-    """Editing, deleting or reordering rows: verify() and `signoff audit --verify` both fail."""
+    """Editing (even into an invalid value), deleting or reordering rows: verify() and
+    `signoff audit --verify` both fail, naming the first bad event."""
     events = await _real_log(node_factory, store_url)
     assert (await _verify(store_url)).ok
     ok = _cli(store_url, "--verify", cwd=tmp_path)
@@ -129,6 +143,7 @@ async def test_tampering_makes_verify_fail_naming_the_first_bad_event(
     broken = _cli(store_url, "--verify", cwd=tmp_path)
     assert broken.returncode == 1
     assert f"BROKEN at event {bad_event}" in broken.stderr and words in broken.stderr
+    assert "Traceback" not in broken.stderr
 
 
 async def test_a_cut_tail_with_a_rewritten_head_is_caught_by_expect_head(
@@ -186,3 +201,16 @@ async def test_an_intact_log_of_100_000_events_verifies(store_url: str,
         backend = store_url.split(":", 1)[0]
         print(f"\n[audit] {backend}: verified {count:,} events in {took:.2f} s "
               f"({count / took:,.0f} events/s); building the log took {built:.1f} s")
+
+
+async def test_listing_shows_an_unreadable_row_instead_of_crashing(
+        node_factory: NodeFactory, store_url: str, db: sa.Engine, tmp_path: Path) -> None:
+    """`signoff audit` lists a row edited into an invalid event as `unreadable`, with why."""
+    events = await _real_log(node_factory, store_url)
+    _tamper("invalid at", db, events)
+    listed = _cli(store_url, "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [r["id"] for r in rows] == list(range(1, EVENTS + 1))
+    assert rows[3]["kind"] == "unreadable" and "at:" in rows[3]["reason"]
+    assert "yesterday" not in rows[3]["reason"]  # the stored value is not echoed

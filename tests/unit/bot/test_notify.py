@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from signoff.bot.notify import DIGEST_LIMIT, Notifier, NotifyRule, digest_text, event_line
+from signoff.bot.notify import (
+    CONTENT_LIMIT,
+    DIGEST_LIMIT,
+    Notifier,
+    NotifyRule,
+    digest_text,
+    event_line,
+)
 from signoff.bot.outbox import FOREVER
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Action, ActionRecord, RunMode, Task, TaskState
@@ -55,6 +62,28 @@ def test_line_hides_content_unless_asked() -> None:
     full = event_line("waiting_approval", waiting, None, console_url=None, include_content=True)
     assert "send_email → ops@example.com" in bare and "Payroll" not in bare
     assert "Payroll" in full
+
+
+def test_include_content_shows_bodies_and_payloads_shortened() -> None:
+    """With include_content the line carries the body, the payload and the text, each cut
+    to CONTENT_LIMIT characters; without it none of them."""
+    long_body = "Salaries attached. " + "x" * 1000
+    registry = builtin_registry(entry_points_group=None)
+    mail = registry.prepare(Action(tool="send_email", args={
+        "to": "ops@example.com", "subject": "Payroll", "body": long_body}))
+    hook = registry.prepare(Action(tool="send_webhook", args={
+        "url": "https://h.example/x", "payload": {"deploy": "v2"}}))
+    for action, words in ((mail, "Salaries attached."), (hook, '{"deploy": "v2"}')):
+        waiting = task(pending_action=action)
+        full = event_line("waiting_approval", waiting, None, console_url=None,
+                          include_content=True)
+        bare = event_line("waiting_approval", waiting, None, console_url=None)
+        assert words in full, full
+        assert words not in bare
+    full = event_line("waiting_approval", task(pending_action=mail), None, console_url=None,
+                      include_content=True)
+    body = full.split("body: ", 1)[1].split(" [", 1)[0]
+    assert len(body) == CONTENT_LIMIT and body.endswith("…")
 
 
 def test_blocked_by_cron_mode_says_what_it_would_have_needed() -> None:

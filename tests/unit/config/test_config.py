@@ -443,6 +443,27 @@ def test_openai_planner_needs_url_and_model(write_config: WriteConfig) -> None:
     assert message.startswith("config.toml: planner.base_url: required")
 
 
+def test_openai_planner_defaults_to_agent_mode_with_its_limits(
+        write_config: WriteConfig) -> None:
+    """kind = openai works as an agent unless mode = "plan"; limits and on_deny default."""
+    base = '[planner]\nkind = "openai"\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\n'
+    planner = load_settings(write_config(base)).planner
+    assert planner.agent and (planner.max_turns, planner.max_actions) == (20, 50)
+    assert planner.on_deny.value == "tell_model" and planner.system_prompt == ""
+    assert not load_settings(write_config(base + 'mode = "plan"\n')).planner.agent
+    assert not load_settings(write_config("")).planner.agent  # rules planner
+
+
+def test_bad_agent_settings_name_the_key(write_config: WriteConfig) -> None:
+    """A wrong mode, on_deny or limit is an error naming planner.<key>."""
+    base = '[planner]\nkind = "openai"\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\n'
+    for line, key in (('mode = "chat"', "planner.mode"), ('on_deny = "ignore"', "planner.on_deny"),
+                      ("max_turns = 0", "planner.max_turns"),
+                      ("max_actions = -1", "planner.max_actions")):
+        message = config_error(write_config(base + line + "\n"))
+        assert message.startswith(f"config.toml: {key}: "), message
+
+
 def test_recipe_with_bad_regex(write_config: WriteConfig) -> None:
     """A recipe match that does not compile is an error naming recipes[i].match."""
     text = '[[recipes]]\nname = "r"\nmatch = "(unclosed"\nsteps = [{tool = "read_file"}]\n'

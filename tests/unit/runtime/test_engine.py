@@ -257,3 +257,23 @@ async def test_waiting_tasks_are_left_alone_by_recovery(work: Path) -> None:
     same = await node.store.get_task(task.id)
     assert same is not None and same.state is TaskState.WAITING_APPROVAL
     assert same.retries == 0
+
+
+class ToolsOnlyPlanner:
+    """A planner written as ``plan(goal, tools)``: it names the one context it wants."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def plan(self, goal: str, tools: list[dict[str, Any]]) -> list[Action]:
+        self.seen = [t["function"]["name"] for t in tools]
+        return [Action(tool="read_file", args={"path": "README.md"})]
+
+
+async def test_a_planner_gets_only_the_context_it_names(work: Path) -> None:
+    """Context the engine adds later (such as `notes`) never breaks a planner that does
+    not take **kwargs."""
+    planner = ToolsOnlyPlanner()
+    task = await run(make(work, planner))
+    assert task.state is TaskState.COMPLETED
+    assert "read_file" in planner.seen

@@ -25,6 +25,7 @@ from signoff.runtime.store.sql.tables import (
     OutboxRow,
     RequestRow,
     TaskRow,
+    TranscriptRow,
 )
 
 tasks_t = TaskRow.__table__  # type: ignore[attr-defined]
@@ -35,6 +36,7 @@ head_t = AuditHeadRow.__table__  # type: ignore[attr-defined]
 cards_t = CardRow.__table__  # type: ignore[attr-defined]
 outbox_t = OutboxRow.__table__  # type: ignore[attr-defined]
 requests_t = RequestRow.__table__  # type: ignore[attr-defined]
+transcript_t = TranscriptRow.__table__  # type: ignore[attr-defined]
 
 # States in which a task is held by a node (what recovery looks at).
 ACTIVE = (TaskState.PLANNING.value, TaskState.IN_PROGRESS.value)
@@ -75,6 +77,13 @@ def only_task(ch: Change) -> bool:
     is then never silently skipped by a hot path that does not know it.
     """
     return ch.task is not None and not any(getattr(ch, name) for name in _NOT_TASK)
+
+
+def only_turn(ch: Change) -> bool:
+    """True when a Change appends transcript entries and writes nothing else but, perhaps,
+    its task (an agent turn: the per-turn hot path)."""
+    return bool(ch.transcript) and not any(
+        getattr(ch, name) for name in _NOT_TASK if name != "transcript")
 
 
 # What a change of an outside request (stored, decided, expired, its outcome recorded)

@@ -58,8 +58,10 @@ from signoff.runtime.store.sql.rows import (
     safe_url,
     task_from,
     tasks_t,
+    transcript_t,
 )
 from signoff.runtime.store.sql.writes import Lost, apply_change
+from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -115,7 +117,7 @@ class SqlTaskStore:
         try:
             SQLModel.metadata.create_all(self._write, tables=[
                 tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
-                requests_t])
+                requests_t, transcript_t])
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
@@ -140,7 +142,8 @@ class SqlTaskStore:
             for name, table in (("tasks", tasks_t), ("approvals", approvals_t),
                                 ("grants", grants_t), ("audit events", audit_t),
                                 ("cards", cards_t), ("outbox items", outbox_t),
-                                ("outside requests", requests_t)):
+                                ("outside requests", requests_t),
+                                ("transcript entries", transcript_t)):
                 counts[name] = conn.execute(table.delete()).rowcount or 0
             conn.execute(head_t.update().values(count=0, hash=audit_chain.GENESIS))
         return counts
@@ -256,6 +259,21 @@ class SqlTaskStore:
         with self._tx(write=False) as conn:
             return [task_from(r) for r in conn.execute(q)]
 
+    async def transcript(self, task_id: str, *, after: int = -1,
+                         limit: int = 500) -> Page[TranscriptEntry]:
+        """Transcript entries after a seq, oldest first."""
+        entries = await self._run(self._transcript, task_id, after, limit + 1)
+        more = len(entries) > limit
+        entries = entries[:limit]
+        return Page(entries, str(entries[-1].seq) if more else None)
+
+    def _transcript(self, task_id: str, after: int, limit: int) -> list[TranscriptEntry]:
+        q = (sa.select(transcript_t.c.data)
+             .where(transcript_t.c.task_id == task_id, transcript_t.c.seq > after)
+             .order_by(transcript_t.c.seq).limit(limit))
+        with self._tx(write=False) as conn:
+            return [TranscriptEntry.model_validate_json(r.data) for r in conn.execute(q)]
+
     # -- approvals -----------------------------------------------------------------------
     async def get_approval(self, approval_id: str) -> Approval | None:
         """One approval request."""
@@ -366,7 +384,7 @@ class SqlTaskStore:
             rows = conn.execute(q).all()
         more = len(rows) > limit
         rows = rows[:limit]
-        items = [AuditEvent.model_validate_json(r.data) for r in rows]
+        items = [audit_chain.from_row(r.id, r.data) for r in rows]
         return Page(items, str(rows[-1].id) if more else None)
 
     async def audit_chain(self, *, after: int = 0, limit: int = 10_000) -> list[AuditEvent]:
@@ -377,11 +395,7 @@ class SqlTaskStore:
         q = sa.select(audit_t).where(audit_t.c.id > after).order_by(audit_t.c.id).limit(limit)
         with self._tx(write=False) as conn:
             rows = conn.execute(q).all()
-        out = []
-        for r in rows:
-            event = AuditEvent.model_validate_json(r.data)
-            out.append(event if event.id == r.id else event.model_copy(update={"id": r.id}))
-        return out
+        return [audit_chain.from_row(r.id, r.data) for r in rows]
 
     async def audit_head(self) -> tuple[int, str]:
         """(count, head hash)."""

@@ -147,3 +147,15 @@ class OutboxRow(SQLModel, table=True):
     done: bool = Field(default=False)
     next_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
     error: str | None = Field(default=None, sa_column=sa.Column(sa.Text))
+
+
+class TranscriptRow(SQLModel, table=True):
+    """One message of an agent task's conversation; (task_id, seq) is unique, so two
+    writers of the same turn cannot both append it."""
+
+    __tablename__ = "transcript"
+    task_id: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    seq: int = Field(primary_key=True, sa_column_kwargs={"autoincrement": False})
+    role: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    data: str = Field(sa_column=sa.Column(sa.Text, nullable=False))

@@ -34,6 +34,7 @@ from signoff.runtime.store.sql.rows import (
     requests_t,
     task_cols,
     tasks_t,
+    transcript_t,
 )
 
 
@@ -58,7 +59,19 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditE
     if ch.outbox_done:
         conn.execute(outbox_t.update().where(outbox_t.c.id.in_(ch.outbox_done))
                      .values(done=True, error=None))
+    if ch.transcript:
+        conn.execute(transcript_t.insert(), transcript_rows(ch))
     return append_audit(conn, ch.audit, at=ch.at) if ch.audit else []
+
+
+def transcript_rows(ch: Change) -> list[dict[str, object]]:
+    """The rows of a change's transcript entries, each stamped (if not yet) with its time."""
+    rows: list[dict[str, object]] = []
+    for entry in ch.transcript:
+        entry.at = entry.at or ch.at
+        rows.append({"task_id": entry.task_id, "seq": entry.seq, "role": entry.role,
+                     "at": entry.at, "data": entry.model_dump_json()})
+    return rows
 
 
 def request_cols(ap: Approval) -> dict[str, object]:

@@ -4,7 +4,8 @@ Why raw SQL for these: measured here (bench/throughput.py), building, caching an
 a statement through SQLAlchemy Core costs ~0.7 ms, twenty times the ~33 µs a WAL commit
 takes. Every task runs three writes (insert, claim, final save), and the approval flow
 five reads (a task, an approval, the grants under a key, a card's copies, due outbox
-jobs); those eight are here. Everything else goes through the shared SQLAlchemy code of
+jobs); an agent turn appends its transcript rows and a resumed agent reads them back.
+Those ten are here. Everything else goes through the shared SQLAlchemy code of
 the SQL store, where the statement cost does not matter.
 
 The functions take the store thread's connection and never begin or end a transaction:
@@ -17,11 +18,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from signoff.runtime.models import Approval, Grant, Task, TaskState
 from signoff.runtime.store.port import CardRecord, OutboxItem
 from signoff.runtime.store.sql.writes import Lost
+from signoff.runtime.transcript import TranscriptEntry
 
 _DT = "%Y-%m-%d %H:%M:%S.%f"
 
@@ -35,12 +38,15 @@ CLAIM_NEXT = ("UPDATE tasks SET state = CASE WHEN needs_plan THEN 'planning' "
               "ELSE 'in_progress' END, claimed_by = ?, lease_until = ?, version = version + 1 "
               "WHERE seq = (SELECT seq FROM tasks WHERE state = ? ORDER BY seq LIMIT 1) "
               "AND state = ? RETURNING data, version, state")
+APPEND = "INSERT INTO transcript (task_id, seq, role, at, data) VALUES (?, ?, ?, ?, ?)"
 
 # -- reads -------------------------------------------------------------------------------
 GET_TASK = "SELECT data, state, version, claimed_by, lease_until FROM tasks WHERE id = ?"
 GET_APPROVAL = "SELECT data FROM approvals WHERE id = ?"
 GRANT_CANDIDATES = "SELECT data, used FROM grants WHERE key = ? AND revoked = 0 ORDER BY seq"
 CARDS = "SELECT approval_id, surface, channel, message_id FROM cards WHERE approval_id = ?"
+TRANSCRIPT = ("SELECT data FROM transcript WHERE task_id = ? AND seq > ? ORDER BY seq "
+              "LIMIT ?")
 DUE_OUTBOX = ("SELECT id, key, surface, kind, approval_id, payload, attempts, next_at, error "
               "FROM outbox WHERE done = 0 AND next_at <= ? ORDER BY id LIMIT ?")
 
@@ -73,6 +79,18 @@ def update_task(conn: sqlite3.Connection, task: Task) -> None:
                                      task.version))
     if cur.rowcount != 1:
         raise Lost
+
+
+def append_transcript(conn: sqlite3.Connection, entries: Sequence[TranscriptEntry],
+                      at: datetime) -> None:
+    """Append entries, each stamped ``at`` unless it has its time (IntegrityError when one
+    is already there: another writer of the same turn won)."""
+    rows = []
+    for entry in entries:
+        entry.at = entry.at or at
+        rows.append((entry.task_id, entry.seq, entry.role, sqlite_time(entry.at),
+                     entry.model_dump_json()))
+    conn.executemany(APPEND, rows)
 
 
 def claim_next(conn: sqlite3.Connection, node_id: str, lease_until: datetime,
@@ -118,6 +136,13 @@ def grant_candidates(conn: sqlite3.Connection, key: str) -> list[Grant]:
 def cards(conn: sqlite3.Connection, approval_id: str) -> list[CardRecord]:
     """Every posted copy of an approval's card."""
     return [CardRecord(*row) for row in conn.execute(CARDS, (approval_id,)).fetchall()]
+
+
+def transcript(conn: sqlite3.Connection, task_id: str, after: int,
+               limit: int) -> list[TranscriptEntry]:
+    """Transcript entries of a task after a seq, oldest first."""
+    rows = conn.execute(TRANSCRIPT, (task_id, after, limit)).fetchall()
+    return [TranscriptEntry.model_validate_json(r[0]) for r in rows]
 
 
 def due_outbox(conn: sqlite3.Connection, now: datetime, limit: int) -> list[OutboxItem]:

@@ -4,8 +4,8 @@ It is `SqlTaskStore` with its two seams replaced — `_run` (where a database ca
 and `_tx` (what a transaction is) — so every SQLAlchemy read and write of the SQL store,
 including ones added there later, works here unchanged, executed by the store's thread
 (`thread.py`) over its single sqlite3 connection. Only the hot statements take a shorter
-way, as named queries (`queries.py`): the task insert, claim and save, and five reads;
-and the changes of outside requests (`requests.py`).
+way, as named queries (`queries.py`): the task insert, claim and save, an agent turn's
+transcript rows, and six reads; and the changes of outside requests (`requests.py`).
 
 Why one thread and one connection: no sqlite3 call may run on the event loop, and SQLite
 serializes writers anyway. The connection is opened by that thread with sqlite3's
@@ -29,13 +29,14 @@ from sqlalchemy.engine import Connection
 
 from signoff.errors import StoreError
 from signoff.runtime.models import Approval, AuditEvent, Grant, Task, TaskState
-from signoff.runtime.store.port import CardRecord, Change, OutboxItem
-from signoff.runtime.store.sql.rows import only_request, only_task, safe_url
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.store.sql.rows import only_request, only_task, only_turn, safe_url
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.store.sqlite import queries as q
 from signoff.runtime.store.sqlite import requests
 from signoff.runtime.store.sqlite.thread import Kind, StoreThread
+from signoff.runtime.transcript import TranscriptEntry
 
 T = TypeVar("T")
 BUSY_MS = 30_000  # how long a write waits for another process's lock (in the thread)
@@ -150,6 +151,17 @@ class SqliteTaskStore(SqlTaskStore):
             except sqlite3.IntegrityError:
                 raise Lost from None
             return []
+        if only_turn(ch):  # an agent turn: its new messages, perhaps with its task
+            try:
+                with self._thread.savepoint():
+                    if ch.task is not None and ch.insert:
+                        q.insert_task(self._thread.conn, ch.task)
+                    elif ch.task is not None:
+                        q.update_task(self._thread.conn, ch.task)
+                    q.append_transcript(self._thread.conn, ch.transcript, ch.at)
+            except sqlite3.IntegrityError:
+                raise Lost from None
+            return []
         if only_request(ch):  # an outside request's change: named statements, one savepoint
             try:
                 with self._thread.savepoint():
@@ -199,4 +211,12 @@ class SqliteTaskStore(SqlTaskStore):
     async def due_outbox(self, now: datetime, *, limit: int = 50) -> list[OutboxItem]:
         """Undelivered items whose time has come, oldest first."""
         return await self._query(q.due_outbox, now, limit)
+
+    async def transcript(self, task_id: str, *, after: int = -1,
+                         limit: int = 500) -> Page[TranscriptEntry]:
+        """Transcript entries after a seq, oldest first."""
+        entries = await self._query(q.transcript, task_id, after, limit + 1)
+        more = len(entries) > limit
+        entries = entries[:limit]
+        return Page(entries, str(entries[-1].seq) if more else None)
 

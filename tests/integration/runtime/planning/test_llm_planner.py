@@ -21,7 +21,7 @@ def node(tmp_path: Path, base_url: str) -> Node:
     work.mkdir(exist_ok=True)
     (work / "README.md").write_text("hello")
     data: dict[str, Any] = {"daemon": {"work_dir": str(work)}, "recipes": [RECIPE],
-                            "planner": {"kind": "openai", "base_url": base_url,
+                            "planner": {"kind": "openai", "mode": "plan", "base_url": base_url,
                                         "model": "llama3.1", "timeout": "5s"}}
     return build_node(Settings.model_validate(data), store=MemTaskStore())
 
@@ -30,6 +30,12 @@ async def plan(n: Node, goal: str):
     task = await n.engine.submit(goal, claim=True)
     assert task is not None
     return await n.engine.advance(task)
+
+
+async def fallbacks(n: Node, task_id: str) -> list[Any]:
+    """The task's audit events of kind planner_fallback."""
+    page = await n.store.audit_events(task_id=task_id)
+    return [e for e in page.items if e.kind == "planner_fallback"]
 
 
 async def test_tool_calls_become_actions_with_the_registrys_risk(tmp_path: Path) -> None:
@@ -72,9 +78,72 @@ async def test_malformed_arguments_fall_back_and_no_plan_fails_clearly(tmp_path:
     assert task.result is not None and "no recipe matches" in task.result["reason"]
 
 
+async def test_the_fallback_is_recorded_on_the_task_and_audited(tmp_path: Path) -> None:
+    """A fallback to the recipes is not silent: result.planner names it and the LLM error,
+    and an audit event of kind planner_fallback records it."""
+    async with FakeOpenAI(None) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "summarize the readme")
+    assert task.state is TaskState.COMPLETED
+    assert task.result is not None
+    planner = task.result["planner"]
+    assert (planner["kind"], planner["fallback"]) == ("openai", "recipes")
+    assert llm.base_url in planner["error"] and "500" in planner["error"]
+    [event] = await fallbacks(n, task.id)
+    assert llm.base_url in (event.reason or "") and "recipes" in (event.reason or "")
+
+
+async def test_when_no_recipe_matches_either_the_reason_names_the_llm_failure(
+        tmp_path: Path) -> None:
+    """LLM down and no recipe for the goal: the failure says both, and is still audited."""
+    n = node(tmp_path, "http://127.0.0.1:9/v1")
+    task = await plan(n, "do something else")
+    assert task.state is TaskState.FAILED and task.result is not None
+    reason = task.result["reason"]
+    assert reason.startswith("planning failed: LLM endpoint http://127.0.0.1:9/v1 failed")
+    assert "no recipe matches the goal" in reason
+    assert task.result["planner"]["fallback"] == "recipes"
+    assert len(await fallbacks(n, task.id)) == 1
+
+
+async def test_a_plan_from_the_model_records_no_fallback(tmp_path: Path) -> None:
+    """When the model plans, there is no fallback event and no fallback in the result."""
+    async with FakeOpenAI([("read_file", {"path": "README.md"})]) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "summarize the readme")
+    assert task.state is TaskState.COMPLETED and task.result is not None
+    assert "fallback" not in task.result.get("planner", {})
+    assert await fallbacks(n, task.id) == []
+
+
 async def test_an_unknown_tool_from_the_model_fails_the_plan(tmp_path: Path) -> None:
     """A tool the registry does not know is refused; nothing runs."""
     async with FakeOpenAI([("launch_rockets", {})]) as llm:
         task = await plan(node(tmp_path, llm.base_url), "do something else")
     assert task.state is TaskState.FAILED
     assert task.result is not None and "launch_rockets" in task.result["reason"]
+
+
+async def test_a_fallback_is_said_in_the_result_and_the_audit_log(tmp_path: Path) -> None:
+    """Plan mode falling back to the recipes says so: result.planner and a
+    `planner_fallback` audit event with the endpoint's error."""
+    async with FakeOpenAI(None) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "summarize the readme")
+    assert task.result is not None and task.result["planner"]["fallback"] == "recipes"
+    events = (await n.store.audit_events(task_id=task.id)).items
+    fallback = [e for e in events if getattr(e, "kind", None) == "planner_fallback"]
+    assert len(fallback) == 1
+    assert f"LLM endpoint {llm.base_url} failed" in str(getattr(fallback[0], "reason", ""))
+
+
+async def test_a_plan_from_the_model_says_so_in_the_result(tmp_path: Path) -> None:
+    """When the model planned, result.planner is "openai" and nothing is audited as a
+    fallback."""
+    async with FakeOpenAI([("read_file", {"path": "README.md"})]) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "read it")
+    assert task.state is TaskState.COMPLETED
+    assert task.result is not None and task.result["planner"] == {"kind": "openai"}
+    events = (await n.store.audit_events(task_id=task.id)).items
+    assert not [e for e in events if getattr(e, "kind", None) == "planner_fallback"]

@@ -25,6 +25,7 @@ from signoff.runtime.policy.grants import first_valid
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
+from signoff.runtime.transcript import TranscriptEntry
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -252,6 +253,55 @@ async def test_outbox_jobs_can_be_queued_and_finished_in_one_commit(store: TaskS
                       next_at=NOW)
     assert await store.commit(Change(at=NOW, outbox=[copy], outbox_done=[fanout.id]))
     assert [i.key for i in await store.due_outbox(NOW)] == ["post:a-1@slack"]
+
+
+def entry(task_id: str, seq: int, role: str = "tool", **kw: object) -> TranscriptEntry:
+    return TranscriptEntry(task_id=task_id, seq=seq, role=role, content=f"m{seq}", **kw)
+
+
+async def test_transcript_appends_with_the_task_and_pages_oldest_first(store: TaskStore) -> None:
+    """Entries are appended with or without the task row, stamped with the change's time
+    unless they carry their own, and read back in order, page by page."""
+    t = task(1)
+    assert await store.commit(Change(at=NOW, task=t, insert=True,
+                                     transcript=[entry("t-1", 0, "system"), entry("t-1", 1)]))
+    own = NOW - timedelta(seconds=5)
+    assert await store.commit(Change(at=NOW + timedelta(seconds=1),
+                                     transcript=[entry("t-1", 2, at=own), entry("t-1", 3)]))
+    assert await store.commit(Change(at=NOW, transcript=[entry("t-2", 0)]))
+    page = await store.transcript("t-1", limit=3)
+    items = list(page.items)
+    assert [e.seq for e in items] == [0, 1, 2] and page.next_cursor == "2"
+    assert items[0].at == NOW and items[0].role == "system" and items[2].at == own
+    rest = await store.transcript("t-1", after=int(page.next_cursor), limit=3)
+    assert [e.seq for e in rest.items] == [3] and rest.next_cursor is None
+    assert rest.items[0].at == NOW + timedelta(seconds=1)
+    assert (await store.transcript("t-404")).items == []
+
+
+async def test_a_second_writer_of_the_same_turn_loses_everything(store: TaskStore) -> None:
+    """An entry whose (task, seq) exists makes the whole change lose: no task update, no
+    audit event, no other entry."""
+    await store.commit(Change(at=NOW, task=task(1), insert=True, transcript=[entry("t-1", 0)]))
+    stored = await store.get_task("t-1")
+    assert stored is not None
+    stored.goal = "changed"
+    assert not await store.commit(Change(at=NOW, task=stored, audit=[AuditEvent(kind="x")],
+                                         transcript=[entry("t-1", 1), entry("t-1", 0)]))
+    assert not await store.commit(Change(at=NOW, task=stored, transcript=[entry("t-1", 0)]))
+    assert not await store.commit(Change(at=NOW, transcript=[entry("t-1", 1), entry("t-1", 1)]))
+    again = await store.get_task("t-1")
+    assert again is not None and again.goal == "goal 1"
+    assert [e.seq for e in (await store.transcript("t-1")).items] == [0]
+    assert (await store.audit_head())[0] == 0
+
+
+async def test_reset_removes_transcripts_too(store: TaskStore) -> None:
+    """`daemon start --reset` forgets conversations with their tasks."""
+    await store.commit(Change(at=NOW, task=task(1), insert=True, transcript=[entry("t-1", 0)]))
+    counts = await store.reset()
+    assert counts["transcript entries"] == 1
+    assert (await store.transcript("t-1")).items == []
 
 
 async def test_the_sqlalchemy_store_works_on_sqlite_in_memory() -> None:

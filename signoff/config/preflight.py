@@ -1,0 +1,92 @@
+"""The checks `daemon start` makes before it starts anything, in one place.
+
+`signoff config check` runs exactly these, and `signoff handle` all but the listen
+address. They go beyond the file's schema (`signoff.config`), which a file must pass
+first: recipes' and schedules' steps and schedules' grants must name registered tools
+with their required arguments, a non-loopback host needs an API key (also when it comes
+from ``--host``), and smart approval needs a judge endpoint. Every problem is reported,
+one line each, naming the file and the key like the schema's errors:
+
+    signoff.toml: recipes[0].steps[0]: unknown tool 'send_emial' (known tools: ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from signoff.api.context import is_loopback
+from signoff.config.fields import ApprovalMode
+from signoff.config.settings import Settings, source_name
+from signoff.errors import ConfigError, SignoffError
+from signoff.runtime.models import Action
+from signoff.runtime.tools.registry import ToolRegistry, fingerprint
+
+
+def grant_action(registry: ToolRegistry, spec: Mapping[str, Any]) -> Action:
+    """The action a `[[schedules]] grants` entry pre-approves (tool + selector args)."""
+    args = {k: v for k, v in spec.items() if k != "tool"}
+    tool = registry.get(str(spec.get("tool")))
+    known = {p.name for p in tool.params}
+    unknown = sorted(set(args) - known)
+    if unknown:
+        raise ConfigError(f"{tool.name} has no argument {', '.join(unknown)} "
+                          f"(it takes {', '.join(sorted(known))})")
+    # Only the fingerprint matters here: content arguments (subject, body) are neither
+    # needed nor part of it, so required-argument checks do not apply.
+    return Action(tool=tool.name, args=args, risk=tool.risk_for(args),
+                  capability=tool.capability, fingerprint=fingerprint(tool, args))
+
+
+def _steps(settings: Settings, registry: ToolRegistry) -> list[tuple[str, str]]:
+    found = []
+    steps = [(f"recipes[{i}]", r.steps) for i, r in enumerate(settings.recipes)]
+    steps += [(f"schedules[{i}]", s.steps or []) for i, s in enumerate(settings.schedules)]
+    for where, specs in steps:
+        for j, step in enumerate(specs):
+            try:  # the engine's own rule for a step: the registry's prepare
+                registry.prepare(Action(tool=step.tool, args=dict(step.args)))
+            except SignoffError as exc:
+                found.append((f"{where}.steps[{j}]", str(exc)))
+    for i, sched in enumerate(settings.schedules):
+        for j, spec in enumerate(sched.grants):
+            try:
+                grant_action(registry, spec)
+            except Exception as exc:  # a plugin's risk_for is not type-checked
+                found.append((f"schedules[{i}].grants[{j}]", str(exc)))
+    return found
+
+
+def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | None,
+             host: str | None = None, serving: bool = True) -> list[str]:
+    """Every problem, as ``file: key: what is wrong`` lines (empty when all is well).
+
+    ``path`` is the file the settings came from (None: the embedded defaults); ``host``
+    a ``--host`` given on the command line; ``serving=False`` (one-shot runs) skips the
+    listen-address check.
+    """
+    source = source_name(path)
+    lines: list[str] = []
+    listen = host or settings.daemon.host
+    if serving and not is_loopback(listen) and not (settings.api.key or settings.api.keys):
+        where = f"--host {listen}" if host else f"{source}: daemon.host"
+        in_file = f"in {path}" if path is not None else "in a config file (--config)"
+        lines.append(f"{where}: refusing to listen on {listen} without an API key: set [api] "
+                     f"key {in_file} (e.g. key = \"${{SIGNOFF_API_KEY}}\") or bind to "
+                     "127.0.0.1")
+    planner = settings.planner
+    if settings.approvals.mode is ApprovalMode.SMART and not (planner.base_url and planner.model):
+        lines.append(f'{source}: approvals.mode: "smart" needs a judge endpoint: set [planner] '
+                     'base_url and model (any OpenAI-compatible API), or use mode = "manual"')
+    lines += [f"{source}: {key}: {message}" for key, message in _steps(settings, registry)]
+    return lines
+
+
+def check(settings: Settings, registry: ToolRegistry, *, path: str | Path | None,
+          host: str | None = None, serving: bool = True) -> None:
+    """Raise one ConfigError listing every problem (see `problems`)."""
+    found = problems(settings, registry, path=path, host=host, serving=serving)
+    if found:
+        raise ConfigError("\n".join(found))
+

@@ -1,0 +1,34 @@
+"""Where the policy sends one action (`Route`), and the audit events of the automatic ways.
+
+`Engine.route` decides; the engine's fixed steps and the agent loop both act on the
+answer, so "what runs, what asks, what is refused" is one rule for both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from signoff.runtime.events import audit_event
+from signoff.runtime.models import Action, AuditEvent, Task
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the policy sends one action: run it (autonomous or gated), block it, fail it
+    (it can never succeed: nobody is asked), or ask a person."""
+
+    kind: str  # run | gated | block | fail | ask
+    decision: str = "allow"  # for gated: grant | auto (the action record's decision)
+    actor: str | None = None
+    reason: str = ""
+    audit_kind: str | None = "decision"  # for gated: the audit event written before it runs
+
+
+def gated_audit(task: Task, action: Action, route: Route) -> list[AuditEvent]:
+    """The audit event of a gated action that runs without asking (grant or automatic)."""
+    if not route.audit_kind:
+        return []
+    return [audit_event(route.audit_kind, task, action,
+                        decision="ALLOW" if route.decision == "grant" else "approve",
+                        actor=route.actor, reason=route.reason or None,
+                        scope="once" if route.decision == "auto" else None)]
