@@ -199,25 +199,6 @@ Handoff = Annotated[str, AfterValidator(_check_handoff)]
 # ---------------------------------------------------------------- cron
 
 _CRON_FIELDS = ("minute", "hour", "day", "month", "weekday")
-_WEEKDAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-# "*", "mon", "1-5", optionally "/step"; a step needs a range ("*/2", "1-5/2"), as in crontab(5).
-_WEEKDAY_ITEM = re.compile(r"(?:\*|(\w+)(?:-(\w+))?)(?:/([1-9]\d*))?")
-
-
-def _check_weekday(text: str) -> None:
-    # APScheduler counts 0 = Monday while crontab counts 0/7 = Sunday, so its parser would
-    # accept "0" with another meaning; check crontab syntax ourselves and convert elsewhere.
-    for item in text.lower().split(","):
-        match = _WEEKDAY_ITEM.fullmatch(item)
-        if match is None or (match.group(1) and match.group(3) and not match.group(2)):
-            raise ValueError(f"invalid weekday {item!r} (use 0-7 or mon..sun, '*', '1-5', '*/2')")
-        for value in filter(None, match.group(1, 2)):
-            if value not in _WEEKDAY_NAMES and not (value.isdigit() and int(value) <= 7):
-                raise ValueError(
-                    f"invalid weekday {value!r} (use 0-7, where 0 and 7 are Sunday, or mon..sun)"
-                )
-
-
 def check_cron(expr: str) -> str:
     """Validate a 5-field crontab line; return it with whitespace and case normalised."""
     fields = expr.split()
@@ -231,7 +212,11 @@ def check_cron(expr: str) -> str:
             CronTrigger(**{name: value}, timezone="UTC")
         except ValueError as exc:
             raise ValueError(f"invalid {name} field {value!r}: {exc}") from None
-    _check_weekday(fields[4])
+    # APScheduler counts 0 = Monday while crontab counts 0/7 = Sunday: the weekday field is
+    # read by the runtime's own crontab parser, the one the scheduler fires with.
+    from signoff.runtime.schedule.cron import crontab_weekdays
+
+    crontab_weekdays(fields[4])
     return " ".join(fields).lower()
 
 

@@ -84,6 +84,8 @@ def crontab_weekdays(field: str) -> frozenset[int]:
     days: set[int] = set()
     for item in field.lower().split(","):
         body, _, step_text = item.partition("/")
+        if not body or (step_text and not step_text.isdigit()):
+            raise ValueError(f"invalid weekday {item!r} (use 0-7 or mon..sun, '*', '1-5', '*/2')")
         step = int(step_text) if step_text else 1
         if step < 1:
             raise ValueError(f"invalid step in weekday {item!r}")
