@@ -16,20 +16,24 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(PIP_INSTALL) -e .
+# The SDK's distribution is installed with the package: signoff depends on signoff-client,
+# which is built from this repo (one source of the SDK, see signoff/client.py).
+CLIENT := clients/signoff-client
+
+$(RUN_STAMP): pyproject.toml $(CLIENT)/pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e ./$(CLIENT) -e .
 	@touch $(RUN_STAMP)
 
 # The dev extra includes the product, so it satisfies `make run` too.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(PIP_INSTALL) -e '.[dev]'
+$(STAMP): pyproject.toml $(CLIENT)/pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e ./$(CLIENT) -e '.[dev]'
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(BENCH_STAMP): $(STAMP)
-	$(PIP_INSTALL) -e '.[dev,bench]'
+	$(PIP_INSTALL) -e ./$(CLIENT) -e '.[dev,bench]'
 	@touch $(BENCH_STAMP)
 
-install: $(STAMP)  ## venv + pip install -e '.[dev]'
+install: $(STAMP)  ## venv + pip install -e ./clients/signoff-client -e '.[dev]'
 
 run: $(RUN_STAMP)  ## install the product (no dev extra), start it on the example config: http://127.0.0.1:8080/
 	$(BIN)/signoff daemon start --config $(CONFIG)
@@ -41,12 +45,12 @@ test-faketime: $(STAMP)  ## the suite with our processes' clock 400 days ahead (
 	faketime -f '+400d' $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: $(STAMP)  ## ruff, mypy and the layer contract
-	$(BIN)/ruff check signoff tests bench
+	$(BIN)/ruff check signoff tests bench $(CLIENT)/src
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 bench: $(BENCH_STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
-	@for b in throughput policy flow api slack agent cluster; do \
+	@for b in throughput policy flow api slack agent approvals cluster; do \
 	  if [ -f bench/$$b.py ]; then echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; fi; \
 	done
 

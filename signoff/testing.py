@@ -155,7 +155,7 @@ class RecordingPlatform:
         """Text and buttons, as a person would see them."""
         card = self.card(ref)
         text = " | ".join(filter(None, [card.title, ", ".join(card.targets),
-                                        why_line(card.why), card.outcome]))
+                                        why_line(card), card.outcome]))
         buttons = tuple(BUTTON_LABELS[s] for s in card.allowed) if card.open else ()
         return Rendered(text=text, buttons=buttons)
 

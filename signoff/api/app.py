@@ -18,7 +18,7 @@ from fastapi import FastAPI
 
 from signoff import __version__
 from signoff.adapters.web import pages
-from signoff.api import console, errors, routes
+from signoff.api import approvals, console, errors, routes
 from signoff.api.auth import Authenticator, AuthMiddleware
 from signoff.api.context import ApiContext
 from signoff.api.metrics import MetricsListener
@@ -81,6 +81,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
     app.state.auth = auth
     app.state.metrics = metrics
     app.include_router(routes.build_router(ctx, metrics))
+    app.include_router(approvals.build_router(ctx))
     app.include_router(console.build_router(ctx, auth))
     extra = [route.path for route in ctx.extra_routes]
     for route in ctx.extra_routes:

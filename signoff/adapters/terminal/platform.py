@@ -55,12 +55,15 @@ def render(card: ApprovalCard) -> str:
         lines.append(f"  targets: {', '.join(card.targets)}")
     for label, value in card.details:
         lines.append(f"  {label}: {value}")
-    why = why_line(card.why)
+    why = why_line(card)
     if why:
         lines.append(f"  {why}")
-    where = f"schedule {card.schedule}, " if card.schedule else ""
-    lines.append(f"  task {card.task_id} ({where}step {card.step} of {card.steps_total}): "
-                 f"{card.goal}")
+    if card.task_id is None:
+        lines.append(f"  {card.origin}" + (f": {card.goal}" if card.goal else ""))
+    else:
+        where = f"schedule {card.schedule}, " if card.schedule else ""
+        lines.append(f"  task {card.task_id} ({where}step {card.step} of {card.steps_total}): "
+                     f"{card.goal}")
     if card.note:
         lines.append(f"  note: {card.note}")
     if card.outcome:

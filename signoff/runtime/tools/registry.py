@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any
@@ -86,21 +87,64 @@ def _type_names(param: Param) -> str:
     return " or ".join(_JSON_TYPES.get(t, t.__name__) for t in _types(param))
 
 
+@dataclass(frozen=True)
+class ToolInfo:
+    """One line of `signoff tools`: a tool, its usual risk, capability and where it is from."""
+
+    name: str
+    risk: RiskClass
+    capability: str
+    source: str  # builtin | plugin | mcp:<server>
+
+    def public(self) -> dict[str, str]:
+        """The ``--json`` shape."""
+        return {"name": self.name, "risk": self.risk.value, "capability": self.capability,
+                "source": self.source}
+
+
+_BLANK: dict[type, Any] = {str: "", list: [], tuple: [], dict: {}, int: 0, float: 0.0,
+                          bool: False}
+
+
+def usual_risk(tool: Tool) -> RiskClass:
+    """A tool's risk class for an ordinary call (blank arguments).
+
+    run_command answers DESTRUCTIVE here (a blank command is in no read-only list); a
+    plugin whose risk cannot be worked out without real arguments is listed as
+    DESTRUCTIVE, the honest worst case.
+    """
+    args = {p.name: _BLANK.get(_types(p)[0], "") for p in tool.params}
+    try:
+        return _as_risk(tool.risk_for(args))
+    except Exception:  # a plugin's hook may raise anything for blank arguments
+        return RiskClass.DESTRUCTIVE
+
+
 class ToolRegistry:
     """Tools by name, plus the rules that label and run actions."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, source: str = "builtin") -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources: dict[str, str] = {}
         for tool in tools:
-            self.register(tool)
+            self.register(tool, source=source)
 
-    def register(self, tool: Tool, *, replace: bool = False) -> None:
-        """Add ``tool``; a second tool with the same name is refused unless ``replace``."""
+    def register(self, tool: Tool, *, replace: bool = False, source: str = "plugin") -> None:
+        """Add ``tool`` (from ``source``); a second tool with the same name is refused
+        unless ``replace``."""
         if not isinstance(tool, Tool) or isinstance(tool, type):
             raise TypeError(f"{tool!r} is not a Tool instance")
         if tool.name in self._tools and not replace:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._sources[tool.name] = source
+
+    def listing(self) -> list[ToolInfo]:
+        """Every tool, sorted by name, as `signoff tools` shows it."""
+        return [ToolInfo(name=name, risk=usual_risk(self._tools[name]),
+                         capability=self._tools[name].capability,
+                         source=self._sources.get(name, "plugin"))
+                for name in self.names()]
 
     def get(self, name: str) -> Tool:
         """The tool called ``name``; UnknownTool lists the known ones."""
@@ -149,7 +193,7 @@ class ToolRegistry:
         for ep in entry_points(group=group):
             try:
                 tool = _load_tool(ep)
-                self.register(tool)
+                self.register(tool, source="plugin")
             except Exception as exc:  # a plugin may raise anything; it must not stop us
                 log.warning(
                     "tool_plugin_skipped",

@@ -23,6 +23,7 @@ from signoff.runtime.store.sql.tables import (
     CardRow,
     GrantRow,
     OutboxRow,
+    RequestRow,
     TaskRow,
     TranscriptRow,
 )
@@ -34,6 +35,7 @@ audit_t = AuditRow.__table__  # type: ignore[attr-defined]
 head_t = AuditHeadRow.__table__  # type: ignore[attr-defined]
 cards_t = CardRow.__table__  # type: ignore[attr-defined]
 outbox_t = OutboxRow.__table__  # type: ignore[attr-defined]
+requests_t = RequestRow.__table__  # type: ignore[attr-defined]
 transcript_t = TranscriptRow.__table__  # type: ignore[attr-defined]
 
 # States in which a task is held by a node (what recovery looks at).
@@ -82,6 +84,21 @@ def only_turn(ch: Change) -> bool:
     its task (an agent turn: the per-turn hot path)."""
     return bool(ch.transcript) and not any(
         getattr(ch, name) for name in _NOT_TASK if name != "transcript")
+
+
+# What a change of an outside request (stored, decided, expired, its outcome recorded)
+# may carry; any other field set sends it down the general path.
+_REQUEST_FIELDS = frozenset({"at", "approval", "approval_expect", "insert_approval",
+                             "outcome_for", "grants", "audit", "outbox"})
+_NOT_REQUEST = tuple(f.name for f in dataclasses.fields(Change)
+                     if f.name not in _REQUEST_FIELDS)
+
+
+def only_request(ch: Change) -> bool:
+    """True when a Change is about one outside request only (no task): the hot path of
+    POST /v1/approvals and of its decision."""
+    return (ch.approval is not None and ch.approval.task_id is None
+            and not any(getattr(ch, name) for name in _NOT_REQUEST))
 
 
 def dumps(obj: object) -> str:

@@ -40,8 +40,16 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.store.port import CardRecord, Change, NodeRecord, OutboxItem, Page
+from signoff.runtime.store.port import (
+    CardRecord,
+    Change,
+    NodeRecord,
+    OutboxItem,
+    Page,
+    PendingRequest,
+)
 from signoff.runtime.store.sql import nodes as node_rows
+from signoff.runtime.store.sql import requests as request_queries
 from signoff.runtime.store.sql.rows import (
     ACTIVE,
     approvals_t,
@@ -54,6 +62,7 @@ from signoff.runtime.store.sql.rows import (
     outbox_from,
     outbox_t,
     parse_cursor,
+    requests_t,
     safe_url,
     task_from,
     tasks_t,
@@ -116,7 +125,7 @@ class SqlTaskStore:
         try:
             SQLModel.metadata.create_all(self._write, tables=[
                 tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
-                transcript_t, node_rows.nodes_t])
+                requests_t, transcript_t, node_rows.nodes_t])
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
@@ -141,6 +150,7 @@ class SqlTaskStore:
             for name, table in (("tasks", tasks_t), ("approvals", approvals_t),
                                 ("grants", grants_t), ("audit events", audit_t),
                                 ("cards", cards_t), ("outbox items", outbox_t),
+                                ("outside requests", requests_t),
                                 ("transcript entries", transcript_t)):
                 counts[name] = conn.execute(table.delete()).rowcount or 0
             conn.execute(head_t.update().values(count=0, hash=audit_chain.GENESIS))
@@ -298,6 +308,31 @@ class SqlTaskStore:
         more = len(rows) > limit
         rows = rows[:limit]
         return Page([task_from(r) for r in rows], str(rows[-1].seq) if more else None)
+
+    async def pending_requests(self, *, limit: int = 50, cursor: str | None = None
+                               ) -> Page[PendingRequest]:
+        """Pending requests of tasks and from outside, oldest first."""
+        return await self._run(self._pending_requests, limit, cursor)
+
+    def _pending_requests(self, limit: int, cursor: str | None) -> Page[PendingRequest]:
+        with self._tx(write=False) as conn:
+            return request_queries.pending(conn, limit, cursor)
+
+    async def find_request(self, idempotency_key: str) -> Approval | None:
+        """The outside request stored under an idempotency key."""
+        return await self._run(self._find_request, idempotency_key)
+
+    def _find_request(self, idempotency_key: str) -> Approval | None:
+        with self._tx(write=False) as conn:
+            return request_queries.by_key(conn, idempotency_key)
+
+    async def count_requests(self, policy_id: str, capability: str) -> int:
+        """Pending or approved outside requests of a policy_id for a capability."""
+        return await self._run(self._count_requests, policy_id, capability)
+
+    def _count_requests(self, policy_id: str, capability: str) -> int:
+        with self._tx(write=False) as conn:
+            return request_queries.count_live(conn, policy_id, capability)
 
     async def due_approvals(self, now: datetime) -> list[Approval]:
         """Pending approvals past their expiry."""

@@ -5,7 +5,7 @@ and `_tx` (what a transaction is) — so every SQLAlchemy read and write of the 
 including ones added there later, works here unchanged, executed by the store's thread
 (`thread.py`) over its single sqlite3 connection. Only the hot statements take a shorter
 way, as named queries (`queries.py`): the task insert, claim and save, an agent turn's
-transcript rows, and six reads.
+transcript rows, and six reads; and the changes of outside requests (`requests.py`).
 
 Why one thread and one connection: no sqlite3 call may run on the event loop, and SQLite
 serializes writers anyway. The connection is opened by that thread with sqlite3's
@@ -30,10 +30,11 @@ from sqlalchemy.engine import Connection
 from signoff.errors import StoreError
 from signoff.runtime.models import Approval, AuditEvent, Grant, Task, TaskState
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
-from signoff.runtime.store.sql.rows import only_task, only_turn, safe_url
+from signoff.runtime.store.sql.rows import only_request, only_task, only_turn, safe_url
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.store.sqlite import queries as q
+from signoff.runtime.store.sqlite import requests
 from signoff.runtime.store.sqlite.thread import Kind, StoreThread
 from signoff.runtime.transcript import TranscriptEntry
 
@@ -161,6 +162,12 @@ class SqliteTaskStore(SqlTaskStore):
             except sqlite3.IntegrityError:
                 raise Lost from None
             return []
+        if only_request(ch):  # an outside request's change: named statements, one savepoint
+            try:
+                with self._thread.savepoint():
+                    return requests.request_change(self._thread.conn, ch)
+            except sqlite3.IntegrityError:
+                raise Lost from None
         # The SQL store's own unit of work, its statements made one by a savepoint.
         self._in_unit = True
         try:
@@ -188,6 +195,10 @@ class SqliteTaskStore(SqlTaskStore):
     async def get_approval(self, approval_id: str) -> Approval | None:
         """One approval request."""
         return await self._query(q.get_approval, approval_id)
+
+    async def find_request(self, idempotency_key: str) -> Approval | None:
+        """The outside request stored under an idempotency key."""
+        return await self._query(requests.find_request, idempotency_key)
 
     async def grant_candidates(self, key: str) -> list[Grant]:
         """Unrevoked grants under ``key``, oldest first."""

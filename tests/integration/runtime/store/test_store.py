@@ -22,29 +22,12 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.policy.grants import first_valid
-from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
 from signoff.runtime.transcript import TranscriptEntry
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["memory", "sqlite", "sqlalchemy-sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path) -> TaskStore:
-    """Each backend in turn, opened and empty (SQLite twice: its own store, the generic one)."""
-    if request.param == "memory":
-        s: TaskStore = MemTaskStore()
-    elif request.param == "sqlite":
-        s = SqliteTaskStore(url=f"sqlite:///{tmp_path / 'store.db'}")
-    elif request.param == "sqlalchemy-sqlite":
-        s = SqlTaskStore(url=f"sqlite:///{tmp_path / 'store.db'}")
-    else:
-        s = SqlTaskStore(url=request.getfixturevalue("pg_url"))
-    await s.open()
-    yield s
-    await s.close()
 
 
 def task(n: int = 0, **kw: object) -> Task:

@@ -102,7 +102,7 @@ class EchoSurface:
         if (refused := self._refused(request)) is not None:
             return refused
         return JSONResponse([{"message_id": key, "approval_id": card.approval_id,
-                              "title": card.title, "why": why_line(card.why),
+                              "title": card.title, "why": why_line(card),
                               "status": card.status, "outcome": card.outcome,
                               "buttons": [s.value for s in card.allowed] if card.open else []}
                              for key, card in self.cards.items()])

@@ -1,0 +1,100 @@
+"""The hot path of outside requests in `SqliteTaskStore`: named statements, like queries.py.
+
+Most of an outside agent's calls (POST /v1/approvals) are settled by the policy at once
+(READ), so storing a request — with its audit event and card job — is what an agent pays
+for on nearly every tool call; and a decision reaches a waiting agent sooner without the
+SQLAlchemy statement cost. Every change of a request without a task (stored, decided with
+its grant, expired, its outcome recorded) is written here as `sql.writes.apply_change`
+would write it; the store runs it under a savepoint of the thread's transaction, so it
+is all-or-nothing by itself. Column formats are SQLAlchemy's own, as in queries.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+
+from signoff.runtime import audit as audit_chain
+from signoff.runtime.models import Approval, AuditEvent
+from signoff.runtime.store.port import Change
+from signoff.runtime.store.sql.writes import Lost
+from signoff.runtime.store.sqlite.queries import sqlite_time
+
+FIND_REQUEST = ("SELECT a.data FROM requests r JOIN approvals a ON a.id = r.approval_id "
+                "WHERE r.idempotency_key = ?")
+INSERT_APPROVAL = ("INSERT INTO approvals (id, task_id, status, expires_at, data) "
+                   "VALUES (?, ?, ?, ?, ?)")
+INSERT_REQUEST = ("INSERT INTO requests (approval_id, idempotency_key, policy_id, capability, "
+                  "reported) VALUES (?, ?, ?, ?, 0)")
+UPDATE_APPROVAL = "UPDATE approvals SET status = ?, expires_at = ?, data = ? WHERE id = ?"
+REPORTED = "UPDATE requests SET reported = 1 WHERE approval_id = ? AND reported = 0"
+INSERT_GRANT = ("INSERT INTO grants (id, key, policy_id, task_id, scope, max_calls, used, "
+                "revoked, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+HEAD = "SELECT count, hash FROM audit_head WHERE id = 1"
+INSERT_AUDIT = "INSERT INTO audit (id, task_id, data) VALUES (?, ?, ?)"
+MOVE_HEAD = "UPDATE audit_head SET count = ?, hash = ? WHERE id = 1"
+INSERT_OUTBOX = ("INSERT OR IGNORE INTO outbox (key, surface, kind, approval_id, payload, "
+                 "attempts, done, next_at) VALUES (?, ?, ?, ?, ?, 0, 0, ?)")
+
+
+def find_request(conn: sqlite3.Connection, idempotency_key: str) -> Approval | None:
+    """The outside request stored under an idempotency key."""
+    row = conn.execute(FIND_REQUEST, (idempotency_key,)).fetchone()
+    return Approval.model_validate_json(row[0]) if row else None
+
+
+def request_change(conn: sqlite3.Connection, ch: Change) -> list[AuditEvent]:
+    """Write a Change of one outside request; return its audit events, sealed. A lost
+    compare-and-set raises `Lost`, a duplicate id or idempotency key
+    sqlite3.IntegrityError (the caller's savepoint undoes what was written)."""
+    ap = ch.approval
+    assert ap is not None and ch.task is None
+    _write_approval(conn, ch, ap)
+    if ch.outcome_for is not None and conn.execute(REPORTED, (ch.outcome_for,)).rowcount != 1:
+        raise Lost
+    for g in ch.grants:
+        conn.execute(INSERT_GRANT, (g.id, g.key, g.policy_id, g.task_id, g.scope.value,
+                                    g.max_calls, g.used, g.revoked_at is not None,
+                                    g.model_dump_json()))
+    sealed = _append_audit(conn, ch.audit, ch.at)
+    for item in ch.outbox:
+        conn.execute(INSERT_OUTBOX, (item.key, item.surface, item.kind, item.approval_id,
+                                     json.dumps(item.payload, separators=(",", ":"),
+                                                default=str),
+                                     sqlite_time(item.next_at or ch.at)))
+    return sealed
+
+
+def _write_approval(conn: sqlite3.Connection, ch: Change, ap: Approval) -> None:
+    cols = (ap.status.value, sqlite_time(ap.expires_at), ap.model_dump_json())
+    if ch.insert_approval:
+        # "" for the task: databases made before outside requests have task_id NOT NULL.
+        conn.execute(INSERT_APPROVAL, (ap.id, ap.task_id or "", *cols))
+        conn.execute(INSERT_REQUEST, (ap.id, ap.idempotency_key, ap.policy_id or "",
+                                      ap.action.capability or ""))
+        return
+    sql = UPDATE_APPROVAL
+    params: tuple[object, ...] = (*cols, ap.id)
+    if ch.approval_expect is not None:
+        sql, params = sql + " AND status = ?", (*params, ch.approval_expect.value)
+    if conn.execute(sql, params).rowcount != 1:
+        raise Lost
+
+
+def _append_audit(conn: sqlite3.Connection, events: list[AuditEvent],
+                  at: datetime) -> list[AuditEvent]:
+    """Seal events onto the chain and move its head (as `sql.writes.append_audit`)."""
+    if not events:
+        return []
+    count, prev = conn.execute(HEAD).fetchone()
+    sealed = []
+    for event in events:
+        count += 1
+        event.at = at  # sealed at the time of the change it records
+        done = audit_chain.seal(event, event_id=count, prev_hash=prev)
+        conn.execute(INSERT_AUDIT, (count, done.task_id, done.model_dump_json()))
+        prev = done.hash
+        sealed.append(done)
+    conn.execute(MOVE_HEAD, (count, prev))
+    return sealed

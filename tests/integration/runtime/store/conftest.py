@@ -1,0 +1,30 @@
+"""Fixtures of the store tests: every store backend, opened and empty."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.port import TaskStore
+from signoff.runtime.store.sql.store import SqlTaskStore
+from signoff.runtime.store.sqlite.store import SqliteTaskStore
+
+
+@pytest.fixture(params=["memory", "sqlite", "sqlalchemy-sqlite",
+                        pytest.param("postgres", marks=pytest.mark.postgres)])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    """Each backend in turn, opened and empty (SQLite twice: its own store, the generic one)."""
+    if request.param == "memory":
+        s: TaskStore = MemTaskStore()
+    elif request.param == "sqlite":
+        s = SqliteTaskStore(url=f"sqlite:///{tmp_path / 'store.db'}")
+    elif request.param == "sqlalchemy-sqlite":
+        s = SqlTaskStore(url=f"sqlite:///{tmp_path / 'store.db'}")
+    else:
+        s = SqlTaskStore(url=request.getfixturevalue("pg_url"))
+    await s.open()
+    yield s
+    await s.close()
