@@ -7,7 +7,8 @@
     ├── ToolError              a tool could not run or failed (the action fails)
     │   ├── UnknownTool
     │   ├── BadArguments
-    │   └── PathEscape         a path left the work dir
+    │   ├── PathEscape         a path left the work dir
+    │   └── ToolUnavailable    the tool's MCP server is down or starting
     ├── PlannerError           the planner could not produce actions
     ├── ApprovalError          a decision could not be applied (final)
     │   ├── NotAuthorized      the actor may not decide this request
@@ -56,6 +57,10 @@ class BadArguments(ToolError):
 
 class PathEscape(ToolError):
     """The path leaves the work directory."""
+
+
+class ToolUnavailable(ToolError):
+    """The tool's server is not running."""
 
 
 class PlannerError(SignoffError):

@@ -35,6 +35,7 @@ from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.tools.base import SmtpSettings, ToolContext
+from signoff.runtime.tools.mcp import McpHub, McpServerSpec, McpToolRule
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry, fingerprint
 from signoff.runtime.worker import Worker
 
@@ -62,6 +63,7 @@ class Node:
     platforms: dict[str, ChatPlatform] = field(default_factory=dict)
     oncall: OnCallRouter | None = None
     scheduler: Scheduler | None = None
+    mcp: McpHub = field(default_factory=lambda: McpHub(()))
 
 
 def node_id(settings: Settings, work_dir: Path) -> str:
@@ -86,6 +88,29 @@ def build_planner(settings: Settings) -> Planner:
     return rules
 
 
+def mcp_specs(settings: Settings) -> list[McpServerSpec]:
+    """The runtime's plain view of ``[[mcp.servers]]``."""
+    return [
+        McpServerSpec(
+            name=s.name, command=tuple(s.command or ()), url=s.url, env=dict(s.env),
+            default_risk=s.default_risk, trust_annotations=s.trust_annotations,
+            call_timeout=s.timeout.total_seconds(),
+            connect_timeout=s.connect_timeout.total_seconds(),
+            tools={name: McpToolRule(risk=t.risk, capability=t.capability,
+                                     targets=tuple(t.targets), content=tuple(t.content))
+                   for name, t in s.tools.items()})
+        for s in settings.mcp.servers]
+
+
+def build_tools(settings: Settings, work_dir: Path) -> tuple[ToolRegistry, McpHub]:
+    """Built-ins, plugins and the configured MCP servers' tools (servers not started)."""
+    registry = builtin_registry(read_only_commands=settings.policy.read_only_commands,
+                                work_dir=work_dir)
+    hub = McpHub(mcp_specs(settings), log_dir=work_dir)
+    registry.add_source(hub)
+    return registry, hub
+
+
 def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, frozenset[str]]:
     """Grant keys of each schedule's declared envelope (`[[schedules]] grants`)."""
     out: dict[str, frozenset[str]] = {}
@@ -97,7 +122,7 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
                 tool = registry.get(str(spec.get("tool")))
                 known = {p.name for p in tool.params}
                 unknown = sorted(set(args) - known)
-                if unknown:
+                if unknown and known:  # no params: an MCP tool whose server has not answered
                     raise ConfigError(f"{tool.name} has no argument {', '.join(unknown)} "
                                       f"(it takes {', '.join(sorted(known))})")
                 # Only the fingerprint matters here: content arguments (subject, body) are
@@ -123,7 +148,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     clock = clock or SystemClock()
     store = store or SqlTaskStore(url=database or settings.database_url(work_dir))
     pol = settings.policy
-    registry = builtin_registry(read_only_commands=pol.read_only_commands, work_dir=wd)
+    registry, hub = build_tools(settings, wd)
     em = settings.email
     context = ToolContext(
         work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),
@@ -172,7 +197,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                           wake=worker.wake)
     return Node(settings=settings, work_dir=wd, store=store, registry=registry, engine=engine,
                 decider=decider, worker=worker, flow=flow, authorizer=authorizer, clock=clock,
-                listener=listener, platforms=chosen, oncall=router, scheduler=scheduler)
+                listener=listener, platforms=chosen, oncall=router, scheduler=scheduler,
+                mcp=hub)
 
 
 def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 Endpoint = Callable[[Request], Awaitable[Response]]
 SchedulesProvider = Callable[[], Awaitable[list[dict[str, Any]]]]
 OncallProvider = Callable[[datetime | None], Awaitable[dict[str, Any]]]
+McpStatus = Callable[[], dict[str, str]]  # {"git": "up" | "starting" | "down: …"}
 
 ADMIN = "admin"
 
@@ -63,3 +64,4 @@ class ApiContext:
     schedules: SchedulesProvider | None = None
     oncall: OncallProvider | None = None
     metrics: MetricsListener | None = None  # None: create_app makes one and listens with it
+    mcp_status: McpStatus | None = None  # None: no MCP servers configured

@@ -180,7 +180,11 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
     @router.get("/health", responses={200: {"model": HealthOut}}, tags=["daemon"])
     async def health() -> JSONResponse:
         """Liveness; never needs a key."""
-        return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id})
+        body: dict[str, Any] = {"status": "ok", "version": __version__,
+                                "node": ctx.engine.config.node_id}
+        if ctx.mcp_status is not None:
+            body["mcp"] = ctx.mcp_status()
+        return json(body)
 
     @router.get("/tasks", responses={200: {"model": TaskList}, **responses(401, 422)},
                 tags=["tasks"])

@@ -88,6 +88,7 @@ class HealthOut(BaseModel):
     status: str
     version: str
     node: str
+    mcp: dict[str, str] | None = None  # per MCP server: "up", "starting" or "down: <why>"
 
 
 class PendingActionOut(BaseModel):

@@ -72,7 +72,11 @@ def describe(action: Action) -> str:
 
 
 def content_lines(action: Action) -> tuple[tuple[str, str], ...]:
-    """Shortened message content to show on a card (never in broad notifications)."""
+    """Shortened message content to show on a card (never in broad notifications),
+    then what the tool itself asks to show (an MCP tool's arguments and server hints)."""
+    own = tuple((label, shorten(text)) for label, text in action.details)
+    if own:  # the tool names its own content arguments among them
+        return own
     return tuple(
         (name, shorten(action.args[name])) for name in CONTENT_ARGS if action.args.get(name)
     )

@@ -134,13 +134,16 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
                      clock=node.clock, wake=node.worker.wake, keys=keys,
                      local_no_key=not keys and is_loopback(host), web=web,
                      public_url=settings.daemon.public_url or f"http://{host}:{port}",
-                     extra_routes=extra, schedules=schedules, oncall=oncall, metrics=metrics)
+                     extra_routes=extra, schedules=schedules, oncall=oncall, metrics=metrics,
+                     mcp_status=node.mcp.status if node.mcp else None)
     app = create_app(ctx)
     services: list[tuple[str, Service]] = [("http", http_service(node, app, host, port)),
                                            ("outbox", node.flow.dispatcher.run)]
     for name, platform in node.platforms.items():
         services.append((f"surface-{name}", _runner(platform, node)))
     services.extend(scheduler_services)
+    if node.mcp:  # cancelled with the daemon, which stops every server it started
+        services.append(("mcp", node.mcp.run))
     return node, services
 
 

@@ -7,7 +7,8 @@ differs (the terminal, or nothing at all when embedded).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,21 @@ def exit_code(task: Task) -> int:
     return EXIT_FAILED
 
 
+@contextlib.asynccontextmanager
+async def opened(node: Node) -> AsyncIterator[Node]:
+    """The node's store open and its MCP servers started for one run; both closed after
+    (the servers are stopped explicitly: they do not share our process group)."""
+    await node.store.open()
+    try:
+        await node.mcp.start()
+        yield node
+    finally:
+        try:
+            await node.mcp.stop()
+        finally:
+            await node.store.close()
+
+
 async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mode: RunMode,
                    terminal: TerminalPlatform | None = None,
                    submitted_by: str = "terminal:user") -> Task:
@@ -102,6 +118,7 @@ class Agent:
     async def _open(self) -> None:
         if not self._opened:
             await self.node.store.open()
+            await self.node.mcp.start()
             self._opened = True
 
     async def handle(self, goal: str, *, steps: Sequence[Action] | None = None,
@@ -136,5 +153,6 @@ class Agent:
         return Report(summarize(task), task.public())
 
     async def close(self) -> None:
-        """Release the database."""
+        """Stop the MCP servers and release the database."""
+        await self.node.mcp.stop()
         await self.node.store.close()

@@ -102,7 +102,7 @@ def handle(
     work_dir: Annotated[Path | None, typer.Option(help="Sandbox for file tools and state.")] = None,
 ) -> None:
     """Run one goal now, asking at this terminal for each SEND or DESTRUCTIVE action."""
-    from signoff.cli.handle import exit_code, run_once, summarize
+    from signoff.cli.handle import exit_code, opened, run_once, summarize
     from signoff.cli.steps import load_steps
     from signoff.runtime.models import RunMode
     from signoff.wiring import build_node
@@ -122,11 +122,8 @@ def handle(
         terminal = TerminalPlatform() if mode is RunMode.TERMINAL else None
         platforms = {"terminal": terminal} if terminal else {}
         node = build_node(settings, work_dir=work_dir, platforms=platforms)  # type: ignore[arg-type]
-        await node.store.open()
-        try:
+        async with opened(node):
             task = await run_once(node, goal, steps=actions, mode=mode, terminal=terminal)
-        finally:
-            await node.store.close()
         typer.echo(f"task {task.id} {summarize(task)}")
         return exit_code(task)
 
@@ -178,12 +175,13 @@ def config_check(
 
 
 def _register_extras() -> None:
-    """Commands owned by other modules: the HTTP client and the schedule commands."""
-    from signoff.cli import client, schedules
+    """Commands owned by other modules: the HTTP client, schedules, the tool listing."""
+    from signoff.cli import client, schedules, tools
     from signoff.wiring import load_node
 
     client.register(app)
     schedules.register(app, load_node=load_node)
+    tools.register(app)
 
 
 def main() -> None:

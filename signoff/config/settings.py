@@ -45,6 +45,7 @@ from signoff.config.fields import (
     SlackMode,
     TelegramMode,
 )
+from signoff.config.mcp import McpSettings, command_problem, describe_server
 from signoff.config.ops import (
     NotifySettings,
     OncallOverride,
@@ -58,7 +59,8 @@ from signoff.runtime.models import ALL_SCOPES, RiskClass, Scope
 
 __all__ = [
     "ApiKey", "ApiSettings", "ApprovalMode", "ApprovalsSettings", "CronMode",
-    "DaemonSettings", "EmailSettings", "EvaluationSettings", "NotifyEvent", "NotifySettings",
+    "DaemonSettings", "EmailSettings", "EvaluationSettings", "McpSettings", "NotifyEvent",
+    "NotifySettings",
     "OncallOverride", "OncallSettings", "PlannerKind", "PlannerSettings", "PolicySettings",
     "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
     "TelegramMode", "TelegramSettings", "check_config", "load_settings",
@@ -265,6 +267,7 @@ class Settings(Section):
     schedules: list[Schedule] = []
     oncall: OncallSettings = OncallSettings()
     notify: list[NotifySettings] = []
+    mcp: McpSettings = McpSettings()
 
     @classmethod
     def default(cls) -> Settings:
@@ -329,6 +332,12 @@ def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None 
 def check_config(path: str | Path | None) -> str:
     """Validate a config file and summarise it for ``signoff config check``."""
     settings = load_settings(path)
+    where = path if path is not None else "(embedded defaults)"
+    broken = [f"{where}: mcp.servers[{i}].command: {why}"
+              for i, server in enumerate(settings.mcp.servers)
+              if (why := command_problem(server)) is not None]
+    if broken:
+        raise ConfigError("\n".join(broken))
     surfaces = ["web"]
     if settings.slack is not None:
         surfaces.append(f"slack ({settings.slack.mode.value})")
@@ -342,5 +351,6 @@ def check_config(path: str | Path | None) -> str:
             f"surfaces: {', '.join(surfaces)}",
             f"schedules: {len(settings.schedules)}",
             f"rotations: {len(settings.oncall.rotations)}",
+            f"mcp servers: {', '.join(map(describe_server, settings.mcp.servers)) or 'none'}",
         ]
     )

@@ -128,6 +128,9 @@ class Action(BaseModel):
     capability: str | None = None
     targets: tuple[str, ...] = ()
     fingerprint: str | None = None
+    # (label, text) lines the tool wants a person to see on the card, e.g. an MCP tool's
+    # arguments and its server's (unverified) annotations; set by the registry.
+    details: tuple[tuple[str, str], ...] = ()
 
     def public(self) -> JsonDict:
         """The contract's `pending_action` shape."""

@@ -94,6 +94,22 @@ class Tool(Protocol):
         ...
 
 
+@runtime_checkable
+class SchemaTool(Tool, Protocol):
+    """A tool whose arguments a JSON schema describes (MCP tools): the registry uses the
+    schema for the model and lets the tool clean and validate its own arguments."""
+
+    input_schema: dict[str, Any] | None  # None: not known yet (its server has not answered)
+
+    def clean_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` reduced to the schema and validated; BadArguments otherwise."""
+        ...
+
+    def details(self, args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        """(label, text) lines a card shows about this call besides its targets."""
+        ...
+
+
 def decode_prefix(data: bytes, *, truncated: bool) -> str:
     """Decode UTF-8 text that may have been cut mid-character by a byte limit.
 

@@ -8,6 +8,11 @@ only :class:`~signoff.errors.ToolError` ever comes out of a tool.
 
 Plugins register through the entry-point group ``signoff.tools``; a broken plugin is
 logged and skipped, because one bad package must not stop the daemon from starting.
+Tools that come and go with a server (MCP) are not registered one by one: their *source*
+is added (:meth:`ToolRegistry.add_source`) and asked at each lookup.
+
+A model sees every tool under :func:`~signoff.runtime.tools.names.llm_name`; a name it
+sends back is resolved to the registry's own spelling here, in one place.
 """
 
 from __future__ import annotations
@@ -16,11 +21,11 @@ import logging
 from collections.abc import Iterable
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from signoff.errors import BadArguments, ToolError, UnknownTool
 from signoff.runtime.models import Action, RiskClass
-from signoff.runtime.tools.base import CONTENT_KEYS, Param, Tool, ToolContext
+from signoff.runtime.tools.base import CONTENT_KEYS, Param, SchemaTool, Tool, ToolContext
 from signoff.runtime.tools.builtin.fs import (
     DeleteFileTool,
     ListDirTool,
@@ -31,6 +36,7 @@ from signoff.runtime.tools.builtin.messaging import PostMessageTool, SendEmailTo
 from signoff.runtime.tools.builtin.net import HttpGetTool, SendWebhookTool
 from signoff.runtime.tools.builtin.shell import RunCommandTool
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
+from signoff.runtime.tools.names import llm_name
 
 log = logging.getLogger(__name__)
 
@@ -79,55 +85,114 @@ def _type_names(param: Param) -> str:
     return " or ".join(_JSON_TYPES.get(t, t.__name__) for t in _types(param))
 
 
+class ToolSource(Protocol):
+    """Tools that live elsewhere (an MCP server's): listed and found at each lookup."""
+
+    def tools(self) -> list[Tool]:
+        """The source's tools now."""
+        ...
+
+    def find(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        ...
+
+    def source_of(self, name: str) -> str | None:
+        """Where ``name`` comes from (``mcp:<server>``), None if not from this source."""
+        ...
+
+
 class ToolRegistry:
     """Tools by name, plus the rules that label and run actions."""
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._origin: dict[str, str] = {}
+        self._sources: list[ToolSource] = []
         for tool in tools:
             self.register(tool)
 
-    def register(self, tool: Tool, *, replace: bool = False) -> None:
+    def register(self, tool: Tool, *, replace: bool = False, source: str = "builtin") -> None:
         """Add ``tool``; a second tool with the same name is refused unless ``replace``."""
         if not isinstance(tool, Tool) or isinstance(tool, type):
             raise TypeError(f"{tool!r} is not a Tool instance")
         if tool.name in self._tools and not replace:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+        self._origin[tool.name] = source
+
+    def add_source(self, source: ToolSource) -> None:
+        """Ask ``source`` too at every lookup (its tools may change while we run)."""
+        self._sources.append(source)
+
+    def _find(self, name: str) -> Tool | None:
+        tool = self._tools.get(name)
+        for source in self._sources:
+            if tool is not None:
+                break
+            tool = source.find(name)
+        return tool
 
     def get(self, name: str) -> Tool:
-        """The tool called ``name``; UnknownTool lists the known ones."""
-        try:
-            return self._tools[name]
-        except KeyError:
+        """The tool called ``name`` (or the name a model sees for it); UnknownTool lists
+        the known ones."""
+        tool = self._find(name) or self._find(self.resolve(name))
+        if tool is None:
             known = ", ".join(self.names()) or "none"
-            raise UnknownTool(f"unknown tool {name!r} (known tools: {known})") from None
+            raise UnknownTool(f"unknown tool {name!r} (known tools: {known})")
+        return tool
+
+    def resolve(self, name: str) -> str:
+        """The registry name of ``name``, which may be the name a model sees for it
+        (``git__git_status`` → ``git.git_status``); unknown names come back unchanged."""
+        if self._find(name) is not None:
+            return name
+        matches = [known for known in self.names() if llm_name(known) == name]
+        return matches[0] if len(matches) == 1 else name
 
     def names(self) -> list[str]:
-        """Registered tool names, sorted."""
-        return sorted(self._tools)
+        """Tool names, sorted: registered ones and those of every source."""
+        names = set(self._tools)
+        for source in self._sources:
+            names.update(tool.name for tool in source.tools())
+        return sorted(names)
+
+    def source_of(self, name: str) -> str:
+        """``builtin``, ``plugin`` or ``mcp:<server>`` (for `signoff tools`)."""
+        if name in self._origin:
+            return self._origin[name]
+        for source in self._sources:
+            found = source.source_of(name)
+            if found:
+                return found
+        raise UnknownTool(f"unknown tool {name!r}")
+
+    def listed_risk(self, name: str) -> RiskClass:
+        """The risk a listing shows for a tool: its risk for blank arguments (DESTRUCTIVE
+        when that cannot be computed). ``run_command`` shows DESTRUCTIVE, as it is for any
+        command not in ``policy.read_only_commands``."""
+        tool = self.get(name)
+        blank = {p.name: "" for p in tool.params if p.required}
+        try:
+            return _as_risk(tool.risk_for(blank))
+        except Exception:  # a plugin that needs real arguments: assume the worst
+            return RiskClass.DESTRUCTIVE
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return isinstance(name, str) and self._find(self.resolve(name)) is not None
 
     def schemas(self) -> list[dict[str, Any]]:
-        """The OpenAI function-calling ``tools`` list for every registered tool."""
+        """The OpenAI function-calling ``tools`` list for every tool, under the names a
+        model may see (:func:`llm_name`)."""
         out = []
         for name in self.names():
-            tool = self._tools[name]
-            parameters = {
-                "type": "object",
-                "properties": {p.name: param_schema(p) for p in tool.params},
-                "required": [p.name for p in tool.params if p.required],
-                "additionalProperties": False,
-            }
+            tool = self.get(name)
             out.append(
                 {
                     "type": "function",
                     "function": {
-                        "name": tool.name,
+                        "name": llm_name(tool.name),
                         "description": tool.description,
-                        "parameters": parameters,
+                        "parameters": tool_parameters(tool),
                     },
                 }
             )
@@ -142,7 +207,7 @@ class ToolRegistry:
         for ep in entry_points(group=group):
             try:
                 tool = _load_tool(ep)
-                self.register(tool)
+                self.register(tool, source="plugin")
             except Exception as exc:  # a plugin may raise anything; it must not stop us
                 log.warning(
                     "tool_plugin_skipped",
@@ -157,7 +222,10 @@ class ToolRegistry:
         """``args`` reduced to the tool's parameters and checked; BadArguments otherwise.
 
         A null optional argument counts as absent (planners often emit ``"cc": null``).
+        A tool with a JSON schema (MCP) cleans and validates its own arguments.
         """
+        if isinstance(tool, SchemaTool):
+            return tool.clean_args(args)
         clean: dict[str, Any] = {}
         for param in tool.params:
             value = args.get(param.name)
@@ -185,6 +253,7 @@ class ToolRegistry:
             risk = _as_risk(tool.risk_for(args))
             targets = tuple(str(t) for t in tool.targets(args))
             digest = fingerprint(tool, args)
+            details = tool.details(args) if isinstance(tool, SchemaTool) else ()
         except ToolError:
             raise
         except Exception as exc:  # a plugin's hooks are not type-checked
@@ -193,11 +262,13 @@ class ToolRegistry:
             risk = action.risk
         return action.model_copy(
             update={
+                "tool": tool.name,  # the registry's spelling, also when a model sent its own
                 "args": args,
                 "risk": risk,
                 "capability": tool.capability,
                 "targets": targets,
                 "fingerprint": digest,
+                "details": details,
             }
         )
 
@@ -223,6 +294,20 @@ class ToolRegistry:
         if not isinstance(output, dict):
             return {"result": output}
         return output
+
+
+def tool_parameters(tool: Tool) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments: its own (MCP) or built from its params."""
+    if isinstance(tool, SchemaTool) and tool.input_schema is not None:
+        return dict(tool.input_schema)
+    if isinstance(tool, SchemaTool):
+        return {"type": "object"}  # not known yet: the tool checks the arguments itself
+    return {
+        "type": "object",
+        "properties": {p.name: param_schema(p) for p in tool.params},
+        "required": [p.name for p in tool.params if p.required],
+        "additionalProperties": False,
+    }
 
 
 def fingerprint(tool: Tool, args: dict[str, Any]) -> str:
