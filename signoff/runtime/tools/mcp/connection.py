@@ -331,8 +331,12 @@ def describe(exc: BaseException, spec: McpServerSpec) -> str:
         return f"cannot start {program!r}: not executable"
     if isinstance(exc, TimeoutError):
         return f"no answer within {spec.connect_timeout:g}s"
+    if isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED:
+        return "the server closed the connection during start-up"
     if isinstance(exc, MCPError):
         return f"the server failed during start-up: {exc.message}"
-    if isinstance(exc, OSError):
+    if isinstance(exc, OSError) and spec.command:
         return f"cannot start {program!r}: {exc.strerror or exc}"
+    if spec.url:  # the HTTP client's errors: refused, DNS, TLS, an HTTP status
+        return f"cannot reach {spec.url}: {exc or type(exc).__name__}"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
