@@ -29,7 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from signoff.runtime.models import Action, RunMode, Scope, Task, TaskState
-from signoff.runtime.policy.policy import Policy, make_grant
+from signoff.runtime.policy.grants import make_grant
+from signoff.runtime.policy.policy import Policy
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import Change
 from signoff.runtime.store.sql.store import SqlTaskStore

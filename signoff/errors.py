@@ -1,5 +1,8 @@
 """The error tree of signoff: one root, retryable failures apart from final ones.
 
+A refused decision is not an exception: it is an answer (`DecisionResult` with a code),
+since the caller always has to tell the person something.
+
     SignoffError
     ├── ConfigError            bad or missing configuration (final)
     ├── StoreError             the database could not be reached or answered oddly
@@ -10,11 +13,6 @@
     │   ├── PathEscape         a path left the work dir
     │   └── ToolUnavailable    the tool's MCP server is down or starting
     ├── PlannerError           the planner could not produce actions
-    ├── ApprovalError          a decision could not be applied (final)
-    │   ├── NotAuthorized      the actor may not decide this request
-    │   ├── AlreadyDecided     the request was decided (or expired) before
-    │   ├── ScopeNotAllowed    the scope is not offered for this risk class
-    │   └── NotWaiting         the task is not waiting for a decision
     └── PlatformError          a chat platform call failed
         ├── PlatformUnavailable  retryable: 5xx, timeouts, connection refused
         ├── RateLimited          retryable after ``retry_after`` seconds
@@ -65,26 +63,6 @@ class ToolUnavailable(ToolError):
 
 class PlannerError(SignoffError):
     """The planner could not plan the goal."""
-
-
-class ApprovalError(SignoffError):
-    """The decision could not be applied."""
-
-
-class NotAuthorized(ApprovalError):
-    """You are not allowed to decide this request."""
-
-
-class AlreadyDecided(ApprovalError):
-    """This request was already decided."""
-
-
-class ScopeNotAllowed(ApprovalError):
-    """That decision is not offered for this action."""
-
-
-class NotWaiting(ApprovalError):
-    """The task is not waiting for approval."""
 
 
 class PlatformError(SignoffError):

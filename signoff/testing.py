@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -22,9 +23,10 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    with_people,
 )
 from signoff.errors import PlatformUnavailable
-from signoff.runtime.models import ALL_SCOPES, Scope
+from signoff.runtime.models import ALL_SCOPES, DecisionCode, Scope
 
 __all__ = ["BUTTON_LABELS", "PlatformContract", "PlatformHarness", "RecordingHarness",
            "RecordingPlatform", "Rendered", "sample_card"]
@@ -54,6 +56,7 @@ class RecordingPlatform:
     name: str = "recording"
     messages: dict[str, _Message] = field(default_factory=dict)
     notes: list[tuple[str, str, CardRef | None]] = field(default_factory=list)
+    note_mentions: list[tuple[str, ...]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     feedback: list[str] = field(default_factory=list)
     fail_next: int = 0
@@ -82,10 +85,12 @@ class RecordingPlatform:
         message.card = card
         message.edits += 1
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
-        """Record a notification."""
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
+        """Record a notification (``mentions`` also in `note_mentions`, by index)."""
         self._maybe_fail("notify")
-        self.notes.append((channel, text, thread))
+        self.notes.append((channel, with_people(text, mentions), thread))
+        self.note_mentions.append(tuple(mentions))
 
     async def run(self, on_decision: DecisionHandler) -> None:
         """Keep the handler so `click` can reach it; wait until cancelled."""
@@ -253,7 +258,8 @@ class PlatformContract:
         platform = harness.platform
 
         async def on_decision(event: DecisionEvent) -> DecisionOutcome:
-            return DecisionOutcome(False, "Not authorized to decide this", code="not_authorized")
+            return DecisionOutcome(False, "Not authorized to decide this",
+                                   code=DecisionCode.NOT_AUTHORIZED)
 
         await harness.start(on_decision)
         try:

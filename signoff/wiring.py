@@ -1,8 +1,9 @@
 """The one place that reads settings and builds a signoff node from them.
 
 Everything else takes keyword-only constructor arguments; only this module knows which
-setting goes where. `build_node` gives the runtime + approval flow; `build_daemon` adds
-the long-running services (HTTP server, chat platforms, outbox, scheduler).
+setting goes where. `build_node` gives the runtime + approval flow (what `signoff
+handle` needs); `signoff.cli.daemon.assemble` adds the long-running services around it
+(HTTP server, chat surfaces, outbox, scheduler).
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
-from signoff.runtime.models import Action, RiskClass, Scope, Task
+from signoff.runtime.models import Action, RiskClass, Scope
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
-from signoff.runtime.policy.policy import Policy, Unattended, grant_key
+from signoff.runtime.policy.grants import grant_key
+from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
@@ -167,7 +170,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     config = EngineConfig(
         node_id=node_id(settings, wd), approval_timeout=ap.timeout, lease=settings.daemon.lease,
         max_retries=settings.daemon.max_retries, scopes=scopes,
-        unattended=Unattended(mode=str(ap.mode), cron_mode=str(ap.cron_mode),
+        unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
         timeout_for=schedule_timeouts(settings.schedules))
@@ -218,7 +221,7 @@ class PendingCards:
         if self.node is None:
             return []
         page = await self.node.store.pending_approvals(limit=20)
-        tasks = [t for t in page.items if isinstance(t, Task) and t.approval is not None]
+        tasks = [t for t in page.items if t.approval is not None]
         return [build_card(t, t.approval, console_url=self.node.settings.daemon.public_url)
                 for t in tasks if t.approval is not None]
 

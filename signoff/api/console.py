@@ -36,7 +36,7 @@ from signoff.api.context import ApiContext
 from signoff.api.routes import identity_of
 from signoff.bot.cards import build_card
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
-from signoff.runtime.models import ApprovalStatus, AuditEvent, Scope, Task
+from signoff.runtime.models import ApprovalStatus, Scope, Task
 
 FLASH = "signoff_flash"
 SSE_POLL = 2.0  # seconds between store checks on each open stream
@@ -84,8 +84,8 @@ class Console:
         """The live region of the main page."""
         store, now = self.ctx.store, self.ctx.clock.now()
         page = await store.pending_approvals(limit=50)
-        pending = [v for t in page.items if isinstance(t, Task) and (v := view(t))]
-        recent = [t for t in (await store.list_tasks(limit=20)).items if isinstance(t, Task)]
+        pending = [v for t in page.items if (v := view(t))]
+        recent = list((await store.list_tasks(limit=20)).items)
         decided = [v for t in recent if (v := view(t)) and t.approval is not None
                    and t.approval.status is not ApprovalStatus.PENDING
                    and t.approval.decided_at is not None
@@ -101,7 +101,7 @@ class Console:
         if task is None:
             return None
         events = (await self.ctx.store.audit_events(task_id=task_id, limit=200)).items
-        return pages.task_fragment(task, [ev for ev in events if isinstance(ev, AuditEvent)],
+        return pages.task_fragment(task, list(events),
                                    card=view(task), csrf=self.auth.csrf_token(identity),
                                    now=self.ctx.clock.now())
 

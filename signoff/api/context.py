@@ -64,4 +64,5 @@ class ApiContext:
     schedules: SchedulesProvider | None = None
     oncall: OncallProvider | None = None
     metrics: MetricsListener | None = None  # None: create_app makes one and listens with it
+    surfaces: Callable[[], dict[str, str]] | None = None  # chat surface -> ok/degraded/disabled
     mcp_status: McpStatus | None = None  # None: no MCP servers configured

@@ -13,6 +13,7 @@ from __future__ import annotations
 from prometheus_client import CONTENT_TYPE_LATEST as PROMETHEUS_CONTENT_TYPE
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 
+from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, Task, TaskState
 from signoff.runtime.store.port import TaskStore
 
@@ -54,7 +55,8 @@ class MetricsListener:
             seconds = (approval.decided_at - approval.requested_at).total_seconds()
             self.latency.observe(max(seconds, 0.0))
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
         """When a task ends, count each action of its history once."""
         if kind not in ("completed", "failed"):
             return

@@ -39,7 +39,7 @@ from signoff.errors import ToolError
 from signoff.runtime.models import (
     Action,
     ApprovalStatus,
-    AuditEvent,
+    DecisionCode,
     Grant,
     JsonDict,
     RiskClass,
@@ -165,9 +165,9 @@ class TaskApi:
         current = await self.ctx.store.get_task(task_id) or task
         if outcome.accepted:
             return json(current.public())
-        if outcome.code == "not_authorized":
+        if outcome.code is DecisionCode.NOT_AUTHORIZED:
             raise ApiError(403, outcome.message)
-        if outcome.code == "scope_not_allowed":
+        if outcome.code is DecisionCode.SCOPE_NOT_ALLOWED:
             raise invalid("scope", outcome.message)
         raise conflict(current, outcome.message)
 
@@ -179,9 +179,10 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
 
     @router.get("/health", responses={200: {"model": HealthOut}}, tags=["daemon"])
     async def health() -> JSONResponse:
-        """Liveness; never needs a key."""
+        """Liveness, how each chat surface and MCP server is doing; never needs a key."""
+        surfaces = ctx.surfaces() if ctx.surfaces is not None else {}
         body: dict[str, Any] = {"status": "ok", "version": __version__,
-                                "node": ctx.engine.config.node_id}
+                                "node": ctx.engine.config.node_id, "surfaces": surfaces}
         if ctx.mcp_status is not None:
             body["mcp"] = ctx.mcp_status()
         return json(body)
@@ -192,7 +193,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                          cursor: Cursor = None) -> JSONResponse:
         """Tasks, newest first, one page at a time."""
         page = await ctx.store.list_tasks(state=state, limit=limit, cursor=cursor)
-        items = [t.public() for t in page.items if isinstance(t, Task)]
+        items = [t.public() for t in page.items]
         return json({"items": items, "next_cursor": page.next_cursor})
 
     @router.post("/tasks", status_code=202, tags=["tasks"],
@@ -246,7 +247,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                         cursor: Cursor = None) -> JSONResponse:
         """Pending approval requests across tasks, oldest first."""
         page = await ctx.store.pending_approvals(limit=limit, cursor=cursor)
-        items = [approval_item(t) for t in page.items if isinstance(t, Task)]
+        items = [approval_item(t) for t in page.items]
         return json({"items": [i for i in items if i], "next_cursor": page.next_cursor})
 
     @router.get("/audit", tags=["audit"], responses={200: {"model": AuditList},
@@ -255,7 +256,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                     limit: Limit = 50, cursor: Cursor = None) -> JSONResponse:
         """Audit events in chain order, optionally of one task."""
         page = await ctx.store.audit_events(task_id=task, limit=limit, cursor=cursor)
-        items = [ev.public() for ev in page.items if isinstance(ev, AuditEvent)]
+        items = [ev.public() for ev in page.items]
         return json({"items": items, "next_cursor": page.next_cursor})
 
     @router.get("/grants", tags=["grants"], responses={200: {"model": GrantList},

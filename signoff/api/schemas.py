@@ -88,6 +88,7 @@ class HealthOut(BaseModel):
     status: str
     version: str
     node: str
+    surfaces: dict[str, str]  # "ok", "degraded: <why>" (retrying) or "disabled: <why>"
     mcp: dict[str, str] | None = None  # per MCP server: "up", "starting" or "down: <why>"
 
 

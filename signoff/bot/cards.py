@@ -6,11 +6,11 @@ secret (bodies, payloads, file content) is shortened here, once, for every surfa
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, Scope, Task
+from signoff.runtime.text import shorten
 
 # The labels every surface puts on its buttons, in this order.
 BUTTON_LABELS = {
@@ -20,65 +20,20 @@ BUTTON_LABELS = {
     Scope.DENY: "Deny",
 }
 
-# Arguments that carry message content: shown shortened, never part of a fingerprint.
-CONTENT_ARGS = ("subject", "body", "payload", "text", "content")
-SHORT = 120
-
-
-def shorten(value: object, limit: int = SHORT) -> str:
-    """One line, at most ``limit`` characters, with an ellipsis when cut."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _recipients(args: dict[str, object]) -> str:
-    to = args.get("to")
-    people = [to] if isinstance(to, str) else list(to) if isinstance(to, list) else []
-    cc = args.get("cc")
-    if isinstance(cc, str):
-        people.append(cc)
-    elif isinstance(cc, list):
-        people.extend(cc)
-    return ", ".join(str(p) for p in people) or "nobody"
 
 
 def describe(action: Action) -> str:
-    """The action in plain words, e.g. "Send email to john@example.com — subject 'Hi'"."""
-    a = action.args
-    tool = action.tool
-    if tool == "send_email":
-        text = f"Send email to {_recipients(a)}"
-        if a.get("subject"):
-            text += f" — subject '{shorten(a['subject'], 60)}'"
-        return text
-    if tool == "post_message":
-        return f"Post a message to {a.get('channel', '?')}"
-    if tool == "send_webhook":
-        return f"POST a webhook to {a.get('url', '?')}"
-    if tool == "delete_file":
-        return f"Delete file {a.get('path', '?')}"
-    if tool == "run_command":
-        where = f" in {a['cwd']}" if a.get("cwd") else ""
-        return f"Run command `{shorten(a.get('command', ''), 80)}`{where}"
-    if tool == "write_file":
-        return f"Write file {a.get('path', '?')}"
-    if tool in ("read_file", "list_dir"):
-        return f"Read {a.get('path', '?')}"
-    if tool == "http_get":
-        return f"Fetch {a.get('url', '?')}"
+    """The action in plain words, as its tool put it when the registry prepared it."""
+    if action.summary:
+        return action.summary
     targets = ", ".join(action.targets)
-    return f"Run {tool}" + (f" on {targets}" if targets else "")
+    return f"Run {action.tool}" + (f" on {targets}" if targets else "")
 
 
 def content_lines(action: Action) -> tuple[tuple[str, str], ...]:
-    """Shortened message content to show on a card (never in broad notifications),
-    then what the tool itself asks to show (an MCP tool's arguments and server hints)."""
-    own = tuple((label, shorten(text)) for label, text in action.details)
-    if own:  # the tool names its own content arguments among them
-        return own
+    """Shortened message content to show on a card (never in broad notifications)."""
     return tuple(
-        (name, shorten(action.args[name])) for name in CONTENT_ARGS if action.args.get(name)
+        (name, shorten(action.args[name])) for name in action.content if action.args.get(name)
     )
 
 

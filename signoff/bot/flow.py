@@ -13,12 +13,13 @@ import logging
 
 from signoff.bot.cards import build_card
 from signoff.bot.notify import Notifier
-from signoff.bot.outbox import Dispatcher, remember_card
+from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
 from signoff.bot.routing.authorizer import Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
-from signoff.runtime.models import Approval, Task
+from signoff.runtime.events import TaskEvent
+from signoff.runtime.models import Approval, DecisionCode, Task
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,8 @@ class ApprovalFlow:
         """Card edits were queued in the same commit; deliver them now."""
         self.dispatcher.wake()
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
         """Tell subscribed team channels; reply under the task's cards when it ends."""
         if kind in ("completed", "failed") and task.approval is not None:
             await self._reply_under_cards(kind, task, detail)
@@ -68,11 +70,8 @@ class ApprovalFlow:
         approval = task.approval
         assert approval is not None
         text = f"Task {task.id} {kind}" + (f": {detail}" if detail and kind == "failed" else "")
-        # One "*" job, expanded per surface like the card edits: it is queued after the
-        # edit of the card, so each surface shows the outcome before the reply.
-        items = [OutboxItem(key=f"thread:{approval.id}:{kind}", surface="*", kind="notify",
-                            approval_id=approval.id,
-                            payload={"channel": "", "text": text, "thread": True})]
+        # Queued after the edit of the card: each surface shows the outcome before the reply.
+        items = [thread_reply(approval.id, f"thread:{approval.id}:{kind}", text)]
         await self.store.commit(Change(at=self.clock.now(), outbox=items))
 
     # -- delivering card jobs ----------------------------------------------------------
@@ -85,7 +84,9 @@ class ApprovalFlow:
                 if thread is None:
                     return  # the card never reached this surface: nothing to reply under
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
-            await platform.notify(channel, str(item.payload["text"]), thread=thread)
+            mentions = [str(m) for m in item.payload.get("mentions") or ()]
+            await platform.notify(channel, str(item.payload["text"]), thread=thread,
+                                  mentions=mentions)
             return
         approval_id = str(item.payload["approval_id"])
         approval = await self.store.get_approval(approval_id)
@@ -97,13 +98,12 @@ class ApprovalFlow:
                           mentions=tuple(item.payload.get("mentions") or ()))
         if item.kind == "post":
             if ref is None:
-                ref = await platform.post_card(card)
-                await remember_card(self.store, approval_id, ref)
+                await post_card(self.store, platform, card, retry=item.attempts > 0)
             return
         if ref is None:
             # Jobs of one surface run in order, so the post was tried first and gave up.
             return
-        await platform.update_card(ref, card)
+        await update_card(platform, ref, card)
 
     async def _ref(self, approval_id: str, surface: str) -> CardRef | None:
         for record in await self.store.cards(approval_id):
@@ -121,7 +121,7 @@ class ApprovalFlow:
                                       channel=event.surface)
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
-                                   "request", code="not_authorized")
+                                   "request", code=DecisionCode.NOT_AUTHORIZED)
         result = await self.decider.decide(event.approval_id, event.scope, actor,
                                            reason=event.reason, channel=event.surface)
         return DecisionOutcome(result.accepted, result.message, code=result.code)

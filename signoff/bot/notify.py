@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 
 from signoff.bot.cards import describe, shorten
 from signoff.runtime.clock import Clock
+from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import RunMode, Task
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
@@ -113,7 +114,8 @@ class Notifier:
         self.tick = tick
         self._windows: dict[tuple[str, str], _Window] = {}
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
         """Add one line to every subscribed channel's window."""
         now = self.clock.now()
         # The key names the event, so the same event seen by two nodes (a schedule skip)

@@ -5,7 +5,8 @@ same transaction as the state change; this dispatcher expands them per surface a
 delivers each with backoff. 429s wait exactly as long as the platform asked. Items of
 one surface go out in order and one failing surface never holds up the others. A card
 is posted once per (approval, surface): the idempotency key prevents a second job and
-the stored CardRef turns a later retry into a no-op.
+the stored CardRef turns a later retry into a no-op; a retry after an ambiguous failure
+looks for the card first where the surface can (`post_card`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from signoff.bot.ports import CardRef, ChatPlatform
+from signoff.bot.ports import ApprovalCard, CardFinder, CardRef, ChatPlatform
 from signoff.errors import PlatformRejected, RateLimited, SignoffError
 from signoff.runtime.clock import Clock
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
@@ -46,10 +47,21 @@ class Dispatcher:
         self.deliver = deliver
         self.interval = interval
         self._wake = asyncio.Event()
+        self._held: set[str] = set()
 
     def wake(self) -> None:
         """Look at the outbox now."""
         self._wake.set()
+
+    def hold(self, surface: str) -> None:
+        """Leave ``surface``'s jobs waiting, untried, until `release` (it is degraded)."""
+        self._held.add(surface)
+
+    def release(self, surface: str) -> None:
+        """Deliver ``surface``'s jobs again, starting now."""
+        if surface in self._held:
+            self._held.discard(surface)
+            self.wake()
 
     async def run(self) -> None:
         """Deliver until cancelled."""
@@ -70,7 +82,7 @@ class Dispatcher:
 
         Each surface's jobs run strictly in order: a job waiting for its retry time holds
         back the later jobs of its surface (so an edit never overtakes its post, and a
-        burst arrives in order), but never another surface's.
+        burst arrives in order), but never another surface's. A held surface's jobs wait.
         """
         pending = await self.store.due_outbox(FOREVER, limit=1000)
         fanouts = [i for i in pending if i.surface == "*"]
@@ -80,7 +92,7 @@ class Dispatcher:
             pending = await self.store.due_outbox(FOREVER, limit=1000)
         now = self.clock.now()
         by_surface: dict[str, list[OutboxItem]] = {}
-        held: set[str] = set()
+        held = set(self._held)
         for item in sorted(pending, key=lambda i: i.id):
             if item.surface == "*" or item.surface in held:
                 continue
@@ -140,6 +152,59 @@ class Dispatcher:
         return True
 
 
+def thread_reply(approval_id: str, key: str, text: str,
+                 mentions: Sequence[str] = ()) -> OutboxItem:
+    """A new message under every copy of an approval's card (one ``*`` job per surface).
+
+    Queued after a card edit in the same commit, it arrives after the edit on each
+    surface. Edits notify nobody: whatever must reach people (an escalation) is such a
+    reply, with ``mentions`` naming them (see `ChatPlatform.notify`).
+    """
+    return OutboxItem(key=key, surface="*", kind="notify", approval_id=approval_id,
+                      payload={"channel": "", "text": text, "thread": True,
+                               "mentions": list(mentions)})
+
+
 async def remember_card(store: TaskStore, approval_id: str, ref: CardRef) -> None:
     """Store where a card was posted (before any update of it is attempted)."""
     await store.save_card(CardRecord(approval_id, ref.surface, ref.channel, ref.message_id))
+
+
+async def post_card(store: TaskStore, platform: ChatPlatform, card: ApprovalCard, *,
+                    retry: bool) -> CardRef:
+    """Post ``card`` on ``platform`` and store where it went; never a second copy knowingly.
+
+    On a ``retry`` the earlier attempt may have failed after the platform stored the
+    message (a 5xx or a timeout tells nothing): a surface that can look (`CardFinder`)
+    is asked first, and the oldest copy it finds is adopted instead of posting again.
+    """
+    found = await platform.find_cards(card) if retry and isinstance(platform, CardFinder) else []
+    if found:
+        log.info("card_adopted", extra={"surface": platform.name, "copies": len(found),
+                                        "approval_id": card.approval_id})
+    ref = found[0] if found else await platform.post_card(card)
+    await remember_card(store, card.approval_id, ref)
+    return ref
+
+
+async def update_card(platform: ChatPlatform, ref: CardRef, card: ApprovalCard) -> None:
+    """Edit the stored copy of ``card``; once decided, every other copy that exists too.
+
+    The store keeps one copy per surface, but an ambiguous post may have left others (a
+    retry that did not see the first one). Their buttons would stay live, so a decided
+    card is also looked for (`CardFinder`) and each copy found is edited; a copy that can
+    no longer be edited does not keep the others from it, and its refusal is raised last.
+    """
+    await platform.update_card(ref, card)
+    if card.open or not isinstance(platform, CardFinder):
+        return
+    refused: PlatformRejected | None = None
+    for other in await platform.find_cards(card):
+        if (other.channel, other.message_id) == (ref.channel, ref.message_id):
+            continue
+        try:
+            await platform.update_card(other, card)
+        except PlatformRejected as exc:
+            refused = refused or exc
+    if refused is not None:
+        raise refused

@@ -7,12 +7,12 @@ nothing of tasks, stores or policy: the flow (`bot/flow.py`) owns those.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from signoff.runtime.models import Scope
+from signoff.runtime.models import DecisionCode, Scope
 
 
 @dataclass(frozen=True)
@@ -95,11 +95,18 @@ class DecisionOutcome:
 
     accepted: bool
     message: str
-    # ok | not_authorized | already_decided | expired | unknown | scope_not_allowed
-    code: str = "ok"
+    code: DecisionCode = DecisionCode.OK
 
 
 DecisionHandler = Callable[[DecisionEvent], Awaitable[DecisionOutcome]]
+
+
+def with_people(text: str, mentions: Sequence[str],
+                show: Callable[[str], str] = str) -> str:
+    """``text`` followed by the people it is meant to reach, each as ``show`` writes them."""
+    if not mentions:
+        return text
+    return f"{text} {', '.join(show(key) for key in mentions)}"
 
 
 @runtime_checkable
@@ -120,8 +127,15 @@ class ChatPlatform(Protocol):
         """Edit a posted card in place (outcome shown, buttons gone once decided)."""
         ...
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
-        """Post one line to a channel, or under a card when ``thread`` is given."""
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
+        """Post one line to a channel, or under a card when ``thread`` is given.
+
+        ``mentions`` are the people (actor keys) the line must reach: the surface adds
+        them to the text in its own form (`with_people`), so that they are notified —
+        an edit notifies nobody, a new message that mentions them does. On Slack such a
+        thread reply is also shown in the channel.
+        """
         ...
 
     async def run(self, on_decision: DecisionHandler) -> None:
@@ -129,12 +143,14 @@ class ChatPlatform(Protocol):
         ...
 
 
-@dataclass
-class PlatformSet:
-    """The surfaces a daemon has, by name."""
+@runtime_checkable
+class CardFinder(Protocol):
+    """A surface that can find the copies of a card it posted (Slack, by message metadata).
 
-    platforms: dict[str, ChatPlatform] = field(default_factory=dict)
+    After a post failed ambiguously — the platform may have stored the message anyway —
+    the outbox asks before posting again, and adopts what it finds.
+    """
 
-    def add(self, platform: ChatPlatform) -> None:
-        """Register one surface under its name."""
-        self.platforms[platform.name] = platform
+    async def find_cards(self, card: ApprovalCard) -> list[CardRef]:
+        """Every copy of ``card`` this surface can see, oldest first."""
+        ...

@@ -18,8 +18,9 @@ from typing import Any
 import uvicorn
 
 from signoff.api.context import is_loopback
+from signoff.bot.surfaces import Surfaces
 from signoff.config.settings import Settings
-from signoff.errors import ConfigError, PlatformError
+from signoff.errors import ConfigError
 from signoff.runtime.daemon import Daemon, Service
 from signoff.runtime.models import RiskClass
 from signoff.wiring import (
@@ -110,16 +111,11 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
                       autonomous_risks=autonomous_risks, platforms=platforms)
     pending.node = node
     await node.store.open()
-    for name, platform in chats.items():
-        check = getattr(platform, "check", None)
-        if check is None:
-            continue
-        try:
-            await check()
-        except PlatformError as exc:
-            # The other surfaces keep working; this one is left out with a clear reason.
-            log.error(f"surface_disabled surface={name} reason={exc}")
-            node.platforms.pop(name, None)
+    # A refused token leaves that surface out (logged); a failing Slack or Telegram is
+    # retried while the other surfaces run, and /health says which is which.
+    surfaces = Surfaces(platforms=node.platforms, dispatcher=node.flow.dispatcher,
+                        clock=node.clock)
+    await surfaces.check_all()
     metrics = MetricsListener()
     node.listener.add(metrics)
     keys = api_keys(settings)
@@ -135,19 +131,14 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
                      local_no_key=not keys and is_loopback(host), web=web,
                      public_url=settings.daemon.public_url or f"http://{host}:{port}",
                      extra_routes=extra, schedules=schedules, oncall=oncall, metrics=metrics,
+                     surfaces=surfaces.health,
                      mcp_status=node.mcp.status if node.mcp else None)
     app = create_app(ctx)
     services: list[tuple[str, Service]] = [("http", http_service(node, app, host, port)),
                                            ("outbox", node.flow.dispatcher.run)]
-    for name, platform in node.platforms.items():
-        services.append((f"surface-{name}", _runner(platform, node)))
+    for name in node.platforms:
+        services.append((f"surface-{name}", surfaces.service(name, node.flow.on_decision)))
     services.extend(scheduler_services)
     if node.mcp:  # cancelled with the daemon, which stops every server it started
         services.append(("mcp", node.mcp.run))
     return node, services
-
-
-def _runner(platform: Any, node: Node) -> Service:
-    async def run() -> None:
-        await platform.run(node.flow.on_decision)
-    return run

@@ -9,27 +9,17 @@ import enum
 
 from pydantic import BaseModel, ConfigDict
 
+# The policy's own closed sets, read from the file as they are.
+from signoff.runtime.policy.unattended import ApprovalMode, CronMode
+
+__all__ = ["ApprovalMode", "CronMode", "NotifyEvent", "PlannerKind", "Section", "SlackMode",
+           "TelegramMode"]
+
 
 class Section(BaseModel):
     # Frozen: settings are read by many components and must not be patched at runtime;
     # CLI flags produce a new copy with model_copy(update=...).
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class ApprovalMode(enum.StrEnum):
-    """How ASK_USER is resolved for interactive tasks."""
-
-    MANUAL = "manual"
-    SMART = "smart"
-    OFF = "off"
-
-
-class CronMode(enum.StrEnum):
-    """How ASK_USER is resolved for scheduled tasks."""
-
-    DENY = "deny"
-    APPROVE = "approve"
-    ASK = "ask"
 
 
 class PlannerKind(enum.StrEnum):

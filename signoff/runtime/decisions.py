@@ -15,17 +15,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from signoff.runtime.engine import Engine, card_item
-from signoff.runtime.events import audit_event
+from signoff.runtime.events import TaskEvent, audit_event
 from signoff.runtime.models import (
     ActionRecord,
     Approval,
     ApprovalStatus,
+    DecisionCode,
     Grant,
     Scope,
     Task,
     TaskState,
 )
-from signoff.runtime.policy.policy import make_grant
+from signoff.runtime.policy.grants import make_grant
 from signoff.runtime.store.port import Change
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,8 @@ class DecisionResult:
     """What happened to one answer."""
 
     accepted: bool
-    code: str  # ok | unknown | already_decided | expired | scope_not_allowed | not_waiting
-    message: str  # |  not_authorized
+    code: DecisionCode
+    message: str
     task: Task | None = None
     approval: Approval | None = None
 
@@ -50,10 +51,10 @@ _DONE_WORDS = {Scope.ONCE: "Approved once", Scope.SESSION: "Approved for this se
 
 def _already(approval: Approval) -> DecisionResult:
     if approval.status is ApprovalStatus.EXPIRED:
-        return DecisionResult(False, "expired", "Expired — the request timed out and was denied",
-                              approval=approval)
+        return DecisionResult(False, DecisionCode.EXPIRED,
+                              "Expired — the request timed out and was denied", approval=approval)
     when = approval.decided_at.strftime("%H:%M UTC") if approval.decided_at else "?"
-    return DecisionResult(False, "already_decided",
+    return DecisionResult(False, DecisionCode.ALREADY_DECIDED,
                           f"Already decided by {approval.decided_by} at {when}",
                           approval=approval)
 
@@ -93,7 +94,7 @@ class Decider:
         approval = await self.store.get_approval(approval_id)
         if approval is None:
             await self.refuse(approval_id, actor, "unknown approval request", channel=channel)
-            return DecisionResult(False, "unknown", "Unknown or expired request")
+            return DecisionResult(False, DecisionCode.UNKNOWN, "Unknown or expired request")
         if approval.status is not ApprovalStatus.PENDING:
             await self.refuse(approval_id, actor, "too late: already decided", channel=channel)
             return _already(approval)
@@ -101,7 +102,7 @@ class Decider:
             await self.refuse(approval_id, actor, f"scope {scope.value} is not allowed",
                               channel=channel)
             allowed = ", ".join(s.value for s in approval.allowed_scopes)
-            return DecisionResult(False, "scope_not_allowed",
+            return DecisionResult(False, DecisionCode.SCOPE_NOT_ALLOWED,
                                   f"'{scope.value}' is not offered for this action "
                                   f"(allowed: {allowed})", approval=approval)
         # A lost compare-and-set while the request is still pending means the task row
@@ -109,7 +110,7 @@ class Decider:
         for _ in range(5):
             task = await self.store.get_task(approval.task_id)
             refused = self._check_task(task, approval, scope, actor)
-            if refused is not None and refused.code == "not_authorized":
+            if refused is not None and refused.code is DecisionCode.NOT_AUTHORIZED:
                 await self.refuse(approval_id, actor, "self-approval is forbidden",
                                   channel=channel, task=task)
                 return refused
@@ -128,18 +129,19 @@ class Decider:
             if refused is not None:
                 return refused
             approval = current
-        return DecisionResult(False, "not_waiting", "The task keeps changing; try again")
+        return DecisionResult(False, DecisionCode.NOT_WAITING, "The task keeps changing; try again")
 
     def _check_task(self, task: Task | None, approval: Approval, scope: Scope,
                     actor: str) -> DecisionResult | None:
         if task is None or task.state is not TaskState.WAITING_APPROVAL or (
                 task.approval is None or task.approval.id != approval.id):
             state = task.state.value if task else "missing"
-            return DecisionResult(False, "not_waiting", f"The task is {state}, not waiting",
-                                  task=task, approval=approval)
+            return DecisionResult(False, DecisionCode.NOT_WAITING,
+                                  f"The task is {state}, not waiting", task=task,
+                                  approval=approval)
         if (self.engine.config.forbid_self_approval and scope.approves
                 and task.submitted_by and task.submitted_by == actor):
-            return DecisionResult(False, "not_authorized",
+            return DecisionResult(False, DecisionCode.NOT_AUTHORIZED,
                                   "You submitted this task; someone else must approve it",
                                   task=task, approval=approval)
         return None
@@ -176,10 +178,12 @@ class Decider:
             return None
         log.info("approval_decided", extra={"task_id": task.id, "approval_id": approval.id,
                                              "scope": scope.value, "actor": actor})
-        await self._announce(task, decided, "approved" if scope.approves else "denied")
+        await self._announce(task, decided,
+                             TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
         if scope.approves and self.on_runnable is not None:
             await self.on_runnable(task)
-        return DecisionResult(True, "ok", _DONE_WORDS[scope], task=task, approval=decided)
+        return DecisionResult(True, DecisionCode.OK, _DONE_WORDS[scope], task=task,
+                              approval=decided)
 
     def _end_denied(self, task: Task, approval: Approval, outcome: str, actor: str,
                     reason: str) -> None:
@@ -193,12 +197,12 @@ class Decider:
         task.claimed_by = task.lease_until = None
         task.result = {"reason": reason, "step": task.step_index}
 
-    async def _announce(self, task: Task, approval: Approval, kind: str) -> None:
+    async def _announce(self, task: Task, approval: Approval, kind: TaskEvent) -> None:
         listener = self.engine.listener
         await listener.approval_decided(task, approval)
         await listener.task_event(kind, task, approval.reason)
         if task.state is TaskState.FAILED:
-            await listener.task_event("failed", task, (task.result or {}).get("reason"))
+            await listener.task_event(TaskEvent.FAILED, task, (task.result or {}).get("reason"))
 
     async def expire_due(self) -> list[Task]:
         """Deny every request past its expiry ("approval timed out")."""
@@ -221,7 +225,7 @@ class Decider:
             if await self._commit(Change(
                     at=now, task=task, approval=decided, approval_expect=ApprovalStatus.PENDING,
                     audit=[event], outbox=[card_item("update", approval.id)])):
-                await self._announce(task, decided, "expired")
+                await self._announce(task, decided, TaskEvent.EXPIRED)
                 expired.append(task)
         return expired
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
 from signoff.runtime import ids
 from signoff.runtime.clock import Clock
-from signoff.runtime.events import EngineListener, NullListener, audit_event
+from signoff.runtime.events import EngineListener, NullListener, TaskEvent, audit_event
 from signoff.runtime.models import (
     ALL_SCOPES,
     Action,
@@ -34,7 +34,13 @@ from signoff.runtime.models import (
     Verdict,
 )
 from signoff.runtime.planning.planner import Planner, call_planner
-from signoff.runtime.policy.policy import Policy, Unattended, new_approval, resolve_unattended
+from signoff.runtime.policy.policy import Policy, new_approval
+from signoff.runtime.policy.unattended import (
+    ApprovalMode,
+    Outcome,
+    Unattended,
+    resolve_unattended,
+)
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 from signoff.runtime.tools.base import ToolContext
 from signoff.runtime.tools.registry import ToolRegistry
@@ -132,7 +138,7 @@ class Engine:
             task.claimed_by, task.lease_until = self.config.node_id, now + self.config.lease
         if not await self.store.commit(Change(at=now, task=task, insert=True)):
             return None
-        await self.listener.task_event("queued", task)
+        await self.listener.task_event(TaskEvent.QUEUED, task)
         return task
 
     # -- the main step ------------------------------------------------------------------
@@ -190,7 +196,7 @@ class Engine:
             return await self._run_gated(task, action, "grant", ev.actor or "auto:grant",
                                          reason=ev.reason, audit_kind="evaluation")
         res = resolve_unattended(task, self.config.unattended)
-        if res.outcome == "judge":
+        if res.outcome is Outcome.JUDGE:
             word = await self.judge.judge(task, action) if self.judge else "ESCALATE"
             if word == "APPROVE":  # runs this action only: smart approval never grants
                 return await self._run_gated(task, action, "auto", "auto:smart",
@@ -199,11 +205,11 @@ class Engine:
                 await self._block(task, action, "smart approval denied", actor="auto:smart")
                 return False
             res = resolve_unattended(task.model_copy(update={"mode": RunMode.INTERACTIVE}),
-                                     Unattended(mode="manual"))
-        if res.outcome == "allow":
+                                     Unattended(mode=ApprovalMode.MANUAL))
+        if res.outcome is Outcome.ALLOW:
             return await self._run_gated(task, action, "auto", res.actor or "auto",
                                          reason=res.reason)
-        if res.outcome == "block":
+        if res.outcome is Outcome.BLOCK:
             await self._block(task, action, res.reason, actor=res.actor or "auto:policy")
             return False
         await self.request_approval(task, action)
@@ -286,7 +292,7 @@ class Engine:
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
                                               "tool": action.tool})
         await self.listener.approval_requested(task, approval)
-        await self.listener.task_event("waiting_approval", task)
+        await self.listener.task_event(TaskEvent.WAITING_APPROVAL, task)
         return approval
 
     async def _block(self, task: Task, action: Action, why: str, *, actor: str) -> None:
@@ -297,7 +303,7 @@ class Engine:
                                          decided_by=actor, outcome="blocked", error=why,
                                          at=self.clock.now()))
         event = audit_event("evaluation", task, action, decision="BLOCK", actor=actor, reason=why)
-        await self._fail(task, f"blocked: {why}", audit=[event], kind="blocked")
+        await self._fail(task, f"blocked: {why}", audit=[event], kind=TaskEvent.BLOCKED)
 
     async def _complete(self, task: Task) -> None:
         task.state = TaskState.COMPLETED
@@ -307,10 +313,11 @@ class Engine:
         task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs}
         await self._save(task)
         log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs)})
-        await self.listener.task_event("completed", task)
+        await self.listener.task_event(TaskEvent.COMPLETED, task)
 
     async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
-                    kind: str = "failed", approval: Approval | None = None) -> None:
+                    kind: TaskEvent = TaskEvent.FAILED, approval: Approval | None = None
+                    ) -> None:
         task.state = TaskState.FAILED
         task.pending_action = task.executing = None
         task.claimed_by = task.lease_until = None
@@ -318,8 +325,8 @@ class Engine:
         await self._save(task, audit=audit or [], approval=approval)
         log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)
-        if kind != "failed":
-            await self.listener.task_event("failed", task, reason)
+        if kind is not TaskEvent.FAILED:
+            await self.listener.task_event(TaskEvent.FAILED, task, reason)
 
     async def _save(self, task: Task, *, audit: list[AuditEvent] | None = None,
                     approval: Approval | None = None,

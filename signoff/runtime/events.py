@@ -7,9 +7,25 @@ listener that fails loses nothing: the flow re-syncs cards from the store on sta
 
 from __future__ import annotations
 
+import enum
 from typing import Protocol
 
 from signoff.runtime.models import Action, Approval, AuditEvent, Task
+
+
+class TaskEvent(enum.StrEnum):
+    """What happened to a task, as listeners (team channels, metrics) hear it."""
+
+    QUEUED = "queued"
+    WAITING_APPROVAL = "waiting_approval"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    ESCALATED = "escalated"
+    SKIPPED = "skipped"
 
 
 class EngineListener(Protocol):
@@ -23,8 +39,9 @@ class EngineListener(Protocol):
         """A request was approved, denied or expired."""
         ...
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
-        """queued, completed, failed, blocked, … (see INTERFACE.md `[[notify]]`)."""
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
+        """See `TaskEvent` (and `[[notify]]` in INTERFACE.md)."""
         ...
 
 
@@ -37,7 +54,8 @@ class NullListener:
     async def approval_decided(self, task: Task, approval: Approval) -> None:
         """Ignore."""
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
         """Ignore."""
 
 
@@ -76,7 +94,8 @@ class MultiListener:
         for listener in self.listeners:
             await listener.approval_decided(task, approval)
 
-    async def task_event(self, kind: str, task: Task, detail: str | None = None) -> None:
+    async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
+                         ) -> None:
         """Tell everyone."""
         for listener in self.listeners:
             await listener.task_event(kind, task, detail)

@@ -52,6 +52,19 @@ class RiskClass(enum.StrEnum):
 _RISK_ORDER = [RiskClass.READ, RiskClass.DRAFT, RiskClass.SEND, RiskClass.DESTRUCTIVE]
 
 
+class DecisionCode(enum.StrEnum):
+    """Why an answer was accepted or refused (what the person who answered is told)."""
+
+    OK = "ok"
+    UNKNOWN = "unknown"
+    ALREADY_DECIDED = "already_decided"
+    EXPIRED = "expired"
+    SCOPE_NOT_ALLOWED = "scope_not_allowed"
+    NOT_WAITING = "not_waiting"
+    NOT_AUTHORIZED = "not_authorized"
+    ERROR = "error"  # the surface could not hand the answer over
+
+
 class TaskState(enum.StrEnum):
     """The task lifecycle of the contract."""
 
@@ -128,9 +141,8 @@ class Action(BaseModel):
     capability: str | None = None
     targets: tuple[str, ...] = ()
     fingerprint: str | None = None
-    # (label, text) lines the tool wants a person to see on the card, e.g. an MCP tool's
-    # arguments and its server's (unverified) annotations; set by the registry.
-    details: tuple[tuple[str, str], ...] = ()
+    summary: str | None = None  # the tool's own words for this call (set by the registry)
+    content: tuple[str, ...] = ()  # which args are message content (shown, never granted)
 
     def public(self) -> JsonDict:
         """The contract's `pending_action` shape."""

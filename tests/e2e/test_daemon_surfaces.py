@@ -5,6 +5,7 @@ answer wins, every copy is edited, the team channel hears about it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from tests.fakes.slack_api import (
     FakeSlack,
     block_actions_payload,
     find_button,
+    sign,
     signed_interaction,
 )
 from tests.fakes.telegram_api import FakeTelegramApi, user
@@ -151,6 +153,17 @@ async def test_one_request_everywhere_and_the_first_valid_answer_wins(daemon: Ru
     assert card_call.body["text"]
 
 
+async def test_signed_malformed_slack_bodies_get_400_from_the_daemon(daemon: Running) -> None:
+    """Through the daemon's own HTTP app, signed bodies bolt cannot read are 400, not 500."""
+    for raw in ("[" * 100_000, '{"type": "block_actions", "actions": []}',
+                '{"type": "block_actions", "user": 5, "actions": [{"action_id": "signoff_once"}]}'):
+        body = raw.encode()
+        headers = {**sign(SECRET, body), "Content-Type": "application/json"}
+        answer = await daemon.http.post("/slack/events", content=body, headers=headers)
+        assert answer.status_code == 400, (raw[:40], answer.status_code)
+    assert (await daemon.http.get("/health")).status_code == 200
+
+
 async def test_a_rejected_slack_token_leaves_the_other_surfaces_working(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """invalid_auth at start-up: Slack is left out with a clear log line; the rest runs."""
@@ -168,3 +181,82 @@ async def test_a_rejected_slack_token_leaves_the_other_surfaces_working(
                    "slack.bot_token" in r.getMessage() for r in caplog.records)
         assert "surface-web" in [name for name, _ in services]
         await node.store.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(settings: Settings) -> AsyncIterator[tuple[Any, Running]]:
+    """Assemble and run a daemon for ``settings``; yield its node and a client."""
+    port = free_port()
+    node, services = await assemble(settings, host="127.0.0.1", port=port, work_dir=None,
+                                    database=None, autonomous_risks=None)
+    daemon = Daemon(engine=node.engine, worker=node.worker, decider=node.decider,
+                    services=services)
+    run = asyncio.create_task(daemon.run())
+    client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10)
+
+    async def healthy() -> bool:
+        try:
+            return (await client.get("/health")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        await until(healthy, "the daemon")
+        yield node, client
+    finally:
+        await client.aclose()
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+
+
+async def test_a_failing_slack_start_is_retried_while_the_other_surfaces_run(
+        tmp_path: Path) -> None:
+    """auth.test answers 500 at start: Slack is degraded on /health, Telegram gets the card,
+    Slack's waits; once Slack answers again the card is posted there too."""
+    async with FakeSlack() as slack, FakeTelegramApi() as telegram:
+        slack.fail_next("auth.test", 10_000, status=500)
+        work = tmp_path / "work"
+        work.mkdir()
+        (work / "old.txt").write_text("old")
+        settings = Settings.model_validate({
+            "daemon": {"work_dir": str(work)},
+            "approvals": {"approvers": ["slack:U0ALICE"]},
+            "slack": {"mode": "http", "bot_token": BOT_TOKEN, "signing_secret": SECRET,
+                      "channel": APPROVALS, "api_url": slack.api_url},
+            "telegram": {"mode": "polling", "bot_token": telegram.token, "chat_id": CHAT,
+                         "base_url": telegram.base_url,
+                         "base_file_url": telegram.base_file_url}})
+        async with serving(settings) as (node, http):
+            assert "slack" in node.platforms
+            surfaces = (await http.get("/health")).json()["surfaces"]
+            assert surfaces["slack"].startswith("degraded: slack auth.test")
+            assert (surfaces["telegram"], surfaces["web"]) == ("ok", "ok")
+            await http.post("/tasks", json={"goal": "clean up", "steps": [
+                {"tool": "delete_file", "args": {"path": "old.txt"}}]})
+            await telegram.wait_call("sendMessage")
+            assert slack.calls_to("chat.postMessage") == []
+            slack.clear_faults("auth.test")
+
+            async def slack_back() -> bool:
+                health = (await http.get("/health")).json()["surfaces"]
+                return health["slack"] == "ok" and bool(slack.calls_to("chat.postMessage"))
+
+            await until(slack_back, "Slack to recover and get its card", timeout=30)
+            [card] = slack.calls_to("chat.postMessage")
+            assert card.body["channel"] == APPROVALS
+
+
+async def test_health_says_a_surface_with_a_refused_token_is_disabled_and_why(
+        tmp_path: Path) -> None:
+    """invalid_auth at start: /health shows Slack disabled with the reason."""
+    async with FakeSlack(invalid_auth=True) as slack:
+        settings = Settings.model_validate({
+            "daemon": {"work_dir": str(tmp_path / "work")},
+            "slack": {"mode": "http", "bot_token": BOT_TOKEN, "signing_secret": SECRET,
+                      "channel": APPROVALS, "api_url": slack.api_url}})
+        async with serving(settings) as (_, http):
+            body = (await http.get("/health")).json()
+        assert body["status"] == "ok"
+        assert body["surfaces"]["web"] == "ok"
+        assert body["surfaces"]["slack"].startswith("disabled: slack auth.test: invalid_auth")
+        assert "slack.bot_token" in body["surfaces"]["slack"]

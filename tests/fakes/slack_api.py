@@ -4,7 +4,10 @@
 https://slack.com/api/ does — the same response shapes, error codes, ``x-oauth-scopes``
 header and 429 + ``Retry-After`` — and records every call. It keeps each message per
 (channel, ts) so tests can read what a card looks like now. Knobs make the next calls of a
-method fail (5xx, 429, a stall), make tokens invalid or change the granted scopes.
+method fail (5xx, 429, a stall, or "store, then answer 5xx" as Slack does when it fails
+after saving a message), make tokens invalid or change the granted scopes. Posted message
+``metadata`` is kept and ``conversations.history`` serves each channel's top-level
+messages newest first, with their metadata when ``include_all_metadata`` is set.
 
 Socket Mode: ``apps.connections.open`` hands out ``ws://127.0.0.1:<port>/socket``; on
 connect the fake says ``hello``; `FakeSlack.send_socket_event` sends an envelope and waits
@@ -77,7 +80,7 @@ class Call:
 @dataclass
 class _Fault:
     count: int
-    kind: str  # "status" | "ratelimited" | "stall"
+    kind: str  # "status" | "ratelimited" | "stall" | "stored" (done, then a 5xx answer)
     status: int = 503
     retry_after: int = 1
 
@@ -86,7 +89,7 @@ class _Fault:
 class FakeSlack:
     """The fake server. Use ``async with FakeSlack() as fake`` or `start`/`stop`."""
 
-    scopes: set[str] = field(default_factory=lambda: {"chat:write"})
+    scopes: set[str] = field(default_factory=lambda: {"chat:write", "channels:history"})
     channels: set[str] = field(default_factory=lambda: set(DEFAULT_CHANNELS))
     invalid_auth: bool = False  # every bot-token call answers invalid_auth
     invalid_app_token: bool = False  # apps.connections.open answers invalid_auth
@@ -109,6 +112,7 @@ class FakeSlack:
         """Listen on a free port of 127.0.0.1."""
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)  # conversations.history is a GET
         app.router.add_get("/socket", self._socket)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -148,9 +152,17 @@ class FakeSlack:
         """The next ``count`` calls of ``method`` get 429 ``ratelimited`` + Retry-After."""
         self._faults[method].append(_Fault(count, "ratelimited", retry_after=retry_after))
 
+    def fail_after_store_next(self, method: str, count: int = 1, *, status: int = 500) -> None:
+        """The next ``count`` calls of ``method`` take effect, then get HTTP ``status``."""
+        self._faults[method].append(_Fault(count, "stored", status=status))
+
     def stall_next(self, method: str, count: int = 1) -> None:
         """The next ``count`` calls of ``method`` hang until `release` or `stop`."""
         self._faults[method].append(_Fault(count, "stall"))
+
+    def clear_faults(self, method: str) -> None:
+        """Forget the faults still queued for ``method``: it answers normally again."""
+        self._faults.pop(method, None)
 
     def release(self) -> None:
         """Let stalled calls finish."""
@@ -191,6 +203,9 @@ class FakeSlack:
             self.calls.append(call)
             self._changed.notify_all()
         fault = self._take_fault(method)
+        handler = _METHODS.get(method)
+        if fault is not None and fault.kind == "stored" and handler is not None:
+            handler(self, call)  # the message is saved; the answer is lost
         if fault is not None:
             if fault.kind == "stall":
                 await self._release.wait()
@@ -200,7 +215,6 @@ class FakeSlack:
             else:
                 return web.Response(status=fault.status, content_type="text/html",
                                     text=f"<html><body>{fault.status} Service Unavailable</body></html>")
-        handler = _METHODS.get(method)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
         result = handler(self, call)
@@ -258,6 +272,11 @@ class FakeSlack:
                          "text": body.get("text", ""), "blocks": _blocks(body.get("blocks"))}
         if body.get("thread_ts"):
             message["thread_ts"] = body["thread_ts"]
+            if _true(body.get("reply_broadcast")):
+                message["subtype"] = "thread_broadcast"
+        metadata = _json_field(body.get("metadata"))
+        if isinstance(metadata, dict):
+            message["metadata"] = metadata
         self.messages[(channel, ts)] = message
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
 
@@ -275,6 +294,27 @@ class FakeSlack:
                        edited={"user": BOT_USER_ID, "ts": self._new_ts()})
         return {"ok": True, "channel": key[0], "ts": key[1], "text": message["text"],
                 "message": message}
+
+    def history(self, call: Call) -> Json:
+        body = call.body
+        error = self._bot_error(call, scope="channels:history") or self._channel_error(
+            body.get("channel"))
+        if error:
+            return error
+        channel = str(body["channel"])
+        # Top-level messages and broadcast replies, newest first (ts sorts as a number).
+        found = sorted((m for (ch, _), m in self.messages.items() if ch == channel
+                        and (not m.get("thread_ts") or m.get("subtype") == "thread_broadcast")),
+                       key=lambda m: float(m["ts"]), reverse=True)
+        start = int(body.get("cursor") or 0)
+        limit = min(int(body.get("limit") or 100), 999)
+        page = found[start:start + limit]
+        with_metadata = _true(body.get("include_all_metadata"))
+        messages = [m if with_metadata else {k: v for k, v in m.items() if k != "metadata"}
+                    for m in page]
+        more = start + limit < len(found)
+        return {"ok": True, "messages": messages, "has_more": more,
+                "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
 
     def post_ephemeral(self, call: Call) -> Json:
         body = call.body
@@ -368,13 +408,17 @@ _METHODS = {
     "chat.postMessage": FakeSlack.post_message,
     "chat.update": FakeSlack.update,
     "chat.postEphemeral": FakeSlack.post_ephemeral,
+    "conversations.history": FakeSlack.history,
     "apps.connections.open": FakeSlack.connections_open,
 }
 _ACCEPTED = {"chat.postMessage": "chat:write", "chat.update": "chat:write",
-             "chat.postEphemeral": "chat:write", "apps.connections.open": "connections:write"}
+             "chat.postEphemeral": "chat:write", "apps.connections.open": "connections:write",
+             "conversations.history": "channels:history,groups:history"}
 
 
 async def _read_body(request: web.Request) -> Json:
+    if request.method == "GET":
+        return dict(request.query)
     if not request.can_read_body:
         return {}
     if request.content_type == "application/json":
@@ -382,6 +426,21 @@ async def _read_body(request: web.Request) -> Json:
         return parsed if isinstance(parsed, dict) else {"_": parsed}
     form = await request.post()
     return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+def _true(value: object) -> bool:
+    """A boolean argument as the SDK sends it (JSON true, or "1"/"true" in a form or query)."""
+    return value is True or str(value).lower() in ("1", "true")
+
+
+def _json_field(value: object) -> object:
+    """An object argument: as is in a JSON body, decoded from its string in a form."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
 
 
 def _blocks(value: object) -> list[Json]:

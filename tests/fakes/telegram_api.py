@@ -15,7 +15,8 @@ by `push_update`, honouring ``offset``), close, logOut. Answers are
 "parameters"?}`` as Telegram sends them.
 
 Knobs: a wrong token gets 401; `forbidden_chats` get 403; `fail_next` answers the next N
-calls with a 5xx; `set_rate_limit` answers 429 with ``retry_after`` once a chat exceeds N
+calls (of one method, if given) with a 5xx, or a 429 with ``retry_after``, until
+`clear_failures`; `set_rate_limit` answers 429 with ``retry_after`` once a chat exceeds N
 sendMessage per window. HTML text is checked the way Telegram does (unknown tags, unclosed
 tags and texts over 4096 characters are a 400), and so is callback_data: anything over
 64 bytes is a 400 ``BUTTON_DATA_INVALID`` and is kept in `violations`.
@@ -160,7 +161,7 @@ class FakeTelegramApi:
         self.forbidden_chats: set[str] = set()
         self.webhook: dict[str, Any] | None = None
         self.rate_limited = 0  # how many 429s were sent
-        self._fail: list[tuple[int, str | None]] = []  # (status, method or None) per call
+        self._fail: list[tuple[int, str | None, int]] = []  # (status, method, retry_after)
         self._limit: tuple[int, float, float] | None = None
         self._sent: dict[str, deque[float]] = {}
         self._updates: list[dict[str, Any]] = []
@@ -202,9 +203,15 @@ class FakeTelegramApi:
 
     # --- knobs --------------------------------------------------------------------------
 
-    def fail_next(self, count: int, *, status: int = 500, method: str | None = None) -> None:
-        """Answer the next ``count`` calls of ``method`` (default: any but getUpdates) 5xx."""
-        self._fail.extend([(status, method)] * count)
+    def fail_next(self, count: int, *, status: int = 500, method: str | None = None,
+                  retry_after: int = 1) -> None:
+        """Answer the next ``count`` calls of ``method`` (default: any but getUpdates) with
+        ``status``: a 5xx, or 429 "Too Many Requests" carrying ``retry_after``."""
+        self._fail.extend([(status, method, retry_after)] * count)
+
+    def clear_failures(self) -> None:
+        """Forget the failures `fail_next` still had queued."""
+        self._fail.clear()
 
     def set_rate_limit(self, count: int, window: float = 1.0, retry_after: float = 1.0) -> None:
         """Per chat: after ``count`` sendMessage within ``window`` seconds, answer 429."""
@@ -331,9 +338,12 @@ class FakeTelegramApi:
         }
 
     def _maybe_fail(self, method: str) -> None:
-        for i, (status, only) in enumerate(self._fail):
+        for i, (status, only, retry_after) in enumerate(self._fail):
             if (only is None and method != "getUpdates") or only == method:
                 del self._fail[i]
+                if status == 429:
+                    raise ApiError(429, f"Too Many Requests: retry after {retry_after:g}",
+                                   retry_after=retry_after)
                 raise ApiError(status, "Internal Server Error" if status == 500
                                else f"Bad Gateway ({status})")
 

@@ -21,30 +21,71 @@ SURFACE = "slack"
 MAX_APPROVAL_ID = 200
 
 
+# Fields bolt reads while it builds a request's context, before any listener runs, and
+# indexes blindly: a Slack id as a string or an object with a string "id" ...
+_ID_FIELDS = ("user", "team", "enterprise", "channel")
+# ... and objects it looks into.
+_OBJECT_FIELDS = ("event", "view", "message", "previous_message", "container", "item",
+                  "assistant_thread", "function_data")
+
+
 def parse_http_body(body: bytes, content_type: str | None) -> dict[str, Any]:
     """The payload of an HTTP request from Slack, as bolt will read it.
 
     Interactions come form-encoded as ``payload=<JSON>``, Events API requests as JSON.
-    Raises ValueError for anything that is not a JSON object there.
+    Raises ValueError, saying what is wrong, for anything that is not a JSON object there
+    or that bolt would crash on (see `shape_problem`).
     """
     text = body.decode("utf-8")  # UnicodeDecodeError is a ValueError
     stripped = text.lstrip()
-    if (content_type or "").startswith("application/json") or stripped.startswith("{"):
-        parsed: object = json.loads(text)
-    else:
-        form = dict(parse_qsl(text, keep_blank_values=True))
-        if "payload" not in form:
-            return dict(form)
-        parsed = json.loads(form["payload"])
+    try:
+        if (content_type or "").startswith("application/json") or stripped.startswith("{"):
+            parsed: object = json.loads(text)
+        else:
+            form = dict(parse_qsl(text, keep_blank_values=True))
+            if "payload" not in form:
+                return dict(form)
+            parsed = json.loads(form["payload"])
+    except RecursionError as exc:  # e.g. 100,000 nested "[": json gives up, not a ValueError
+        raise ValueError("the payload is nested too deeply") from exc
     if not isinstance(parsed, dict):
         raise ValueError("the payload is not a JSON object")
-    if parsed.get("type") == "block_actions":
-        # bolt's action matcher indexes these blindly; refuse what it would crash on.
-        actions = parsed.get("actions")
-        if not isinstance(actions, list) or not all(
-                isinstance(a, dict) and isinstance(a.get("action_id"), str) for a in actions):
-            raise ValueError("block_actions without a list of actions")
+    problem = shape_problem(parsed)
+    if problem is not None:
+        raise ValueError(problem)
     return parsed
+
+
+def shape_problem(payload: Mapping[str, Any]) -> str | None:
+    """What in a parsed payload bolt would crash on (a 500), or None if it is safe to pass.
+
+    Only the fields bolt itself touches are checked; whether a click is usable is
+    `decision_from_action`'s question (a bad one is acked and ignored).
+    """
+    kind = payload.get("type")
+    if kind is not None and not isinstance(kind, str):
+        return "type is not a string"
+    for name in _ID_FIELDS:
+        value = payload.get(name)
+        if value is None or isinstance(value, str):
+            continue
+        if not isinstance(value, dict) or not isinstance(value.get("id", ""), str):
+            return f"{name} is neither a Slack id nor an object with a string id"
+    for name in _OBJECT_FIELDS:
+        if payload.get(name) is not None and not isinstance(payload[name], dict):
+            return f"{name} is not an object"
+    authorizations = payload.get("authorizations")
+    if authorizations is not None and not (
+            isinstance(authorizations, list)
+            and all(isinstance(a, dict) and shape_problem(a) is None for a in authorizations)):
+        return "authorizations is not a list of objects"
+    if kind == "block_actions":
+        # bolt's action matcher reads actions[0]["action_id"] without looking.
+        actions = payload.get("actions")
+        if not isinstance(actions, list) or not actions or not all(
+                isinstance(a, dict) and isinstance(a.get("action_id"), str) for a in actions):
+            return "block_actions without a list of actions"
+    return None
 
 
 def _text(value: object) -> str | None:

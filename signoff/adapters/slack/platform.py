@@ -19,25 +19,34 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any, Literal, cast
 
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from signoff.adapters.slack.blocks import ACTION_PREFIX, card_blocks, card_text, escape
+from signoff.adapters.slack.blocks import (
+    ACTION_PREFIX,
+    card_blocks,
+    card_text,
+    escape,
+    mention,
+)
 from signoff.adapters.slack.calls import call, error_code, token_problem
 from signoff.adapters.slack.guard import RequestGuard
+from signoff.adapters.slack.history import HISTORY_SCOPES, card_metadata, find_copies
 from signoff.adapters.slack.listeners import decision_from_action, parse_http_body
+from signoff.adapters.slack.socketmode import run_socket
 from signoff.bot.ports import (
     ApprovalCard,
     CardRef,
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    with_people,
 )
 from signoff.errors import (
     ConfigError,
@@ -46,6 +55,7 @@ from signoff.errors import (
     PlatformUnavailable,
     RateLimited,
 )
+from signoff.runtime.models import DecisionCode
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +64,7 @@ REQUIRED_SCOPES = ("chat:write",)
 MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_API_URL = "https://slack.com/api/"
 _FAILED = "Sorry, your answer could not be recorded. Please try again."
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 
 
 class SlackPlatform:
@@ -118,6 +129,11 @@ class SlackPlatform:
         self._active = False
         self._group: asyncio.TaskGroup | None = None
         self._on_decision: DecisionHandler | None = None
+        # Learned from Slack: the approvals channel's id (the config may name it "#…")
+        # and our bot's id, to find our own cards in the channel's history.
+        self._channel_id: str | None = channel if _CHANNEL_ID.match(channel) else None
+        self._bot_id: str | None = None
+        self._lookup_refused = False
 
     @property
     def mode(self) -> str:
@@ -132,18 +148,45 @@ class SlackPlatform:
     # -- outbound -------------------------------------------------------------------------
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
-        """Post ``card`` to the approvals channel; the ref holds the channel id and ts."""
+        """Post ``card`` to the approvals channel; the ref holds the channel id and ts.
+
+        The message carries the approval id as metadata, so `find_cards` can find it.
+        """
         response = await call("chat.postMessage", self._client.chat_postMessage(
             channel=self._channel, text=card_text(card), blocks=card_blocks(card),
-            unfurl_links=False, unfurl_media=False,
+            metadata=card_metadata(card.approval_id), unfurl_links=False, unfurl_media=False,
         ))
         # Slack answers with the channel id even when we posted to a "#name": chat.update
         # accepts only the id.
         channel = str(response.get("channel") or self._channel)
+        self._channel_id = channel
         ref = CardRef(surface=self.name, channel=channel, message_id=str(response["ts"]))
         logger.info("slack_card_posted approval_id=%s channel=%s ts=%s",
                     card.approval_id, ref.channel, ref.message_id)
         return ref
+
+    async def find_cards(self, card: ApprovalCard) -> list[CardRef]:
+        """Copies of ``card`` already in the approvals channel, oldest first (see `history`).
+
+        A lookup Slack refuses (no history scope, a channel known only by name) finds
+        nothing, with a warning the first time: posting again beats never posting. Network
+        trouble raises, so that the caller tries later instead of posting blind.
+        """
+        channel = self._channel_id or self._channel
+        try:
+            found = await find_copies(self._client, channel=channel,
+                                      approval_id=card.approval_id, bot_id=self._bot_id)
+        except PlatformRejected as exc:
+            level = logging.DEBUG if self._lookup_refused else logging.WARNING
+            self._lookup_refused = True
+            logger.log(level, "slack_card_lookup_refused approval_id=%s error=%s: copies of a"
+                       " card cannot be looked for, a failed post may leave a duplicate (the"
+                       " bot needs the %s scope)", card.approval_id, exc,
+                       " or ".join(HISTORY_SCOPES))
+            return []
+        refs = [CardRef(self.name, channel, ts) for ts in found]
+        logger.info("slack_card_lookup approval_id=%s copies=%d", card.approval_id, len(refs))
+        return refs
 
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
         """Edit the posted card in place with ``chat.update``."""
@@ -155,20 +198,26 @@ class SlackPlatform:
         logger.info("slack_card_updated approval_id=%s channel=%s ts=%s status=%s",
                     card.approval_id, ref.channel, ref.message_id, card.status)
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
         """Post one line to ``channel``; with a Slack ``thread``, as a reply under that card.
 
         A thread reply has to go to the card's own channel, so ``thread.channel`` wins.
         The text is escaped: a goal saying ``<!channel>`` must not page a whole channel.
+        ``mentions`` follow it, Slack members as real mentions (``<@U123>``, which notify
+        them); a thread reply with mentions is broadcast, so the channel sees it too.
         """
         thread_ts = None
         if thread is not None and thread.surface == self.name:
             channel, thread_ts = thread.channel, thread.message_id
+        broadcast = bool(thread_ts and mentions)
         await call("chat.postMessage", self._client.chat_postMessage(
-            channel=channel, text=escape(text), thread_ts=thread_ts,
+            channel=channel, text=with_people(escape(text), mentions, _person),
+            thread_ts=thread_ts, reply_broadcast=broadcast or None,
             unfurl_links=False, unfurl_media=False,
         ))
-        logger.info("slack_notified channel=%s threaded=%s", channel, thread_ts is not None)
+        logger.info("slack_notified channel=%s threaded=%s broadcast=%s mentions=%d", channel,
+                    thread_ts is not None, broadcast, len(mentions))
 
     async def check(self) -> None:
         """Verify the tokens and scopes at start-up; raise `PlatformRejected` saying what to fix.
@@ -179,6 +228,7 @@ class SlackPlatform:
         otherwise harmless. Network trouble raises `PlatformUnavailable` (try again later).
         """
         auth = await call("auth.test", self._client.auth_test())
+        self._bot_id = str(auth.get("bot_id") or "") or None
         granted = auth.headers.get("x-oauth-scopes") if auth.headers else None
         if granted is None:
             logger.warning("slack_scopes_unknown: auth.test sent no x-oauth-scopes header")
@@ -189,6 +239,10 @@ class SlackPlatform:
                 raise PlatformRejected(
                     f"the Slack bot token lacks the scope {', '.join(missing)}: add it under"
                     " OAuth & Permissions → Bot Token Scopes and reinstall the app")
+            if not have & set(HISTORY_SCOPES):
+                logger.warning("slack_history_scope_missing: without %s a card whose post"
+                               " failed ambiguously may be posted twice",
+                               " or ".join(HISTORY_SCOPES))
         if self._mode == "socket":
             await self._socket_url()
         logger.info("slack_ready team_id=%s bot_user_id=%s mode=%s",
@@ -222,7 +276,8 @@ class SlackPlatform:
                 self._group, self._on_decision = group, on_decision
                 try:
                     if self._mode == "socket":
-                        await self._run_socket(first_url)
+                        await run_socket(self._app, app_token=self._app_token,
+                                         first_url=first_url, timeout=self._timeout)
                     else:
                         logger.info("slack_listening mode=http path=/slack/events")
                         await asyncio.Event().wait()
@@ -240,34 +295,6 @@ class SlackPlatform:
         except (PlatformUnavailable, RateLimited) as exc:
             logger.warning("slack_socket_url_failed error=%s; the SDK will retry", exc)
         return None
-
-    async def _run_socket(self, first_url: str | None) -> None:
-        handler = AsyncSocketModeHandler(
-            self._app, app_token=self._app_token,
-            logger=logging.getLogger(f"{__name__}.socket"),
-        )
-        try:
-            handler.client.wss_uri = first_url
-            await handler.connect_async()
-            logger.info("slack_listening mode=socket")
-            await asyncio.Event().wait()
-        finally:
-            await self._close_socket(handler)
-
-    async def _close_socket(self, handler: AsyncSocketModeHandler) -> None:
-        client = handler.client
-        try:
-            async with asyncio.timeout(self._timeout):
-                await handler.close_async()
-        except Exception as exc:  # closing a broken socket must not hide why we stopped
-            logger.warning("slack_socket_close_failed error=%s", type(exc).__name__)
-        # close() only cancels the client's loops; wait for them so none outlives us.
-        loops = [f for f in (client.message_processor, client.message_receiver,
-                             client.current_session_monitor) if f is not None]
-        for loop in loops:
-            loop.cancel()
-        await asyncio.gather(*loops, return_exceptions=True)
-        logger.info("slack_socket_closed")
 
     async def _on_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """Bolt listener for every ``signoff_*`` button: ack at once, decide afterwards."""
@@ -293,7 +320,7 @@ class SlackPlatform:
             # One failing decision must not end the TaskGroup (and every other decision).
             logger.exception("slack_decision_failed approval_id=%s actor=%s",
                              event.approval_id, event.actor.key)
-            outcome = DecisionOutcome(False, _FAILED, code="error")
+            outcome = DecisionOutcome(False, _FAILED, code=DecisionCode.ERROR)
         logger.info("slack_decision approval_id=%s scope=%s actor=%s accepted=%s code=%s",
                     event.approval_id, event.scope.value, event.actor.key,
                     outcome.accepted, outcome.code)
@@ -334,8 +361,10 @@ class SlackPlatform:
             return PlainTextResponse("invalid request", status_code=401)
         try:
             parse_http_body(body, request.headers.get("content-type"))
-        except ValueError:
-            logger.warning("slack_request_malformed: signed body is not a Slack payload")
+        except ValueError as exc:
+            # The reason names a field, never its value: the body stays out of the log.
+            logger.warning("slack_request_malformed reason=%r: signed body is not a usable"
+                           " Slack payload", str(exc))
             return PlainTextResponse("malformed payload", status_code=400)
         if self._group is None:
             logger.warning("slack_request_before_run: refused, decisions are not being received")
@@ -343,4 +372,28 @@ class SlackPlatform:
         if not self._guard.first_time(request.headers):
             logger.warning("slack_request_refused reason=replayed")
             return PlainTextResponse("replayed request", status_code=401)
-        return await self._http.handle(request)
+        return await self._bolt(request)
+
+    async def _bolt(self, request: Request) -> Response:
+        """Hand an authentic, well-formed request to bolt; its body never causes a 5xx.
+
+        Our only listener acks first and cannot fail before that, so a failure inside bolt
+        (an exception, or the 500 it answers when its own matching breaks) comes from a
+        payload shape `shape_problem` did not foresee: the sender gets 400, the log says so.
+        """
+        try:
+            response = await self._http.handle(request)
+        except Exception as exc:
+            logger.warning("slack_request_unprocessable error=%s: bolt could not read a"
+                           " signed payload", type(exc).__name__)
+            return PlainTextResponse("malformed payload", status_code=400)
+        if response.status_code >= 500:
+            logger.warning("slack_request_unprocessable status=%d: bolt could not read a"
+                           " signed payload", response.status_code)
+            return PlainTextResponse("malformed payload", status_code=400)
+        return response
+
+
+def _person(actor_key: str) -> str:
+    """A Slack member as a mention that notifies them; anyone else by their key."""
+    return mention(actor_key) or escape(actor_key)

@@ -42,6 +42,7 @@ SURFACE = "telegram"
 UNKNOWN_REQUEST = "Unknown or expired request"
 NOT_RUNNING = "Approvals are not being taken right now; try again shortly"
 FAILED = "Something went wrong; please try again"
+ANONYMOUS = "Cannot tell who tapped: nothing was decided"
 TOAST_LIMIT = 200  # Bot API limit for answerCallbackQuery text
 
 USAGE = (
@@ -78,14 +79,27 @@ class UpdateRouter:
             CommandHandler(["help", "start"], self.on_help, filters=only_new),
         ]
 
+    async def on_error(self, update: object, context: Context) -> None:
+        """A handler failed on an odd update: log it (PTB would log it as unhandled)."""
+        update_id = update.update_id if isinstance(update, Update) else None
+        log.error("telegram_update_failed update_id=%s error=%s", update_id,
+                  type(context.error).__name__, exc_info=context.error)
+
     async def on_callback(self, update: Update, context: Context) -> None:
         """A button tap: decide through the flow, then always answer the query."""
         query = update.callback_query
         if query is None:
             return
+        # Telegram always says who tapped; an update without it (forged, or a future API
+        # change) cannot decide anything, but its spinner is still stopped.
+        sender: User | None = query.from_user
+        if sender is None:
+            log.warning("telegram_callback_anonymous query_id=%s: no sender; ignored", query.id)
+            await _answer(query, ANONYMOUS)
+            return
         decoded = decode_callback(query.data)
         if decoded is None:
-            log.info("telegram_callback_unknown user_id=%s", query.from_user.id)
+            log.info("telegram_callback_unknown user_id=%s", sender.id)
             await _answer(query, UNKNOWN_REQUEST)
             return
         approval_id, scope = decoded
@@ -93,7 +107,7 @@ class UpdateRouter:
         ref = (CardRef(surface=SURFACE, channel=str(message.chat.id),
                        message_id=str(message.message_id)) if message else None)
         event = DecisionEvent(approval_id=approval_id, scope=scope,
-                              actor=actor_of(query.from_user), surface=SURFACE, ref=ref)
+                              actor=actor_of(sender), surface=SURFACE, ref=ref)
         await _answer(query, await self._decide(event))
 
     async def on_approve(self, update: Update, context: Context) -> None:

@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import timedelta
 from typing import Any, Literal
@@ -37,7 +37,7 @@ from telegram import error as tg
 from telegram.constants import ParseMode
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder
 
-from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
+from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, with_people
 from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable
 
 from . import logfilters
@@ -124,6 +124,7 @@ class TelegramPlatform:
             builder = builder.updater(None)  # updates arrive through handle_webhook
         self._app: Application[Any, Any, Any, Any, Any, Any] = builder.build()
         self._app.add_handlers(self._router.handlers())
+        self._app.add_error_handler(self._router.on_error)
 
     # --- outbound -----------------------------------------------------------------------
 
@@ -164,9 +165,15 @@ class TelegramPlatform:
         log.info("telegram_card_updated approval_id=%s chat_id=%s message_id=%s status=%s",
                  card.approval_id, ref.channel, ref.message_id, card.status)
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
-        """Send plain text to a chat (``-100123`` or ``telegram:-100123``), under a card."""
-        chat = channel.removeprefix(f"{SURFACE}:")
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
+        """Send plain text to a chat (``-100123`` or ``telegram:-100123``), under a card.
+
+        Under a card it is a reply (``reply_parameters``), which notifies the chat where an
+        edit does not; ``mentions`` are listed after the text as they are written.
+        """
+        text = with_people(text, mentions)
+        chat = channel.removeprefix(f"{SURFACE}:") or (thread.channel if thread else "")
         reply = None
         if thread is not None and thread.channel == chat and thread.message_id.isdigit():
             reply = ReplyParameters(message_id=int(thread.message_id),
@@ -245,7 +252,11 @@ class TelegramPlatform:
             if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
                 raise ValueError("not an update")
             update = Update.de_json(data, self._app.bot)
-        except (ValueError, TypeError, KeyError, AttributeError):  # what de_json raises
+        # What json and de_json raise for bodies that are no update; RecursionError for
+        # absurd nesting (100,000 "["), which json reports as no ValueError.
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            log.warning("telegram_webhook_malformed error=%s: not an update; refused",
+                        type(exc).__name__)
             return PlainTextResponse("malformed update", status_code=400)
         await self._app.update_queue.put(update)
         return Response(status_code=200)

@@ -11,6 +11,7 @@ import asyncio
 import getpass
 import itertools
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from signoff.bot.ports import (
@@ -20,8 +21,9 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
+    with_people,
 )
-from signoff.runtime.models import Scope
+from signoff.runtime.models import DecisionCode, Scope
 
 KEYS = {"o": Scope.ONCE, "once": Scope.ONCE, "s": Scope.SESSION, "session": Scope.SESSION,
         "a": Scope.ALWAYS, "always": Scope.ALWAYS, "d": Scope.DENY, "deny": Scope.DENY}
@@ -86,9 +88,10 @@ class TerminalPlatform:
         if card.outcome:
             self._print(f"  → {card.outcome}")
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
         """Print a notification."""
-        self._print(text)
+        self._print(with_people(text, mentions))
 
     async def _read(self, prompt: str) -> str | None:
         self.stdout.write(prompt)
@@ -105,7 +108,7 @@ class TerminalPlatform:
         card = self.shown.get(ref.message_id, card)
         if not card.open:
             return DecisionOutcome(False, card.outcome or "Already decided",
-                                   code="already_decided")
+                                   code=DecisionCode.ALREADY_DECIDED)
         choices = " / ".join(WORDS[s] for s in card.allowed)
         try:
             answer = await self._read(f"Allow this action? {choices} (default deny): ")

@@ -14,10 +14,17 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from signoff.bot.ports import ApprovalCard, CardRef, DecisionEvent, DecisionHandler, DecisionOutcome
+from signoff.bot.ports import (
+    ApprovalCard,
+    CardRef,
+    DecisionEvent,
+    DecisionHandler,
+    DecisionOutcome,
+    with_people,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +104,10 @@ class WebPlatform:
         self._keep(card)
         self.broadcaster.publish("card")
 
-    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None) -> None:
+    async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
+                     mentions: Sequence[str] = ()) -> None:
         """Keep the note for the console's "notes" list."""
-        self.notes.append((channel, text, thread))
+        self.notes.append((channel, with_people(text, mentions), thread))
         self.broadcaster.publish("note")
 
     async def run(self, on_decision: DecisionHandler) -> None:

@@ -7,11 +7,13 @@ task is; interactive requests go to every approval channel and are not escalated
 
 When a request has waited its level's ``escalate_after`` (counted from the request, then
 from the last escalation), the current members of the next rotation(s) are added to the
-request's approvers and mentioned on the same card (Slack mentions them, Telegram
-replies to the card); the earlier approvers can still answer. The change is one
-compare-and-set commit — task and approval together, only while the request is still
-pending — so with several nodes each level is taken exactly once, and the card update
-rides in the outbox of that same commit.
+request's approvers and mentioned on the same card; the earlier approvers can still
+answer. Neither Slack nor Telegram notifies anyone of an edit, so the escalation is also
+a new message under the card naming everyone who is asked now (a Slack thread reply
+broadcast to the channel, a Telegram reply). The change is one compare-and-set commit —
+task and approval together, only while the request is still pending — so with several
+nodes each level is taken exactly once, and the card update and the reply ride in the
+outbox of that same commit, in that order.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from signoff.bot.outbox import thread_reply
 from signoff.bot.routing.oncall import (
     EscalationStep,
     OverrideLike,
@@ -28,12 +31,12 @@ from signoff.bot.routing.oncall import (
     next_escalation,
 )
 from signoff.runtime.clock import Clock
-from signoff.runtime.events import EngineListener, NullListener, audit_event
+from signoff.runtime.events import EngineListener, NullListener, TaskEvent, audit_event
 from signoff.runtime.models import ApprovalStatus, RunMode, Task, TaskState
 from signoff.runtime.schedule.durations import format_duration
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
-__all__ = ["Escalator", "escalation_item"]
+__all__ = ["Escalator", "escalation_item", "escalation_reply"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,13 @@ def escalation_item(approval_id: str, level: int, mentions: Sequence[str]) -> Ou
     return OutboxItem(key=f"update:{approval_id}:esc{level}", surface="*", kind="update",
                       payload={"approval_id": approval_id, "mentions": list(mentions)},
                       approval_id=approval_id)
+
+
+def escalation_reply(approval_id: str, level: int, waited: str,
+                     approvers: Sequence[str]) -> OutboxItem:
+    """The new message under the card that notifies everyone asked now."""
+    text = f"No answer after {waited}: escalated (level {level}). Your answer is needed:"
+    return thread_reply(approval_id, f"thread:{approval_id}:esc{level}", text, approvers)
 
 
 class Escalator:
@@ -78,7 +88,7 @@ class Escalator:
         while True:
             page = await self.store.pending_approvals(limit=100, cursor=cursor)
             for item in page.items:
-                if isinstance(item, Task) and await self._escalate(item, now):
+                if await self._escalate(item, now):
                     escalated.append(item)
             if page.next_cursor is None:
                 return escalated
@@ -113,7 +123,10 @@ class Escalator:
         change = Change(at=now, task=task, expect_state=TaskState.WAITING_APPROVAL,
                         approval=updated,
                         approval_expect=ApprovalStatus.PENDING, audit=[event],
-                        outbox=[escalation_item(approval.id, step.level, step.members)])
+                        outbox=[escalation_item(approval.id, step.level, step.members),
+                                escalation_reply(approval.id, step.level,
+                                                 format_duration(step.after),
+                                                 updated.approvers)])
         if not await self.store.commit(change):
             # Answered, expired or escalated by another node meanwhile: nothing to do.
             return False
@@ -121,5 +134,5 @@ class Escalator:
                                               "level": step.level})
         if self.wake is not None:
             self.wake()
-        await self.listener.task_event("escalated", task, detail)
+        await self.listener.task_event(TaskEvent.ESCALATED, task, detail)
         return True

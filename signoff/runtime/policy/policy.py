@@ -4,7 +4,8 @@ Evaluation order (seed "approvals and grants"): prohibitions → BLOCK (nothing 
 them); a spent budget → BLOCK; autonomous risk classes → ALLOW; a live grant for this
 exact action → ALLOW; a schedule's pre-authorized envelope → ALLOW; else ASK_USER.
 What ASK_USER becomes (a request, an automatic approval or a block) depends on who can
-answer; `resolve_unattended` decides that.
+answer; `signoff.runtime.policy.unattended` decides that. Which grant covers an action is
+`signoff.runtime.policy.grants`.
 """
 
 from __future__ import annotations
@@ -13,44 +14,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from signoff.runtime.ids import grant_id
 from signoff.runtime.models import (
     Action,
     Approval,
     Grant,
     RiskClass,
-    RunMode,
     Scope,
     Task,
     Verdict,
 )
+from signoff.runtime.policy.grants import first_valid, grant_key
 from signoff.runtime.store.port import TaskStore
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
-
-
-def rule_for(action: Action) -> str:
-    """The rule an approval answers; binds the risk class into the grant key."""
-    return f"ask:{action.risk.value if action.risk else 'SEND'}"
-
-
-def grant_key(policy_id: str, action: Action) -> str:
-    """``signoff:<policy_id>:<sha256(tool, capability, rule, fingerprint)>``."""
-    digest = sha256_hex(canonical_json({
-        "tool": action.tool, "capability": action.capability,
-        "rule": rule_for(action), "fingerprint": action.fingerprint}))
-    return f"signoff:{policy_id}:{digest}"
-
-
-def make_grant(task: Task, action: Action, scope: Scope, *, actor: str, now: datetime) -> Grant:
-    """The grant a person's approval creates; `once` is used up by the pending action."""
-    if action.capability is None or action.risk is None or action.fingerprint is None:
-        raise ValueError("only prepared actions can be granted")
-    return Grant(
-        id=grant_id(), key=grant_key(task.policy_id, action), policy_id=task.policy_id,
-        task_id=task.id, scope=scope, tool=action.tool, capability=action.capability,
-        risk=action.risk, fingerprint=action.fingerprint,
-        max_calls=1 if scope is Scope.ONCE else None, used=1, created_at=now,
-        created_by=actor)
 
 
 @dataclass(frozen=True)
@@ -109,7 +83,7 @@ class Policy:
         if action.risk in self.autonomous_risks:
             return Evaluation(Verdict.ALLOW, "autonomous risk class")
         key = grant_key(task.policy_id, action)
-        grant = await store.find_grant(key, policy_id=task.policy_id, task_id=task.id)
+        grant = first_valid(await store.grant_candidates(key), task_id=task.id)
         if grant is not None:
             return Evaluation(Verdict.ALLOW, f"{grant.scope.value} grant {grant.id}",
                               actor="auto:grant", grant=grant)
@@ -118,50 +92,6 @@ class Policy:
                               actor="auto:grant")
         risk = action.risk.value if action.risk else "?"
         return Evaluation(Verdict.ASK_USER, f"{action.capability} ({risk}) needs approval")
-
-
-@dataclass(frozen=True)
-class Unattended:
-    """How ASK_USER is settled when the run context says so."""
-
-    mode: str = "manual"  # approvals.mode: manual | smart | off
-    cron_mode: str = "deny"  # approvals.cron_mode default
-    strict_yolo: bool = False
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """ASK_USER turned into: ask (a person), allow (automatic) or block."""
-
-    outcome: str  # ask | allow | block | judge
-    actor: str | None = None
-    reason: str = ""
-
-
-def resolve_unattended(task: Task, rules: Unattended) -> Resolution:
-    """What ASK_USER becomes for this task; BLOCK is never reached here."""
-    auto: str | None = None
-    if task.mode is RunMode.YOLO:
-        auto = "auto:yolo"
-    elif rules.mode == "off":
-        auto = "auto:mode_off"
-    if auto:
-        if rules.strict_yolo:
-            return Resolution("block", auto, "needs approval and evaluation.strict_yolo is set")
-        return Resolution("allow", auto, "automatic approval")
-    if task.mode is RunMode.SCHEDULED:
-        cron_mode = task.cron_mode or rules.cron_mode
-        if cron_mode == "approve":
-            return Resolution("allow", "auto:cron_mode", "cron_mode is approve")
-        if cron_mode == "deny":
-            return Resolution("block", "auto:cron_mode", "needs approval but cron_mode is deny")
-        return Resolution("ask", None, "cron_mode is ask")
-    if task.mode is RunMode.NON_INTERACTIVE:
-        return Resolution("block", "auto:non_interactive",
-                          "needs approval and nobody can answer (non-interactive)")
-    if rules.mode == "smart":
-        return Resolution("judge", "auto:smart", "smart approval")
-    return Resolution("ask", None, "a person decides")
 
 
 def new_approval(task: Task, action: Action, *, approval_id: str, now: datetime,

@@ -29,6 +29,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from signoff.errors import BadArguments, ConfigError, StoreError
 from signoff.runtime.clock import Clock
 from signoff.runtime.engine import Engine
+from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Action, JsonDict, RunMode, Task, TaskState
 from signoff.runtime.schedule.cron import next_fire_times, previous_fire_time, schedule_trigger
 from signoff.runtime.schedule.durations import format_duration
@@ -205,7 +206,7 @@ class Scheduler:
             log.warning("schedule_skipped", extra={
                 "schedule": name, "fire_time": fire_time.isoformat(),
                 "task_id": running.id, "state": running.state.value})
-            await self.engine.listener.task_event("skipped", running, detail)
+            await self.engine.listener.task_event(TaskEvent.SKIPPED, running, detail)
             return None
         task = await self._submit(sched, fire_time=fire_time)
         if task is None:
@@ -219,7 +220,6 @@ class Scheduler:
     async def _still_running(self, name: str, fire_time: datetime) -> Task | None:
         page = await self.engine.store.list_tasks(schedule=name, limit=5)
         for task in page.items:
-            assert isinstance(task, Task)
             # The same fire time recorded by another node is not a "previous" run.
             if task.state in ACTIVE_STATES and task.fire_time != fire_time:
                 return task
@@ -270,7 +270,7 @@ class Scheduler:
         for row in rows:
             page = await self.engine.store.list_tasks(schedule=row["name"], limit=1)
             last = page.items[0] if page.items else None
-            row["last_run"] = _last_run(last) if isinstance(last, Task) else None
+            row["last_run"] = _last_run(last) if last is not None else None
         return rows
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TypeVar
 
 from signoff.runtime import audit as audit_chain
 from signoff.runtime.models import (
@@ -25,6 +25,8 @@ from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
 
 ACTIVE = (TaskState.PLANNING, TaskState.IN_PROGRESS)
 
+
+T = TypeVar("T")
 
 class _Lost(Exception):
     """A compare-and-set lost."""
@@ -81,10 +83,6 @@ class MemTaskStore:
             elif stored is None or stored[1].version != ch.task.version or (
                     ch.expect_state is not None and stored[1].state is not ch.expect_state):
                 raise _Lost
-        for grant_id in ch.grant_uses:
-            found = self._grants.get(grant_id)
-            if found is None or not found[1].live:
-                raise _Lost
         for grant in ch.grants:
             if grant.id in self._grants:
                 raise _Lost
@@ -106,8 +104,6 @@ class MemTaskStore:
         for grant in ch.grants:
             self._grants[grant.id] = (len(self._grants), grant.model_copy(deep=True))
             self._by_key.setdefault(grant.key, []).append(grant.id)
-        for grant_id in ch.grant_uses:
-            self._grants[grant_id][1].used += 1
         for grant_id in ch.grant_revokes:
             if grant_id in self._grants:
                 g = self._grants[grant_id][1]
@@ -144,7 +140,7 @@ class MemTaskStore:
         return sorted(self._tasks.values(), key=lambda st: st[0])
 
     async def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
-                         cursor: str | None = None, schedule: str | None = None) -> Page:
+                         cursor: str | None = None, schedule: str | None = None) -> Page[Task]:
         """Newest first."""
         rows = [(s, t) for s, t in reversed(self._sorted())
                 if (state is None or t.state is state)
@@ -197,7 +193,8 @@ class MemTaskStore:
         found = self._approvals.get(approval_id)
         return found.model_copy(deep=True) if found else None
 
-    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
+                                ) -> Page[Task]:
         """Waiting tasks, oldest first."""
         rows = [(s, t) for s, t in self._sorted() if t.state is TaskState.WAITING_APPROVAL
                 and (cursor is None or s > int(cursor))]
@@ -208,13 +205,11 @@ class MemTaskStore:
         return [a.model_copy(deep=True) for a in self._approvals.values()
                 if a.status is ApprovalStatus.PENDING and a.expires_at <= now]
 
-    async def find_grant(self, key: str, *, policy_id: str, task_id: str) -> Grant | None:
-        """A live grant for this key and task (indexed by key: this runs for every action)."""
-        for grant_id in self._by_key.get(key, ()):
-            g = self._grants[grant_id][1]
-            if g.live and (g.scope.value == "always" or g.task_id == task_id):
-                return g.model_copy()  # a Grant holds only immutable values
-        return None
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants under ``key`` (indexed by key: this runs for every action)."""
+        found = (self._grants[grant_id][1] for grant_id in self._by_key.get(key, ()))
+        # A Grant holds only immutable values: a shallow copy cannot leak stored state.
+        return [g.model_copy() for g in found if g.revoked_at is None]
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
         """All grants."""
@@ -228,7 +223,7 @@ class MemTaskStore:
         return found[1].model_copy(deep=True) if found else None
 
     async def audit_events(self, *, task_id: str | None = None, limit: int = 100,
-                           cursor: str | None = None) -> Page:
+                           cursor: str | None = None) -> Page[AuditEvent]:
         """Events in chain order."""
         rows = [(e.id, e) for e in self._audit
                 if (task_id is None or e.task_id == task_id)
@@ -274,7 +269,7 @@ class MemTaskStore:
                     item.done_at = next_at
 
 
-def _page(rows: Sequence[tuple[int, Any]], limit: int, copy: Callable[[Any], Any]) -> Page:
+def _page(rows: Sequence[tuple[int, T]], limit: int, copy: Callable[[T], T]) -> Page[T]:
     more = len(rows) > limit
     rows = rows[:limit]
     return Page([copy(r) for _, r in rows], str(rows[-1][0]) if more else None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from signoff.runtime.models import (
     Approval,
@@ -22,6 +22,8 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -60,7 +62,6 @@ class Change:
     approval: Approval | None = None
     approval_expect: ApprovalStatus | None = None
     grants: list[Grant] = field(default_factory=list)
-    grant_uses: list[str] = field(default_factory=list)
     grant_revokes: list[str] = field(default_factory=list)
     audit: list[AuditEvent] = field(default_factory=list)
     outbox: list[OutboxItem] = field(default_factory=list)
@@ -68,10 +69,10 @@ class Change:
 
 
 @dataclass(frozen=True)
-class Page:
-    """A page of tasks, approvals or audit events with the cursor of the next page."""
+class Page(Generic[T]):
+    """A page of tasks or audit events with the cursor of the next page."""
 
-    items: Sequence[object]
+    items: Sequence[T]
     next_cursor: str | None
 
 
@@ -109,7 +110,7 @@ class TaskStore(Protocol):
         ...
 
     async def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
-                         cursor: str | None = None, schedule: str | None = None) -> Page:
+                         cursor: str | None = None, schedule: str | None = None) -> Page[Task]:
         """Tasks, newest first."""
         ...
 
@@ -139,7 +140,8 @@ class TaskStore(Protocol):
         """One approval request, or None."""
         ...
 
-    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
+                                ) -> Page[Task]:
         """Pending approval requests, oldest first."""
         ...
 
@@ -147,8 +149,9 @@ class TaskStore(Protocol):
         """Pending approvals whose expires_at has passed."""
         ...
 
-    async def find_grant(self, key: str, *, policy_id: str, task_id: str) -> Grant | None:
-        """A live grant with this key valid for this task."""
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants stored under ``key``, oldest first; which of them still covers
+        an action is `signoff.runtime.policy.grants.covers`, not the store's business."""
         ...
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
@@ -160,7 +163,7 @@ class TaskStore(Protocol):
         ...
 
     async def audit_events(self, *, task_id: str | None = None, limit: int = 100,
-                           cursor: str | None = None) -> Page:
+                           cursor: str | None = None) -> Page[AuditEvent]:
         """Audit events in chain order."""
         ...
 

@@ -20,8 +20,9 @@ from signoff.runtime.models import RiskClass
 # routes "slack:C123" / "telegram:-100123" to the right adapter; None when no chat is set up.
 MessagePoster = Callable[[str, str], Awaitable[None]]
 
-# Argument keys that carry message content. The contract keeps them out of every
-# fingerprint, so approving one e-mail to John covers the next one to John.
+# Argument keys that carry message content, for tools that do not say which of theirs do
+# (plugins written for 0.1). The contract keeps content out of every fingerprint, so
+# approving one e-mail to John covers the next one to John.
 CONTENT_KEYS = frozenset({"subject", "body", "payload", "text", "content"})
 
 
@@ -105,9 +106,35 @@ class SchemaTool(Tool, Protocol):
         """``args`` reduced to the schema and validated; BadArguments otherwise."""
         ...
 
-    def details(self, args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-        """(label, text) lines a card shows about this call besides its targets."""
+
+@runtime_checkable
+class DescribedTool(Tool, Protocol):
+    """A tool that also says, in its own words, what a call does (every built-in does).
+
+    Both members are optional for plugins: without them a card reads "Run <tool> on
+    <targets>" and the content arguments are those named in ``CONTENT_KEYS``.
+    """
+
+    content: tuple[str, ...]  # arguments that are message content: on cards, never in grants
+
+    def summary(self, args: dict[str, Any]) -> str:
+        """The call in plain words, e.g. "Send email to john@example.com — subject 'Hi'"."""
         ...
+
+
+def content_names(tool: Tool) -> tuple[str, ...]:
+    """The arguments of ``tool`` that are message content (one rule for cards and grants)."""
+    declared = getattr(tool, "content", None)
+    if declared is not None:
+        return tuple(declared)
+    return tuple(p.name for p in tool.params if p.name in CONTENT_KEYS)
+
+
+def summary_of(tool: Tool, args: dict[str, Any], targets: tuple[str, ...]) -> str:
+    """What a card calls this call: the tool's own summary, else "Run <tool> on …"."""
+    if isinstance(tool, DescribedTool):
+        return tool.summary(args)
+    return f"Run {tool.name}" + (f" on {', '.join(targets)}" if targets else "")
 
 
 def decode_prefix(data: bytes, *, truncated: bool) -> str:

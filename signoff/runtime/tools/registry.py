@@ -25,7 +25,14 @@ from typing import Any, Protocol
 
 from signoff.errors import BadArguments, ToolError, UnknownTool
 from signoff.runtime.models import Action, RiskClass
-from signoff.runtime.tools.base import CONTENT_KEYS, Param, SchemaTool, Tool, ToolContext
+from signoff.runtime.tools.base import (
+    Param,
+    SchemaTool,
+    Tool,
+    ToolContext,
+    content_names,
+    summary_of,
+)
 from signoff.runtime.tools.builtin.fs import (
     DeleteFileTool,
     ListDirTool,
@@ -253,7 +260,7 @@ class ToolRegistry:
             risk = _as_risk(tool.risk_for(args))
             targets = tuple(str(t) for t in tool.targets(args))
             digest = fingerprint(tool, args)
-            details = tool.details(args) if isinstance(tool, SchemaTool) else ()
+            summary = summary_of(tool, args, targets)
         except ToolError:
             raise
         except Exception as exc:  # a plugin's hooks are not type-checked
@@ -268,7 +275,8 @@ class ToolRegistry:
                 "capability": tool.capability,
                 "targets": targets,
                 "fingerprint": digest,
-                "details": details,
+                "summary": summary,
+                "content": content_names(tool),
             }
         )
 
@@ -314,7 +322,8 @@ def fingerprint(tool: Tool, args: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of the tool, its capability and its fingerprint fields."""
     # The contract keeps message content out of every fingerprint; enforce it for plugins
     # too, so a grant can never be tied to (or leak through) one message's text.
-    fields = {k: v for k, v in tool.fingerprint_fields(args).items() if k not in CONTENT_KEYS}
+    content = set(content_names(tool))
+    fields = {k: v for k, v in tool.fingerprint_fields(args).items() if k not in content}
     return sha256_hex(
         canonical_json({"tool": tool.name, "capability": tool.capability, "fields": fields})
     )

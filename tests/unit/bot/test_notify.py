@@ -15,6 +15,7 @@ from signoff.runtime.models import Action, ActionRecord, RunMode, Task, TaskStat
 from signoff.runtime.schedule.scheduler import Scheduler
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import OutboxItem
+from signoff.runtime.tools.registry import builtin_registry
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 ALL = frozenset({"queued", "completed", "failed", "blocked", "waiting_approval", "skipped",
@@ -47,8 +48,8 @@ def test_line_links_to_the_console() -> None:
 
 def test_line_hides_content_unless_asked() -> None:
     """Message content stays out of team channels unless include_content is set."""
-    action = Action(tool="send_email", args={"to": "ops@example.com", "subject": "Payroll"},
-                    targets=("ops@example.com",))
+    action = builtin_registry(entry_points_group=None).prepare(Action(
+        tool="send_email", args={"to": "ops@example.com", "subject": "Payroll", "body": "b"}))
     waiting = task(pending_action=action)
     bare = event_line("waiting_approval", waiting, None, console_url=None)
     full = event_line("waiting_approval", waiting, None, console_url=None, include_content=True)

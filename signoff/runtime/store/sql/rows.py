@@ -63,7 +63,7 @@ def make_engine(url: str, *, immediate: bool) -> Engine:
 def only_task(ch: Change) -> bool:
     """True when a Change writes nothing but its task (the per-task hot path)."""
     return (ch.approval is None and ch.expect_state is None and not ch.grants
-            and not ch.grant_uses and not ch.grant_revokes and not ch.audit and not ch.outbox
+            and not ch.grant_revokes and not ch.audit and not ch.outbox
             and not ch.outbox_done)
 
 

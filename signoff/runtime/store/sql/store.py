@@ -194,12 +194,12 @@ class SqlTaskStore:
         return task_from(row) if row else None
 
     async def list_tasks(self, *, state: TaskState | None = None, limit: int = 50,
-                         cursor: str | None = None, schedule: str | None = None) -> Page:
+                         cursor: str | None = None, schedule: str | None = None) -> Page[Task]:
         """Tasks, newest first, by cursor."""
         return await self._run(self._list_tasks, state, limit, cursor, schedule)
 
     def _list_tasks(self, state: TaskState | None, limit: int, cursor: str | None,
-                    schedule: str | None) -> Page:
+                    schedule: str | None) -> Page[Task]:
         q = sa.select(tasks_t).order_by(tasks_t.c.seq.desc()).limit(limit + 1)
         if state is not None:
             q = q.where(tasks_t.c.state == state.value)
@@ -301,11 +301,12 @@ class SqlTaskStore:
                                .where(approvals_t.c.id == approval_id)).first()
         return Approval.model_validate_json(row.data) if row else None
 
-    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None) -> Page:
+    async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
+                                ) -> Page[Task]:
         """Tasks waiting for a decision, oldest first (each carries its approval)."""
         return await self._run(self._pending, limit, cursor)
 
-    def _pending(self, limit: int, cursor: str | None) -> Page:
+    def _pending(self, limit: int, cursor: str | None) -> Page[Task]:
         q = (sa.select(tasks_t).where(tasks_t.c.state == TaskState.WAITING_APPROVAL.value)
              .order_by(tasks_t.c.seq).limit(limit + 1))
         if cursor:
@@ -327,21 +328,17 @@ class SqlTaskStore:
             return [Approval.model_validate_json(r.data) for r in conn.execute(q)]
 
     # -- grants --------------------------------------------------------------------------
-    async def find_grant(self, key: str, *, policy_id: str, task_id: str) -> Grant | None:
-        """A live grant with this key, valid for this task."""
+    async def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants under ``key``, oldest first (the key column is indexed)."""
         if self._inline is not None:
-            return self._inline.find_grant(key, task_id)
-        return await self._run(self._find_grant, key, task_id)
+            return self._inline.grant_candidates(key)
+        return await self._run(self._grant_candidates, key)
 
-    def _find_grant(self, key: str, task_id: str) -> Grant | None:
-        live = sa.or_(grants_t.c.max_calls.is_(None), grants_t.c.used < grants_t.c.max_calls)
-        q = (sa.select(grants_t).where(
-            grants_t.c.key == key, grants_t.c.revoked.is_(False), live,
-            sa.or_(grants_t.c.scope == "always", grants_t.c.task_id == task_id))
-            .order_by(grants_t.c.seq).limit(1))
+    def _grant_candidates(self, key: str) -> list[Grant]:
+        q = (sa.select(grants_t).where(grants_t.c.key == key, grants_t.c.revoked.is_(False))
+             .order_by(grants_t.c.seq))
         with self._tx(write=False) as conn:
-            row = conn.execute(q).first()
-        return grant_from(row) if row else None
+            return [grant_from(row) for row in conn.execute(q)]
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
         """Every grant (live ones only unless asked)."""
@@ -365,11 +362,12 @@ class SqlTaskStore:
 
     # -- audit ---------------------------------------------------------------------------
     async def audit_events(self, *, task_id: str | None = None, limit: int = 100,
-                           cursor: str | None = None) -> Page:
+                           cursor: str | None = None) -> Page[AuditEvent]:
         """Audit events in chain order, optionally for one task."""
         return await self._run(self._audit_events, task_id, limit, cursor)
 
-    def _audit_events(self, task_id: str | None, limit: int, cursor: str | None) -> Page:
+    def _audit_events(self, task_id: str | None, limit: int, cursor: str | None
+                      ) -> Page[AuditEvent]:
         q = sa.select(audit_t).order_by(audit_t.c.id).limit(limit + 1)
         if task_id is not None:
             q = q.where(audit_t.c.task_id == task_id)

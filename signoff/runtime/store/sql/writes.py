@@ -48,8 +48,6 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditE
         write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
     for grant in ch.grants:
         conn.execute(grants_t.insert().values(**grant_cols(grant)))
-    for grant_id in ch.grant_uses:
-        use_grant(conn, grant_id)
     for grant_id in ch.grant_revokes:
         revoke_grant(conn, grant_id, at=ch.at)
     for item in ch.outbox:
@@ -88,18 +86,6 @@ def write_task(
     if expect_state is not None:
         cond.append(tasks_t.c.state == expect_state.value)
     res = conn.execute(tasks_t.update().where(*cond).values(**task_cols(task, task.version + 1)))
-    if res.rowcount != 1:
-        raise Lost
-
-
-def use_grant(conn: Connection, grant_id: str) -> None:
-    """Count one use of a grant that is still live."""
-    live = sa.or_(grants_t.c.max_calls.is_(None), grants_t.c.used < grants_t.c.max_calls)
-    res = conn.execute(
-        grants_t.update()
-        .where(grants_t.c.id == grant_id, grants_t.c.revoked.is_(False), live)
-        .values(used=grants_t.c.used + 1)
-    )
     if res.rowcount != 1:
         raise Lost
 

@@ -45,9 +45,7 @@ CLAIM_NEXT = ("UPDATE tasks SET state = CASE WHEN needs_plan THEN 'planning' "
 
 GET_TASK = "SELECT data, state, version, claimed_by, lease_until FROM tasks WHERE id = ?"
 GET_APPROVAL = "SELECT data FROM approvals WHERE id = ?"
-FIND_GRANT = ("SELECT data, used FROM grants WHERE key = ? AND revoked = 0 "
-              "AND (max_calls IS NULL OR used < max_calls) "
-              "AND (scope = 'always' OR task_id = ?) ORDER BY seq LIMIT 1")
+GRANT_CANDIDATES = "SELECT data, used FROM grants WHERE key = ? AND revoked = 0 ORDER BY seq"
 CARDS = "SELECT approval_id, surface, channel, message_id FROM cards WHERE approval_id = ?"
 DUE_OUTBOX = ("SELECT id, key, surface, kind, approval_id, payload, attempts, next_at, error "
               "FROM outbox WHERE done = 0 AND next_at <= ? ORDER BY id LIMIT ?")
@@ -183,14 +181,14 @@ class FastSqlite:
         row = self._one(GET_APPROVAL, (approval_id,))
         return Approval.model_validate_json(row[0]) if row else None
 
-    def find_grant(self, key: str, task_id: str) -> Grant | None:
-        """The oldest live grant with this key that is valid for this task."""
-        row = self._one(FIND_GRANT, (key, task_id))
-        if row is None:
-            return None
-        grant = Grant.model_validate_json(row[0])
-        grant.used = int(row[1])
-        return grant
+    def grant_candidates(self, key: str) -> list[Grant]:
+        """Unrevoked grants stored under ``key``, oldest first."""
+        grants = []
+        for data, used in self._connection().execute(GRANT_CANDIDATES, (key,)).fetchall():
+            grant = Grant.model_validate_json(data)
+            grant.used = int(used)
+            grants.append(grant)
+        return grants
 
     def cards(self, approval_id: str) -> list[tuple[str, str, str, str]]:
         """(approval_id, surface, channel, message_id) of each posted copy."""

@@ -103,6 +103,8 @@ class _PathTool:
     description: str
     params: tuple[Param, ...]
     risk: RiskClass
+    verb: str  # how a card says it: "Read", "Write file", "Delete file"
+    content: tuple[str, ...] = ()
 
     def __init__(self, *, work_dir: Path | None = None) -> None:
         # Only used to spell absolute paths relative to the work dir in fingerprints.
@@ -117,6 +119,9 @@ class _PathTool:
     def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
         return (normalize_path(self._work_dir, args["path"]),)
 
+    def summary(self, args: dict[str, Any]) -> str:
+        return f"{self.verb} {args['path']}"
+
 
 _PATH = Param("path", str, description="Path relative to the work dir.")
 
@@ -125,6 +130,7 @@ class ReadFileTool(_PathTool):
     """Read a text file from the work dir."""
 
     name = "read_file"
+    verb = "Read"
     capability = "fs.read"
     description = "Read a text file inside the work dir (long files are truncated)."
     params: tuple[Param, ...] = (_PATH,)
@@ -160,6 +166,7 @@ class ListDirTool(_PathTool):
     """List a directory of the work dir."""
 
     name = "list_dir"
+    verb = "Read"
     capability = "fs.read"
     description = "List the entries of a directory inside the work dir ('.' is the work dir)."
     params: tuple[Param, ...] = (
@@ -202,6 +209,8 @@ class WriteFileTool(_PathTool):
     """Create or replace a text file in the work dir."""
 
     name = "write_file"
+    verb = "Write file"
+    content = ("content",)
     capability = "fs.write"
     description = "Write text to a file inside the work dir, creating parent directories."
     params: tuple[Param, ...] = (
@@ -232,6 +241,7 @@ class DeleteFileTool(_PathTool):
     """Delete one file (or symlink) in the work dir."""
 
     name = "delete_file"
+    verb = "Delete file"
     capability = "fs.delete"
     description = "Delete a file inside the work dir (directories are refused)."
     params: tuple[Param, ...] = (_PATH,)

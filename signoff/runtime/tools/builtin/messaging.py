@@ -17,6 +17,7 @@ from typing import Any
 
 from signoff.errors import BadArguments, SignoffError, ToolError
 from signoff.runtime.models import RiskClass
+from signoff.runtime.text import shorten
 from signoff.runtime.tools.base import Param, SmtpSettings, ToolContext
 
 
@@ -94,6 +95,7 @@ class SendEmailTool:
     """Send an e-mail through the configured SMTP server."""
 
     name = "send_email"
+    content = ("subject", "body")
     capability = "email.send"
     description = "Send a plain-text e-mail to one or more recipients."
     params: tuple[Param, ...] = (
@@ -111,6 +113,12 @@ class SendEmailTool:
 
     def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
         return recipients(args)
+
+    def summary(self, args: dict[str, Any]) -> str:
+        text = f"Send email to {', '.join(recipients(args)) or 'nobody'}"
+        if args.get("subject"):
+            text += f" — subject '{shorten(args['subject'], 60)}'"
+        return text
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         to = recipients(args)
@@ -136,6 +144,7 @@ class PostMessageTool:
     """Post a text message to a chat channel through the configured platforms."""
 
     name = "post_message"
+    content = ("text",)
     capability = "chat.post"
     description = "Post a text message to a chat channel such as 'slack:C123' or 'telegram:42'."
     params: tuple[Param, ...] = (
@@ -151,6 +160,9 @@ class PostMessageTool:
 
     def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
         return (_channel(args),)
+
+    def summary(self, args: dict[str, Any]) -> str:
+        return f"Post a message to {args['channel']}"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         channel = _channel(args)

@@ -70,6 +70,8 @@ class _UrlTool:
     description: str
     params: tuple[Param, ...]
     risk: RiskClass
+    verb: str  # how a card says it: "Fetch", "POST a webhook to"
+    content: tuple[str, ...] = ()
 
     def risk_for(self, args: dict[str, Any]) -> RiskClass:
         return self.risk
@@ -80,11 +82,15 @@ class _UrlTool:
     def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
         return (check_url(args["url"]),)
 
+    def summary(self, args: dict[str, Any]) -> str:
+        return f"{self.verb} {args['url']}"
+
 
 class HttpGetTool(_UrlTool):
     """Fetch a URL."""
 
     name = "http_get"
+    verb = "Fetch"
     capability = "net.fetch"
     description = "Fetch an http(s) URL and return its status, main headers and text."
     params: tuple[Param, ...] = (
@@ -116,6 +122,8 @@ class SendWebhookTool(_UrlTool):
     """POST a JSON payload to a URL."""
 
     name = "send_webhook"
+    verb = "POST a webhook to"
+    content = ("payload",)
     capability = "net.post"
     description = "POST a JSON payload to an http(s) webhook URL."
     params: tuple[Param, ...] = (

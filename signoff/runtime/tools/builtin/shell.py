@@ -21,6 +21,7 @@ from typing import Any
 
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.models import RiskClass
+from signoff.runtime.text import shorten
 from signoff.runtime.tools.base import Param, ToolContext, decode_prefix, tail
 from signoff.runtime.tools.builtin.fs import confine, normalize_path
 
@@ -63,6 +64,7 @@ class RunCommandTool:
     """Run a program with arguments in the work dir."""
 
     name = "run_command"
+    content: tuple[str, ...] = ()
     capability = "exec.shell"
     description = (
         "Run one command line without a shell (no pipes or redirections) in the work dir "
@@ -92,6 +94,10 @@ class RunCommandTool:
     def fingerprint_fields(self, args: dict[str, Any]) -> dict[str, Any]:
         split_command(args["command"])  # refuse unparsable commands before anyone approves
         return {"command": args["command"], "cwd": self._cwd(args)}
+
+    def summary(self, args: dict[str, Any]) -> str:
+        where = f" in {args['cwd']}" if args.get("cwd") else ""
+        return f"Run command `{shorten(args['command'], 80)}`{where}"
 
     def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
         cwd = self._cwd(args)

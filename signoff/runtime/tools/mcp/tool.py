@@ -15,7 +15,6 @@ is a placeholder: conservative labels, no schema; it resolves to the listed tool
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,6 +24,7 @@ import jsonschema.exceptions
 
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.models import RiskClass
+from signoff.runtime.text import shorten
 from signoff.runtime.tools.base import Param, ToolContext
 from signoff.runtime.tools.canonical import canonical_json
 from signoff.runtime.tools.mcp.spec import McpServerSpec
@@ -37,7 +37,8 @@ _HINTS = (
     ("idempotentHint", "idempotent", "not idempotent"),
     ("openWorldHint", "reaches outside systems", "closed world"),
 )
-DETAIL_ARGS = 6  # argument lines on a card; the rest are in the console's args
+SUMMARY_ARGS = 6  # arguments named in a card's title; all of them are in the console
+SUMMARY_VALUE = 60  # characters of one argument's value in the title
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,8 @@ class McpTool:
                            else spec.capability)
         self.description = listed.description or f"{listed.name} (MCP server {spec.name})"
         self.annotations = dict(listed.annotations)
+        # Message content: shown on the card, never part of a fingerprint or grant.
+        self.content: tuple[str, ...] = self.rule.content if self.rule else ()
         self.placeholder = placeholder
         self.input_schema: dict[str, Any] | None = (
             dict(listed.input_schema) if listed.input_schema is not None else None)
@@ -108,11 +111,6 @@ class McpTool:
                            description=str((prop or {}).get("description") or ""))
                      for name, prop in props.items())
 
-    @property
-    def content_args(self) -> tuple[str, ...]:
-        """Arguments kept out of the fingerprint."""
-        return self.rule.content if self.rule else ()
-
     # -- labels ----------------------------------------------------------------------
     def risk_for(self, args: dict[str, Any]) -> RiskClass:
         if self.rule is not None and self.rule.risk is not None:
@@ -133,18 +131,20 @@ class McpTool:
     def fingerprint_fields(self, args: dict[str, Any]) -> dict[str, Any]:
         # Nested under "args": the registry drops top-level message keys of built-ins
         # (text, content …), but for an MCP tool only its configured `content` is content.
-        kept = {k: v for k, v in args.items() if k not in self.content_args}
+        kept = {k: v for k, v in args.items() if k not in self.content}
         return {"args": kept, "targets": list(self.targets(args))}
 
-    def details(self, args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-        """What a card shows besides the targets: the arguments, then the server's hints."""
-        shown = self.rule.targets if self.rule else ()
-        lines = [(key, value if isinstance(value, str) else json.dumps(value, default=str))
-                 for key, value in args.items() if key not in shown][:DETAIL_ARGS]
+    def summary(self, args: dict[str, Any]) -> str:
+        """The card's title: the call, its other arguments, and the server's own hints."""
+        targets = self.targets(args)
+        text = f"Run {self.name}" + (f" on {', '.join(targets)}" if targets else "")
+        named = set(self.rule.targets if self.rule else ()) | set(self.content)
+        rest = [f"{key}={shorten(value, SUMMARY_VALUE)}" for key, value in args.items()
+                if key not in named][:SUMMARY_ARGS]
+        if rest:
+            text += f" with {', '.join(rest)}"
         hints = hint_text(self.annotations, trusted=self.spec.trust_annotations)
-        if hints:
-            lines.append(("server hints", hints))
-        return tuple(lines)
+        return f"{text} — server hints: {hints}" if hints else text
 
     # -- arguments -------------------------------------------------------------------
     def clean_args(self, args: dict[str, Any]) -> dict[str, Any]:

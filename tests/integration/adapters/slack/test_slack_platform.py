@@ -6,11 +6,13 @@ Card rendering (blocks.py) is tested in tests/unit/adapters/slack/test_slack_blo
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from urllib.parse import quote
 
 import pytest
 
@@ -138,6 +140,51 @@ async def test_block_actions_without_actions_list_is_400(http: SlackHarness) -> 
     payload["actions"] = "signoff_once"
     assert (await http.post_signed(payload)).status_code == 400
     assert decisions.events == []
+
+
+_CLICK = {"action_id": "signoff_once", "value": "a1"}
+MALFORMED = {
+    "no actions": json.dumps({"type": "block_actions", "actions": []}),
+    "number as user": json.dumps({"type": "block_actions", "user": 5, "actions": [_CLICK]}),
+    "list as user": json.dumps({"type": "block_actions", "user": ["U1"], "actions": [_CLICK]}),
+    "number as user id": json.dumps({"type": "block_actions", "user": {"id": 5},
+                                     "actions": [_CLICK]}),
+    "number as team": json.dumps({"type": "block_actions", "team": 5, "actions": [_CLICK]}),
+    "number as channel": json.dumps({"type": "block_actions", "channel": 5,
+                                     "actions": [_CLICK]}),
+    "number as event": json.dumps({"type": "event_callback", "event": 5}),
+    "number as view": json.dumps({"type": "view_submission", "view": 5}),
+    "number as type": json.dumps({"type": 5}),
+    "100,000 nested [": "[" * 100_000,
+    "100,000 nested [ in an object": '{"type": "block_actions", "actions": ' + "[" * 100_000,
+}
+
+
+@pytest.mark.parametrize("form", [True, False], ids=["form", "json"])
+@pytest.mark.parametrize("name", list(MALFORMED))
+async def test_signed_malformed_payloads_get_4xx_and_are_logged(
+        http: SlackHarness, caplog: pytest.LogCaptureFixture, name: str, form: bool) -> None:
+    """A validly signed payload bolt cannot read gets a 4xx and a log line, never a 5xx."""
+    caplog.set_level(logging.WARNING, logger="signoff.adapters.slack")
+    decisions = Decisions()
+    await http.start(decisions)
+    raw = MALFORMED[name]
+    body = interaction_body_raw(raw) if form else raw.encode()
+    headers = sign(SECRET, body)
+    if not form:
+        headers["Content-Type"] = "application/json"
+    response = await http.post(body, headers)
+    assert 400 <= response.status_code < 500, (response.status_code, response.text)
+    assert "slack_request_" in caplog.text
+    assert decisions.events == []
+    ref, card = await posted(http)  # the app keeps serving
+    await http.click(ref, card, Scope.ONCE, "U0ALICE")
+    assert len(decisions.events) == 1
+
+
+def interaction_body_raw(payload: str) -> bytes:
+    """``payload=<url-quoted text>``, whatever the text is."""
+    return ("payload=" + quote(payload, safe="")).encode()
 
 
 async def test_malformed_socket_envelopes_are_ignored_and_the_socket_keeps_serving(
@@ -325,6 +372,20 @@ async def test_notify_in_a_thread_replies_under_the_card(http: SlackHarness) -> 
     await http.platform.notify("C0TEAM", "Task t-contract completed", thread=ref)
     reply = http.fake.calls_to("chat.postMessage")[-1].body
     assert (reply["channel"], reply["thread_ts"]) == (ref.channel, ref.message_id)
+
+
+async def test_notify_with_mentions_is_a_broadcast_reply_that_mentions_them(
+        http: SlackHarness) -> None:
+    """A reply meant for people mentions Slack members and is shown in the channel too."""
+    ref, _ = await posted(http)
+    await http.platform.notify("", "Escalated <now>:", thread=ref,
+                               mentions=["slack:U0BOB", "telegram:42", "slack:<!here>"])
+    reply = http.fake.calls_to("chat.postMessage")[-1].body
+    assert (reply["channel"], reply["thread_ts"]) == (ref.channel, ref.message_id)
+    assert reply["reply_broadcast"] is True
+    assert reply["text"] == "Escalated &lt;now&gt;: <@U0BOB>, telegram:42, slack:&lt;!here&gt;"
+    plain = await http.platform.notify("C0TEAM", "no one to alert", thread=ref)
+    assert plain is None and "reply_broadcast" not in http.fake.calls_to("chat.postMessage")[-1].body
 
 
 async def test_notify_escapes_special_mentions(http: SlackHarness) -> None:

@@ -176,6 +176,42 @@ async def test_webhook_bad_json_is_400_and_before_run_is_503(make_platform: Fact
     assert odd.status_code == 400
 
 
+@pytest.mark.parametrize("body", ["[" * 100_000, '{"update_id": 1, "message": ' + "[" * 100_000],
+                         ids=["nested list", "nested in an update"])
+async def test_webhook_deeply_nested_body_is_400_and_logged(
+        make_platform: Factory, fake: FakeTelegramApi, caplog: pytest.LogCaptureFixture,
+        body: str) -> None:
+    """A body of 100,000 nested "[" with the right secret gets 400 and a log line, not 500."""
+    caplog.set_level(logging.WARNING, logger="signoff.adapters.telegram")
+    platform = make_platform(mode="webhook", webhook_secret=SECRET, webhook_url=WEBHOOK_URL)
+    async with running(platform, fake, Flow()), webhook_client(platform) as client:
+        response = await client.post("/telegram/webhook", content=body.encode(),
+                                     headers={HEADER: SECRET,
+                                              "Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert "telegram_webhook_malformed error=RecursionError" in caplog.text
+
+
+async def test_callback_query_without_sender_is_answered_and_decides_nothing(
+        make_platform: Factory, fake: FakeTelegramApi,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A tap with no ``from`` (over the webhook) is accepted, answered, and decides nothing."""
+    caplog.set_level(logging.WARNING)
+    platform = make_platform(mode="webhook", webhook_secret=SECRET, webhook_url=WEBHOOK_URL)
+    flow = Flow()
+    ref = await platform.post_card(sample_card())
+    update = fake.tap(ref.channel, ref.message_id, "Once")
+    del update["callback_query"]["from"]
+    async with running(platform, fake, flow), webhook_client(platform) as client:
+        response = await client.post("/telegram/webhook", json=update, headers={HEADER: SECRET})
+        toast = await fake.wait_answer(fake.query_id(update))
+    assert response.status_code == 200
+    assert toast is not None and "nothing was decided" in toast
+    assert flow.events == []
+    assert "telegram_callback_anonymous" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 async def test_webhook_tap_reaches_the_flow(make_platform: Factory,
                                             fake: FakeTelegramApi) -> None:
     """A signed webhook delivery is answered 200 and becomes one decision."""
@@ -391,6 +427,18 @@ async def test_notify_posts_under_a_card(make_platform: Factory, fake: FakeTeleg
     await platform.notify(f"telegram:{CHAT}", "Task t1 completed <ok>", thread=ref)
     last = fake.chat_messages(CHAT)[-1]
     assert last.text == "Task t1 completed <ok>"
+    assert last.reply_to == int(ref.message_id)
+
+
+async def test_notify_with_mentions_replies_to_the_card_naming_them(
+        make_platform: Factory, fake: FakeTelegramApi) -> None:
+    """A reply meant for people quotes the card (Telegram notifies replies) and lists them."""
+    platform = make_platform()
+    ref = await platform.post_card(sample_card())
+    await platform.notify("", "Escalated: your answer is needed:", thread=ref,
+                          mentions=["telegram:42", "slack:U0BOB"])
+    last = fake.chat_messages(CHAT)[-1]
+    assert last.text == "Escalated: your answer is needed: telegram:42, slack:U0BOB"
     assert last.reply_to == int(ref.message_id)
 
 

@@ -205,6 +205,28 @@ async def test_cron_mode_ask_escalates_and_the_escalated_person_approves(rig_fac
     assert ("decision", f"slack:{SECONDARY}") in kinds
 
 
+async def test_escalation_is_a_new_message_under_the_card_naming_who_is_asked(
+        rig_factory: Any) -> None:
+    """Escalating edits the card and also replies under it, mentioning every approver now."""
+    rig = await rig_factory("ask")
+    task = await rig.fire()
+    await rig.deliver()
+    ref = await rig.ref(task)
+    rig.clock.advance(timedelta(minutes=10))
+    assert len(await rig.escalator.tick()) == 1
+    await rig.deliver()
+    assert rig.slack.card(ref).mentions == (f"slack:{SECONDARY}",)  # the edit stays
+    [(index, (channel, text, thread))] = [(i, n) for i, n in enumerate(rig.slack.notes)
+                                          if n[2] is not None]
+    assert thread == ref and channel == ref.channel
+    assert text.startswith("No answer after 10m: escalated (level 1).")
+    assert rig.slack.note_mentions[index] == (f"slack:{PRIMARY}", f"slack:{SECONDARY}")
+    rig.clock.advance(timedelta(hours=1))
+    await rig.escalator.tick()
+    await rig.deliver()
+    assert sum(1 for n in rig.slack.notes if n[2] is not None) == 1  # one reply per level
+
+
 def ref_approval(task: Task) -> str:
     """The id of a task's approval request."""
     assert task.approval is not None

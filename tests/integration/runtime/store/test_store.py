@@ -20,6 +20,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.policy.grants import first_valid
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
@@ -157,12 +158,12 @@ async def test_grants_are_found_by_key_and_scope(store: TaskStore) -> None:
     once = Grant(id="g-3", key="k3", policy_id="t-1", task_id="t-1", scope=Scope.ONCE,
                  max_calls=1, used=1, **base)
     assert await store.commit(Change(at=NOW, grants=[session, always, once]))
-    assert await store.find_grant("k1", policy_id="t-1", task_id="t-1") is not None
-    assert await store.find_grant("k1", policy_id="t-1", task_id="t-2") is None
-    assert await store.find_grant("k2", policy_id="nightly", task_id="t-5") is not None
-    assert await store.find_grant("k3", policy_id="t-1", task_id="t-1") is None, "used up"
+    assert first_valid(await store.grant_candidates("k1"), task_id="t-1") is not None
+    assert first_valid(await store.grant_candidates("k1"), task_id="t-2") is None
+    assert first_valid(await store.grant_candidates("k2"), task_id="t-5") is not None
+    assert first_valid(await store.grant_candidates("k3"), task_id="t-1") is None, "used up"
     assert await store.commit(Change(at=NOW, grant_revokes=["g-2"]))
-    assert await store.find_grant("k2", policy_id="nightly", task_id="t-5") is None
+    assert first_valid(await store.grant_candidates("k2"), task_id="t-5") is None
     revoked = await store.get_grant("g-2")
     assert revoked is not None and revoked.revoked_at is not None
 

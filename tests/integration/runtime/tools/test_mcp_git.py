@@ -108,16 +108,16 @@ async def test_a_session_grant_on_one_repo_does_not_cover_another(node_factory,
 
 async def test_the_card_shows_the_arguments_and_the_untrusted_hints(node_factory,
                                                                     root: Path) -> None:
-    """The card lists the commit message and the server's annotations marked unverified."""
+    """The card's title names the call and the server's annotations, marked unverified;
+    the commit message (content) is shown in its details."""
     repo = make_repo(root / "a")
     node = await git_node(node_factory, root)
     await start(node, [commit(repo, "fix the bug")])
     (card,) = cards(node)
-    details = dict(card.details)
     assert card.tool == "git.git_commit" and card.targets == (str(repo),)
-    assert details["message"] == "fix the bug"
-    assert "not read-only" in details["server hints"]
-    assert "not verified" in details["server hints"]
+    assert card.title.startswith(f"Run git.git_commit on {repo} — server hints: not read-only")
+    assert "the server's claim, not verified" in card.title
+    assert dict(card.details) == {"message": "fix the bug"}
 
 
 async def test_arguments_are_checked_against_the_input_schema_before_any_card(

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from signoff.runtime.models import Action, RiskClass, RunMode, Scope, Task, TaskState, Verdict
-from signoff.runtime.policy.policy import Policy, make_grant
+from signoff.runtime.policy.grants import make_grant
+from signoff.runtime.policy.policy import Policy
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.builtin.messaging import SendEmailTool

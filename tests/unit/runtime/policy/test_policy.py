@@ -21,14 +21,9 @@ from signoff.runtime.models import (
     Task,
     Verdict,
 )
-from signoff.runtime.policy.policy import (
-    Policy,
-    Unattended,
-    grant_key,
-    make_grant,
-    resolve_unattended,
-    rule_for,
-)
+from signoff.runtime.policy.grants import grant_key, make_grant, rule_for
+from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.unattended import Unattended, resolve_unattended
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.registry import builtin_registry

@@ -144,13 +144,24 @@ def test_an_invalid_schema_from_the_server_fails_the_action() -> None:
         tool.clean_args({"a": 1})
 
 
-def test_the_card_details_show_arguments_and_hints() -> None:
-    """Arguments other than targets, then the hints marked as the server's claim."""
-    tool = make(McpToolRule(targets=("repo_path",)), annotations=READ_ONLY)
-    details = dict(tool.details(ARGS))
-    assert details["message"] == "fix" and "repo_path" not in details
-    assert details["server hints"] == ("read-only, not destructive "
-                                       "(the server's claim, not verified)")
+def test_the_summary_names_targets_other_arguments_and_hints() -> None:
+    """Targets after "on", other non-content arguments after "with", then the hints."""
+    tool = make(McpToolRule(targets=("repo_path",), content=("message",)),
+                annotations=READ_ONLY)
+    assert tool.content == ("message",)
+    assert tool.summary({**ARGS, "amend": True}) == (
+        "Run git.git_commit on /srv/a with amend=true — server hints: read-only, "
+        "not destructive (the server's claim, not verified)")
+    trusted = make(annotations=READ_ONLY, trust=True)
+    assert trusted.summary(ARGS).endswith("(trusted server)")
+
+
+def test_prepared_actions_carry_the_summary_and_the_content_names() -> None:
+    """The registry puts the tool's summary and content names on the action for cards."""
+    registry = registry_with(make(McpToolRule(targets=("repo_path",), content=("message",))))
+    action = registry.prepare(Action(tool="git.git_commit", args=ARGS))
+    assert action.summary == "Run git.git_commit on /srv/a"
+    assert action.content == ("message",)
 
 
 def test_model_names_have_no_dots_and_resolve_back() -> None:
