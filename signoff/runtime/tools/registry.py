@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Protocol
@@ -92,6 +93,39 @@ def _type_names(param: Param) -> str:
     return " or ".join(_JSON_TYPES.get(t, t.__name__) for t in _types(param))
 
 
+@dataclass(frozen=True)
+class ToolInfo:
+    """One line of `signoff tools`: a tool, its usual risk, capability and where it is from."""
+
+    name: str
+    risk: RiskClass
+    capability: str
+    source: str  # builtin | plugin | mcp:<server>
+
+    def public(self) -> dict[str, str]:
+        """The ``--json`` shape."""
+        return {"name": self.name, "risk": self.risk.value, "capability": self.capability,
+                "source": self.source}
+
+
+_BLANK: dict[type, Any] = {str: "", list: [], tuple: [], dict: {}, int: 0, float: 0.0,
+                          bool: False}
+
+
+def usual_risk(tool: Tool) -> RiskClass:
+    """A tool's risk class for an ordinary call (blank arguments).
+
+    run_command answers DESTRUCTIVE here (a blank command is in no read-only list); a
+    plugin whose risk cannot be worked out without real arguments is listed as
+    DESTRUCTIVE, the honest worst case. An MCP tool's risk does not depend on arguments.
+    """
+    args = {p.name: _BLANK.get(_types(p)[0], "") for p in tool.params}
+    try:
+        return _as_risk(tool.risk_for(args))
+    except Exception:  # a plugin's hook may raise anything for blank arguments
+        return RiskClass.DESTRUCTIVE
+
+
 class ToolSource(Protocol):
     """Tools that live elsewhere (an MCP server's): listed and found at each lookup."""
 
@@ -111,29 +145,39 @@ class ToolSource(Protocol):
 class ToolRegistry:
     """Tools by name, plus the rules that label and run actions."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, source: str = "builtin") -> None:
         self._tools: dict[str, Tool] = {}
-        self._origin: dict[str, str] = {}
-        self._sources: list[ToolSource] = []
+        self._sources: dict[str, str] = {}  # tool name -> builtin | plugin
+        self._providers: list[ToolSource] = []
         for tool in tools:
-            self.register(tool)
+            self.register(tool, source=source)
 
-    def register(self, tool: Tool, *, replace: bool = False, source: str = "builtin") -> None:
-        """Add ``tool``; a second tool with the same name is refused unless ``replace``."""
+    def register(self, tool: Tool, *, replace: bool = False, source: str = "plugin") -> None:
+        """Add ``tool`` (from ``source``); a second tool with the same name is refused
+        unless ``replace``."""
         if not isinstance(tool, Tool) or isinstance(tool, type):
             raise TypeError(f"{tool!r} is not a Tool instance")
         if tool.name in self._tools and not replace:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
-        self._origin[tool.name] = source
+        self._sources[tool.name] = source
 
     def add_source(self, source: ToolSource) -> None:
         """Ask ``source`` too at every lookup (its tools may change while we run)."""
-        self._sources.append(source)
+        self._providers.append(source)
+
+    def listing(self) -> list[ToolInfo]:
+        """Every tool, sorted by name, as `signoff tools` shows it."""
+        out = []
+        for name in self.names():
+            tool = self.get(name)
+            out.append(ToolInfo(name=name, risk=usual_risk(tool), capability=tool.capability,
+                                source=self.source_of(name)))
+        return out
 
     def _find(self, name: str) -> Tool | None:
         tool = self._tools.get(name)
-        for source in self._sources:
+        for source in self._providers:
             if tool is not None:
                 break
             tool = source.find(name)
@@ -159,30 +203,19 @@ class ToolRegistry:
     def names(self) -> list[str]:
         """Tool names, sorted: registered ones and those of every source."""
         names = set(self._tools)
-        for source in self._sources:
+        for source in self._providers:
             names.update(tool.name for tool in source.tools())
         return sorted(names)
 
     def source_of(self, name: str) -> str:
         """``builtin``, ``plugin`` or ``mcp:<server>`` (for `signoff tools`)."""
-        if name in self._origin:
-            return self._origin[name]
-        for source in self._sources:
+        if name in self._sources:
+            return self._sources[name]
+        for source in self._providers:
             found = source.source_of(name)
             if found:
                 return found
         raise UnknownTool(f"unknown tool {name!r}")
-
-    def listed_risk(self, name: str) -> RiskClass:
-        """The risk a listing shows for a tool: its risk for blank arguments (DESTRUCTIVE
-        when that cannot be computed). ``run_command`` shows DESTRUCTIVE, as it is for any
-        command not in ``policy.read_only_commands``."""
-        tool = self.get(name)
-        blank = {p.name: "" for p in tool.params if p.required}
-        try:
-            return _as_risk(tool.risk_for(blank))
-        except Exception:  # a plugin that needs real arguments: assume the worst
-            return RiskClass.DESTRUCTIVE
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._find(self.resolve(name)) is not None

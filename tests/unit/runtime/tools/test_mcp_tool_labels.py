@@ -175,3 +175,13 @@ def test_model_names_have_no_dots_and_resolve_back() -> None:
     assert registry.resolve("git__git_commit") == "git.git_commit"
     assert "git__git_commit" in registry
     assert registry.resolve("nope") == "nope"
+
+
+def test_the_listing_names_each_tools_source() -> None:
+    """builtin for the nine, mcp:<server> for a server's tools, with their usual risk."""
+    registry = registry_with(make(McpToolRule(risk=RiskClass.SEND, capability="git.write")))
+    rows = {info.name: info.public() for info in registry.listing()}
+    assert rows["git.git_commit"] == {"name": "git.git_commit", "risk": "SEND",
+                                      "capability": "git.write", "source": "mcp:git"}
+    assert rows["read_file"]["source"] == "builtin"
+    assert rows["run_command"]["risk"] == "DESTRUCTIVE"
