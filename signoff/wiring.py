@@ -220,10 +220,9 @@ class PendingCards:
 
         if self.node is None:
             return []
-        page = await self.node.store.pending_approvals(limit=20)
-        tasks = [t for t in page.items if t.approval is not None]
-        return [build_card(t, t.approval, console_url=self.node.settings.daemon.public_url)
-                for t in tasks if t.approval is not None]
+        page = await self.node.store.pending_requests(limit=20)
+        url = self.node.settings.daemon.public_url
+        return [build_card(r.task, r.approval, console_url=url) for r in page.items]
 
 
 def chat_platforms(settings: Settings, *, node_pending: PendingCards | None

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from signoff import __version__
 from signoff.adapters.web import pages
-from signoff.api import console, errors, routes
+from signoff.api import approvals, console, errors, routes
 from signoff.api.auth import Authenticator, AuthMiddleware
 from signoff.api.context import ApiContext
 from signoff.api.metrics import MetricsListener
@@ -80,6 +80,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
     app.state.auth = auth
     app.state.metrics = metrics
     app.include_router(routes.build_router(ctx, metrics))
+    app.include_router(approvals.build_router(ctx))
     app.include_router(console.build_router(ctx, auth))
     extra = [path for path, _ in ctx.extra_routes]
     for path, endpoint in ctx.extra_routes:

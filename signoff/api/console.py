@@ -37,6 +37,7 @@ from signoff.api.routes import identity_of
 from signoff.bot.cards import build_card
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
 from signoff.runtime.models import ApprovalStatus, Scope, Task
+from signoff.runtime.store.port import PendingRequest
 
 FLASH = "signoff_flash"
 SSE_POLL = 2.0  # seconds between store checks on each open stream
@@ -73,6 +74,13 @@ def view(task: Task) -> CardView | None:
                     task_state=task.state.value)
 
 
+def request_view(item: PendingRequest) -> CardView | None:
+    """The card of a pending request: of a task, or from an agent that is not ours."""
+    if item.task is not None:
+        return view(item.task)
+    return CardView(build_card(None, item.approval), asked_by=item.approval.requester)
+
+
 class Console:
     """Console handlers bound to one context."""
 
@@ -83,8 +91,8 @@ class Console:
     async def approvals(self, identity: Identity) -> str:
         """The live region of the main page."""
         store, now = self.ctx.store, self.ctx.clock.now()
-        page = await store.pending_approvals(limit=50)
-        pending = [v for t in page.items if (v := view(t))]
+        page = await store.pending_requests(limit=50)
+        pending = [v for r in page.items if (v := request_view(r))]
         recent = list((await store.list_tasks(limit=20)).items)
         decided = [v for t in recent if (v := view(t)) and t.approval is not None
                    and t.approval.status is not ApprovalStatus.PENDING
@@ -108,10 +116,13 @@ class Console:
     async def card(self, identity: Identity, approval_id: str) -> str | None:
         """One card: from the store, else from this node's memory (cards of other tasks)."""
         approval = await self.ctx.store.get_approval(approval_id)
-        task = await self.ctx.store.get_task(approval.task_id) if approval else None
+        task = (await self.ctx.store.get_task(approval.task_id)
+                if approval is not None and approval.task_id else None)
         if approval is not None and task is not None:
             card = CardView(build_card(task, approval), asked_by=task.submitted_by,
                             task_state=task.state.value)
+        elif approval is not None and approval.task_id is None:
+            card = CardView(build_card(None, approval), asked_by=approval.requester)
         else:
             local = self.ctx.web.card(approval_id)
             if local is None:

@@ -45,10 +45,10 @@ class MetricsListener:
                                       ["state"], registry=r)
 
     # -- EngineListener ----------------------------------------------------------------
-    async def approval_requested(self, task: Task, approval: Approval) -> None:
+    async def approval_requested(self, task: Task | None, approval: Approval) -> None:
         """Nothing to count (the pending gauge is read at scrape time)."""
 
-    async def approval_decided(self, task: Task, approval: Approval) -> None:
+    async def approval_decided(self, task: Task | None, approval: Approval) -> None:
         """Count the decision and observe its latency."""
         self.decisions.labels(outcome=approval.status.value).inc()
         if approval.decided_at is not None:

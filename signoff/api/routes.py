@@ -3,13 +3,15 @@
 Handlers read the store and hand work over; they never run a tool or wait for one.
 A submit stores the task and wakes the worker; a decision goes through the approval
 flow exactly like a Slack or Telegram click (`ApprovalFlow.on_decision`), whose
-compare-and-set makes the first answer win on every surface and node.
+compare-and-set makes the first answer win on every surface and node. The routes of
+approval requests (any request, and those of agents that are not ours) are in
+`signoff.api.approvals`.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
@@ -20,7 +22,6 @@ from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, invalid, responses
 from signoff.api.metrics import PROMETHEUS_CONTENT_TYPE, MetricsListener
 from signoff.api.schemas import (
-    ApprovalList,
     ApproveBody,
     AuditList,
     DenyBody,
@@ -80,20 +81,6 @@ def grant_public(grant: Grant) -> JsonDict:
         "created_by": grant.created_by,
         "revoked_at": grant.revoked_at.isoformat() if grant.revoked_at else None,
         "source": grant.source,
-    }
-
-
-def approval_item(task: Task) -> JsonDict | None:
-    """One pending request with the task context a person needs to decide it."""
-    approval = task.approval
-    if approval is None:
-        return None
-    action = task.pending_action or approval.action
-    return {
-        **approval.public(), "task_id": task.id, "goal": task.goal, "schedule": task.schedule,
-        "submitted_by": task.submitted_by, "step": approval.step,
-        "allowed_scopes": [s.value for s in approval.allowed_scopes],
-        "action": action.public(), "note": approval.note,
     }
 
 
@@ -240,15 +227,6 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         """Deny the pending action; the task fails with "user denied[: reason]"."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
         return await api.decide(request, task_id, Scope.DENY, reason)
-
-    @router.get("/approvals", tags=["decisions"],
-                responses={200: {"model": ApprovalList}, **responses(401, 422)})
-    async def approvals(status: Literal["pending"] = "pending", limit: Limit = 50,
-                        cursor: Cursor = None) -> JSONResponse:
-        """Pending approval requests across tasks, oldest first."""
-        page = await ctx.store.pending_approvals(limit=limit, cursor=cursor)
-        items = [approval_item(t) for t in page.items]
-        return json({"items": [i for i in items if i], "next_cursor": page.next_cursor})
 
     @router.get("/audit", tags=["audit"], responses={200: {"model": AuditList},
                                                       **responses(401, 422)})

@@ -48,6 +48,35 @@ class DenyBody(_Body):
     reason: str | None = Field(default=None, max_length=1_000)
 
 
+RISKS = Literal["READ", "DRAFT", "SEND", "DESTRUCTIVE"]
+LABEL = r"^[^\x00-\x1f\x7f]+$"  # one line: no control characters
+
+
+class RequestIn(_Body):
+    """POST /v1/approvals: an agent that is not ours asks about one action."""
+
+    tool: str = Field(min_length=1, max_length=200, pattern=LABEL)
+    args: dict[str, Any] = Field(default_factory=dict)
+    risk: RISKS | None = None
+    capability: str | None = Field(default=None, min_length=1, max_length=200, pattern=LABEL)
+    targets: list[str] = Field(default_factory=list, max_length=50)
+    content: list[str] = Field(default_factory=list, max_length=50)
+    requester: str = Field(min_length=1, max_length=200, pattern=LABEL)
+    policy_id: str = Field(min_length=1, max_length=200, pattern=LABEL)
+    goal: str | None = Field(default=None, max_length=10_000)
+    why: str | None = Field(default=None, max_length=2_000)
+    timeout: str | None = Field(default=None, max_length=40,
+                                description='How long a person has to answer, e.g. "10m" '
+                                            "(default approvals.timeout, at most 7 days)")
+
+
+class OutcomeIn(_Body):
+    """POST /v1/approvals/{id}/outcome: what the caller did with the decision."""
+
+    ok: bool
+    detail: str | None = Field(default=None, max_length=2_000)
+
+
 # ------------------------------------------------------------------ responses
 class ErrorOut(BaseModel):
     """Any error: a one-line ``detail``."""
@@ -70,7 +99,7 @@ class ValidationOut(BaseModel):
 
 
 class ConflictOut(BaseModel):
-    """409: the task is not waiting for this decision; ``state`` is where it is now."""
+    """409: the task or request is not waiting for this; ``state`` is where it is now."""
 
     detail: str
     state: str
@@ -152,13 +181,14 @@ class TaskList(BaseModel):
 
 
 class PendingApprovalOut(BaseModel):
-    """One pending request across tasks (GET /approvals)."""
+    """One pending request, of a task or from outside (GET /approvals); ``task_id`` is
+    null for outside requests, which carry ``requester`` and ``policy_id``."""
 
     id: str
     status: str
     requested_at: str
     expires_at: str
-    task_id: str
+    task_id: str | None
     goal: str
     schedule: str | None
     submitted_by: str | None
@@ -166,6 +196,42 @@ class PendingApprovalOut(BaseModel):
     allowed_scopes: list[str]
     action: PendingActionOut
     note: str | None
+    requester: str | None
+    policy_id: str | None
+    why: str | None
+
+
+class RequestSettledOut(BaseModel):
+    """200 from POST /v1/approvals: the policy settled the request at once."""
+
+    id: str
+    status: Literal["approved", "denied"]
+    decision: Literal["ALLOW", "BLOCK"]
+    reason: str | None
+
+
+class RequestPendingOut(BaseModel):
+    """202 from POST /v1/approvals: a person decides; cards are on every surface."""
+
+    id: str
+    status: Literal["pending"]
+    expires_at: str
+
+
+class RequestStatusOut(BaseModel):
+    """GET /v1/approvals/{id}, and the answer of POST /approvals/{id}/approve|deny."""
+
+    id: str
+    status: Literal["pending", "approved", "denied", "expired"]
+    scope: str | None
+    decided_by: str | None
+    decided_at: str | None
+    reason: str | None
+    expires_at: str
+    task_id: str | None
+    policy_id: str | None
+    decision: str | None
+    outcome: dict[str, Any] | None
 
 
 class ApprovalList(BaseModel):

@@ -64,21 +64,32 @@ def _hhmm(at: datetime | None) -> str:
     return at.strftime("%H:%M UTC") if at else "?"
 
 
-def build_card(task: Task, approval: Approval, *, console_url: str | None = None,
+def console_link(console_url: str | None, approval: Approval) -> str | None:
+    """Where the console shows this request: its task's page, or the approvals page."""
+    if not console_url:
+        return None
+    base = console_url.rstrip("/")
+    if approval.task_id is None:
+        return f"{base}/#card-{approval.id}"
+    return f"{base}/console/tasks/{approval.task_id}"
+
+
+def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
                mentions: tuple[str, ...] = ()) -> ApprovalCard:
-    """The card for one approval request of one task."""
+    """The card for one approval request: of a task, or (``task`` None) from outside."""
     action = approval.action
-    total = len(task.steps or []) or 1
+    total = (len(task.steps or []) or 1) if task is not None else 1
+    goal = task.goal if task is not None else (approval.goal or "")
     return ApprovalCard(
         approval_id=approval.id,
-        task_id=task.id,
+        task_id=task.id if task is not None else None,
         title=describe(action),
         tool=action.tool,
         risk=action.risk.value if action.risk else "SEND",
         capability=action.capability or "",
         targets=tuple(action.targets),
-        goal=shorten(task.goal, 200),
-        schedule=task.schedule,
+        goal=shorten(goal, 200),
+        schedule=task.schedule if task is not None else None,
         step=approval.step + 1,
         steps_total=max(total, approval.step + 1),
         details=content_lines(action),
@@ -91,5 +102,8 @@ def build_card(task: Task, approval: Approval, *, console_url: str | None = None
         decided_at=approval.decided_at,
         note=approval.note,
         mentions=mentions,
-        console_url=f"{console_url.rstrip('/')}/console/tasks/{task.id}" if console_url else None,
+        console_url=console_link(console_url, approval),
+        requester=shorten(approval.requester, 120) if approval.requester else None,
+        why=shorten(approval.why, 300) if approval.why else None,
+        policy_id=approval.policy_id if task is None else None,
     )

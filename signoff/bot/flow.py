@@ -46,11 +46,11 @@ class ApprovalFlow:
                                      deliver=self.deliver)
 
     # -- engine listener ---------------------------------------------------------------
-    async def approval_requested(self, task: Task, approval: Approval) -> None:
+    async def approval_requested(self, task: Task | None, approval: Approval) -> None:
         """Cards were queued in the same commit; deliver them now."""
         self.dispatcher.wake()
 
-    async def approval_decided(self, task: Task, approval: Approval) -> None:
+    async def approval_decided(self, task: Task | None, approval: Approval) -> None:
         """Card edits were queued in the same commit; deliver them now."""
         self.dispatcher.wake()
 
@@ -90,8 +90,9 @@ class ApprovalFlow:
             return
         approval_id = str(item.payload["approval_id"])
         approval = await self.store.get_approval(approval_id)
-        task = await self.store.get_task(approval.task_id) if approval else None
-        if approval is None or task is None:
+        task = await self.store.get_task(approval.task_id) if approval and approval.task_id \
+            else None
+        if approval is None or (approval.task_id is not None and task is None):
             return  # the request is gone (reset): nothing to show
         ref = await self._ref(approval_id, platform.name)
         card = build_card(task, approval, console_url=self.console_url,

@@ -49,7 +49,7 @@ class ApprovalCard:
     """What a card says, as plain data; each surface renders it natively."""
 
     approval_id: str
-    task_id: str
+    task_id: str | None  # None: a request from an agent that is not ours
     title: str  # the action in plain words
     tool: str
     risk: str
@@ -70,6 +70,18 @@ class ApprovalCard:
     note: str | None = None
     mentions: tuple[str, ...] = ()  # people to alert (escalation), as actor keys
     console_url: str | None = None
+    requester: str | None = None  # outside requests: who asks, in its own words
+    why: str | None = None  # outside requests: the reason the requester gave
+    policy_id: str | None = None  # outside requests: where session/always grants live
+
+    @property
+    def origin(self) -> str:
+        """One line saying where the request comes from, for every surface:
+        "Task t-… · step 1 of 2" or "Asked by hermes:alice · policy s-123"."""
+        if self.task_id is not None:
+            where = f"schedule {self.schedule} · " if self.schedule else ""
+            return f"Task {self.task_id} · {where}step {self.step} of {self.steps_total}"
+        return f"Asked by {self.requester or 'an outside agent'} · policy {self.policy_id}"
 
     @property
     def open(self) -> bool:

@@ -1,5 +1,8 @@
 """`signoff tasks|show|approve|deny|grants`: talk to a running daemon over its HTTP API.
 
+`approve` and `deny` take a task id (``t-…``) or an approval request id (``a-…``, e.g. a
+request from an agent that is not ours).
+
 Each command takes ``--url`` (env ``SIGNOFF_URL``, default http://127.0.0.1:8080) and
 ``--api-key`` (env ``SIGNOFF_API_KEY``). Humans get Rich tables, scripts get ``--json``.
 Every failure is one line on stderr: exit 1 for an HTTP error or an unreachable daemon,
@@ -187,33 +190,52 @@ def cmd_show(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")
     show_task(task)
 
 
-def cmd_approve(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")],
+IdArg = Annotated[str, typer.Argument(
+    help="A task id (t-…) or an approval request id (a-…, e.g. from an outside agent).")]
+
+
+def _decision_path(ident: str, verb: str) -> tuple[str, str]:
+    """Where to send a decision: a request id goes to /approvals, a task id to /tasks."""
+    if ident.startswith("a-"):
+        return f"/approvals/{ident}/{verb}", f"approval request {ident}"
+    return f"/tasks/{ident}/{verb}", f"task {ident}"
+
+
+def cmd_approve(task_id: IdArg,
                 scope: Annotated[ScopeChoice, typer.Option(
-                    help="once: this action; session: for this task; always: remember.")
-                ] = ScopeChoice.once,
+                    help="once: this action; session: for this task (or policy_id); "
+                         "always: remember.")] = ScopeChoice.once,
                 as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
                 api_key: KeyOpt = None) -> None:
-    """Approve the action a task is waiting on."""
-    task = call("POST", url, f"/tasks/{task_id}/approve", api_key, body={"scope": scope.value},
-                subject=f"task {task_id}")
+    """Approve the action a task (or an approval request) is waiting on."""
+    path, subject = _decision_path(task_id, "approve")
+    answer = call("POST", url, path, api_key, body={"scope": scope.value}, subject=subject)
     if as_json:
-        _dump(task)
+        _dump(answer)
         return
-    out.print(f"approved {task_id} ({scope.value}); the task is {task['state']}", markup=False)
+    if "state" in answer:
+        out.print(f"approved {task_id} ({scope.value}); the task is {answer['state']}",
+                  markup=False)
+    else:
+        out.print(f"approved {task_id} ({scope.value}); the request is {answer['status']}",
+                  markup=False)
 
 
-def cmd_deny(task_id: Annotated[str, typer.Argument(help="The task id (t-…).")],
+def cmd_deny(task_id: IdArg,
              reason: Annotated[str | None, typer.Option(help="Why (kept in the audit log).")
                                ] = None,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
-    """Deny the action a task is waiting on (the task fails)."""
-    task = call("POST", url, f"/tasks/{task_id}/deny", api_key, body={"reason": reason},
-                subject=f"task {task_id}")
+    """Deny the action a task (or an approval request) is waiting on."""
+    path, subject = _decision_path(task_id, "deny")
+    answer = call("POST", url, path, api_key, body={"reason": reason}, subject=subject)
     if as_json:
-        _dump(task)
+        _dump(answer)
         return
-    why = (task.get("result") or {}).get("reason", "user denied")
-    out.print(f"denied {task_id}; the task is {task['state']} ({why})", markup=False)
+    if "state" in answer:
+        why = (answer.get("result") or {}).get("reason", "user denied")
+        out.print(f"denied {task_id}; the task is {answer['state']} ({why})", markup=False)
+    else:
+        out.print(f"denied {task_id}; the request is {answer['status']}", markup=False)
 
 
 def cmd_grants(revoke: Annotated[str | None, typer.Option(help="Revoke this grant id.")] = None,

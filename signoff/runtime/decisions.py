@@ -5,6 +5,10 @@ same transaction as the task's state change, the grant it creates and its audit 
 so on any backend and any number of nodes the first answer wins and the action runs
 once. Who may decide is the bot layer's question; this module checks what the request
 itself allows (scopes, expiry, the self-approval rule).
+
+A request from an agent that is not ours has no task: the same decision is committed
+without a task to move (its grant lives under the request's own policy_id), and waiters
+on `watch` (long polls) are woken once it is committed.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.policy.grants import make_grant
+from signoff.runtime.policy.grants import grant_for
 from signoff.runtime.store.port import Change
+from signoff.runtime.watch import ApprovalWatch
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +67,12 @@ def _already(approval: Approval) -> DecisionResult:
 class Decider:
     """Turns answers into committed state changes."""
 
-    def __init__(self, *, engine: Engine, on_runnable: Runnable | None = None) -> None:
+    def __init__(self, *, engine: Engine, on_runnable: Runnable | None = None,
+                 watch: ApprovalWatch | None = None) -> None:
         self.engine = engine
         self.store = engine.store
         self.on_runnable = on_runnable
+        self.watch = watch or ApprovalWatch()
 
     async def _commit(self, change: Change) -> bool:
         """Commit one unit of work."""
@@ -78,14 +85,13 @@ class Decider:
                      channel: str | None = None, task: Task | None = None) -> None:
         """Audit an attempt that was not allowed (unauthorized, too late, bad scope)."""
         approval = await self.store.get_approval(approval_id)
-        if task is None and approval is not None:
+        if task is None and approval is not None and approval.task_id:
             task = await self.store.get_task(approval.task_id)
-        target = task or Task(id="", goal="")
-        event = audit_event("refused", target, approval.action if approval else None,
+        event = audit_event("refused", task, approval.action if approval else None,
                             decision="refused", actor=actor, reason=why, approval=approval,
                             channel=channel)
-        if task is None:
-            event = event.model_copy(update={"task_id": None, "approval_id": approval_id})
+        if approval is None:
+            event = event.model_copy(update={"approval_id": approval_id})
         await self._commit(Change(at=self._now(), audit=[event]))
 
     async def decide(self, approval_id: str, scope: Scope, actor: str, *,
@@ -108,15 +114,14 @@ class Decider:
         # A lost compare-and-set while the request is still pending means the task row
         # changed under us (an escalation added approvers): read it again and retry.
         for _ in range(5):
-            task = await self.store.get_task(approval.task_id)
-            refused = self._check_task(task, approval, scope, actor)
+            task = await self.store.get_task(approval.task_id) if approval.task_id else None
+            refused = self._check(task, approval, scope, actor)
             if refused is not None and refused.code is DecisionCode.NOT_AUTHORIZED:
                 await self.refuse(approval_id, actor, "self-approval is forbidden",
                                   channel=channel, task=task)
                 return refused
             result = None
             if refused is None:
-                assert task is not None
                 result = await self._apply(task, approval, scope, actor, reason, channel)
                 if result is not None:
                     return result
@@ -131,22 +136,26 @@ class Decider:
             approval = current
         return DecisionResult(False, DecisionCode.NOT_WAITING, "The task keeps changing; try again")
 
-    def _check_task(self, task: Task | None, approval: Approval, scope: Scope,
-                    actor: str) -> DecisionResult | None:
-        if task is None or task.state is not TaskState.WAITING_APPROVAL or (
-                task.approval is None or task.approval.id != approval.id):
+    def _check(self, task: Task | None, approval: Approval, scope: Scope,
+               actor: str) -> DecisionResult | None:
+        """What stands in the way of this answer besides the request's own status."""
+        if approval.task_id is not None and (
+                task is None or task.state is not TaskState.WAITING_APPROVAL
+                or task.approval is None or task.approval.id != approval.id):
             state = task.state.value if task else "missing"
             return DecisionResult(False, DecisionCode.NOT_WAITING,
                                   f"The task is {state}, not waiting", task=task,
                                   approval=approval)
+        submitter = approval.submitted_by or (task.submitted_by if task else None)
         if (self.engine.config.forbid_self_approval and scope.approves
-                and task.submitted_by and task.submitted_by == actor):
+                and submitter and submitter == actor):
+            what = "task" if task is not None else "request"
             return DecisionResult(False, DecisionCode.NOT_AUTHORIZED,
-                                  "You submitted this task; someone else must approve it",
+                                  f"You submitted this {what}; someone else must approve it",
                                   task=task, approval=approval)
         return None
 
-    async def _apply(self, task: Task, approval: Approval, scope: Scope, actor: str,
+    async def _apply(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
                      reason: str | None, channel: str | None) -> DecisionResult | None:
         """Commit the decision; None when the compare-and-set lost (the caller sorts out why)."""
         now = self.engine.clock.now()
@@ -160,30 +169,39 @@ class Decider:
                             scope=scope.value, reason=reason, approval=decided, channel=channel,
                             latency_ms=latency)
         grants: list[Grant] = []
+        if scope.approves:
+            policy_id = approval.policy_id or (task.policy_id if task else approval.id)
+            grants.append(grant_for(approval.action, scope, policy_id=policy_id,
+                                    task_id=task.id if task else None, actor=actor, now=now))
+        change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
+                        grants=grants, audit=[event], outbox=[card_item("update", approval.id)])
+        if task is not None:
+            self._move_task(task, decided, actor, now)
+            change.task, change.expect_state = task, TaskState.WAITING_APPROVAL
+        if not await self._commit(change):
+            return None
+        log.info("approval_decided", extra={"task_id": approval.task_id,
+                                             "approval_id": approval.id,
+                                             "scope": scope.value, "actor": actor})
+        await self._announce(task, decided,
+                             TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
+        if task is not None and scope.approves and self.on_runnable is not None:
+            await self.on_runnable(task)
+        return DecisionResult(True, DecisionCode.OK, _DONE_WORDS[scope], task=task,
+                              approval=decided)
+
+    def _move_task(self, task: Task, decided: Approval, actor: str, now: datetime) -> None:
+        """What a decision does to the task waiting for it: run on, or fail."""
         task.approval = decided
         task.updated_at = now
-        if scope.approves:
-            grants.append(make_grant(task, approval.action, scope, actor=actor, now=now))
+        if decided.status is ApprovalStatus.APPROVED:
             task.state = TaskState.IN_PROGRESS
             task.claimed_by = self.engine.config.node_id
             task.lease_until = now + self.engine.config.lease
         else:
+            reason = decided.reason
             why = f"user denied: {reason}" if reason else "user denied"
-            self._end_denied(task, approval, "denied", actor, why)
-        change = Change(at=now, task=task, expect_state=TaskState.WAITING_APPROVAL,
-                        approval=decided,
-                        approval_expect=ApprovalStatus.PENDING, grants=grants, audit=[event],
-                        outbox=[card_item("update", approval.id)])
-        if not await self._commit(change):
-            return None
-        log.info("approval_decided", extra={"task_id": task.id, "approval_id": approval.id,
-                                             "scope": scope.value, "actor": actor})
-        await self._announce(task, decided,
-                             TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
-        if scope.approves and self.on_runnable is not None:
-            await self.on_runnable(task)
-        return DecisionResult(True, DecisionCode.OK, _DONE_WORDS[scope], task=task,
-                              approval=decided)
+            self._end_denied(task, decided, "denied", actor, why)
 
     def _end_denied(self, task: Task, approval: Approval, outcome: str, actor: str,
                     reason: str) -> None:
@@ -197,36 +215,45 @@ class Decider:
         task.claimed_by = task.lease_until = None
         task.result = {"reason": reason, "step": task.step_index}
 
-    async def _announce(self, task: Task, approval: Approval, kind: TaskEvent) -> None:
+    async def _announce(self, task: Task | None, approval: Approval, kind: TaskEvent) -> None:
+        self.watch.fire(approval.id)
         listener = self.engine.listener
         await listener.approval_decided(task, approval)
+        if task is None:
+            return
         await listener.task_event(kind, task, approval.reason)
         if task.state is TaskState.FAILED:
             await listener.task_event(TaskEvent.FAILED, task, (task.result or {}).get("reason"))
 
     async def expire_due(self) -> list[Task]:
-        """Deny every request past its expiry ("approval timed out")."""
+        """Deny every request past its expiry ("approval timed out"); return the tasks
+        that failed by it (expired outside requests have none)."""
         expired = []
         for approval in await self.store.due_approvals(self.engine.clock.now()):
-            task = await self.store.get_task(approval.task_id)
-            if task is None or task.approval is None or task.approval.id != approval.id:
+            task = await self.store.get_task(approval.task_id) if approval.task_id else None
+            if approval.task_id is not None and (
+                    task is None or task.approval is None or task.approval.id != approval.id):
                 continue
             now = self.engine.clock.now()
             decided = approval.model_copy(update={
                 "status": ApprovalStatus.EXPIRED, "scope": Scope.DENY,
                 "decided_by": "auto:timeout", "decided_at": now,
                 "reason": "approval timed out"})
-            task.approval = decided
-            task.updated_at = now
-            self._end_denied(task, approval, "timed_out", "auto:timeout", "approval timed out")
             event = audit_event("expired", task, approval.action, decision="deny",
                                 actor="auto:timeout", scope="deny", reason="approval timed out",
                                 approval=decided)
-            if await self._commit(Change(
-                    at=now, task=task, approval=decided, approval_expect=ApprovalStatus.PENDING,
-                    audit=[event], outbox=[card_item("update", approval.id)])):
+            change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
+                            audit=[event], outbox=[card_item("update", approval.id)])
+            if task is not None:
+                task.approval = decided
+                task.updated_at = now
+                self._end_denied(task, approval, "timed_out", "auto:timeout",
+                                 "approval timed out")
+                change.task = task
+            if await self._commit(change):
                 await self._announce(task, decided, TaskEvent.EXPIRED)
-                expired.append(task)
+                if task is not None:
+                    expired.append(task)
         return expired
 
     async def revoke_grant(self, grant_id: str, actor: str) -> Grant | None:
@@ -234,7 +261,7 @@ class Decider:
         grant = await self.store.get_grant(grant_id)
         if grant is None:
             return None
-        event = audit_event("grant_revoked", Task(id=grant.task_id or "", goal=""), None,
+        event = audit_event("grant_revoked", None, None,
                             decision="revoke", actor=actor, scope=grant.scope.value,
                             reason=f"grant {grant.id} revoked").model_copy(update={
                                 "tool": grant.tool, "fingerprint": grant.fingerprint,

@@ -29,13 +29,16 @@ class TaskEvent(enum.StrEnum):
 
 
 class EngineListener(Protocol):
-    """Receives committed events. Implementations must not raise."""
+    """Receives committed events. Implementations must not raise.
 
-    async def approval_requested(self, task: Task, approval: Approval) -> None:
-        """A request was created and the task waits for it."""
+    ``task`` is None for a request from an agent that is not ours (no task behind it).
+    """
+
+    async def approval_requested(self, task: Task | None, approval: Approval) -> None:
+        """A request was created (and its task, if any, waits for it)."""
         ...
 
-    async def approval_decided(self, task: Task, approval: Approval) -> None:
+    async def approval_decided(self, task: Task | None, approval: Approval) -> None:
         """A request was approved, denied or expired."""
         ...
 
@@ -48,10 +51,10 @@ class EngineListener(Protocol):
 class NullListener:
     """Listens to nothing."""
 
-    async def approval_requested(self, task: Task, approval: Approval) -> None:
+    async def approval_requested(self, task: Task | None, approval: Approval) -> None:
         """Ignore."""
 
-    async def approval_decided(self, task: Task, approval: Approval) -> None:
+    async def approval_decided(self, task: Task | None, approval: Approval) -> None:
         """Ignore."""
 
     async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
@@ -59,13 +62,16 @@ class NullListener:
         """Ignore."""
 
 
-def audit_event(kind: str, task: Task, action: Action | None, *, decision: str | None = None,
-                actor: str | None = None, scope: str | None = None, reason: str | None = None,
-                approval: Approval | None = None, channel: str | None = None,
-                latency_ms: float | None = None) -> AuditEvent:
-    """An unsealed audit event about one action of one task."""
+def audit_event(kind: str, task: Task | None, action: Action | None, *,
+                decision: str | None = None, actor: str | None = None, scope: str | None = None,
+                reason: str | None = None, approval: Approval | None = None,
+                channel: str | None = None, latency_ms: float | None = None) -> AuditEvent:
+    """An unsealed audit event about one action of a task (or of an outside request)."""
+    task_id = task.id if task is not None and task.id else None
+    if task_id is None and approval is not None:
+        task_id = approval.task_id
     return AuditEvent(
-        task_id=task.id, approval_id=approval.id if approval else None, kind=kind,
+        task_id=task_id, approval_id=approval.id if approval else None, kind=kind,
         decision=decision, scope=scope, actor=actor,
         tool=action.tool if action else None,
         targets=list(action.targets) if action else [],
@@ -84,12 +90,12 @@ class MultiListener:
         """Listen too."""
         self.listeners.append(listener)
 
-    async def approval_requested(self, task: Task, approval: Approval) -> None:
+    async def approval_requested(self, task: Task | None, approval: Approval) -> None:
         """Tell everyone."""
         for listener in self.listeners:
             await listener.approval_requested(task, approval)
 
-    async def approval_decided(self, task: Task, approval: Approval) -> None:
+    async def approval_decided(self, task: Task | None, approval: Approval) -> None:
         """Tell everyone."""
         for listener in self.listeners:
             await listener.approval_decided(task, approval)

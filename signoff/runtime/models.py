@@ -173,10 +173,16 @@ class ActionRecord(BaseModel):
 
 
 class Approval(BaseModel):
-    """One request for a person's decision on one exact action."""
+    """One request for a person's decision on one exact action.
+
+    A task's request has ``task_id``; a request from an agent that is not ours (POST
+    /v1/approvals) has none and says who asks (``requester``), why, and under which
+    ``policy_id`` its session and always grants live. Both kinds go through the same
+    policy, decisions, cards, expiry and audit.
+    """
 
     id: str
-    task_id: str
+    task_id: str | None = None
     status: ApprovalStatus = ApprovalStatus.PENDING
     action: Action
     step: int = 0
@@ -191,6 +197,21 @@ class Approval(BaseModel):
     approvers: list[str] = Field(default_factory=list)  # extra deciders (on-call, escalation)
     escalation_level: int = 0
     escalated_at: datetime | None = None
+    # Where grants from this request live (the task's policy_id, or the request's own).
+    policy_id: str | None = None
+    submitted_by: str | None = None  # who asked (an actor key), for the self-approval rule
+    # Outside requests only (task_id None):
+    requester: str | None = None  # the agent's own label, e.g. "hermes:alice@laptop"
+    goal: str | None = None
+    why: str | None = None
+    verdict: Verdict | None = None  # the policy's answer when the request came in
+    idempotency_key: str | None = None
+    outcome: JsonDict | None = None  # what the caller reported it did: {"ok", "detail", ...}
+
+    @property
+    def outside(self) -> bool:
+        """True for a request from an agent that is not ours (no task)."""
+        return self.task_id is None
 
     def public(self) -> JsonDict:
         """The contract's `approval` shape."""

@@ -23,6 +23,7 @@ from fastapi import FastAPI
 from signoff.adapters.web import WebPlatform
 from signoff.api import ApiContext, create_app
 from signoff.config.settings import Settings
+from signoff.runtime.clock import Clock
 from signoff.runtime.store.port import TaskStore
 from signoff.wiring import Node, api_context, build_node
 
@@ -61,12 +62,13 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def running_node(work_dir: Path, *, keys: bool = True, store: TaskStore | None = None,
-                       settings: Settings | None = None,
+                       settings: Settings | None = None, clock: Clock | None = None,
                        **ctx_parts: Any) -> AsyncIterator[Running]:
     """Build and run a node with the web surface; stop it when the block ends."""
     web = WebPlatform()
     chosen = settings or make_settings(work_dir, keys=keys)
-    node = build_node(chosen, work_dir=work_dir, store=store, platforms={"web": web})
+    node = build_node(chosen, work_dir=work_dir, store=store, platforms={"web": web},
+                      clock=clock)
     await node.store.open()
     ctx = api_context(chosen, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,

@@ -126,3 +126,24 @@ async def test_grants_list_and_revoke(node: Running, base: str, echo: HttpEcho) 
     assert revoked.exit_code == 0 and "revoked" in revoked.output
     unknown = await run("grants", "--revoke", "g-nope", "--url", base, "--api-key", KEY)
     assert unknown.exit_code == 1 and "no grant g-nope" in unknown.output
+
+
+async def test_approve_and_deny_take_an_approval_id(node: Running, base: str) -> None:
+    """`signoff approve a-…` and `signoff deny a-…` decide requests of outside agents."""
+    ask = {"tool": "post_message", "args": {"channel": "#ops", "text": "deploying"},
+           "requester": "ci:deploy", "policy_id": "run-7"}
+    async with node.client() as client:
+        first = (await client.post("/v1/approvals", json=ask)).json()["id"]
+        second = (await client.post("/v1/approvals", json=ask)).json()["id"]
+    approved = await run("approve", first, "--scope", "session", "--url", base,
+                         "--api-key", KEY)
+    assert approved.exit_code == 0, approved.output
+    assert f"approved {first} (session); the request is approved" in approved.output
+    denied = await run("deny", second, "--reason", "no", "--json", "--url", base,
+                       "--api-key", KEY)
+    assert denied.exit_code == 0
+    assert json.loads(denied.output)["status"] == "denied"
+    unknown = await run("approve", "a-nope", "--url", base, "--api-key", KEY)
+    assert unknown.exit_code == 1 and "no approval request a-nope" in unknown.output
+    late = await run("approve", second, "--url", base, "--api-key", KEY)
+    assert late.exit_code == 1 and "already denied" in late.output

@@ -37,6 +37,9 @@ OPERATIONS = [
     "POST /tasks/{task_id}/approve", "POST /tasks/{task_id}/deny", "GET /approvals",
     "GET /audit", "GET /grants", "DELETE /grants/{grant_id}", "GET /schedules",
     "GET /oncall", "GET /metrics",
+    "POST /v1/approvals", "GET /v1/approvals/{approval_id}",
+    "POST /v1/approvals/{approval_id}/outcome", "POST /approvals/{approval_id}/approve",
+    "POST /approvals/{approval_id}/deny",
 ]
 
 

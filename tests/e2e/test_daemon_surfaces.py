@@ -260,3 +260,64 @@ async def test_health_says_a_surface_with_a_refused_token_is_disabled_and_why(
         assert body["surfaces"]["web"] == "ok"
         assert body["surfaces"]["slack"].startswith("disabled: slack auth.test: invalid_auth")
         assert "slack.bot_token" in body["surfaces"]["slack"]
+
+
+OUTSIDE = {"tool": "run_command", "args": {"command": "git push origin main", "cwd": "/srv/app"},
+           "requester": "hermes:alice@laptop", "policy_id": "hermes-s-9",
+           "why": "ship the release"}
+
+
+async def test_a_slack_click_decides_an_outside_request(daemon: Running) -> None:
+    """An outside agent's request is a card on Slack naming the requester and why; Alice's
+    click approves it, the agent's long poll hears it, and the card is edited."""
+    slack = daemon.slack
+    r = await daemon.http.post("/v1/approvals", json=OUTSIDE)
+    assert r.status_code == 202, r.text
+    approval_id = r.json()["id"]
+    waiting = asyncio.create_task(daemon.http.get(f"/v1/approvals/{approval_id}",
+                                                  params={"wait": "30s"}, timeout=60))
+    await slack.wait_for_calls("chat.postMessage")
+    ts = next(ts for (ch, ts) in slack.messages if ch == APPROVALS)
+    message = slack.message(APPROVALS, ts)
+    shown = str(message)
+    assert "hermes:alice@laptop" in shown and "ship the release" in shown
+    assert "hermes-s-9" in shown and "git push origin main" in shown
+    button = find_button(message, "signoff_once")
+    assert button is not None and button["value"] == approval_id
+    payload = block_actions_payload(channel=APPROVALS, message_ts=ts, action_id="signoff_once",
+                                    value=str(button["value"]), user_id="U0ALICE",
+                                    message=message)
+    body, headers = signed_interaction(SECRET, payload)
+    assert (await daemon.http.post("/slack/events", content=body, headers=headers)
+            ).status_code == 200
+    answer = (await waiting).json()
+    assert answer["status"] == "approved" and answer["decided_by"] == "slack:U0ALICE"
+    await slack.wait_for_calls("chat.update")
+
+    async def edited() -> bool:
+        return "Approved once by <@U0ALICE>" in str(slack.message(APPROVALS, ts))
+
+    await until(edited, "the Slack card to show the outcome")
+
+
+async def test_a_telegram_tap_decides_an_outside_request(daemon: Running) -> None:
+    """The same request on Telegram: a stranger's tap is refused, Bob's Deny decides it."""
+    telegram = daemon.telegram
+    r = await daemon.http.post("/v1/approvals", json={**OUTSIDE, "policy_id": "hermes-s-10"})
+    approval_id = r.json()["id"]
+    await telegram.wait_call("sendMessage")
+    card = telegram.chat_messages(CHAT)[-1]
+    assert "hermes:alice@laptop" in card.text and "ship the release" in card.text
+    assert card.labels == ("Once", "Session", "Always", "Deny")
+    stranger = telegram.push_update(telegram.tap(CHAT, card.message_id, "Deny",
+                                                 sender=user(999, "mallory", "Mallory")))
+    toast = await telegram.wait_answer(telegram.query_id(stranger))
+    assert toast is not None and "Not authorized" in toast
+    tap = telegram.push_update(telegram.tap(CHAT, card.message_id, "Deny",
+                                            sender=user(42, "bob", "Bob")))
+    await telegram.wait_answer(telegram.query_id(tap))
+    status = (await daemon.http.get(f"/v1/approvals/{approval_id}")).json()
+    assert status["status"] == "denied" and status["decided_by"] == "telegram:42"
+    await telegram.wait_call("editMessageText")
+    edited = telegram.message(CHAT, card.message_id)
+    assert "Denied by telegram:42" in edited.text and edited.labels == ()

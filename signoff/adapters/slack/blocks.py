@@ -101,6 +101,8 @@ def _action_section(card: ApprovalCard) -> Block:
         lines.append(f"Targets: {targets}")
     lines.append(f"Tool: `{escape(card.tool)}`" + (
         f" ({escape(card.capability)})" if card.capability else ""))
+    if card.why:
+        lines.append(f"Why (requester): {escape(card.why)}")
     return {"type": "section", "text": _mrkdwn("\n".join(lines))}
 
 
@@ -112,11 +114,16 @@ def _details_section(card: ApprovalCard) -> Block | None:
 
 
 def _context(card: ApprovalCard) -> Block:
-    task = f"Task `{escape(card.task_id)}`: {escape(card.goal)}"
-    parts = [task]
-    if card.schedule:
-        parts.append(f"Schedule: {escape(card.schedule)}")
-    parts.append(f"Step {card.step}/{card.steps_total}")
+    if card.task_id is None:  # a request from an agent that is not ours
+        who = escape(card.requester or "an outside agent")
+        parts = [f"Asked by *{who}* · policy `{escape(card.policy_id or '')}`"]
+        if card.goal:
+            parts.append(f"Goal: {escape(card.goal)}")
+    else:
+        parts = [f"Task `{escape(card.task_id)}`: {escape(card.goal)}"]
+        if card.schedule:
+            parts.append(f"Schedule: {escape(card.schedule)}")
+        parts.append(f"Step {card.step}/{card.steps_total}")
     if card.open:
         parts.append(f"Expires {_when(card.expires_at)}")
     if card.console_url:
@@ -127,8 +134,10 @@ def _context(card: ApprovalCard) -> Block:
 
 def _confirm(card: ApprovalCard, scope: Scope) -> dict[str, Any]:
     if scope is Scope.ALWAYS:
+        whose = ("schedule" if card.schedule else "task" if card.task_id
+                 else f"policy {escape(card.policy_id or '')}")
         question = ("Approve this action now *and from now on* for this "
-                    f"{'schedule' if card.schedule else 'task'}, without asking again?")
+                    f"{whose}, without asking again?")
     else:
         question = "This action is *DESTRUCTIVE* and may not be undoable. Approve it?"
     return {

@@ -114,11 +114,18 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
         lines.append(f"Targets: {shown}" + (f" and {more} more" if more > 0 else ""))
     lines.extend(f"{_e(label, 40)}: <i>{_e(value, limit)}</i>"
                  for label, value in card.details[:items])
-    lines.append(f"Goal: {_e(card.goal, limit)}")
-    task = f"Task <code>{_e(card.task_id, 80)}</code> · step {card.step}/{card.steps_total}"
-    if card.schedule:
-        task += f" · schedule <code>{_e(card.schedule, 80)}</code>"
-    lines.append(task)
+    if card.why:
+        lines.append(f"Why (requester): <i>{_e(card.why, limit)}</i>")
+    if card.goal:
+        lines.append(f"Goal: {_e(card.goal, limit)}")
+    if card.task_id is None:  # a request from an agent that is not ours
+        lines.append(f"Asked by <b>{_e(card.requester or 'an outside agent', 120)}</b> · "
+                     f"policy <code>{_e(card.policy_id or '', 80)}</code>")
+    else:
+        task = f"Task <code>{_e(card.task_id, 80)}</code> · step {card.step}/{card.steps_total}"
+        if card.schedule:
+            task += f" · schedule <code>{_e(card.schedule, 80)}</code>"
+        lines.append(task)
     if card.note:
         lines.append(f"Note: {_e(card.note, limit)}")
     if card.open:

@@ -38,9 +38,14 @@ def render(card: ApprovalCard) -> str:
         lines.append(f"  targets: {', '.join(card.targets)}")
     for label, value in card.details:
         lines.append(f"  {label}: {value}")
-    where = f"schedule {card.schedule}, " if card.schedule else ""
-    lines.append(f"  task {card.task_id} ({where}step {card.step} of {card.steps_total}): "
-                 f"{card.goal}")
+    if card.why:
+        lines.append(f"  why (requester): {card.why}")
+    if card.task_id is None:
+        lines.append(f"  {card.origin}" + (f": {card.goal}" if card.goal else ""))
+    else:
+        where = f"schedule {card.schedule}, " if card.schedule else ""
+        lines.append(f"  task {card.task_id} ({where}step {card.step} of {card.steps_total}): "
+                     f"{card.goal}")
     if card.note:
         lines.append(f"  note: {card.note}")
     if card.outcome:

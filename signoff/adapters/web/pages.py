@@ -102,9 +102,14 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/")
     if card.open:
         expires = (f'<span class="expires" data-expires="{e(card.expires_at.isoformat())}">'
                    f'{e(time_left(card.expires_at, now))}</span>')
-    meta = [("Goal", e(card.goal)), ("Asked by", e(view.asked_by or "—")),
-            ("Task", f"{task_link(card.task_id)} · step {card.step} of {card.steps_total}"),
-            ("Schedule", e(card.schedule or "—")), ("Requested", _stamp(card.requested_at))]
+    if card.task_id is None:  # a request from an agent that is not ours
+        meta = [("Goal", e(card.goal or "—")), ("Why (requester)", e(card.why or "—")),
+                ("Asked by", e(card.requester or view.asked_by or "—")),
+                ("Policy", e(card.policy_id or "—")), ("Requested", _stamp(card.requested_at))]
+    else:
+        meta = [("Goal", e(card.goal)), ("Asked by", e(view.asked_by or "—")),
+                ("Task", f"{task_link(card.task_id)} · step {card.step} of {card.steps_total}"),
+                ("Schedule", e(card.schedule or "—")), ("Requested", _stamp(card.requested_at))]
     details = _dl([(k, e(v)) for k, v in card.details], "details") if card.details else ""
     note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
     if card.open:

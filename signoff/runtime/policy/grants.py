@@ -26,26 +26,46 @@ def grant_key(policy_id: str, action: Action) -> str:
 
 
 def make_grant(task: Task, action: Action, scope: Scope, *, actor: str, now: datetime) -> Grant:
-    """The grant a person's approval creates; `once` is used up by the pending action."""
+    """The grant a person's approval of a task's action creates."""
+    return grant_for(action, scope, policy_id=task.policy_id, task_id=task.id, actor=actor,
+                     now=now)
+
+
+def grant_for(action: Action, scope: Scope, *, policy_id: str, task_id: str | None,
+              actor: str, now: datetime) -> Grant:
+    """The grant an approval creates; `once` is used up by the action it approves.
+
+    ``task_id`` None: the grant of an outside request (POST /v1/approvals), which covers
+    later requests of the same ``policy_id`` only (see `covers`).
+    """
     if action.capability is None or action.risk is None or action.fingerprint is None:
         raise ValueError("only prepared actions can be granted")
     return Grant(
-        id=grant_id(), key=grant_key(task.policy_id, action), policy_id=task.policy_id,
-        task_id=task.id, scope=scope, tool=action.tool, capability=action.capability,
+        id=grant_id(), key=grant_key(policy_id, action), policy_id=policy_id,
+        task_id=task_id, scope=scope, tool=action.tool, capability=action.capability,
         risk=action.risk, fingerprint=action.fingerprint,
         max_calls=1 if scope is Scope.ONCE else None, used=1, created_at=now,
         created_by=actor)
 
 
-def covers(grant: Grant, *, task_id: str) -> bool:
+def covers(grant: Grant, *, task_id: str | None) -> bool:
     """True while ``grant`` allows its action again in task ``task_id``: not revoked, not
     used up, and either remembered (``always``, already scoped by its key's policy_id) or
-    made in this very task (``session``; a ``once`` grant is used up by its own action)."""
+    made in this very task (``session``; a ``once`` grant is used up by its own action).
+
+    ``task_id`` None asks for an outside request: then only grants made by outside
+    requests count (``session`` and ``always`` both last for the key's policy_id). A
+    task's grants and an outside request's never cover each other, even when a caller
+    names a policy_id that is also a schedule's name or a task's id.
+    """
     if not grant.live:
         return False
+    if task_id is None or grant.task_id is None:
+        return task_id is None and grant.task_id is None
     return grant.scope is Scope.ALWAYS or grant.task_id == task_id
 
 
-def first_valid(candidates: Iterable[Grant], *, task_id: str) -> Grant | None:
-    """The oldest candidate (stored order) that covers the action in this task."""
+def first_valid(candidates: Iterable[Grant], *, task_id: str | None) -> Grant | None:
+    """The oldest candidate (stored order) that covers the action in this task (or, with
+    ``task_id`` None, in this outside request)."""
     return next((g for g in candidates if covers(g, task_id=task_id)), None)

@@ -73,22 +73,40 @@ class Policy:
         hit = _prohibited(action, task.prohibit)
         if hit:
             return Evaluation(Verdict.BLOCK, f"prohibited by the task ({hit})")
+        left = self.budget_left(task, action)
+        return await self._judge(action, store, policy_id=task.policy_id, task_id=task.id,
+                                 schedule=task.schedule, budget_left=left, per="task")
+
+    async def evaluate_request(self, action: Action, store: TaskStore, *,
+                               policy_id: str) -> Evaluation:
+        """The same evaluation for an outside request: budgets count the requests of its
+        ``policy_id`` (pending ones reserve a unit), grants are those of that policy_id,
+        and no schedule pre-authorizes anything."""
+        left = None
+        cap = action.capability
+        if cap is not None and cap in self.budgets:
+            left = self.budgets[cap] - await store.count_requests(policy_id, cap)
+        return await self._judge(action, store, policy_id=policy_id, task_id=None,
+                                 schedule=None, budget_left=left, per="policy_id")
+
+    async def _judge(self, action: Action, store: TaskStore, *, policy_id: str,
+                     task_id: str | None, schedule: str | None, budget_left: int | None,
+                     per: str) -> Evaluation:
         hit = _prohibited(action, self.prohibit)
         if hit:
             return Evaluation(Verdict.BLOCK, f"prohibited by policy ({hit})")
-        left = self.budget_left(task, action)
-        if left is not None and left <= 0:
+        if budget_left is not None and budget_left <= 0:
             return Evaluation(Verdict.BLOCK, f"budget for {action.capability} used up "
-                              f"({self.budgets[action.capability or '']} per task)")
+                              f"({self.budgets[action.capability or '']} per {per})")
         if action.risk in self.autonomous_risks:
             return Evaluation(Verdict.ALLOW, "autonomous risk class")
-        key = grant_key(task.policy_id, action)
-        grant = first_valid(await store.grant_candidates(key), task_id=task.id)
+        key = grant_key(policy_id, action)
+        grant = first_valid(await store.grant_candidates(key), task_id=task_id)
         if grant is not None:
             return Evaluation(Verdict.ALLOW, f"{grant.scope.value} grant {grant.id}",
                               actor="auto:grant", grant=grant)
-        if task.schedule and key in self.preauthorized.get(task.schedule, frozenset()):
-            return Evaluation(Verdict.ALLOW, f"pre-authorized by schedule {task.schedule}",
+        if schedule and key in self.preauthorized.get(schedule, frozenset()):
+            return Evaluation(Verdict.ALLOW, f"pre-authorized by schedule {schedule}",
                               actor="auto:grant")
         risk = action.risk.value if action.risk else "?"
         return Evaluation(Verdict.ASK_USER, f"{action.capability} ({risk}) needs approval")
@@ -100,4 +118,5 @@ def new_approval(task: Task, action: Action, *, approval_id: str, now: datetime,
     """A fresh pending request for one action of a task."""
     return Approval(id=approval_id, task_id=task.id, action=action, step=task.step_index,
                     allowed_scopes=allowed, requested_at=now, expires_at=expires_at,
-                    note=note, approvers=approvers or [])
+                    note=note, approvers=approvers or [], policy_id=task.policy_id,
+                    submitted_by=task.submitted_by)

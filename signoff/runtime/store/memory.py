@@ -21,7 +21,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page, PendingRequest
 
 ACTIVE = (TaskState.PLANNING, TaskState.IN_PROGRESS)
 
@@ -39,6 +39,8 @@ class MemTaskStore:
         self._tasks: dict[str, tuple[int, Task]] = {}
         self._seq = itertools.count(1)
         self._approvals: dict[str, Approval] = {}
+        self._approval_seq: dict[str, int] = {}  # insertion order: the requests' cursor
+        self._request_keys: dict[str, str] = {}  # idempotency key -> approval id
         self._grants: dict[str, tuple[int, Grant]] = {}
         self._by_key: dict[str, list[str]] = {}  # grant key -> grant ids, oldest first
         self._audit: list[AuditEvent] = []
@@ -75,6 +77,14 @@ class MemTaskStore:
             current = self._approvals.get(ch.approval.id)
             if current is None or current.status is not ch.approval_expect:
                 raise _Lost
+        if ch.approval is not None and ch.insert_approval and (
+                ch.approval.id in self._approvals
+                or ch.approval.idempotency_key in self._request_keys):
+            raise _Lost
+        if ch.outcome_for is not None:
+            current = self._approvals.get(ch.outcome_for)
+            if current is None or current.outcome is not None:
+                raise _Lost
         if ch.task is not None:
             stored = self._tasks.get(ch.task.id)
             if ch.insert:
@@ -95,7 +105,11 @@ class MemTaskStore:
 
     def _apply(self, ch: Change) -> None:
         if ch.approval is not None:
-            self._approvals[ch.approval.id] = ch.approval.model_copy(deep=True)
+            ap = ch.approval
+            self._approval_seq.setdefault(ap.id, len(self._approval_seq) + 1)
+            if ap.idempotency_key is not None:
+                self._request_keys.setdefault(ap.idempotency_key, ap.id)
+            self._approvals[ap.id] = ap.model_copy(deep=True)
         if ch.task is not None:
             seq = next(self._seq) if ch.insert else self._tasks[ch.task.id][0]
             if not ch.insert:
@@ -199,6 +213,36 @@ class MemTaskStore:
         rows = [(s, t) for s, t in self._sorted() if t.state is TaskState.WAITING_APPROVAL
                 and (cursor is None or s > int(cursor))]
         return _page(rows, limit, self._copy)
+
+    async def pending_requests(self, *, limit: int = 50, cursor: str | None = None
+                               ) -> Page[PendingRequest]:
+        """Pending requests of tasks and from outside, oldest first."""
+        rows = []
+        for approval_id, seq in self._approval_seq.items():
+            ap = self._approvals[approval_id]
+            if ap.status is not ApprovalStatus.PENDING or (cursor and seq <= int(cursor)):
+                continue
+            task = None
+            if ap.task_id is not None:
+                found = self._tasks.get(ap.task_id)
+                task = found[1] if found else None
+                if task is None or task.approval is None or task.approval.id != ap.id:
+                    continue  # a stale request of a task that moved on
+            rows.append((seq, PendingRequest(ap.model_copy(deep=True),
+                                             self._copy(task) if task else None)))
+        return _page(rows, limit, lambda r: r)
+
+    async def find_request(self, idempotency_key: str) -> Approval | None:
+        """The request stored under an idempotency key."""
+        approval_id = self._request_keys.get(idempotency_key)
+        return await self.get_approval(approval_id) if approval_id else None
+
+    async def count_requests(self, policy_id: str, capability: str) -> int:
+        """Pending or approved outside requests of a policy_id for a capability."""
+        live = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
+        return sum(1 for a in self._approvals.values()
+                   if a.task_id is None and a.policy_id == policy_id
+                   and a.action.capability == capability and a.status in live)
 
     async def due_approvals(self, now: datetime) -> list[Approval]:
         """Expired pending approvals."""

@@ -51,7 +51,10 @@ class Change:
     the wall clock, so a node on a fake or shifted clock sees its own times back.
     ``task`` is inserted when ``expect_version`` is None and ``insert`` is True, else
     updated only if its stored version equals ``expect_version`` (its version is then
-    bumped). ``approval_expect`` makes the approval write a compare-and-set on status.
+    bumped). ``approval_expect`` makes the approval write a compare-and-set on status;
+    ``insert_approval`` says the approval is new (a duplicate id or idempotency key
+    loses). ``outcome_for`` records the outcome of that outside request once: the change
+    loses if one was recorded before.
     """
 
     at: datetime
@@ -61,6 +64,8 @@ class Change:
     expect_state: TaskState | None = None
     approval: Approval | None = None
     approval_expect: ApprovalStatus | None = None
+    insert_approval: bool = False
+    outcome_for: str | None = None
     grants: list[Grant] = field(default_factory=list)
     grant_revokes: list[str] = field(default_factory=list)
     audit: list[AuditEvent] = field(default_factory=list)
@@ -74,6 +79,14 @@ class Page(Generic[T]):
 
     items: Sequence[T]
     next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class PendingRequest:
+    """A pending approval request with its task (None for an outside request)."""
+
+    approval: Approval
+    task: Task | None = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +155,22 @@ class TaskStore(Protocol):
 
     async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
                                 ) -> Page[Task]:
-        """Pending approval requests, oldest first."""
+        """Tasks waiting for a decision, oldest first (each carries its approval)."""
+        ...
+
+    async def pending_requests(self, *, limit: int = 50, cursor: str | None = None
+                               ) -> Page[PendingRequest]:
+        """Every pending request, of a task or from outside, oldest first (what the API,
+        the console and /pending list)."""
+        ...
+
+    async def find_request(self, idempotency_key: str) -> Approval | None:
+        """The outside request stored under this idempotency key, or None."""
+        ...
+
+    async def count_requests(self, policy_id: str, capability: str) -> int:
+        """Outside requests of ``policy_id`` for ``capability`` that are pending or
+        approved (what a budget counts; denied and expired ones released their unit)."""
         ...
 
     async def due_approvals(self, now: datetime) -> list[Approval]:

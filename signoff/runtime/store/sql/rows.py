@@ -22,6 +22,7 @@ from signoff.runtime.store.sql.tables import (
     CardRow,
     GrantRow,
     OutboxRow,
+    RequestRow,
     TaskRow,
 )
 
@@ -32,6 +33,7 @@ audit_t = AuditRow.__table__  # type: ignore[attr-defined]
 head_t = AuditHeadRow.__table__  # type: ignore[attr-defined]
 cards_t = CardRow.__table__  # type: ignore[attr-defined]
 outbox_t = OutboxRow.__table__  # type: ignore[attr-defined]
+requests_t = RequestRow.__table__  # type: ignore[attr-defined]
 
 # States in which a task is held by a node (what recovery looks at).
 ACTIVE = (TaskState.PLANNING.value, TaskState.IN_PROGRESS.value)
@@ -64,7 +66,14 @@ def only_task(ch: Change) -> bool:
     """True when a Change writes nothing but its task (the per-task hot path)."""
     return (ch.approval is None and ch.expect_state is None and not ch.grants
             and not ch.grant_revokes and not ch.audit and not ch.outbox
-            and not ch.outbox_done)
+            and not ch.outbox_done and ch.outcome_for is None)
+
+
+def only_request(ch: Change) -> bool:
+    """True when a Change is about an outside request only (stored, decided, expired or
+    its outcome recorded): no task, no grant revocations, no delivered jobs."""
+    return (ch.approval is not None and ch.approval.task_id is None and ch.task is None
+            and not ch.grant_revokes and not ch.outbox_done)
 
 
 def dumps(obj: object) -> str:

@@ -35,7 +35,8 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page, PendingRequest
+from signoff.runtime.store.sql import requests as request_queries
 from signoff.runtime.store.sql.rows import (
     ACTIVE,
     approvals_t,
@@ -45,10 +46,12 @@ from signoff.runtime.store.sql.rows import (
     grants_t,
     head_t,
     make_engine,
+    only_request,
     only_task,
     outbox_from,
     outbox_t,
     parse_cursor,
+    requests_t,
     safe_url,
     task_from,
     tasks_t,
@@ -106,7 +109,8 @@ class SqlTaskStore:
     def _open(self) -> None:
         try:
             SQLModel.metadata.create_all(self._write, tables=[
-                tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t])
+                tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
+                requests_t])
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
@@ -134,7 +138,8 @@ class SqlTaskStore:
         with self._tx() as conn:
             for name, table in (("tasks", tasks_t), ("approvals", approvals_t),
                                 ("grants", grants_t), ("audit events", audit_t),
-                                ("cards", cards_t), ("outbox items", outbox_t)):
+                                ("cards", cards_t), ("outbox items", outbox_t),
+                                ("outside requests", requests_t)):
                 counts[name] = conn.execute(table.delete()).rowcount or 0
             conn.execute(head_t.update().values(count=0, hash=audit_chain.GENESIS))
         return counts
@@ -142,6 +147,15 @@ class SqlTaskStore:
     # -- the unit of work ---------------------------------------------------------------
     async def commit(self, change: Change) -> bool:
         """Apply a Change atomically; False when a compare-and-set lost."""
+        if self._inline is not None and only_request(change):
+            try:
+                change.audit[:] = self._fast_request(self._inline, change)
+            except _Lost:
+                return False
+            except FastBusy:
+                pass  # locked right now: the database thread may wait for it
+            else:
+                return True
         if self._inline is not None and change.task is not None and only_task(change):
             try:
                 self._fast_write(self._inline, change)
@@ -174,7 +188,18 @@ class SqlTaskStore:
         except sqlite3.OperationalError as exc:
             raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
 
+    def _fast_request(self, fast: FastSqlite, ch: Change) -> list[AuditEvent]:
+        assert ch.approval is not None
+        try:
+            return fast.request_change(ch)
+        except (FastLost, sqlite3.IntegrityError):
+            raise _Lost from None
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
+
     def _commit(self, ch: Change) -> list[AuditEvent]:
+        if self._fast is not None and only_request(ch):
+            return self._fast_request(self._fast, ch)
         if self._fast is not None and ch.task is not None and only_task(ch):
             self._fast_write(self._fast, ch)
             return []
@@ -316,6 +341,33 @@ class SqlTaskStore:
         more = len(rows) > limit
         rows = rows[:limit]
         return Page([task_from(r) for r in rows], str(rows[-1].seq) if more else None)
+
+    async def pending_requests(self, *, limit: int = 50, cursor: str | None = None
+                               ) -> Page[PendingRequest]:
+        """Pending requests of tasks and from outside, oldest first."""
+        return await self._run(self._pending_requests, limit, cursor)
+
+    def _pending_requests(self, limit: int, cursor: str | None) -> Page[PendingRequest]:
+        with self._tx(write=False) as conn:
+            return request_queries.pending(conn, limit, cursor)
+
+    async def find_request(self, idempotency_key: str) -> Approval | None:
+        """The outside request stored under an idempotency key."""
+        if self._inline is not None:
+            return self._inline.find_request(idempotency_key)
+        return await self._run(self._find_request, idempotency_key)
+
+    def _find_request(self, idempotency_key: str) -> Approval | None:
+        with self._tx(write=False) as conn:
+            return request_queries.by_key(conn, idempotency_key)
+
+    async def count_requests(self, policy_id: str, capability: str) -> int:
+        """Pending or approved outside requests of a policy_id for a capability."""
+        return await self._run(self._count_requests, policy_id, capability)
+
+    def _count_requests(self, policy_id: str, capability: str) -> int:
+        with self._tx(write=False) as conn:
+            return request_queries.count_live(conn, policy_id, capability)
 
     async def due_approvals(self, now: datetime) -> list[Approval]:
         """Pending approvals past their expiry."""

@@ -70,6 +70,24 @@ class ApprovalRow(SQLModel, table=True):
     data: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
 
 
+class RequestRow(SQLModel, table=True):
+    """What queries need of an outside request (an approval without a task).
+
+    A table of its own rather than columns on ``approvals``: databases made before
+    outside requests existed get it from ``create_all`` and keep working unchanged
+    (their ``approvals.task_id`` is NOT NULL, so an outside request stores "" there).
+    """
+
+    __tablename__ = "requests"
+    __table_args__ = (sa.Index("ix_requests_policy_capability", "policy_id", "capability"),)
+    approval_id: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    idempotency_key: str | None = Field(
+        default=None, sa_column=sa.Column(sa.String(400), unique=True, nullable=True))
+    policy_id: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+    capability: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+    reported: bool = Field(default=False)  # an outcome was recorded (at most once)
+
+
 class GrantRow(SQLModel, table=True):
     """A grant for one action fingerprint."""
 

@@ -31,6 +31,7 @@ from signoff.runtime.store.sql.rows import (
     grants_t,
     head_t,
     outbox_t,
+    requests_t,
     task_cols,
     tasks_t,
 )
@@ -43,7 +44,9 @@ class Lost(Exception):
 def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditEvent]:
     """Write everything a Change holds; return its audit events, sealed."""
     if ch.approval is not None:
-        write_approval(conn, ch.approval, ch.approval_expect)
+        write_approval(conn, ch.approval, ch.approval_expect, insert=ch.insert_approval)
+    if ch.outcome_for is not None:
+        record_outcome(conn, ch.outcome_for)
     if ch.task is not None:
         write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
     for grant in ch.grants:
@@ -58,9 +61,32 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditE
     return append_audit(conn, ch.audit, at=ch.at) if ch.audit else []
 
 
-def write_approval(conn: Connection, ap: Approval, expect: ApprovalStatus | None) -> None:
-    """Insert or update an approval; with ``expect``, only if its status still is that."""
+def request_cols(ap: Approval) -> dict[str, object]:
+    """The ``requests`` row of an outside request."""
+    return {"approval_id": ap.id, "idempotency_key": ap.idempotency_key,
+            "policy_id": ap.policy_id or "", "capability": ap.action.capability or ""}
+
+
+def record_outcome(conn: Connection, approval_id: str) -> None:
+    """Mark an outside request's outcome as recorded, unless it already was (`Lost`)."""
+    res = conn.execute(requests_t.update()
+                       .where(requests_t.c.approval_id == approval_id,
+                              requests_t.c.reported.is_(False))
+                       .values(reported=True))
+    if res.rowcount != 1:
+        raise Lost
+
+
+def write_approval(conn: Connection, ap: Approval, expect: ApprovalStatus | None, *,
+                   insert: bool = False) -> None:
+    """Insert or update an approval; with ``expect``, only if its status still is that.
+    An outside request also gets its ``requests`` row when inserted."""
     cols = {"status": ap.status.value, "expires_at": ap.expires_at, "data": ap.model_dump_json()}
+    if insert:
+        conn.execute(approvals_t.insert().values(id=ap.id, task_id=ap.task_id or "", **cols))
+        if ap.task_id is None:
+            conn.execute(requests_t.insert().values(**request_cols(ap)))
+        return
     if expect is not None:
         res = conn.execute(
             approvals_t.update()
@@ -72,7 +98,7 @@ def write_approval(conn: Connection, ap: Approval, expect: ApprovalStatus | None
         return
     res = conn.execute(approvals_t.update().where(approvals_t.c.id == ap.id).values(**cols))
     if res.rowcount == 0:
-        conn.execute(approvals_t.insert().values(id=ap.id, task_id=ap.task_id, **cols))
+        write_approval(conn, ap, None, insert=True)
 
 
 def write_task(

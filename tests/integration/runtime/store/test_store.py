@@ -21,25 +21,10 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.policy.grants import first_valid
-from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-async def store(request: pytest.FixtureRequest, tmp_path) -> TaskStore:
-    """Each backend in turn, opened and empty."""
-    if request.param == "memory":
-        s: TaskStore = MemTaskStore()
-    elif request.param == "sqlite":
-        s = SqlTaskStore(url=f"sqlite:///{tmp_path / 'store.db'}")
-    else:
-        s = SqlTaskStore(url=request.getfixturevalue("pg_url"))
-    await s.open()
-    yield s
-    await s.close()
 
 
 def task(n: int = 0, **kw: object) -> Task:

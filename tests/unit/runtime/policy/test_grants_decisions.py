@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from signoff.runtime.clock import FakeClock
-from signoff.runtime.models import ApprovalStatus, RiskClass, RunMode, Scope, TaskState
+from signoff.runtime.models import ApprovalStatus, Grant, RiskClass, RunMode, Scope, TaskState
+from signoff.runtime.policy.grants import covers
 from signoff.runtime.store.memory import MemTaskStore
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, answer, audit_log, card_ref, delete, noop, start
@@ -205,3 +206,18 @@ async def test_an_answer_losing_the_race_is_told_already_decided_and_audited(
                                               "Already decided by web:alice at 12:00 UTC")
     last = (await audit_log(node))[-1]
     assert (last.kind, last.actor) == ("refused", "web:bob")
+
+
+def test_grants_of_outside_requests_and_tasks_never_cover_each_other() -> None:
+    """covers(): a request (task_id None) takes only grants of requests; a task never takes
+    a request's grant, even an always one under the same key."""
+    base = dict(key="signoff:p:k", policy_id="p", tool="send_email", capability="email.send",
+                risk=RiskClass.SEND, fingerprint="fp")
+    of_request = Grant(id="g-1", task_id=None, scope=Scope.ALWAYS, **base)
+    of_task = Grant(id="g-2", task_id="t-1", scope=Scope.ALWAYS, **base)
+    session = Grant(id="g-3", task_id=None, scope=Scope.SESSION, **base)
+    assert covers(of_request, task_id=None) and covers(session, task_id=None)
+    assert not covers(of_request, task_id="t-1")
+    assert not covers(of_task, task_id=None) and covers(of_task, task_id="t-2")
+    used = Grant(id="g-4", task_id=None, scope=Scope.ONCE, max_calls=1, used=1, **base)
+    assert not covers(used, task_id=None)

@@ -1,0 +1,248 @@
+"""The approval routes: requests from agents that are not ours, and decisions on any request.
+
+    POST /v1/approvals                  ask about one action (Idempotency-Key honoured)
+    GET  /v1/approvals/{id}?wait=30s    its status; long-polls until decided (≤ MAX_WAIT)
+    POST /v1/approvals/{id}/outcome     what the caller did (once; audited as ``outcome``)
+    GET  /approvals?status=pending      pending requests of tasks and from outside
+    POST /approvals/{id}/approve|deny   decide any request, like a click on its card
+
+A decision goes through `ApprovalFlow.on_decision`, exactly like a Slack or Telegram
+click, so authorization, exactly-once and the audit are the same on every path. A long
+poll parks on the decider's `ApprovalWatch` (woken by the commit of a decision on this
+node) and re-reads the store every second or so for decisions taken on other nodes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Header, Path, Query, Request
+from starlette.responses import JSONResponse
+
+from signoff.api.context import ApiContext
+from signoff.api.errors import ApiError, invalid, responses
+from signoff.api.routes import identity_of
+from signoff.api.schemas import (
+    ApprovalList,
+    ApproveBody,
+    DenyBody,
+    OutcomeIn,
+    RequestIn,
+    RequestPendingOut,
+    RequestSettledOut,
+    RequestStatusOut,
+)
+from signoff.bot.ports import Actor, DecisionEvent
+from signoff.errors import ToolError
+from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, RiskClass, Scope
+from signoff.runtime.outside import OutcomeConflict, OutsideRequests, RequestSpec
+from signoff.runtime.schedule.durations import parse_duration
+from signoff.runtime.store.port import PendingRequest
+
+MAX_WAIT = 60.0  # seconds a long poll may hold a connection; longer waits are shortened
+MIN_TIMEOUT = 1.0
+CURSOR = r"^[0-9]{1,18}$"
+KEY = r"^[\x21-\x7e]{1,255}$"  # printable ASCII, no spaces
+ApprovalId = Annotated[str, Path(min_length=1, max_length=100)]
+Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
+Cursor = Annotated[str | None, Query(pattern=CURSOR, description="next_cursor of the "
+                                                                  "previous page")]
+Wait = Annotated[str | None, Query(
+    max_length=20, pattern=r"^[0-9][0-9.]*(ms|s|m)?$",
+    description=f'Long-poll: answer once decided or after this long ("30s", "1m", "500ms"; '
+                f"at most {MAX_WAIT:.0f} s, longer waits are shortened)")]
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def request_status(approval: Approval) -> JsonDict:
+    """The status shape of any request (GET /v1/approvals/{id})."""
+    return {
+        "id": approval.id, "status": approval.status.value,
+        "scope": approval.scope.value if approval.scope else None,
+        "decided_by": approval.decided_by, "decided_at": _iso(approval.decided_at),
+        "reason": approval.reason, "expires_at": approval.expires_at.isoformat(),
+        "task_id": approval.task_id, "policy_id": approval.policy_id,
+        "decision": approval.verdict.value if approval.verdict else None,
+        "outcome": approval.outcome,
+    }
+
+
+def submitted(approval: Approval, *, replayed: bool) -> JSONResponse:
+    """200 when the policy settled it, 202 while a person decides."""
+    headers = {"Location": f"/v1/approvals/{approval.id}"}
+    if replayed:
+        headers["Idempotent-Replayed"] = "true"
+    if approval.status is ApprovalStatus.PENDING:
+        return JSONResponse({"id": approval.id, "status": "pending",
+                             "expires_at": approval.expires_at.isoformat()},
+                            status_code=202, headers=headers)
+    if approval.verdict is not None and approval.verdict.value in ("ALLOW", "BLOCK"):
+        body: JsonDict = {"id": approval.id, "status": approval.status.value,
+                          "decision": approval.verdict.value, "reason": approval.reason}
+        return JSONResponse(body, headers=headers)
+    # A replay of a request a person has decided since: its current status.
+    return JSONResponse(request_status(approval), headers=headers)
+
+
+def request_item(item: PendingRequest) -> JsonDict:
+    """One pending request with what a person needs to decide it (GET /approvals)."""
+    approval, task = item.approval, item.task
+    action = (task.pending_action if task is not None else None) or approval.action
+    return {
+        **approval.public(),
+        "task_id": approval.task_id,
+        "goal": task.goal if task is not None else (approval.goal or ""),
+        "schedule": task.schedule if task is not None else None,
+        "submitted_by": task.submitted_by if task is not None else approval.submitted_by,
+        "step": approval.step,
+        "allowed_scopes": [s.value for s in approval.allowed_scopes],
+        "action": action.public(), "note": approval.note,
+        "requester": approval.requester, "policy_id": approval.policy_id,
+        "why": approval.why,
+    }
+
+
+def wait_seconds(text: str | None) -> float:
+    """The long-poll wait, capped at MAX_WAIT (0 without ``wait``)."""
+    if text is None:
+        return 0.0
+    try:
+        return min(parse_duration(text).total_seconds(), MAX_WAIT)
+    except ValueError as exc:
+        raise invalid("wait", str(exc)) from exc
+
+
+def spec_of(body: RequestIn, *, actor: str, key: str | None) -> RequestSpec:
+    """The runtime's view of a request body; a 422 names a bad field."""
+    timeout = None
+    if body.timeout is not None:
+        try:
+            timeout = parse_duration(body.timeout)
+        except ValueError as exc:
+            raise invalid("timeout", str(exc)) from exc
+        if timeout.total_seconds() < MIN_TIMEOUT:
+            raise invalid("timeout", f"must be at least {MIN_TIMEOUT:.0f} s")
+    for field, values in (("targets", body.targets), ("content", body.content)):
+        for i, value in enumerate(values):
+            if not value.strip() or len(value) > 1_000:
+                raise invalid(f"{field}[{i}]", "must be a non-empty string of at most 1000 "
+                                               "characters")
+    return RequestSpec(
+        tool=body.tool, args=body.args, policy_id=body.policy_id, requester=body.requester,
+        risk=RiskClass(body.risk) if body.risk else None, capability=body.capability,
+        targets=tuple(body.targets), content=tuple(body.content), goal=body.goal,
+        why=body.why, timeout=timeout,
+        # Keys are the caller's own namespace: two API keys never share a request.
+        idempotency_key=f"{actor} {key}" if key else None, submitted_by=actor)
+
+
+def build_router(ctx: ApiContext) -> APIRouter:
+    """The approval routes (see the module docstring)."""
+    desk = OutsideRequests(engine=ctx.engine)
+    watch = ctx.decider.watch
+    router = APIRouter()
+
+    async def approval_or_404(approval_id: str) -> Approval:
+        approval = await ctx.store.get_approval(approval_id)
+        if approval is None:
+            raise ApiError(404, f"no approval request {approval_id}")
+        return approval
+
+    async def decide(request: Request, approval_id: str, scope: Scope,
+                     reason: str | None) -> JSONResponse:
+        who = identity_of(request)
+        approval = await approval_or_404(approval_id)
+        if approval.status is not ApprovalStatus.PENDING:
+            raise ApiError(409, f"request {approval.id} is already {approval.status.value}",
+                           state=approval.status.value)
+        event = DecisionEvent(approval_id=approval.id, scope=scope, surface="web",
+                              actor=Actor("web", who.name), reason=reason)
+        outcome = await ctx.flow.on_decision(event)
+        current = await ctx.store.get_approval(approval.id) or approval
+        if outcome.accepted:
+            return JSONResponse(request_status(current))
+        if outcome.code == "not_authorized":
+            raise ApiError(403, outcome.message)
+        if outcome.code == "scope_not_allowed":
+            raise invalid("scope", outcome.message)
+        raise ApiError(409, outcome.message, state=current.status.value)
+
+    @router.post("/v1/approvals", tags=["approvals"], status_code=202,
+                 responses={200: {"model": RequestSettledOut | RequestStatusOut,
+                                  "description": "Settled by the policy (ALLOW or BLOCK); "
+                                                 "a replayed key of a request decided since "
+                                                 "gives its status"},
+                            202: {"model": RequestPendingOut,
+                                  "description": "A person decides; poll GET /v1/approvals/"
+                                                 "{id}?wait=30s"},
+                            **responses(401, 403, 409, 413, 422)})
+    async def create(request: Request, body: RequestIn,
+                     idempotency_key: Annotated[str | None, Header(
+                         pattern=KEY, description="The same key returns the same request "
+                                                  "(retries are safe)")] = None
+                     ) -> JSONResponse:
+        """Ask signoff about one action of an agent that is not ours."""
+        who = identity_of(request)
+        spec = spec_of(body, actor=who.actor, key=idempotency_key)
+        try:
+            approval, replayed = await desk.submit(spec)
+        except ToolError as exc:
+            raise invalid("args", str(exc)) from exc
+        return submitted(approval, replayed=replayed)
+
+    @router.get("/v1/approvals/{approval_id}", tags=["approvals"],
+                responses={200: {"model": RequestStatusOut}, **responses(401, 404, 422)})
+    async def status(approval_id: ApprovalId, wait: Wait = None) -> JSONResponse:
+        """A request's status; with ``wait``, answers as soon as it is decided."""
+        seconds = wait_seconds(wait)
+        approval = await watch.wait_decided(approval_id, ctx.store.get_approval, seconds)
+        if approval is None:
+            raise ApiError(404, f"no approval request {approval_id}")
+        return JSONResponse(request_status(approval))
+
+    @router.post("/v1/approvals/{approval_id}/outcome", tags=["approvals"],
+                 responses={200: {"model": RequestStatusOut},
+                            **responses(401, 404, 409, 413, 422)})
+    async def outcome(request: Request, approval_id: ApprovalId,
+                      body: OutcomeIn) -> JSONResponse:
+        """Record what the caller did with a decided request (once)."""
+        who = identity_of(request)
+        approval = await approval_or_404(approval_id)
+        try:
+            updated = await desk.report_outcome(approval, ok=body.ok, detail=body.detail,
+                                                actor=who.actor)
+        except OutcomeConflict as exc:
+            current = await ctx.store.get_approval(approval_id) or approval
+            raise ApiError(409, str(exc), state=current.status.value) from exc
+        return JSONResponse(request_status(updated))
+
+    @router.get("/approvals", tags=["decisions"],
+                responses={200: {"model": ApprovalList}, **responses(401, 422)})
+    async def pending(status: Literal["pending"] = "pending", limit: Limit = 50,
+                      cursor: Cursor = None) -> JSONResponse:
+        """Pending requests of tasks and from outside, oldest first."""
+        page = await ctx.store.pending_requests(limit=limit, cursor=cursor)
+        items = [request_item(i) for i in page.items if isinstance(i, PendingRequest)]
+        return JSONResponse({"items": items, "next_cursor": page.next_cursor})
+
+    @router.post("/approvals/{approval_id}/approve", tags=["decisions"],
+                 responses={200: {"model": RequestStatusOut},
+                            **responses(401, 403, 404, 409, 413, 422)})
+    async def approve(request: Request, approval_id: ApprovalId,
+                      body: Annotated[ApproveBody | None, Body()] = None) -> JSONResponse:
+        """Approve any pending request (of a task or from outside)."""
+        return await decide(request, approval_id, Scope((body or ApproveBody()).scope), None)
+
+    @router.post("/approvals/{approval_id}/deny", tags=["decisions"],
+                 responses={200: {"model": RequestStatusOut},
+                            **responses(401, 403, 404, 409, 413, 422)})
+    async def deny(request: Request, approval_id: ApprovalId,
+                   body: Annotated[DenyBody | None, Body()] = None) -> JSONResponse:
+        """Deny any pending request."""
+        reason = ((body.reason or "").strip() or None) if body is not None else None
+        return await decide(request, approval_id, Scope.DENY, reason)
+
+    return router

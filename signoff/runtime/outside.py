@@ -1,0 +1,219 @@
+"""Requests from agents that are not ours (POST /v1/approvals): one approval, no task.
+
+An outside agent (Hermes, a LangGraph graph, a CI job, a script) asks about one action.
+It goes through the same steps as a task's action, with the request's ``policy_id`` in
+the task's place:
+
+    prepare (registry for known tools, else the request's own labels) → Policy
+    (prohibits, budgets, autonomy, grants of this policy_id) → settled at once (ALLOW or
+    BLOCK, stored and audited) or a pending `Approval` with its card jobs → decided by
+    the same `Decider` as a task's request (exactly once, audited) → expired by the same
+    sweep → the caller reports what it did (`report_outcome`, once).
+
+Schedules' unattended rules (cron_mode) do not apply: there is no schedule. ``approvals.
+mode = "off"`` and ``evaluation.strict_yolo`` do, as they do for submitted tasks; smart
+approval asks a person (the judge reads a task's goal and plan, which a request lacks).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from signoff.errors import BadArguments, Conflict, SignoffError
+from signoff.runtime import ids
+from signoff.runtime.engine import Engine, card_item
+from signoff.runtime.events import audit_event
+from signoff.runtime.models import (
+    Action,
+    Approval,
+    ApprovalStatus,
+    AuditEvent,
+    JsonDict,
+    RiskClass,
+    RunMode,
+    Scope,
+    Task,
+    Verdict,
+)
+from signoff.runtime.policy.policy import Evaluation
+from signoff.runtime.policy.unattended import Outcome, resolve_unattended
+from signoff.runtime.store.port import Change
+from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
+from signoff.runtime.tools.registry import fingerprint
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RISK = RiskClass.DESTRUCTIVE
+MAX_TIMEOUT = timedelta(days=7)
+
+
+class OutcomeConflict(SignoffError):
+    """The outcome of this request cannot be recorded (again)."""
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """What an outside agent asks about (validated for shape by the API)."""
+
+    tool: str
+    args: JsonDict
+    policy_id: str
+    requester: str
+    risk: RiskClass | None = None
+    capability: str | None = None
+    targets: tuple[str, ...] = ()
+    content: tuple[str, ...] = ()
+    goal: str | None = None
+    why: str | None = None
+    timeout: timedelta | None = None
+    idempotency_key: str | None = None
+    submitted_by: str | None = None  # the API caller, e.g. web:admin
+
+
+@dataclass
+class ForeignTool:
+    """A tool signoff does not know, labelled by the request itself.
+
+    It has the shape of a registry `Tool` so that the registry's rules apply to it as to
+    any tool: `registry.fingerprint` (every argument but the content ones, plus the
+    targets) and the card's summary ("Run <tool> on <targets>") and content lines.
+    """
+
+    name: str
+    capability: str
+    risk: RiskClass
+    target_list: tuple[str, ...]
+    content: tuple[str, ...]  # the request's content arguments, and the usual content keys
+    description: str = "a tool of an outside agent"
+    params: tuple[Param, ...] = ()
+
+    def risk_for(self, args: dict[str, Any]) -> RiskClass:
+        """The request's risk class."""
+        return self.risk
+
+    def fingerprint_fields(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Every argument but the content ones, plus the targets."""
+        fields = {k: v for k, v in args.items() if k not in self.content}
+        return {"args": fields, "targets": list(self.target_list)}
+
+    def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
+        """The request's targets."""
+        return self.target_list
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        """Never run here: the outside agent runs its own tools."""
+        raise BadArguments(f"{self.name} is run by the agent that asked, not by signoff")
+
+
+class OutsideRequests:
+    """Creates outside requests and records their outcomes (decisions are the Decider's)."""
+
+    def __init__(self, *, engine: Engine) -> None:
+        self.engine = engine
+        self.store = engine.store
+
+    def prepare(self, spec: RequestSpec) -> Action:
+        """The action as the policy sees it. A registry tool takes its risk, capability and
+        fingerprint from the registry (the request may raise the risk, never lower it);
+        any other name is labelled by the request (risk default DESTRUCTIVE)."""
+        registry = self.engine.registry
+        if spec.tool in registry:
+            return registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
+        content = tuple(dict.fromkeys([*spec.content,
+                                       *(k for k in spec.args if k in CONTENT_KEYS)]))
+        tool = ForeignTool(name=spec.tool, capability=spec.capability or spec.tool,
+                           risk=spec.risk or DEFAULT_RISK, target_list=spec.targets,
+                           content=content)
+        try:
+            digest = fingerprint(tool, spec.args)
+        except (TypeError, ValueError) as exc:
+            raise BadArguments(f"args cannot be fingerprinted: {exc}") from exc
+        return Action(tool=spec.tool, args=spec.args, risk=tool.risk,
+                      capability=tool.capability, targets=spec.targets, fingerprint=digest,
+                      summary=summary_of(tool, spec.args, spec.targets), content=content)
+
+    async def submit(self, spec: RequestSpec) -> tuple[Approval, bool]:
+        """Store the request (settled or pending); returns it and whether it was a replay
+        of an earlier request with the same idempotency key."""
+        if spec.idempotency_key is not None:
+            found = await self.store.find_request(spec.idempotency_key)
+            if found is not None:
+                return found, True
+        action = self.prepare(spec)
+        ev = await self.engine.policy.evaluate_request(action, self.store,
+                                                       policy_id=spec.policy_id)
+        approval, event = self._build(spec, action, ev)
+        outbox = [card_item("post", approval.id)] if approval.status.open else []
+        change = Change(at=approval.requested_at, approval=approval, insert_approval=True,
+                        audit=[event], outbox=outbox)
+        if not await self.store.commit(change):
+            # Lost a race with the same idempotency key: answer with the winner.
+            found = (await self.store.find_request(spec.idempotency_key)
+                     if spec.idempotency_key else None)
+            if found is None:
+                raise Conflict(f"request {approval.id} could not be stored")
+            return found, True
+        log.info("outside_request", extra={"approval_id": approval.id, "tool": action.tool,
+                                           "status": approval.status.value,
+                                           "policy_id": spec.policy_id})
+        if approval.status.open:
+            await self.engine.listener.approval_requested(None, approval)
+        return approval, False
+
+    def _build(self, spec: RequestSpec, action: Action,
+               ev: Evaluation) -> tuple[Approval, AuditEvent]:
+        cfg = self.engine.config
+        now = self.engine.clock.now()
+        timeout = min(spec.timeout or cfg.approval_timeout, MAX_TIMEOUT)
+        approval = Approval(
+            id=ids.approval_id(), task_id=None, action=action, policy_id=spec.policy_id,
+            requester=spec.requester, goal=spec.goal, why=spec.why, verdict=ev.verdict,
+            idempotency_key=spec.idempotency_key, submitted_by=spec.submitted_by,
+            allowed_scopes=cfg.scopes_for(action.risk), requested_at=now,
+            expires_at=now + timeout)
+        verdict, actor, reason = ev.verdict, ev.actor or "auto:policy", ev.reason
+        if verdict is Verdict.ASK_USER:
+            pseudo = Task(id="", goal=spec.goal or "", mode=RunMode.INTERACTIVE)
+            res = resolve_unattended(pseudo, cfg.unattended)
+            if res.outcome in (Outcome.ALLOW, Outcome.BLOCK):
+                verdict = Verdict.ALLOW if res.outcome is Outcome.ALLOW else Verdict.BLOCK
+                actor, reason = res.actor or "auto:policy", res.reason
+        if verdict is Verdict.ASK_USER:
+            event = audit_event("evaluation", None, action, decision="ASK_USER",
+                                approval=approval, reason="approval requested")
+            return approval, event
+        approved = verdict is Verdict.ALLOW
+        settled = approval.model_copy(update={
+            "status": ApprovalStatus.APPROVED if approved else ApprovalStatus.DENIED,
+            "scope": Scope.ONCE if approved else Scope.DENY, "decided_by": actor,
+            "decided_at": now, "reason": reason, "verdict": verdict})
+        event = audit_event("evaluation", None, action, decision=verdict.value, actor=actor,
+                            reason=reason, approval=settled,
+                            scope="once" if approved else None)
+        return settled, event
+
+    async def report_outcome(self, approval: Approval, *, ok: bool, detail: str | None,
+                             actor: str) -> Approval:
+        """Record, once, what the caller did with a decided outside request (audited as an
+        event of kind ``outcome``); `OutcomeConflict` when that cannot be."""
+        if not approval.outside:
+            raise OutcomeConflict(f"request {approval.id} belongs to task {approval.task_id}; "
+                                  "the task records what its actions did")
+        if approval.status is ApprovalStatus.PENDING:
+            raise OutcomeConflict(f"request {approval.id} is still pending")
+        if approval.outcome is not None:
+            raise OutcomeConflict(f"the outcome of request {approval.id} was already reported")
+        now = self.engine.clock.now()
+        outcome: JsonDict = {"ok": ok, "detail": detail, "reported_by": actor,
+                             "reported_at": now.isoformat()}
+        updated = approval.model_copy(update={"outcome": outcome})
+        event = audit_event("outcome", None, approval.action, decision="ok" if ok else "error",
+                            actor=actor, reason=detail, approval=updated)
+        if not await self.store.commit(Change(at=now, approval=updated, outcome_for=approval.id,
+                                              audit=[event])):
+            raise OutcomeConflict(f"the outcome of request {approval.id} was already reported")
+        return updated
+

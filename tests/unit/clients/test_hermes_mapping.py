@@ -1,0 +1,69 @@
+"""How the Hermes plugin puts Hermes' tool calls to signoff (pure mapping, no Hermes)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from signoff_client import hermes
+from signoff_client.hermes import TOOLS, request_for
+
+README = Path(__file__).resolve().parents[3] / "README.md"
+
+
+def test_terminal_is_run_command_with_the_exact_command_and_cwd() -> None:
+    """terminal → run_command {command, cwd}: workdir when given, else the process's cwd."""
+    given = request_for("terminal", {"command": "rm -rf build", "workdir": "/srv/app",
+                                     "background": True, "timeout": 30})
+    assert given == {"tool": "run_command", "args": {"command": "rm -rf build",
+                                                     "cwd": "/srv/app"}}
+    assert request_for("terminal", {"command": "ls"})["args"]["cwd"] == os.getcwd()
+
+
+def test_known_tools_carry_their_labels_and_unknown_ones_are_destructive() -> None:
+    """A mapped tool sends risk, capability, targets and content; others DESTRUCTIVE."""
+    web = request_for("web_extract", {"urls": ["https://a", "https://b"], "char_limit": 5})
+    assert web["risk"] == "READ" and web["targets"] == ["https://a", "https://b"]
+    mail = request_for("send_message", {"action": "send", "target": "telegram:-1",
+                                        "message": "hi"})
+    assert (mail["tool"], mail["risk"], mail["capability"]) == ("hermes.send_message", "SEND",
+                                                                "chat.post")
+    assert mail["targets"] == ["telegram:-1"] and mail["content"] == ["message"]
+    odd = request_for("yb_send_dm", {"to": "x"})
+    assert odd == {"tool": "hermes.yb_send_dm", "args": {"to": "x"}, "risk": "DESTRUCTIVE",
+                   "capability": "hermes.yb_send_dm"}
+
+
+def test_the_hook_blocks_with_a_message_when_the_daemon_is_unreachable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing listening: the hook answers a block with a non-empty message (fail closed)."""
+    monkeypatch.setenv("SIGNOFF_URL", "http://127.0.0.1:9")
+    hermes.reset_client()
+    try:
+        answer = hermes.pre_tool_call(tool_name="read_file", args={"path": "x"},
+                                      session_id="s", tool_call_id="c", turn_id="t")
+    finally:
+        hermes.reset_client()
+    assert answer is not None and answer["action"] == "block"
+    assert answer["message"].startswith("signoff: not approved:")
+    assert "unreachable" in answer["message"]
+
+
+def test_the_readme_table_matches_the_mapping() -> None:
+    """The README's table of Hermes tools is the plugin's table, row for row."""
+    text = README.read_text()
+    table = text.split("<!-- hermes-tools -->")[1].split("<!-- /hermes-tools -->")[0]
+    rows = {}
+    for line in table.strip().splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells
+    assert set(rows) == {*TOOLS, "terminal", "any other tool"}
+    for name, rule in TOOLS.items():
+        _, sent, risk, capability, targets, content = rows[name]
+        assert sent == f"`hermes.{name}`" and risk == rule.risk
+        assert capability == f"`{rule.capability}`"
+        assert re.findall(r"`([^`]+)`", targets) == list(rule.targets)
+        assert re.findall(r"`([^`]+)`", content) == list(rule.content)
+    assert rows["terminal"][1] == "`run_command`" and "DESTRUCTIVE" in rows["terminal"][2]
