@@ -54,6 +54,22 @@ def time_server(**extra: Any) -> dict[str, Any]:
                                         "--local-timezone", "UTC"], **extra}
 
 
+def servers_of(repo: Path) -> list[int]:
+    """PIDs of running mcp-server-git processes pointed at ``repo``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if b"mcp_server_git" in argv and str(repo).encode() in argv and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 def mcp_config(*servers: dict[str, Any]) -> dict[str, Any]:
     """Settings overrides with these MCP servers."""
     return {"mcp": {"servers": list(servers)}}

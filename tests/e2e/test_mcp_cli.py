@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.mcp_support import commit_messages, git, make_repo
+from tests.mcp_support import commit_messages, git, make_repo, servers_of
 
 pytestmark = pytest.mark.slow
 
@@ -24,22 +24,6 @@ def signoff(*args: str, cwd: Path, timeout: float = 120) -> subprocess.Completed
     return subprocess.run([sys.executable, "-m", "signoff", *args], cwd=cwd,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=timeout, check=False)
-
-
-def servers_of(repo: Path) -> list[int]:
-    """PIDs of running mcp-server-git processes pointed at ``repo``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if b"mcp_server_git" in argv and str(repo).encode() in argv and state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def wait_for(check, what: str, timeout: float = 60.0):

@@ -64,6 +64,7 @@ class McpConnection:
         self.starts = 0  # sessions that came up so far (restarts are starts - 1)
         self._session: ClientSession | None = None
         self._tools: dict[str, McpTool] | None = None  # the last listing, kept while down
+        self.raw_tools: list[types.Tool] = []  # the same listing as the server sent it
         self._connecting = True
         self._up = asyncio.Event()
         self._tried = asyncio.Event()  # the first attempt ended, either way
@@ -119,6 +120,12 @@ class McpConnection:
 
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         """``tools/call``; the result as JSON-able data, a ToolError on any failure."""
+        name = mcp_tool_name(self.spec.name, tool)
+        return tool_output(name, await self.call_raw(tool, args))
+
+    async def call_raw(self, tool: str, args: dict[str, Any]) -> types.CallToolResult:
+        """``tools/call``; the server's result as it sent it (``isError`` included), a
+        ToolError when the call itself failed (server down, timeout, protocol error)."""
         session = await self._ready()
         name = mcp_tool_name(self.spec.name, tool)
         try:
@@ -134,7 +141,7 @@ class McpConnection:
             self._lost.set()  # do not wait for the next ping to notice
             raise ToolUnavailable(f"{name}: MCP server {self.spec.name!r} closed the "
                                   "connection during the call (outcome unknown)") from exc
-        return tool_output(name, result)
+        return result
 
     # -- the service ------------------------------------------------------------------
     async def run(self) -> None:
@@ -187,7 +194,9 @@ class McpConnection:
                                                                  version=__version__)))
             with anyio.fail_after(self.spec.connect_timeout):
                 await session.initialize()
-                listing = await _list_tools(session)
+                raw = await _list_tools(session)
+            listing = [_listed(t) for t in raw]
+            self.raw_tools = raw
             self._tools = {t.name: McpTool(self.spec, t, self) for t in listing}
             self._session = session
             self.state = UP
@@ -279,21 +288,25 @@ async def _pump(read: Any, forward: Any, closed: asyncio.Event) -> None:
         closed.set()
 
 
-async def _list_tools(session: ClientSession) -> list[ListedTool]:
-    """Every page of ``tools/list``, as plain data."""
-    out: list[ListedTool] = []
+async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    """Every page of ``tools/list``."""
+    out: list[types.Tool] = []
     cursor: str | None = None
     while True:
         params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await session.list_tools(params=params)
-        for tool in page.tools:
-            notes = tool.annotations.model_dump(by_alias=True, exclude_none=True) \
-                if tool.annotations else {}
-            out.append(ListedTool(name=tool.name, description=tool.description or "",
-                                  input_schema=tool.input_schema, annotations=notes))
+        out.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
             return out
+
+
+def _listed(tool: types.Tool) -> ListedTool:
+    """One listed tool as plain data."""
+    notes = tool.annotations.model_dump(by_alias=True, exclude_none=True) \
+        if tool.annotations else {}
+    return ListedTool(name=tool.name, description=tool.description or "",
+                      input_schema=tool.input_schema, annotations=notes)
 
 
 def tool_output(name: str, result: types.CallToolResult) -> dict[str, Any]:
