@@ -176,13 +176,14 @@ def config_check(
 
 def _register_extras() -> None:
     """Commands owned by other modules: the HTTP client and the schedule commands."""
-    from signoff.cli import client, gate, schedules, tools
+    from signoff.cli import client, gate, permission, schedules, tools
     from signoff.wiring import load_node
 
     client.register(app)
     tools.register(app)
     schedules.register(app, load_node=load_node)
     gate.register(app)
+    permission.register(app)
 
 
 def main() -> None:
