@@ -36,7 +36,8 @@ from signoff.cli.gate import GRACE, PROGRESS_EVERY, KeyOpt, UrlOpt
 from signoff.cli.main import setup_logging
 from signoff.client import Decision, Signoff
 
-WAIT_LIMIT = 30 * 60.0 + GRACE  # the daemon's default approvals.timeout, and a margin
+# The daemon expires every request (its approvals.timeout, at most 7 days): wait for that.
+WAIT_LIMIT = 7 * 24 * 3600.0 + GRACE
 
 
 @dataclass(frozen=True)
