@@ -61,7 +61,6 @@ class Gate:
         self.progress_every = progress_every
         server = upstream.spec.name
         self.policy_id = policy_id or f"mcp-gate:{server}:{uuid.uuid4().hex[:12]}"
-        self.requester = f"mcp-gate:{server}@{socket.gethostname()}"
 
     async def list_tools(self) -> types.ListToolsResult:
         """The upstream's tools as it listed them."""
@@ -145,7 +144,8 @@ async def serve_gate(upstream: McpConnection, *, url: str | None, api_key: str |
     """Run the gate on this process's stdin/stdout until the client closes it."""
     keep_up = asyncio.create_task(upstream.run(), name=f"mcp-{upstream.spec.name}")
     try:
-        async with Signoff(url, api_key=api_key) as client:
+        requester = f"mcp-gate:{upstream.spec.name}@{socket.gethostname()}"
+        async with Signoff(url, api_key=api_key, requester=requester) as client:
             gate = Gate(upstream=upstream, client=client, wait_limit=wait_limit)
             server = gate.server()
             async with stdio_server() as (read, write):

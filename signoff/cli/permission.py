@@ -114,7 +114,6 @@ class PermissionPrompts:
         self.wait_limit = wait_limit
         self.progress_every = progress_every
         self.policy_id = f"claude-code:{uuid.uuid4().hex[:12]}"
-        self.requester = f"claude-code@{socket.gethostname()}"
 
     async def answer(self, tool_name: str, args: dict[str, Any], *,
                      tool_use_id: str | None = None, ctx: Context | None = None) -> str:
@@ -159,7 +158,8 @@ def permission_server(prompts: PermissionPrompts) -> MCPServer:
 
 async def serve_permission(*, url: str | None, api_key: str | None) -> None:
     """Run on stdin/stdout until Claude Code closes them."""
-    async with Signoff(url, api_key=api_key) as client:
+    requester = f"claude-code@{socket.gethostname()}"
+    async with Signoff(url, api_key=api_key, requester=requester) as client:
         prompts = PermissionPrompts(client, cwd=Path.cwd())
         await permission_server(prompts).run_stdio_async()
 

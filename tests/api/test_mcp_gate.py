@@ -147,6 +147,7 @@ async def test_a_gated_call_waits_for_an_approval_given_through_the_api(
     assert git(repo, "status", "--porcelain") == "A  new.txt\n"
     assert item["action"]["tool"] == "git.git_add"
     assert item["task_id"] is None and item["policy_id"].startswith("mcp-gate:git:")
+    assert item["requester"].startswith("mcp-gate:git@")
     assert item["action"]["targets"] == [str(repo), "new.txt"]
     assert any("waiting for approval" in m for m in messages)
 

@@ -106,6 +106,7 @@ async def test_bash_waits_for_a_person_and_is_allowed_when_approved(daemon,
     assert item["action"]["risk"] == "DESTRUCTIVE"
     assert item["action"]["args"] == {"command": "rm -rf build", "cwd": str(project)}
     assert item["policy_id"].startswith("claude-code:")
+    assert item["requester"].startswith("claude-code@")
     assert any("waiting for approval" in m for m in seen)
 
 
