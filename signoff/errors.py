@@ -10,7 +10,8 @@ since the caller always has to tell the person something.
     ├── ToolError              a tool could not run or failed (the action fails)
     │   ├── UnknownTool
     │   ├── BadArguments
-    │   └── PathEscape         a path left the work dir
+    │   ├── PathEscape         a path left the work dir
+    │   └── ToolUnavailable    the tool's MCP server is down or starting
     ├── PlannerError           the planner could not produce actions
     └── PlatformError          a chat platform call failed
         ├── PlatformUnavailable  retryable: 5xx, timeouts, connection refused
@@ -54,6 +55,10 @@ class BadArguments(ToolError):
 
 class PathEscape(ToolError):
     """The path leaves the work directory."""
+
+
+class ToolUnavailable(ToolError):
+    """The tool's server is not running."""
 
 
 class PlannerError(SignoffError):

@@ -42,6 +42,7 @@ from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.tools.base import ChannelForm, SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
+from signoff.runtime.tools.mcp import McpHub, McpServerSpec, McpToolRule
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 from signoff.runtime.worker import Worker
 
@@ -69,6 +70,7 @@ class Node:
     platforms: dict[str, Surface] = field(default_factory=dict)
     oncall: OnCallRouter | None = None
     scheduler: Scheduler | None = None
+    mcp: McpHub = field(default_factory=lambda: McpHub(()))
 
 
 NODE_ID_FILE = "node-id"
@@ -127,10 +129,33 @@ def build_planner(settings: Settings) -> Planner:
     return rules
 
 
+def mcp_specs(settings: Settings) -> list[McpServerSpec]:
+    """The runtime's plain view of ``[[mcp.servers]]``."""
+    return [
+        McpServerSpec(
+            name=s.name, command=tuple(s.command or ()), url=s.url, env=dict(s.env),
+            default_risk=s.default_risk, trust_annotations=s.trust_annotations,
+            call_timeout=s.timeout.total_seconds(),
+            connect_timeout=s.connect_timeout.total_seconds(),
+            tools={name: McpToolRule(risk=t.risk, capability=t.capability,
+                                     targets=tuple(t.targets), content=tuple(t.content))
+                   for name, t in s.tools.items()})
+        for s in settings.mcp.servers]
+
+
+def build_tools(settings: Settings, work_dir: Path | None = None
+                ) -> tuple[ToolRegistry, McpHub]:
+    """Built-ins, plugins and the configured MCP servers' tools (servers not started)."""
+    registry = builtin_registry(read_only_commands=settings.policy.read_only_commands,
+                                work_dir=settings.resolved_work_dir(work_dir))
+    hub = McpHub(mcp_specs(settings), log_dir=settings.resolved_work_dir(work_dir))
+    registry.add_source(hub)
+    return registry, hub
+
+
 def build_registry(settings: Settings, work_dir: Path | None = None) -> ToolRegistry:
     """Every tool a node of these settings offers (also what `signoff.config.preflight` checks)."""
-    return builtin_registry(read_only_commands=settings.policy.read_only_commands,
-                            work_dir=settings.resolved_work_dir(work_dir))
+    return build_tools(settings, work_dir)[0]
 
 
 def build_agent(settings: Settings) -> AgentLoop | None:
@@ -207,7 +232,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     chosen = dict(platforms or {})
     store = store or make_store(database or settings.database_url(work_dir))
     pol = settings.policy
-    registry = build_registry(settings, wd)
+    registry, hub = build_tools(settings, wd)
     em = settings.email
     channels = channel_forms()
     context = ToolContext(
@@ -260,7 +285,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                           wake=worker.wake)
     return Node(settings=settings, work_dir=wd, store=store, registry=registry, engine=engine,
                 decider=decider, worker=worker, flow=flow, authorizer=authorizer, clock=clock,
-                listener=listener, platforms=chosen, oncall=router, scheduler=scheduler)
+                listener=listener, platforms=chosen, oncall=router, scheduler=scheduler,
+                mcp=hub)
 
 
 def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:

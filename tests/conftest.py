@@ -132,4 +132,5 @@ async def node_factory(settings_factory: SettingsFactory) -> AsyncIterator[NodeF
 
     yield make
     for node in nodes:
+        await node.mcp.stop()  # MCP servers a test started (a no-op otherwise)
         await node.store.close()

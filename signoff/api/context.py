@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 SchedulesProvider = Callable[[], Awaitable[list[dict[str, Any]]]]
 OncallProvider = Callable[[datetime | None], Awaitable[dict[str, Any]]]
+McpStatus = Callable[[], dict[str, str]]  # {"git": "up" | "starting" | "down: …"}
 
 ADMIN = "admin"
 
@@ -61,3 +62,4 @@ class ApiContext:
     oncall: OncallProvider | None = None
     metrics: MetricsListener | None = None  # None: create_app makes one and listens with it
     surfaces: Callable[[], dict[str, str]] | None = None  # chat surface -> ok/degraded/disabled
+    mcp_status: McpStatus | None = None  # None: no MCP servers configured

@@ -173,12 +173,16 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
 
     @router.get("/health", responses={200: {"model": HealthOut}}, tags=["daemon"])
     async def health() -> JSONResponse:
-        """Liveness, the live nodes sharing this database, and how each chat surface is
-        doing; never needs a key."""
+        """Liveness, the live nodes sharing this database, and how each chat surface and MCP
+        server is doing; never needs a key."""
         surfaces = ctx.surfaces() if ctx.surfaces is not None else {}
         nodes = await ctx.store.live_nodes(ctx.clock.now())
-        return json({"status": "ok", "version": __version__, "node": ctx.engine.config.node_id,
-                     "nodes": [n.public() for n in nodes], "surfaces": surfaces})
+        body: dict[str, Any] = {"status": "ok", "version": __version__,
+                                "node": ctx.engine.config.node_id,
+                                "nodes": [n.public() for n in nodes], "surfaces": surfaces}
+        if ctx.mcp_status is not None:
+            body["mcp"] = ctx.mcp_status()
+        return json(body)
 
     @router.get("/tasks", responses={200: {"model": TaskList}, **responses(401, 422)},
                 tags=["tasks"])

@@ -129,6 +129,7 @@ class HealthOut(BaseModel):
     node: str
     nodes: list[NodeOut]
     surfaces: dict[str, str]  # "ok", "degraded: <why>" (retrying) or "disabled: <why>"
+    mcp: dict[str, str] | None = None  # per MCP server: "up", "starting" or "down: <why>"
 
 
 class PendingActionOut(BaseModel):

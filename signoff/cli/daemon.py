@@ -152,7 +152,8 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
                      local_no_key=not keys and is_loopback(host), web=web,
                      public_url=settings.daemon.public_url or f"http://{host}:{port}",
                      extra_routes=extra, schedules=schedules, oncall=oncall, metrics=metrics,
-                     surfaces=surfaces.health)
+                     surfaces=surfaces.health,
+                     mcp_status=node.mcp.status if node.mcp else None)
     app = create_app(ctx)
     services: list[tuple[str, Service]] = [("http", http_service(node, app, host, port)),
                                            ("outbox", node.flow.dispatcher.run)]
@@ -160,4 +161,6 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
         services.append((f"surface-{name}", surfaces.service(name, node.flow.on_decision)))
     services.extend(scheduler_services)
     services.extend(cluster_services(node))
+    if node.mcp:  # cancelled with the daemon, which stops every server it started
+        services.append(("mcp", node.mcp.run))
     return node, services

@@ -7,8 +7,9 @@ differs (the terminal, or nothing at all when embedded).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,21 @@ def exit_code(task: Task) -> int:
 
 
 POLL_SECONDS = 0.2  # how often a prompt looks for a decision made in another process
+
+
+@contextlib.asynccontextmanager
+async def opened(node: Node) -> AsyncIterator[Node]:
+    """The node's store open and its MCP servers started for one run; both closed after
+    (the servers are stopped explicitly: they do not share our process group)."""
+    await node.store.open()
+    try:
+        await node.mcp.start()
+        yield node
+    finally:
+        try:
+            await node.mcp.stop()
+        finally:
+            await node.store.close()
 
 
 async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mode: RunMode,
@@ -179,6 +195,7 @@ class Agent:
     async def _open(self) -> None:
         if not self._opened:
             await self.node.store.open()
+            await self.node.mcp.start()
             self._opened = True
 
     async def handle(self, goal: str, *, steps: Sequence[Action] | None = None,
@@ -213,5 +230,6 @@ class Agent:
         return Report(summarize(task), task.public())
 
     async def close(self) -> None:
-        """Release the database."""
+        """Stop the MCP servers and release the database."""
+        await self.node.mcp.stop()
         await self.node.store.close()

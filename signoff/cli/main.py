@@ -108,7 +108,7 @@ def handle(
     again; approvals.timeout ends the prompt ("approval timed out"), and so does a
     decision taken in the console or over the API of a daemon on the same database.
     """
-    from signoff.cli.handle import exit_code, run_once, summarize
+    from signoff.cli.handle import exit_code, opened, run_once, summarize
     from signoff.cli.steps import load_steps
     from signoff.config import preflight
     from signoff.runtime.models import RunMode
@@ -134,12 +134,9 @@ def handle(
         terminal = TerminalPlatform() if mode is RunMode.TERMINAL else None
         platforms = {"terminal": terminal} if terminal else {}
         node = build_node(settings, work_dir=work_dir, platforms=platforms)  # type: ignore[arg-type]
-        await node.store.open()
-        try:
+        async with opened(node):
             task = await run_once(node, goal, steps=actions, mode=mode, terminal=terminal,
                                   on_action=lambda r: typer.echo(render_record(r)))
-        finally:
-            await node.store.close()
         typer.echo(f"task {task.id} {summarize(task)}")
         return exit_code(task)
 
@@ -216,12 +213,14 @@ def config_check(
 
 def _register_extras() -> None:
     """Commands owned by other modules: the HTTP client and the schedule commands."""
-    from signoff.cli import client, schedules, tools
+    from signoff.cli import client, gate, permission, schedules, tools
     from signoff.wiring import load_node
 
     client.register(app)
     tools.register(app)
     schedules.register(app, load_node=load_node)
+    gate.register(app)
+    permission.register(app)
 
 
 def main() -> None:

@@ -1,42 +1,64 @@
 """`signoff tools`: every tool the daemon would offer, with its risk, capability and source.
 
 The registry is built from the config file exactly as the daemon builds it (built-ins with
-``policy.read_only_commands``, then plugins of the ``signoff.tools`` entry-point group),
-so what this lists is what a planner, a step or an outside request can name.
+``policy.read_only_commands``, plugins of the ``signoff.tools`` entry-point group, then the
+``[[mcp.servers]]``), so what this lists is what a planner, a step or a request can name.
+MCP servers are started for the listing (each waits at most its connect timeout) and
+stopped again; a server that does not come up is reported on stderr and its configured
+tools are still listed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
+from signoff.cli.main import ConfigOpt, fail, load, setup_logging
+from signoff.errors import SignoffError
+from signoff.runtime.tools.registry import ToolInfo
 
 out = Console(highlight=False, soft_wrap=True)
 
 
-def registry_for(config: Path | None) -> ToolRegistry:
-    """The registry of the daemon configured by ``config`` (the defaults without one)."""
-    from signoff.cli.main import load
+def listing(settings: Any, work_dir: Path | None = None) -> tuple[list[ToolInfo],
+                                                                 dict[str, str]]:
+    """Every tool of the configured node, and each MCP server's state while listing."""
+    from signoff.wiring import build_tools
 
-    settings = load(config)
-    return builtin_registry(read_only_commands=settings.policy.read_only_commands,
-                            work_dir=settings.resolved_work_dir(None))
+    async def collect() -> tuple[list[ToolInfo], dict[str, str]]:
+        registry, hub = build_tools(settings, settings.resolved_work_dir(work_dir))
+        await hub.start()
+        try:
+            return registry.listing(), hub.status()
+        finally:
+            await hub.stop()
+
+    return asyncio.run(collect())
 
 
 def cmd_tools(
-    config: Annotated[Path | None, typer.Option("--config", "-c", envvar="SIGNOFF_CONFIG",
-                                                help="TOML config file (default: built-in).")
-                      ] = None,
+    config: ConfigOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")] = False,
+    work_dir: Annotated[Path | None, typer.Option(
+        help="Work dir (where MCP servers' logs go).")] = None,
 ) -> None:
     """List every tool: name, risk, capability and source (builtin, plugin, mcp:<server>)."""
-    tools = registry_for(config).listing()
+    setup_logging("ERROR")  # a server that is down is reported below, once
+    settings = load(config)
+    try:
+        tools, status = listing(settings, work_dir)
+    except SignoffError as exc:
+        fail(str(exc))
+    for server, state in status.items():
+        if state != "up":
+            typer.secho(f"warning: MCP server {server} is {state}", err=True,
+                        fg=typer.colors.YELLOW)
     if as_json:
         typer.echo(json.dumps([t.public() for t in tools], indent=2))
         return

@@ -363,6 +363,8 @@ def _keys_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
             tp = fields[part].annotation
         elif get_origin(tp) is list and isinstance(part, int):
             tp = get_args(tp)[0]
+        elif get_origin(tp) is dict and isinstance(part, str):  # e.g. mcp tool rules by name
+            tp = get_args(tp)[1]
         else:
             return []
     tp = _unwrap(tp)

@@ -18,6 +18,7 @@ from typing import Any
 
 from signoff.api.context import is_loopback
 from signoff.config.fields import ApprovalMode
+from signoff.config.mcp import command_problem
 from signoff.config.settings import Settings, source_name
 from signoff.errors import ConfigError, SignoffError
 from signoff.runtime.models import Action
@@ -80,6 +81,9 @@ def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | N
         lines.append(f'{source}: approvals.mode: "smart" needs a judge endpoint: set [planner] '
                      'base_url and model (any OpenAI-compatible API), or use mode = "manual"')
     lines += [f"{source}: {key}: {message}" for key, message in _steps(settings, registry)]
+    lines += [f"{source}: mcp.servers[{i}].command: {why}"
+              for i, server in enumerate(settings.mcp.servers)
+              if (why := command_problem(server)) is not None]
     return lines
 
 

@@ -63,6 +63,7 @@ from signoff.config.fields import (
     PlannerMode,
     Section,
 )
+from signoff.config.mcp import McpSettings, describe_server
 from signoff.config.ops import (
     NotifySettings,
     OncallOverride,
@@ -76,7 +77,8 @@ from signoff.runtime.models import ALL_SCOPES, OnDeny, RiskClass, Scope
 
 __all__ = [
     "ApiKey", "ApiSettings", "ApprovalMode", "ApprovalsSettings", "CronMode",
-    "DaemonSettings", "EmailSettings", "EvaluationSettings", "NotifyEvent", "NotifySettings",
+    "DaemonSettings", "EmailSettings", "EvaluationSettings", "McpSettings", "NotifyEvent",
+    "NotifySettings",
     "OnDeny", "OncallOverride", "OncallSettings", "PlannerKind", "PlannerMode",
     "PlannerSettings", "PolicySettings",
     "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
@@ -246,6 +248,7 @@ class Settings(Section):
     schedules: list[Schedule] = []
     oncall: OncallSettings = OncallSettings()
     notify: list[NotifySettings] = []
+    mcp: McpSettings = McpSettings()
     # The surfaces' sections, validated by their own models (see the module docstring).
     _surfaces: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
@@ -391,5 +394,6 @@ def summary(settings: Settings, path: str | Path | None) -> str:
             f"surfaces: {', '.join(surfaces)}",
             f"schedules: {len(settings.schedules)}",
             f"rotations: {len(settings.oncall.rotations)}",
+            f"mcp servers: {', '.join(map(describe_server, settings.mcp.servers)) or 'none'}",
         ]
     )

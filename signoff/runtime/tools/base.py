@@ -129,6 +129,17 @@ class CheckedTool(Protocol):
 
     async def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
         """Raise a ToolError (BadArguments, PathEscape) naming what is wrong; touch nothing."""
+
+
+@runtime_checkable
+class SchemaTool(Tool, Protocol):
+    """A tool whose arguments a JSON schema describes (MCP tools): the registry uses the
+    schema for the model and lets the tool clean and validate its own arguments."""
+
+    input_schema: dict[str, Any] | None  # None: not known yet (its server has not answered)
+
+    def clean_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` reduced to the schema and validated; BadArguments otherwise."""
         ...
 
 

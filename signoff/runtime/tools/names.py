@@ -1,8 +1,14 @@
-"""Tool names as a model sees them: OpenAI function names match ``^[a-zA-Z0-9_-]{1,64}$``.
+"""Tool names as a model sees them: the one mapping between registry and function names.
 
-Registry names may hold dots (MCP tools are ``<server>.<tool>``); the model is given
-``<server>__<tool>``. `model_name` is the one mapping; `ModelTools` keeps the way back
-(a table, not a reverse string rule, so a name the model invents is simply unknown).
+The registry names MCP tools ``<server>.<tool>`` (steps, prohibits, budgets, grants and
+cards use that spelling), but OpenAI-compatible function names must match
+``^[a-zA-Z0-9_-]{1,64}$``: no dots. A model therefore sees ``<server>__<tool>``. Built-in
+names (``read_file``) are valid function names already and map to themselves.
+
+The mapping is one-way by construction (a character the model may not see becomes ``_``,
+long names are cut); going back is a lookup among the registered names, done by
+:meth:`signoff.runtime.tools.registry.ToolRegistry.resolve`, which refuses two tools that
+would look the same to a model.
 """
 
 from __future__ import annotations
@@ -11,17 +17,33 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+SERVER_SEPARATOR = "."  # between server and tool in registry names
+LLM_SEPARATOR = "__"  # what the model sees in its place
+LLM_NAME_MAX = 64
 _NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9_-]")
-MAX_NAME = 64
+LLM_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
-def model_name(tool: str) -> str:
-    """The function name the model uses for registry tool ``tool``."""
-    return _NOT_ALLOWED.sub("_", tool.replace(".", "__"))[:MAX_NAME] or "_"
+def mcp_tool_name(server: str, tool: str) -> str:
+    """The registry name of ``tool`` on MCP server ``server``: ``git.git_status``."""
+    return f"{server}{SERVER_SEPARATOR}{tool}"
+
+
+def split_mcp_name(name: str) -> tuple[str, str] | None:
+    """``("git", "git_status")`` for ``"git.git_status"``; None for a name without a server."""
+    server, sep, tool = name.partition(SERVER_SEPARATOR)
+    return (server, tool) if sep and server and tool else None
+
+
+def llm_name(name: str) -> str:
+    """The function name a model sees for registry name ``name`` (``git__git_status``)."""
+    text = name.replace(SERVER_SEPARATOR, LLM_SEPARATOR, 1)
+    return _NOT_ALLOWED.sub("_", text)[:LLM_NAME_MAX] or "_"
 
 
 class ModelTools:
-    """The function schemas a model is offered, and its names mapped back to the registry."""
+    """The function schemas a model is offered, and its names mapped back to the registry
+    (a table, not a reverse string rule, so a name the model invents is simply unknown)."""
 
     def __init__(self, schemas: Iterable[dict[str, Any]]) -> None:
         self.schemas: list[dict[str, Any]] = []
@@ -29,7 +51,7 @@ class ModelTools:
         for schema in schemas:
             fn = dict(schema.get("function") or {})
             tool = str(fn.get("name", ""))
-            name = model_name(tool)
+            name = llm_name(tool)
             if name in self._tools:
                 continue  # two registry names that map alike: the first one keeps it
             self._tools[name] = tool

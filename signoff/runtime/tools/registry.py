@@ -8,6 +8,11 @@ only :class:`~signoff.errors.ToolError` ever comes out of a tool.
 
 Plugins register through the entry-point group ``signoff.tools``; a broken plugin is
 logged and skipped, because one bad package must not stop the daemon from starting.
+Tools that come and go with a server (MCP) are not registered one by one: their *source*
+is added (:meth:`ToolRegistry.add_source`) and asked at each lookup.
+
+A model sees every tool under :func:`~signoff.runtime.tools.names.llm_name`; a name it
+sends back is resolved to the registry's own spelling here, in one place.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from signoff.errors import BadArguments, ToolError, UnknownTool
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.tools.base import (
     CheckedTool,
     Param,
+    SchemaTool,
     Tool,
     ToolContext,
     content_names,
@@ -39,6 +45,7 @@ from signoff.runtime.tools.builtin.messaging import PostMessageTool, SendEmailTo
 from signoff.runtime.tools.builtin.net import HttpGetTool, SendWebhookTool
 from signoff.runtime.tools.builtin.shell import RunCommandTool
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
+from signoff.runtime.tools.names import llm_name
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +118,7 @@ def usual_risk(tool: Tool) -> RiskClass:
 
     run_command answers DESTRUCTIVE here (a blank command is in no read-only list); a
     plugin whose risk cannot be worked out without real arguments is listed as
-    DESTRUCTIVE, the honest worst case.
+    DESTRUCTIVE, the honest worst case. An MCP tool's risk does not depend on arguments.
     """
     args = {p.name: _BLANK.get(_types(p)[0], "") for p in tool.params}
     try:
@@ -120,12 +127,29 @@ def usual_risk(tool: Tool) -> RiskClass:
         return RiskClass.DESTRUCTIVE
 
 
+class ToolSource(Protocol):
+    """Tools that live elsewhere (an MCP server's): listed and found at each lookup."""
+
+    def tools(self) -> list[Tool]:
+        """The source's tools now."""
+        ...
+
+    def find(self, name: str) -> Tool | None:
+        """The tool called ``name``, or None."""
+        ...
+
+    def source_of(self, name: str) -> str | None:
+        """Where ``name`` comes from (``mcp:<server>``), None if not from this source."""
+        ...
+
+
 class ToolRegistry:
     """Tools by name, plus the rules that label and run actions."""
 
     def __init__(self, tools: Iterable[Tool] = (), *, source: str = "builtin") -> None:
         self._tools: dict[str, Tool] = {}
-        self._sources: dict[str, str] = {}
+        self._sources: dict[str, str] = {}  # tool name -> builtin | plugin
+        self._providers: list[ToolSource] = []
         for tool in tools:
             self.register(tool, source=source)
 
@@ -139,46 +163,77 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         self._sources[tool.name] = source
 
+    def add_source(self, source: ToolSource) -> None:
+        """Ask ``source`` too at every lookup (its tools may change while we run)."""
+        self._providers.append(source)
+
     def listing(self) -> list[ToolInfo]:
         """Every tool, sorted by name, as `signoff tools` shows it."""
-        return [ToolInfo(name=name, risk=usual_risk(self._tools[name]),
-                         capability=self._tools[name].capability,
-                         source=self._sources.get(name, "plugin"))
-                for name in self.names()]
-
-    def get(self, name: str) -> Tool:
-        """The tool called ``name``; UnknownTool lists the known ones."""
-        try:
-            return self._tools[name]
-        except KeyError:
-            known = ", ".join(self.names()) or "none"
-            raise UnknownTool(f"unknown tool {name!r} (known tools: {known})") from None
-
-    def names(self) -> list[str]:
-        """Registered tool names, sorted."""
-        return sorted(self._tools)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-    def schemas(self) -> list[dict[str, Any]]:
-        """The OpenAI function-calling ``tools`` list for every registered tool."""
         out = []
         for name in self.names():
-            tool = self._tools[name]
-            parameters = {
-                "type": "object",
-                "properties": {p.name: param_schema(p) for p in tool.params},
-                "required": [p.name for p in tool.params if p.required],
-                "additionalProperties": False,
-            }
+            tool = self.get(name)
+            out.append(ToolInfo(name=name, risk=usual_risk(tool), capability=tool.capability,
+                                source=self.source_of(name)))
+        return out
+
+    def _find(self, name: str) -> Tool | None:
+        tool = self._tools.get(name)
+        for source in self._providers:
+            if tool is not None:
+                break
+            tool = source.find(name)
+        return tool
+
+    def get(self, name: str) -> Tool:
+        """The tool called ``name`` (or the name a model sees for it); UnknownTool lists
+        the known ones."""
+        tool = self._find(name) or self._find(self.resolve(name))
+        if tool is None:
+            known = ", ".join(self.names()) or "none"
+            raise UnknownTool(f"unknown tool {name!r} (known tools: {known})")
+        return tool
+
+    def resolve(self, name: str) -> str:
+        """The registry name of ``name``, which may be the name a model sees for it
+        (``git__git_status`` → ``git.git_status``); unknown names come back unchanged."""
+        if self._find(name) is not None:
+            return name
+        matches = [known for known in self.names() if llm_name(known) == name]
+        return matches[0] if len(matches) == 1 else name
+
+    def names(self) -> list[str]:
+        """Tool names, sorted: registered ones and those of every source."""
+        names = set(self._tools)
+        for source in self._providers:
+            names.update(tool.name for tool in source.tools())
+        return sorted(names)
+
+    def source_of(self, name: str) -> str:
+        """``builtin``, ``plugin`` or ``mcp:<server>`` (for `signoff tools`)."""
+        if name in self._sources:
+            return self._sources[name]
+        for source in self._providers:
+            found = source.source_of(name)
+            if found:
+                return found
+        raise UnknownTool(f"unknown tool {name!r}")
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._find(self.resolve(name)) is not None
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI function-calling ``tools`` list for every tool, under the names a
+        model may see (:func:`llm_name`)."""
+        out = []
+        for name in self.names():
+            tool = self.get(name)
             out.append(
                 {
                     "type": "function",
                     "function": {
-                        "name": tool.name,
+                        "name": llm_name(tool.name),
                         "description": tool.description,
-                        "parameters": parameters,
+                        "parameters": tool_parameters(tool),
                     },
                 }
             )
@@ -208,7 +263,10 @@ class ToolRegistry:
         """``args`` reduced to the tool's parameters and checked; BadArguments otherwise.
 
         A null optional argument counts as absent (planners often emit ``"cc": null``).
+        A tool with a JSON schema (MCP) cleans and validates its own arguments.
         """
+        if isinstance(tool, SchemaTool):
+            return tool.clean_args(args)
         clean: dict[str, Any] = {}
         for param in tool.params:
             value = args.get(param.name)
@@ -245,6 +303,7 @@ class ToolRegistry:
             risk = action.risk
         return action.model_copy(
             update={
+                "tool": tool.name,  # the registry's spelling, also when a model sent its own
                 "args": args,
                 "risk": risk,
                 "capability": tool.capability,
@@ -294,6 +353,20 @@ class ToolRegistry:
         if not isinstance(output, dict):
             return {"result": output}
         return output
+
+
+def tool_parameters(tool: Tool) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments: its own (MCP) or built from its params."""
+    if isinstance(tool, SchemaTool) and tool.input_schema is not None:
+        return dict(tool.input_schema)
+    if isinstance(tool, SchemaTool):
+        return {"type": "object"}  # not known yet: the tool checks the arguments itself
+    return {
+        "type": "object",
+        "properties": {p.name: param_schema(p) for p in tool.params},
+        "required": [p.name for p in tool.params if p.required],
+        "additionalProperties": False,
+    }
 
 
 def fingerprint(tool: Tool, args: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from signoff.runtime.tools.names import ModelTools, model_name
+from signoff.runtime.tools.names import ModelTools, llm_name
 from signoff.runtime.tools.registry import builtin_registry
 
 ALLOWED = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -17,10 +17,10 @@ def schema(name: str) -> dict[str, object]:
 
 def test_dotted_names_become_double_underscores_and_fit_the_pattern() -> None:
     """`git.git_status` is `git__git_status`; other characters become `_`; 64 at most."""
-    assert model_name("git.git_status") == "git__git_status"
-    assert model_name("send_email") == "send_email"
+    assert llm_name("git.git_status") == "git__git_status"
+    assert llm_name("send_email") == "send_email"
     for name in ("a b/c", "x" * 100, "ünïcode.tool", "", "srv.tool-1"):
-        assert ALLOWED.match(model_name(name)), name
+        assert ALLOWED.match(llm_name(name)), name
 
 
 def test_model_tools_offer_mapped_names_and_map_them_back() -> None:

@@ -1,0 +1,191 @@
+"""`signoff mcp-gate SERVER`: signoff's approvals in front of an MCP server, for an outside
+MCP client (an IDE, Claude Code, another agent).
+
+The gate is an MCP server on stdio (the official SDK's low-level `Server`) that proxies
+the ``[[mcp.servers]]`` entry SERVER (kept alive by the same `McpConnection` the daemon
+uses). ``tools/list`` is the upstream's listing, unchanged. Each ``tools/call`` is first
+checked against the tool's inputSchema, then asked of the running daemon through the SDK
+(``POST /v1/approvals``, policy_id = this gate's session, labels from the server's tool
+rules), and only an approved call is forwarded; its result goes back unchanged. Anything
+else (denied, blocked, expired, the daemon unreachable) is an ``isError`` result saying
+"not approved: …", so the model knows it did not get consent (fail closed).
+
+While a person has not answered, the call waits (up to ``approvals.timeout``) and, when the
+client gave a progress token, a progress notification goes out at once and then every few
+seconds, so the client neither times out nor looks hung.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+import mcp_types as types
+import typer
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from signoff import __version__
+from signoff.cli.main import ConfigOpt, fail, load, setup_logging
+from signoff.client import Decision, Signoff
+from signoff.errors import BadArguments, SignoffError, ToolError
+from signoff.runtime.tools.mcp.connection import McpConnection
+from signoff.runtime.tools.mcp.tool import McpTool
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY = 5.0  # seconds between progress notifications while a person decides
+GRACE = 30.0  # waited past approvals.timeout for the daemon's own expiry to land
+
+Progress = Callable[[str], Awaitable[None]]
+
+
+def refused(text: str) -> types.CallToolResult:
+    """A tool result that tells the model the call did not happen."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                is_error=True)
+
+
+class Gate:
+    """Decides and forwards the calls of one client session."""
+
+    def __init__(self, *, upstream: McpConnection, client: Signoff, wait_limit: float,
+                 progress_every: float = PROGRESS_EVERY, policy_id: str | None = None) -> None:
+        self.upstream = upstream
+        self.client = client
+        self.wait_limit = wait_limit
+        self.progress_every = progress_every
+        server = upstream.spec.name
+        self.policy_id = policy_id or f"mcp-gate:{server}:{uuid.uuid4().hex[:12]}"
+
+    async def list_tools(self) -> types.ListToolsResult:
+        """The upstream's tools as it listed them."""
+        await self.upstream.wait_up(self.upstream.spec.connect_timeout)
+        return types.ListToolsResult(tools=list(self.upstream.raw_tools))
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None,
+                        progress: Progress | None = None) -> types.CallToolResult:
+        """Ask the daemon, then forward an approved call; refuse anything else."""
+        try:
+            tool = await self.upstream.listed(name)
+            args = tool.clean_args(dict(arguments or {}))
+        except BadArguments as exc:
+            return refused(f"invalid arguments: {exc}")
+        except ToolError as exc:
+            return refused(str(exc))
+        decision = await self._decide(tool, args, progress)
+        if not decision.approved:
+            log.info("gate_refused", extra={"tool": tool.name, "status": decision.status})
+            return refused(f"not approved: {decision.describe()}")
+        try:
+            result = await self.upstream.call_raw(name, args)
+        except ToolError as exc:
+            await self._report(decision, ok=False, detail=str(exc))
+            return refused(str(exc))
+        await self._report(decision, ok=not result.is_error)
+        return result
+
+    async def _decide(self, tool: McpTool, args: dict[str, Any],
+                      progress: Progress | None) -> Decision:
+        decision = await self.client.request(
+            tool=tool.name, args=args, policy_id=self.policy_id,
+            risk=tool.risk_for(args).value, capability=tool.capability,
+            targets=tool.targets(args), content=tool.content,
+            goal=f"an MCP client calls {tool.name} through signoff mcp-gate", wait=False)
+        waited = 0.0
+        while decision.pending and decision.id is not None and waited < self.wait_limit:
+            if progress is not None:
+                await progress(f"waiting for approval {decision.id} of {tool.name}")
+            decision = await self.client.wait(decision.id, timeout=self.progress_every)
+            waited += self.progress_every
+        return decision
+
+    async def _report(self, decision: Decision, *, ok: bool, detail: str | None = None) -> None:
+        if decision.id is not None:
+            await self.client.report(decision.id, ok=ok, detail=detail)
+
+    def server(self) -> Server[Any]:
+        """The MCP server the outside client talks to."""
+        async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+            return await self.list_tools()
+
+        async def on_call_tool(ctx: Any, params: types.CallToolRequestParams
+                               ) -> types.CallToolResult:
+            return await self.call_tool(params.name, params.arguments,
+                                        progress_sender(ctx, params))
+
+        return Server("signoff-mcp-gate", version=__version__,
+                      instructions=f"Tools of {self.upstream.spec.name}; each call is "
+                                   "approved by a person through signoff first.",
+                      on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+def progress_sender(ctx: Any, params: types.CallToolRequestParams) -> Progress | None:
+    """Progress notifications for this call, if the client asked for them."""
+    token = (params.meta or {}).get("progress_token")
+    if token is None:
+        return None
+    sent = 0
+
+    async def send(message: str) -> None:
+        nonlocal sent
+        sent += 1
+        await ctx.session.send_progress_notification(token, float(sent), None, message,
+                                                     related_request_id=ctx.request_id)
+    return send
+
+
+async def serve_gate(upstream: McpConnection, *, url: str | None, api_key: str | None,
+                     wait_limit: float) -> None:
+    """Run the gate on this process's stdin/stdout until the client closes it."""
+    keep_up = asyncio.create_task(upstream.run(), name=f"mcp-{upstream.spec.name}")
+    try:
+        requester = f"mcp-gate:{upstream.spec.name}@{socket.gethostname()}"
+        async with Signoff(url, api_key=api_key, requester=requester) as client:
+            gate = Gate(upstream=upstream, client=client, wait_limit=wait_limit)
+            server = gate.server()
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+    finally:
+        keep_up.cancel()  # stops the upstream server process
+        await asyncio.gather(keep_up, return_exceptions=True)
+
+
+UrlOpt = Annotated[str | None, typer.Option(envvar="SIGNOFF_URL",
+                                            help="The daemon (default http://127.0.0.1:8080).")]
+KeyOpt = Annotated[str | None, typer.Option(envvar="SIGNOFF_API_KEY", help="The daemon's API key.")]
+
+
+def cmd_mcp_gate(
+    server: Annotated[str, typer.Argument(
+        metavar="SERVER", help="The name of the mcp.servers entry to put behind approvals.")],
+    config: ConfigOpt = None,
+    url: UrlOpt = None,
+    api_key: KeyOpt = None,
+) -> None:
+    """Serve MCP on stdio: SERVER's tools, each call approved through the running daemon."""
+    from signoff.wiring import mcp_specs
+
+    setup_logging("WARNING")  # stderr: stdout carries the MCP protocol
+    settings = load(config)
+    specs = {spec.name: spec for spec in mcp_specs(settings)}
+    if server not in specs:
+        known = ", ".join(specs) or "none"
+        fail(f"no [[mcp.servers]] entry named {server!r} (configured: {known})")
+    upstream = McpConnection(specs[server], log_dir=settings.resolved_work_dir())
+    limit = settings.approvals.timeout.total_seconds() + GRACE
+    try:
+        asyncio.run(serve_gate(upstream, url=url, api_key=api_key, wait_limit=limit))
+    except SignoffError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add `signoff mcp-gate` to the CLI."""
+    app.command("mcp-gate")(cmd_mcp_gate)

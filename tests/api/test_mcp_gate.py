@@ -1,0 +1,200 @@
+"""`signoff mcp-gate git` driven by the real `mcp` SDK ClientSession over stdio, in front of
+the real mcp-server-git, deciding through a daemon app on uvicorn: the listing is the
+upstream's, READ calls are forwarded, gated calls wait for a person, refusals say so."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.api.helpers import KEY, Running, eventually, running_node, serve
+from tests.mcp_support import git, make_repo, servers_of
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Running, str]]:
+    """A node with its API on a real port (it has no MCP server of its own)."""
+    async with running_node(tmp_path / "daemon") as node, serve(node.app) as url:
+        yield node, url
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def config(tmp_path: Path, repo: Path) -> Path:
+    path = tmp_path / "gate.toml"
+    path.write_text(f'''
+[daemon]
+work_dir = "{tmp_path / 'gate-work'}"
+[[mcp.servers]]
+name = "git"
+command = ["{sys.executable}", "-m", "mcp_server_git", "--repository", "{repo}"]
+[mcp.servers.tools.git_status]
+risk = "READ"
+capability = "git.read"
+targets = ["repo_path"]
+[mcp.servers.tools.git_add]
+capability = "git.write"
+targets = ["repo_path", "files"]
+''')
+    return path
+
+
+@contextlib.asynccontextmanager
+async def session(command: str, *args: str) -> AsyncIterator[ClientSession]:
+    """An initialized ClientSession with a stdio server started as ``command args``."""
+    params = StdioServerParameters(command=command, args=list(args))
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
+
+
+def gate(config: Path, url: str) -> Any:
+    return session(sys.executable, "-m", "signoff", "mcp-gate", "git", "--config", str(config),
+                   "--url", url, "--api-key", KEY)
+
+
+def async_true(check: Any) -> Any:
+    async def run() -> bool:
+        return bool(check())
+    return run
+
+
+def text(result: types.CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+async def pending(node: Running) -> list[dict[str, Any]]:
+    async with node.client() as client:
+        return (await client.get("/approvals", params={"status": "pending"})).json()["items"]
+
+
+async def decide_when_asked(node: Running, asked: asyncio.Event, verb: str,
+                            body: dict[str, Any]) -> dict[str, Any]:
+    """Wait for the gate's progress notification and the card, then decide as a person."""
+    await asyncio.wait_for(asked.wait(), 60)
+    items: list[dict[str, Any]] = []
+
+    async def found() -> bool:
+        items[:] = await pending(node)
+        return bool(items)
+
+    await eventually(found, 30, "the gate's request")
+    async with node.client() as client:
+        answer = await client.post(f"/approvals/{items[0]['id']}/{verb}", json=body)
+        assert answer.status_code == 200, answer.text
+    return items[0]
+
+
+async def test_the_listing_is_the_upstreams_unchanged(daemon, config: Path, repo: Path) -> None:
+    """tools/list through the gate equals tools/list of mcp-server-git itself."""
+    _, url = daemon
+    async with gate(config, url) as through, session(
+            sys.executable, "-m", "mcp_server_git", "--repository", str(repo)) as direct:
+        mine = (await through.list_tools()).tools
+        theirs = (await direct.list_tools()).tools
+    assert [t.model_dump(by_alias=True) for t in mine] == \
+        [t.model_dump(by_alias=True) for t in theirs]
+    assert "git_commit" in {t.name for t in mine}
+
+
+async def test_a_read_call_is_forwarded_at_once(daemon, config: Path, repo: Path) -> None:
+    """git_status (READ in the gate's config) is approved by the policy and forwarded."""
+    node, url = daemon
+    async with gate(config, url) as s:
+        result = await s.call_tool("git_status", {"repo_path": str(repo)})
+    assert not result.is_error, text(result)
+    assert "new.txt" in text(result)
+    assert await pending(node) == []
+    await eventually(async_true(lambda: servers_of(repo) == []), 30,
+                     "the gate to stop its upstream server")
+
+
+async def test_a_gated_call_waits_for_an_approval_given_through_the_api(
+        daemon, config: Path, repo: Path) -> None:
+    """git_add waits, with progress notifications, until approved; then the file is staged."""
+    node, url = daemon
+    asked = asyncio.Event()
+    messages: list[str] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+        asked.set()
+
+    async with gate(config, url) as s:
+        call = asyncio.create_task(s.call_tool(
+            "git_add", {"repo_path": str(repo), "files": ["new.txt"]},
+            progress_callback=progress))
+        item = await decide_when_asked(node, asked, "approve", {"scope": "once"})
+        assert git(repo, "status", "--porcelain") == "?? new.txt\n"  # not before the approval
+        result = await asyncio.wait_for(call, 60)
+    assert not result.is_error, text(result)
+    assert git(repo, "status", "--porcelain") == "A  new.txt\n"
+    assert item["action"]["tool"] == "git.git_add"
+    assert item["task_id"] is None and item["policy_id"].startswith("mcp-gate:git:")
+    assert item["requester"].startswith("mcp-gate:git@")
+    assert item["action"]["targets"] == [str(repo), "new.txt"]
+    assert any("waiting for approval" in m for m in messages)
+
+
+async def test_a_denied_call_is_an_error_result_and_nothing_happens(
+        daemon, config: Path, repo: Path) -> None:
+    """Deny → isError "not approved: denied …"; the upstream was never called."""
+    node, url = daemon
+    asked = asyncio.Event()
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        asked.set()
+
+    async with gate(config, url) as s:
+        call = asyncio.create_task(s.call_tool(
+            "git_add", {"repo_path": str(repo), "files": ["new.txt"]},
+            progress_callback=progress))
+        await decide_when_asked(node, asked, "deny", {"reason": "not today"})
+        result = await asyncio.wait_for(call, 60)
+    assert result.is_error
+    assert text(result).startswith("not approved: denied"), text(result)
+    assert "not today" in text(result)
+    assert git(repo, "status", "--porcelain") == "?? new.txt\n"
+
+
+async def test_a_call_that_breaks_the_schema_is_refused_without_asking(
+        daemon, config: Path, repo: Path) -> None:
+    """No files for git_add: an error naming the argument, and no request to anyone."""
+    node, url = daemon
+    async with gate(config, url) as s:
+        result = await s.call_tool("git_add", {"repo_path": str(repo), "files": []})
+    assert result.is_error and "invalid arguments" in text(result), text(result)
+    assert await pending(node) == []
+
+
+async def test_an_unreachable_daemon_means_not_approved(config: Path, repo: Path) -> None:
+    """Fail closed: with no daemon listening, a gated call is refused, not forwarded."""
+    async with gate(config, "http://127.0.0.1:9") as s:
+        result = await s.call_tool("git_add", {"repo_path": str(repo), "files": ["new.txt"]})
+    assert result.is_error and text(result).startswith("not approved: unreachable")
+    assert git(repo, "status", "--porcelain") == "?? new.txt\n"
+
+
+def test_an_unknown_server_name_exits_2(config: Path) -> None:
+    """The gate names the servers it knows and starts nothing."""
+    done = subprocess.run([sys.executable, "-m", "signoff", "mcp-gate", "gitlab", "--config",
+                           str(config)], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 2
+    assert "no [[mcp.servers]] entry named 'gitlab' (configured: git)" in done.stderr

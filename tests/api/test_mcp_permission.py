@@ -1,0 +1,190 @@
+"""`signoff mcp-permission` driven by the real `mcp` SDK ClientSession over stdio, as Claude
+Code drives its --permission-prompt-tool, deciding through a daemon app on uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from signoff.cli.permission import label_for, request_for
+from tests.api.helpers import KEY, Running, eventually, running_node, serve
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Running, str]]:
+    async with running_node(tmp_path / "daemon") as node, serve(node.app) as url:
+        yield node, url
+
+
+@contextlib.asynccontextmanager
+async def permission(url: str, project: Path) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=sys.executable, cwd=project, args=[
+        "-m", "signoff", "mcp-permission", "--url", url, "--api-key", KEY])
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
+
+
+async def ask(s: ClientSession, tool_name: str, args: dict[str, Any], **kw: Any
+              ) -> dict[str, Any]:
+    result = await s.call_tool("approve", {"tool_name": tool_name, "input": args}, **kw)
+    assert not result.is_error
+    (block,) = result.content
+    assert isinstance(block, types.TextContent)
+    return dict(json.loads(block.text))
+
+
+async def decide_pending(node: Running, verb: str, body: dict[str, Any]) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+
+    async def found() -> bool:
+        async with node.client() as client:
+            items[:] = (await client.get("/approvals", params={"status": "pending"})
+                        ).json()["items"]
+        return bool(items)
+
+    await eventually(found, 60, "the permission request")
+    async with node.client() as client:
+        answer = await client.post(f"/approvals/{items[0]['id']}/{verb}", json=body)
+        assert answer.status_code == 200, answer.text
+    return items[0]
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+async def test_the_server_has_one_approve_tool(daemon, project: Path) -> None:
+    """tools/list: approve(tool_name, input), as --permission-prompt-tool expects."""
+    _, url = daemon
+    async with permission(url, project) as s:
+        (tool,) = (await s.list_tools()).tools
+    assert tool.name == "approve"
+    assert set(tool.input_schema["required"]) == {"tool_name", "input"}
+
+
+async def test_a_read_is_allowed_at_once_with_the_input_unchanged(daemon, project: Path) -> None:
+    """Read is READ: the daemon's policy allows it; updatedInput is the input."""
+    _, url = daemon
+    args = {"file_path": "README.md"}
+    async with permission(url, project) as s:
+        answer = await ask(s, "Read", args)
+    assert answer == {"behavior": "allow", "updatedInput": args}
+
+
+async def test_bash_waits_for_a_person_and_is_allowed_when_approved(daemon,
+                                                                    project: Path) -> None:
+    """Bash is DESTRUCTIVE: a card; approving it answers allow (with progress meanwhile)."""
+    node, url = daemon
+    args = {"command": "rm -rf build", "description": "clean"}
+    seen: list[str] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        seen.append(message or "")
+
+    async with permission(url, project) as s:
+        call = asyncio.create_task(ask(s, "Bash", args, progress_callback=progress))
+        item = await decide_pending(node, "approve", {"scope": "once"})
+        answer = await asyncio.wait_for(call, 60)
+    assert answer == {"behavior": "allow", "updatedInput": args}
+    assert item["action"]["tool"] == "run_command"
+    assert item["action"]["risk"] == "DESTRUCTIVE"
+    assert item["action"]["args"] == {"command": "rm -rf build", "cwd": str(project)}
+    assert item["policy_id"].startswith("claude-code:")
+    assert item["requester"].startswith("claude-code@")
+    assert any("waiting for approval" in m for m in seen)
+
+
+async def test_a_denied_prompt_answers_deny_with_the_reason(daemon, project: Path) -> None:
+    """Deny → {"behavior": "deny", "message": "not approved: denied … : <reason>"}."""
+    node, url = daemon
+    async with permission(url, project) as s:
+        call = asyncio.create_task(ask(s, "Bash", {"command": "git push --force"}))
+        await decide_pending(node, "deny", {"reason": "not on main"})
+        answer = await asyncio.wait_for(call, 60)
+    assert answer["behavior"] == "deny"
+    assert answer["message"].startswith("not approved: denied") and "not on main" in \
+        answer["message"]
+
+
+async def test_a_session_grant_covers_the_next_edit_of_the_same_file(daemon,
+                                                                     project: Path) -> None:
+    """Edit outside the project asks once; Session covers another edit of that file."""
+    node, url = daemon
+    outside = str(project.parent / "elsewhere.txt")
+    first = {"file_path": outside, "old_string": "a", "new_string": "b"}
+    async with permission(url, project) as s:
+        call = asyncio.create_task(ask(s, "Edit", first))
+        await decide_pending(node, "approve", {"scope": "session"})
+        assert (await asyncio.wait_for(call, 60))["behavior"] == "allow"
+        again = await ask(s, "Edit", {**first, "new_string": "c"})
+    assert again["behavior"] == "allow"
+
+
+async def test_an_unreachable_daemon_denies(project: Path) -> None:
+    """Fail closed: no daemon, no permission."""
+    async with permission("http://127.0.0.1:9", project) as s:
+        answer = await ask(s, "Bash", {"command": "ls"})
+    assert answer["behavior"] == "deny" and "unreachable" in answer["message"]
+
+
+def test_the_tool_table_labels_claude_codes_tools(tmp_path: Path) -> None:
+    """Writes in the project are DRAFT, elsewhere DESTRUCTIVE; Bash is run_command; MCP
+    tools keep their server; content arguments stay out of the fingerprint."""
+    assert request_for("Write", {"file_path": "src/a.py", "content": "x"}, tmp_path) == {
+        "tool": "claude.Write", "args": {"file_path": "src/a.py", "content": "x"},
+        "risk": "DRAFT", "capability": "fs.write", "targets": ["src/a.py"],
+        "content": ["content"]}
+    assert request_for("Write", {"file_path": "/etc/passwd"}, tmp_path)["risk"] == \
+        "DESTRUCTIVE"
+    assert request_for("Write", {"file_path": "../x"}, tmp_path)["risk"] == "DESTRUCTIVE"
+    fetch = request_for("WebFetch", {"url": "https://x.test", "prompt": "p"}, tmp_path)
+    assert (fetch["risk"], fetch["targets"], fetch["content"]) == \
+        ("READ", ["https://x.test"], ["prompt"])
+    assert request_for("Bash", {"command": "ls -l", "timeout": 5}, tmp_path) == {
+        "tool": "run_command", "args": {"command": "ls -l", "cwd": str(tmp_path)}}
+    issue = request_for("mcp__github__create_issue", {"title": "t"}, tmp_path)
+    assert (issue["tool"], issue["risk"], issue["capability"]) == \
+        ("github.create_issue", "DESTRUCTIVE", "mcp.github")
+    assert label_for("SomethingNew").risk == "DESTRUCTIVE"
+
+
+async def test_bash_of_a_read_only_command_is_allowed_by_the_daemons_policy(
+        tmp_path: Path, project: Path) -> None:
+    """A command in the daemon's policy.read_only_commands is READ: allowed at once."""
+    from tests.api.helpers import make_settings
+
+    settings = make_settings(tmp_path / "d", policy={"read_only_commands": ["git status"]})
+    async with running_node(tmp_path / "d", settings=settings) as node, \
+            serve(node.app) as url, permission(url, project) as s:
+        answer = await ask(s, "Bash", {"command": "git status"})
+    assert answer == {"behavior": "allow", "updatedInput": {"command": "git status"}}
+
+
+def test_the_readme_table_matches_the_code() -> None:
+    """Every Claude Code tool of CLAUDE_TOOLS has its row, with its capability and targets."""
+    from signoff.cli.permission import CLAUDE_TOOLS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = [ln for ln in readme.splitlines() if ln.startswith("| `")]
+    for name, label in CLAUDE_TOOLS.items():
+        row = next((r for r in rows if f"`{name}`" in r.split("|")[1]), None)
+        assert row is not None, f"no README row for {name}"
+        assert f"`claude.{name}`" in row and f"`{label.capability}`" in row, row
+        for key in (*label.targets, *label.content):
+            assert f"`{key}`" in row, (name, key)
