@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 
 from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, invalid, responses
@@ -53,6 +53,11 @@ Wait = Annotated[str | None, Query(
                 f"at most {MAX_WAIT:.0f} s, longer waits are shortened)")]
 
 
+# What POST /v1/approvals answers. `submitted` builds the member itself, so validation
+# never has to guess which one a dict is (their fields overlap).
+Submission = RequestPendingOut | RequestSettledOut | RequestStatusOut
+
+
 def _iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -70,21 +75,21 @@ def request_status(approval: Approval) -> JsonDict:
     }
 
 
-def submitted(approval: Approval, *, replayed: bool) -> JSONResponse:
-    """200 when the policy settled it, 202 while a person decides."""
-    headers = {"Location": f"/v1/approvals/{approval.id}"}
+def submitted(approval: Approval, response: Response, *, replayed: bool) -> Submission:
+    """202 while a person decides; 200 when the policy settled it (or, for a replayed key,
+    a person has decided since: then its current status)."""
+    response.headers["Location"] = f"/v1/approvals/{approval.id}"
     if replayed:
-        headers["Idempotent-Replayed"] = "true"
+        response.headers["Idempotent-Replayed"] = "true"
     if approval.status is ApprovalStatus.PENDING:
-        return JSONResponse({"id": approval.id, "status": "pending",
-                             "expires_at": approval.expires_at.isoformat()},
-                            status_code=202, headers=headers)
+        return RequestPendingOut(id=approval.id, status="pending",
+                                 expires_at=approval.expires_at.isoformat())
+    response.status_code = 200
     if approval.verdict is not None and approval.verdict.value in ("ALLOW", "BLOCK"):
-        body: JsonDict = {"id": approval.id, "status": approval.status.value,
-                          "decision": approval.verdict.value, "reason": approval.reason}
-        return JSONResponse(body, headers=headers)
-    # A replay of a request a person has decided since: its current status.
-    return JSONResponse(request_status(approval), headers=headers)
+        return RequestSettledOut.model_validate(
+            {"id": approval.id, "status": approval.status.value,
+             "decision": approval.verdict.value, "reason": approval.reason})
+    return RequestStatusOut.model_validate(request_status(approval))
 
 
 def request_item(item: PendingRequest) -> JsonDict:
@@ -152,7 +157,7 @@ def build_router(ctx: ApiContext) -> APIRouter:
         return approval
 
     async def decide(request: Request, approval_id: str, scope: Scope,
-                     reason: str | None) -> JSONResponse:
+                     reason: str | None) -> JsonDict:
         who = identity_of(request)
         approval = await approval_or_404(approval_id)
         if approval.status is not ApprovalStatus.PENDING:
@@ -163,7 +168,7 @@ def build_router(ctx: ApiContext) -> APIRouter:
         outcome = await ctx.flow.on_decision(event)
         current = await ctx.store.get_approval(approval.id) or approval
         if outcome.accepted:
-            return JSONResponse(request_status(current))
+            return request_status(current)
         if outcome.code == "not_authorized":
             raise ApiError(403, outcome.message)
         if outcome.code == "scope_not_allowed":
@@ -171,6 +176,7 @@ def build_router(ctx: ApiContext) -> APIRouter:
         raise ApiError(409, outcome.message, state=current.status.value)
 
     @router.post("/v1/approvals", tags=["approvals"], status_code=202,
+                 response_model=Submission,
                  responses={200: {"model": RequestSettledOut | RequestStatusOut,
                                   "description": "Settled by the policy (ALLOW or BLOCK); "
                                                  "a replayed key of a request decided since "
@@ -179,11 +185,11 @@ def build_router(ctx: ApiContext) -> APIRouter:
                                   "description": "A person decides; poll GET /v1/approvals/"
                                                  "{id}?wait=30s"},
                             **responses(401, 403, 409, 413, 422)})
-    async def create(request: Request, body: RequestIn,
+    async def create(request: Request, response: Response, body: RequestIn,
                      idempotency_key: Annotated[str | None, Header(
                          pattern=KEY, description="The same key returns the same request "
                                                   "(retries are safe)")] = None
-                     ) -> JSONResponse:
+                     ) -> Submission:
         """Ask signoff about one action of an agent that is not ours."""
         who = identity_of(request)
         spec = spec_of(body, actor=who.actor, key=idempotency_key)
@@ -191,23 +197,23 @@ def build_router(ctx: ApiContext) -> APIRouter:
             approval, replayed = await desk.submit(spec)
         except ToolError as exc:
             raise invalid("args", str(exc)) from exc
-        return submitted(approval, replayed=replayed)
+        return submitted(approval, response, replayed=replayed)
 
     @router.get("/v1/approvals/{approval_id}", tags=["approvals"],
-                responses={200: {"model": RequestStatusOut}, **responses(401, 404, 422)})
-    async def status(approval_id: ApprovalId, wait: Wait = None) -> JSONResponse:
+                response_model=RequestStatusOut, responses=responses(401, 404, 422))
+    async def status(approval_id: ApprovalId, wait: Wait = None) -> JsonDict:
         """A request's status; with ``wait``, answers as soon as it is decided."""
         seconds = wait_seconds(wait)
         approval = await watch.wait_decided(approval_id, ctx.store.get_approval, seconds)
         if approval is None:
             raise ApiError(404, f"no approval request {approval_id}")
-        return JSONResponse(request_status(approval))
+        return request_status(approval)
 
     @router.post("/v1/approvals/{approval_id}/outcome", tags=["approvals"],
-                 responses={200: {"model": RequestStatusOut},
-                            **responses(401, 404, 409, 413, 422)})
+                 response_model=RequestStatusOut,
+                 responses=responses(401, 404, 409, 413, 422))
     async def outcome(request: Request, approval_id: ApprovalId,
-                      body: OutcomeIn) -> JSONResponse:
+                      body: OutcomeIn) -> JsonDict:
         """Record what the caller did with a decided request (once)."""
         who = identity_of(request)
         approval = await approval_or_404(approval_id)
@@ -217,30 +223,30 @@ def build_router(ctx: ApiContext) -> APIRouter:
         except OutcomeConflict as exc:
             current = await ctx.store.get_approval(approval_id) or approval
             raise ApiError(409, str(exc), state=current.status.value) from exc
-        return JSONResponse(request_status(updated))
+        return request_status(updated)
 
     @router.get("/approvals", tags=["decisions"],
-                responses={200: {"model": ApprovalList}, **responses(401, 422)})
+                response_model=ApprovalList, responses=responses(401, 422))
     async def pending(status: Literal["pending"] = "pending", limit: Limit = 50,
-                      cursor: Cursor = None) -> JSONResponse:
+                      cursor: Cursor = None) -> JsonDict:
         """Pending requests of tasks and from outside, oldest first."""
         page = await ctx.store.pending_requests(limit=limit, cursor=cursor)
         items = [request_item(i) for i in page.items if isinstance(i, PendingRequest)]
-        return JSONResponse({"items": items, "next_cursor": page.next_cursor})
+        return {"items": items, "next_cursor": page.next_cursor}
 
     @router.post("/approvals/{approval_id}/approve", tags=["decisions"],
-                 responses={200: {"model": RequestStatusOut},
-                            **responses(401, 403, 404, 409, 413, 422)})
+                 response_model=RequestStatusOut,
+                 responses=responses(401, 403, 404, 409, 413, 422))
     async def approve(request: Request, approval_id: ApprovalId,
-                      body: Annotated[ApproveBody | None, Body()] = None) -> JSONResponse:
+                      body: Annotated[ApproveBody | None, Body()] = None) -> JsonDict:
         """Approve any pending request (of a task or from outside)."""
         return await decide(request, approval_id, Scope((body or ApproveBody()).scope), None)
 
     @router.post("/approvals/{approval_id}/deny", tags=["decisions"],
-                 responses={200: {"model": RequestStatusOut},
-                            **responses(401, 403, 404, 409, 413, 422)})
+                 response_model=RequestStatusOut,
+                 responses=responses(401, 403, 404, 409, 413, 422))
     async def deny(request: Request, approval_id: ApprovalId,
-                   body: Annotated[DenyBody | None, Body()] = None) -> JSONResponse:
+                   body: Annotated[DenyBody | None, Body()] = None) -> JsonDict:
         """Deny any pending request."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
         return await decide(request, approval_id, Scope.DENY, reason)

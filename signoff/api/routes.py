@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from signoff import __version__
 from signoff.api.auth import Identity
@@ -66,11 +66,6 @@ def identity_of(request: Request) -> Identity:
     if not isinstance(found, Identity):
         raise ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'")
     return found
-
-
-def json(content: Any, status: int = 200) -> JSONResponse:
-    """A JSON answer."""
-    return JSONResponse(content, status_code=status)
 
 
 async def grant_public(grant: Grant, store: TaskStore) -> JsonDict:
@@ -147,7 +142,7 @@ class TaskApi:
         return [e.strip() for e in entries]
 
     async def decide(self, request: Request, task_id: str, scope: Scope,
-                     reason: str | None = None) -> JSONResponse:
+                     reason: str | None = None) -> JsonDict:
         """Approve or deny the task's current request through the approval flow."""
         who = identity_of(request)
         task = await self.task_or_404(task_id)
@@ -158,7 +153,7 @@ class TaskApi:
         outcome = await self.ctx.flow.on_decision(event)
         current = await self.ctx.store.get_task(task_id) or task
         if outcome.accepted:
-            return json(current.public())
+            return current.public()
         if outcome.code is DecisionCode.NOT_AUTHORIZED:
             raise ApiError(403, outcome.message)
         if outcome.code is DecisionCode.SCOPE_NOT_ALLOWED:
@@ -171,8 +166,14 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
     api = TaskApi(ctx, metrics)
     router = APIRouter()
 
-    @router.get("/health", responses={200: {"model": HealthOut}}, tags=["daemon"])
-    async def health() -> JSONResponse:
+    # Every JSON route declares its `response_model`, so FastAPI validates what a handler
+    # returns against the documented schema (a mismatch is a 500, not a silent drift) and
+    # serialises it through that model. Where an optional key is left out of the shape
+    # rather than sent as null (/health "mcp", a transcript item's "tool_calls"),
+    # `response_model_exclude_unset` keeps it out; explicit nulls are still sent.
+    @router.get("/health", response_model=HealthOut, response_model_exclude_unset=True,
+                tags=["daemon"])
+    async def health() -> JsonDict:
         """Liveness, the live nodes sharing this database, and how each chat surface and MCP
         server is doing; never needs a key."""
         surfaces = ctx.surfaces() if ctx.surfaces is not None else {}
@@ -182,20 +183,20 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                                 "nodes": [n.public() for n in nodes], "surfaces": surfaces}
         if ctx.mcp_status is not None:
             body["mcp"] = ctx.mcp_status()
-        return json(body)
+        return body
 
-    @router.get("/tasks", responses={200: {"model": TaskList}, **responses(401, 422)},
+    @router.get("/tasks", response_model=TaskList, responses=responses(401, 422),
                 tags=["tasks"])
     async def list_tasks(state: TaskState | None = None, limit: Limit = 50,
-                         cursor: Cursor = None) -> JSONResponse:
+                         cursor: Cursor = None) -> JsonDict:
         """Tasks, newest first, one page at a time."""
         page = await ctx.store.list_tasks(state=state, limit=limit, cursor=cursor)
         items = [t.public() for t in page.items]
-        return json({"items": items, "next_cursor": page.next_cursor})
+        return {"items": items, "next_cursor": page.next_cursor}
 
-    @router.post("/tasks", status_code=202, tags=["tasks"],
-                 responses={202: {"model": Submitted}, **responses(401, 403, 413, 422)})
-    async def submit(request: Request, body: TaskSubmit) -> JSONResponse:
+    @router.post("/tasks", status_code=202, tags=["tasks"], response_model=Submitted,
+                 responses=responses(401, 403, 413, 422))
+    async def submit(request: Request, response: Response, body: TaskSubmit) -> JsonDict:
         """Store a task and return its id at once; the worker does the rest."""
         who = identity_of(request)
         steps = api.check_steps(body) if body.steps is not None else None
@@ -208,69 +209,70 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         if task is None:
             raise ApiError(409, "the task could not be stored", state="missing")
         ctx.wake()
-        return JSONResponse({"id": task.id}, status_code=202,
-                            headers={"Location": f"/tasks/{task.id}"})
+        response.headers["Location"] = f"/tasks/{task.id}"
+        return {"id": task.id}
 
-    @router.get("/tasks/{task_id}", tags=["tasks"],
-                responses={200: {"model": TaskOut}, 303: {"description": "A browser is sent "
-                           "to the console's task page"}, **responses(401, 404, 422)})
-    async def get_task(request: Request, task_id: TaskId) -> Response:
+    @router.get("/tasks/{task_id}", tags=["tasks"], response_model=TaskOut,
+                responses={303: {"description": "A browser is sent to the console's task "
+                                                "page"}, **responses(401, 404, 422)})
+    async def get_task(request: Request, task_id: TaskId) -> JsonDict | Response:
         """One task (a browser asking for HTML is sent to the console page instead)."""
         task = await api.task_or_404(task_id)
         accept = request.headers.get("accept", "")
         if "text/html" in accept and "application/json" not in accept:
             return RedirectResponse(f"/console/tasks/{task.id}", status_code=303)
-        return json(task.public())
+        return task.public()
 
     @router.get("/tasks/{task_id}/transcript", tags=["tasks"],
-                responses={200: {"model": TranscriptList}, **responses(401, 404, 422)})
+                response_model=TranscriptList, response_model_exclude_unset=True,
+                responses=responses(401, 404, 422))
     async def transcript(task_id: TaskId, limit: Limit = 100,
-                         cursor: Cursor = None) -> JSONResponse:
+                         cursor: Cursor = None) -> JsonDict:
         """An agent task's conversation, oldest first (empty for a task with fixed steps)."""
         await api.task_or_404(task_id)
         page = await ctx.store.transcript(task_id, after=int(cursor) if cursor else -1,
                                           limit=limit)
         items = [e.public() for e in page.items]
-        return json({"items": items, "next_cursor": page.next_cursor})
+        return {"items": items, "next_cursor": page.next_cursor}
 
     @router.post("/tasks/{task_id}/approve", tags=["decisions"],
-                 responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
+                 response_model=TaskOut, responses=responses(401, 403, 404, 409, 413, 422))
     async def approve(request: Request, task_id: TaskId,
-                      body: Annotated[ApproveBody | None, Body()] = None) -> JSONResponse:
+                      body: Annotated[ApproveBody | None, Body()] = None) -> JsonDict:
         """Approve the pending action: once, for this session, or always."""
         scope = Scope((body or ApproveBody()).scope)
         return await api.decide(request, task_id, scope)
 
     @router.post("/tasks/{task_id}/deny", tags=["decisions"],
-                 responses={200: {"model": TaskOut}, **responses(401, 403, 404, 409, 413, 422)})
+                 response_model=TaskOut, responses=responses(401, 403, 404, 409, 413, 422))
     async def deny(request: Request, task_id: TaskId,
-                   body: Annotated[DenyBody | None, Body()] = None) -> JSONResponse:
+                   body: Annotated[DenyBody | None, Body()] = None) -> JsonDict:
         """Deny the pending action: the task fails with "user denied[: reason]" (an agent
         with on_deny = "tell_model" is told so and goes on)."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
         return await api.decide(request, task_id, Scope.DENY, reason)
 
-    @router.get("/audit", tags=["audit"], responses={200: {"model": AuditList},
-                                                      **responses(401, 422)})
+    @router.get("/audit", tags=["audit"],
+                response_model=AuditList, responses=responses(401, 422))
     async def audit(task: Annotated[str | None, Query(max_length=100)] = None,
-                    limit: Limit = 50, cursor: Cursor = None) -> JSONResponse:
+                    limit: Limit = 50, cursor: Cursor = None) -> JsonDict:
         """Audit events in chain order, optionally of one task."""
         page = await ctx.store.audit_events(task_id=task, limit=limit, cursor=cursor)
         items = [ev.public() for ev in page.items]
-        return json({"items": items, "next_cursor": page.next_cursor})
+        return {"items": items, "next_cursor": page.next_cursor}
 
-    @router.get("/grants", tags=["grants"], responses={200: {"model": GrantList},
-                                                        **responses(401, 422)})
-    async def grants(include_revoked: bool = False) -> JSONResponse:
+    @router.get("/grants", tags=["grants"],
+                response_model=GrantList, responses=responses(401, 422))
+    async def grants(include_revoked: bool = False) -> JsonDict:
         """Remembered decisions (session and always grants)."""
         found = await ctx.store.list_grants(include_revoked=include_revoked)
         items = [await grant_public(g, ctx.store) for g in found]
-        return json({"items": items, "next_cursor": None})
+        return {"items": items, "next_cursor": None}
 
     @router.delete("/grants/{grant_id}", tags=["grants"],
-                   responses={200: {"model": GrantOut}, **responses(401, 403, 404, 422)})
+                   response_model=GrantOut, responses=responses(401, 403, 404, 422))
     async def revoke(request: Request,
-                     grant_id: Annotated[str, Path(min_length=1, max_length=100)]) -> JSONResponse:
+                     grant_id: Annotated[str, Path(min_length=1, max_length=100)]) -> JsonDict:
         """Revoke a grant (audited); revoking twice changes nothing."""
         who = identity_of(request)
         grant = await ctx.store.get_grant(grant_id)
@@ -278,23 +280,23 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
             raise ApiError(404, f"no grant {grant_id}")
         if grant.revoked_at is None:
             grant = await ctx.decider.revoke_grant(grant_id, who.actor) or grant
-        return json(await grant_public(grant, ctx.store))
+        return await grant_public(grant, ctx.store)
 
-    @router.get("/schedules", tags=["daemon"], responses={200: {"model": ScheduleList},
-                                                           **responses(401)})
-    async def schedules() -> JSONResponse:
+    @router.get("/schedules", tags=["daemon"],
+                response_model=ScheduleList, responses=responses(401))
+    async def schedules() -> JsonDict:
         """Configured schedules and their next runs."""
         items = await ctx.schedules() if ctx.schedules is not None else []
-        return json({"items": items, "next_cursor": None})
+        return {"items": items, "next_cursor": None}
 
-    @router.get("/oncall", tags=["daemon"], responses={200: {"model": OncallOut},
-                                                        **responses(401, 422)})
-    async def oncall(at: datetime | None = None) -> JSONResponse:
+    @router.get("/oncall", tags=["daemon"],
+                response_model=OncallOut, responses=responses(401, 422))
+    async def oncall(at: datetime | None = None) -> JsonDict:
         """Who is on call now (or at ``at``)."""
         if ctx.oncall is not None:
-            return json(await ctx.oncall(at))
+            return await ctx.oncall(at)
         when = at or ctx.clock.now()
-        return json({"at": when.isoformat(), "on_call": [], "rotations": []})
+        return {"at": when.isoformat(), "on_call": [], "rotations": []}
 
     @router.get("/metrics", tags=["daemon"], response_class=PlainTextResponse,
                 responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},

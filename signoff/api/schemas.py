@@ -1,9 +1,10 @@
 """Request and response bodies of the HTTP API, separate from the stored models.
 
 Requests are validated here (a 422 names the field). Responses are built by the
-runtime's ``public()`` methods, which are the contract; the response models below
-describe those shapes for ``/openapi.json`` and for schemathesis, and are not used to
-filter what is sent.
+runtime's ``public()`` methods, which are the contract; the response models below are
+each route's ``response_model``: FastAPI validates every answer against them and
+serialises it through them, so ``/openapi.json`` (and schemathesis) describes exactly
+what is sent. A key a model lacks would be dropped, so a model must name every key.
 """
 
 from __future__ import annotations
