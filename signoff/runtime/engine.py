@@ -48,7 +48,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.planning.planner import Planner, call_planner
 from signoff.runtime.policy.policy import Policy, new_approval
-from signoff.runtime.policy.route import Route, gated_audit
+from signoff.runtime.policy.route import Route, RouteKind, gated_audit
 from signoff.runtime.policy.unattended import (
     ApprovalMode,
     Outcome,
@@ -248,43 +248,44 @@ class Engine:
         """The policy's verdict on ``action``, with ASK_USER settled for who can answer."""
         ev = await self.policy.evaluate(task, action, self.store)
         if ev.verdict is Verdict.BLOCK:
-            return Route("block", actor="auto:policy", reason=ev.reason)
+            return Route(RouteKind.BLOCK, actor="auto:policy", reason=ev.reason)
         error = await self.cannot_run(action)
         if error is not None:
-            return Route("fail", actor="auto:check", reason=error)
+            return Route(RouteKind.FAIL, actor="auto:check", reason=error)
         if ev.verdict is Verdict.ALLOW and ev.actor is None:
-            return Route("run")
+            return Route(RouteKind.RUN)
         if ev.verdict is Verdict.ALLOW:
-            return Route("gated", "grant", ev.actor or "auto:grant", ev.reason, "evaluation")
+            return Route(RouteKind.GATED, "grant", ev.actor or "auto:grant", ev.reason,
+                         "evaluation")
         res = resolve_unattended(task, self.config.unattended)
         if res.outcome is Outcome.JUDGE:
             word = await self.judge.judge(task, action) if self.judge else "ESCALATE"
             if word == "APPROVE":  # runs this action only: smart approval never grants
-                return Route("gated", "auto", "auto:smart", "smart approval: APPROVE")
+                return Route(RouteKind.GATED, "auto", "auto:smart", "smart approval: APPROVE")
             if word == "DENY":
-                return Route("block", actor="auto:smart", reason="smart approval denied")
+                return Route(RouteKind.BLOCK, actor="auto:smart", reason="smart approval denied")
             res = resolve_unattended(task.model_copy(update={"mode": RunMode.INTERACTIVE}),
                                      Unattended(mode=ApprovalMode.MANUAL))
         if res.outcome is Outcome.ALLOW:
-            return Route("gated", "auto", res.actor or "auto", res.reason)
+            return Route(RouteKind.GATED, "auto", res.actor or "auto", res.reason)
         if res.outcome is Outcome.BLOCK:
-            return Route("block", actor=res.actor or "auto:policy", reason=res.reason)
-        return Route("ask")
+            return Route(RouteKind.BLOCK, actor=res.actor or "auto:policy", reason=res.reason)
+        return Route(RouteKind.ASK)
 
     async def _step(self, task: Task, action: Action) -> bool:
         """One action: True to go on with the next step, False when the task stopped."""
         route = await self.route(task, action)
-        if route.kind == "block":
+        if route.kind is RouteKind.BLOCK:
             await self._block(task, action, route.reason, actor=route.actor or "auto:policy")
             return False
-        if route.kind == "fail":  # failed before anyone is asked
+        if route.kind is RouteKind.FAIL:  # failed before anyone is asked
             record, event = self.unrunnable(task, action, route.reason)
             task.actions.append(record)
             await self._fail(task, f"{action.tool} failed: {route.reason}", audit=[event])
             return False
-        if route.kind == "run":
+        if route.kind is RouteKind.RUN:
             return await self._run_autonomous(task, action)
-        if route.kind == "gated":
+        if route.kind is RouteKind.GATED:
             return await self._run_gated(task, action, route.decision, route.actor or "auto",
                                          reason=route.reason or None,
                                          audit_kind=route.audit_kind)
@@ -318,7 +319,7 @@ class Engine:
     async def _run_gated(self, task: Task, action: Action, decision: str, actor: str, *,
                          reason: str | None = None, audit_kind: str | None = "decision") -> bool:
         """Run a SEND/DESTRUCTIVE action with its decision audited and a crash marker."""
-        events = gated_audit(task, action, Route("gated", decision, actor, reason or "",
+        events = gated_audit(task, action, Route(RouteKind.GATED, decision, actor, reason or "",
                                                  audit_kind))
         task.executing = action
         task.pending_action = None

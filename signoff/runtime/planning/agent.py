@@ -39,7 +39,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.policy.route import Route, gated_audit
+from signoff.runtime.policy.route import Route, RouteKind, gated_audit
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.names import ModelTools
 from signoff.runtime.transcript import TranscriptEntry, shorten_text
@@ -325,23 +325,23 @@ class _Run:
             return await self._refuse(call, action, "denied earlier in this task",
                                       actor="auto:policy")
         route = await engine.route(task, action)
-        if route.kind == "run":
+        if route.kind is RouteKind.RUN:
             ok, output, error = await engine._execute(action)
             record = engine._record(task, action, "allow", None, ok, output, error)
             self._answer(call["id"], output=output,
                          error=None if ok else f"{action.tool} failed: {error}", record=record)
             return True
-        if route.kind == "block":
+        if route.kind is RouteKind.BLOCK:
             return await self._refuse(call, action, route.reason,
                                       actor=route.actor or "auto:policy")
-        if route.kind == "fail":  # can never succeed: a tool error, nobody is asked
+        if route.kind is RouteKind.FAIL:  # can never succeed: a tool error, nobody is asked
             record, event = engine.unrunnable(task, action, route.reason)
             self._answer(call["id"], error=f"{action.tool} failed: {route.reason}",
                          record=record)
             await self._flush(audit=[event])
             return True
         agent.call_id, agent.why = call["id"], why
-        if route.kind == "gated":
+        if route.kind is RouteKind.GATED:
             return await self._run_gated(action, route)
         await engine.request_approval(task, action, why=why, transcript=self._take())
         return False
@@ -390,7 +390,7 @@ class _Run:
         if approval.status is ApprovalStatus.APPROVED and task.pending_action is not None:
             scope = approval.scope.value if approval.scope else "once"
             # The decision was audited when it was made; do not audit it twice.
-            route = Route("gated", f"approved:{scope}", approval.decided_by or "?",
+            route = Route(RouteKind.GATED, f"approved:{scope}", approval.decided_by or "?",
                           audit_kind=None)
             return await self._run_gated(task.pending_action, route)
         if approval.status in (ApprovalStatus.DENIED, ApprovalStatus.EXPIRED):

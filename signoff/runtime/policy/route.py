@@ -6,10 +6,21 @@ answer, so "what runs, what asks, what is refused" is one rule for both.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import Action, AuditEvent, Task
+
+
+class RouteKind(enum.StrEnum):
+    """Where the policy sends one action."""
+
+    RUN = "run"  # autonomous: it runs
+    GATED = "gated"  # gated, but allowed without asking (a grant or an automatic answer)
+    BLOCK = "block"  # refused
+    FAIL = "fail"  # it can never succeed: fails before anyone is asked
+    ASK = "ask"  # a person decides
 
 
 @dataclass(frozen=True)
@@ -17,7 +28,7 @@ class Route:
     """Where the policy sends one action: run it (autonomous or gated), block it, fail it
     (it can never succeed: nobody is asked), or ask a person."""
 
-    kind: str  # run | gated | block | fail | ask
+    kind: RouteKind
     decision: str = "allow"  # for gated: grant | auto (the action record's decision)
     actor: str | None = None
     reason: str = ""
