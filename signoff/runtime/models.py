@@ -17,7 +17,7 @@ from signoff.runtime.clock import system_now
 JsonDict = dict[str, Any]
 
 
-def utcnow() -> datetime:
+def utcnow() -> datetime:  # wall clock: a default for values built outside any node
     """An aware UTC default for values built outside a node (tests, fixtures, scripts).
 
     The engine never relies on it: it passes its Clock's time into every value it makes,

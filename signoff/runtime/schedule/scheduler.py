@@ -127,8 +127,7 @@ class Scheduler:
         """Start APScheduler in this loop, wait until cancelled, then shut it down."""
         aps = AsyncIOScheduler(timezone=UTC, jobstores={"default": MemoryJobStore()},
                                executors={"default": AsyncIOExecutor()})
-        # wall clock: APScheduler fires on wall time, so its missed tick is found on wall time
-        now = datetime.now(UTC)
+        now = datetime.now(UTC)  # wall clock: APScheduler fires on wall time (missed ticks too)
         for sched in self.schedules.values():
             if not sched.enabled:
                 continue
@@ -169,8 +168,8 @@ class Scheduler:
         window = sched.misfire_grace + jitter
         if sched.every is not None:
             window = min(window, sched.every + jitter)
-        # wall clock: APScheduler called us at a wall-clock tick; find that tick again
-        fire_time = previous_fire_time(self._exact[name], datetime.now(UTC), window)
+        wall = datetime.now(UTC)  # wall clock: APScheduler called us at a wall-clock tick
+        fire_time = previous_fire_time(self._exact[name], wall, window)
         if fire_time is None:  # pragma: no cover - APScheduler fired outside the grace
             log.warning("schedule_fire_time_unknown", extra={"schedule": name})
             return
