@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.daemons import free_port, wait_for
+from tests.e2e.daemons import DaemonProcess, wait_for
 
 # Unique to this test process: `processes` and `kill_children` look at every process on
 # the machine, and other checkouts may run these same tests at the same moment.
@@ -45,66 +42,20 @@ def kill_children() -> None:
                 pass
 
 
-class Daemon:
-    """`signoff daemon start` as a subprocess on a fixed work dir and port."""
+class Daemon(DaemonProcess):
+    """`signoff daemon start` as a subprocess: retried once, a short lease, READ_SLEEP safe."""
 
     def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp, daemon={"max_retries": 1, "lease": "2s"}, extra_toml=(
+            f'[policy]\nread_only_commands = ["{READ_SLEEP}"]\ncommand_timeout = "120s"\n'))
         self.tmp = tmp
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.config = tmp / "signoff.toml"
-        self.config.write_text(
-            "[daemon]\nmax_retries = 1\nlease = \"2s\"\n"
-            f"[policy]\nread_only_commands = [\"{READ_SLEEP}\"]\ncommand_timeout = \"120s\"\n")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.tmp / "daemon.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "signoff", "daemon", "start", "--config",
-                 str(self.config), "--port", str(self.port), "--work-dir",
-                 str(self.tmp / "work")],
-                cwd=self.tmp, stdout=subprocess.DEVNULL, stderr=log)
-        wait_for(self._healthy, "the daemon to answer /health")
-
-    def _healthy(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-
-    def submit(self, steps: list[dict[str, Any]]) -> str:
-        r = httpx.post(f"{self.url}/tasks", json={"goal": "crash test", "steps": steps})
-        assert r.status_code == 202, r.text
-        return str(r.json()["id"])
-
-    def task(self, task_id: str) -> dict[str, Any]:
-        r = httpx.get(f"{self.url}/tasks/{task_id}")
-        assert r.status_code == 200, r.text
-        return dict(r.json())
-
-    def approve(self, task_id: str, scope: str = "once") -> httpx.Response:
-        return httpx.post(f"{self.url}/tasks/{task_id}/approve", json={"scope": scope})
 
 
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[Daemon]:
     """A daemon that is stopped and whose tool children are killed afterwards."""
     d = Daemon(tmp_path)
-    (tmp_path / "work").mkdir()
+    (tmp_path / "work").mkdir(exist_ok=True)
     (tmp_path / "work" / "keep.txt").write_text("keep")
     yield d
     d.stop()
