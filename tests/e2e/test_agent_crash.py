@@ -65,8 +65,7 @@ class AgentDaemon(Daemon):
 def daemon(tmp_path: Path) -> Iterator[AgentDaemon]:
     """A daemon with notes in its work dir, stopped (and its tools' children killed) after."""
     d = AgentDaemon(tmp_path)
-    (tmp_path / "work").mkdir()
-    (tmp_path / "work" / "notes.txt").write_text(NOTES)
+    (d.work / "notes.txt").write_text(NOTES)
     yield d
     d.stop()
     kill_children()
