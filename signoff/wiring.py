@@ -255,7 +255,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         max_retries=settings.daemon.max_retries, scopes=scopes,
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
-        forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
+        forbid_self_approval=ap.forbid_self_approval, coalesce=ap.coalesce,
+        approvers_for=router.approvers_for,
         timeout_for=schedule_timeouts(settings.schedules))
     judge = None
     client = _chat_client(settings)

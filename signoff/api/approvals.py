@@ -5,6 +5,7 @@
     POST /v1/approvals/{id}/outcome     what the caller did (once; audited as ``outcome``)
     GET  /approvals?status=pending      pending requests of tasks and from outside
     POST /approvals/{id}/approve|deny   decide any request, like a click on its card
+    POST /approvals/batch               once or deny for several requests, one result each
 
 A decision goes through `ApprovalFlow.on_decision`, exactly like a Slack or Telegram
 click, so authorization, exactly-once and the audit are the same on every path. A long
@@ -19,12 +20,15 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
+from signoff.api.batch import decide_all
 from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, invalid, responses
 from signoff.api.routes import identity_of
 from signoff.api.schemas import (
     ApprovalList,
     ApproveBody,
+    BatchIn,
+    BatchOut,
     DenyBody,
     OutcomeIn,
     RequestIn,
@@ -106,7 +110,7 @@ def request_item(item: PendingRequest) -> JsonDict:
         "allowed_scopes": [s.value for s in approval.allowed_scopes],
         "action": action.public(), "note": approval.note,
         "requester": approval.requester, "policy_id": approval.policy_id,
-        "why": approval.why,
+        "why": approval.why, "coalesced_into": approval.coalesced_into,
     }
 
 
@@ -233,6 +237,18 @@ def build_router(ctx: ApiContext) -> APIRouter:
         page = await ctx.store.pending_requests(limit=limit, cursor=cursor)
         items = [request_item(i) for i in page.items if isinstance(i, PendingRequest)]
         return {"items": items, "next_cursor": page.next_cursor}
+
+    @router.post("/approvals/batch", tags=["decisions"], response_model=BatchOut,
+                 responses=responses(401, 413, 422))
+    async def batch(request: Request, body: BatchIn) -> BatchOut:
+        """Approve once, or deny, several requests; each id gets the status its own route
+        would give (200, 403, 404, 409). Session and always are refused (422): a batch
+        never creates a grant wider than one action."""
+        actor = Actor("web", identity_of(request).name)
+        scope = Scope.ONCE if body.decision == "once" else Scope.DENY
+        reason = (body.reason or "").strip() or None if scope is Scope.DENY else None
+        return BatchOut(results=await decide_all(ctx, ctx.flow.on_decision, actor, body.ids,
+                                                 scope, reason))
 
     @router.post("/approvals/{approval_id}/approve", tags=["decisions"],
                  response_model=RequestStatusOut,

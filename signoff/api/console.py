@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -32,12 +33,14 @@ from signoff.api.auth import (
     safe_next,
     set_session,
 )
+from signoff.api.batch import decide_all, summary
 from signoff.api.context import ApiContext
 from signoff.api.routes import identity_of
 from signoff.bot.cards import build_card
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
-from signoff.runtime.models import ApprovalStatus, Scope, Task
-from signoff.runtime.store.port import PendingRequest
+from signoff.runtime.coalesce import group_size
+from signoff.runtime.models import Approval, ApprovalStatus, Scope, Task
+from signoff.runtime.store.port import PendingRequest, TaskStore
 
 FLASH = "signoff_flash"
 SSE_POLL = 2.0  # seconds between store checks on each open stream
@@ -47,11 +50,25 @@ TRANSCRIPT_SHOWN = 200  # messages of an agent's conversation on its task page
 STATIC = {"console.js": "text/javascript; charset=utf-8",
           "console.css": "text/css; charset=utf-8"}
 Id = Annotated[str, Path(min_length=1, max_length=100)]
+PAGES = 20  # pages of pending requests read to fill the console's first 50 cards
+BATCH_MAX = 500  # cards one multi-select form may decide (as POST /approvals/batch)
 
 
 def html(body: str, status: int = 200) -> HTMLResponse:
     """An HTML answer with the console's security headers."""
     return HTMLResponse(body, status_code=status, headers=HTML_HEADERS)
+
+
+async def batch_form_of(request: Request) -> dict[str, list[str]] | None:
+    """The multi-select form, every value of each field (None when it is not a form)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return None
+    try:
+        return parse_qs((await request.body()).decode("utf-8", "replace"),
+                        keep_blank_values=True, max_num_fields=BATCH_MAX + 5)
+    except ValueError:
+        return None
 
 
 async def form_of(request: Request) -> dict[str, str] | None:
@@ -67,19 +84,49 @@ async def form_of(request: Request) -> dict[str, str] | None:
     return {key: values[0] for key, values in parsed.items()}
 
 
-def view(task: Task) -> CardView | None:
+def view(task: Task, identical: int = 1) -> CardView | None:
     """The card of a task's current (or last) approval request."""
     if task.approval is None:
         return None
-    return CardView(build_card(task, task.approval), asked_by=task.submitted_by,
-                    task_state=task.state.value)
+    return CardView(build_card(task, task.approval, identical=identical),
+                    asked_by=task.submitted_by, task_state=task.state.value)
 
 
-def request_view(item: PendingRequest) -> CardView | None:
+def request_view(item: PendingRequest, identical: int = 1) -> CardView | None:
     """The card of a pending request: of a task, or from an agent that is not ours."""
     if item.task is not None:
-        return view(item.task)
-    return CardView(build_card(None, item.approval), asked_by=item.approval.requester)
+        return view(item.task, identical)
+    return CardView(build_card(None, item.approval, identical=identical),
+                    asked_by=item.approval.requester)
+
+
+async def identical(store: TaskStore, approval: Approval) -> int:
+    """How many requests ``approval``'s card stands for (coalescing)."""
+    if approval.coalesce_key is None or approval.coalesced_into is not None:
+        return 1
+    return group_size(approval, await store.coalesced(approval.id))
+
+
+async def pending_cards(store: TaskStore, limit: int = 50) -> tuple[list[CardView], bool]:
+    """The pending cards the console shows, oldest first, and whether there are more: a
+    request that shares another's card is counted on it, not shown again (a burst of
+    identical requests is one card, and does not push other requests off the page)."""
+    shown: list[CardView] = []
+    cursor: str | None = None
+    for _ in range(PAGES):
+        page = await store.pending_requests(limit=limit, cursor=cursor)
+        for item in page.items:
+            if item.approval.coalesced_into is not None:
+                continue
+            if len(shown) == limit:
+                return shown, True
+            found = request_view(item, await identical(store, item.approval))
+            if found is not None:
+                shown.append(found)
+        cursor = page.next_cursor
+        if cursor is None:
+            return shown, False
+    return shown, True
 
 
 class Console:
@@ -92,8 +139,7 @@ class Console:
     async def approvals(self, identity: Identity) -> str:
         """The live region of the main page."""
         store, now = self.ctx.store, self.ctx.clock.now()
-        page = await store.pending_requests(limit=50)
-        pending = [v for r in page.items if (v := request_view(r))]
+        pending, more = await pending_cards(store)
         recent = list((await store.list_tasks(limit=20)).items)
         decided = [v for t in recent if (v := view(t)) and t.approval is not None
                    and t.approval.status is not ApprovalStatus.PENDING
@@ -102,7 +148,7 @@ class Console:
         notes = [text for _, text, _ in reversed(self.ctx.web.notes)][:10]
         return pages.approvals_fragment(pending=pending, decided=decided, tasks=recent,
                                         notes=notes, csrf=self.auth.csrf_token(identity),
-                                        now=now, more_pending=page.next_cursor is not None)
+                                        now=now, more_pending=more)
 
     async def task(self, identity: Identity, task_id: str) -> str | None:
         """The live region of a task page, or None for an unknown task."""
@@ -121,11 +167,13 @@ class Console:
         approval = await self.ctx.store.get_approval(approval_id)
         task = (await self.ctx.store.get_task(approval.task_id)
                 if approval is not None and approval.task_id else None)
+        count = await identical(self.ctx.store, approval) if approval is not None else 1
         if approval is not None and task is not None:
-            card = CardView(build_card(task, approval), asked_by=task.submitted_by,
-                            task_state=task.state.value)
+            card = CardView(build_card(task, approval, identical=count),
+                            asked_by=task.submitted_by, task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
-            card = CardView(build_card(None, approval), asked_by=approval.requester)
+            card = CardView(build_card(None, approval, identical=count),
+                            asked_by=approval.requester)
         else:
             local = self.ctx.web.card(approval_id)
             if local is None:
@@ -248,6 +296,28 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         outcome = await ctx.web.decide(event, ctx.flow.on_decision)
         target = safe_next(form.get("next"))
         return _with_flash(RedirectResponse(target, status_code=303), outcome.message)
+
+    @router.post("/console/batch")
+    async def batch(request: Request) -> Response:
+        who = identity_of(request)
+        form = await batch_form_of(request)
+        if form is None or not auth.check_csrf(who, form.get("csrf", [""])[0]):
+            return html(pages.message_page(title="Refused", text="This form has expired or "
+                                           "came from another site. Reload and try again."),
+                        403)
+        choice = form.get("decision", [""])[0]
+        if choice not in ("once", "deny"):
+            return html(pages.message_page(title="Unknown decision", text="A batch is "
+                                           "approved once or denied, nothing else."), 422)
+        ids = [i[:100] for i in form.get("ids", []) if i][:BATCH_MAX]
+        if not ids:
+            return _with_flash(RedirectResponse("/", status_code=303),
+                               "Nothing selected: tick the cards to decide together.")
+        scope = Scope(choice)
+        results = await decide_all(ctx, functools.partial(ctx.web.decide,
+                                                          fallback=ctx.flow.on_decision),
+                                   Actor("web", who.name), ids, scope, None)
+        return _with_flash(RedirectResponse("/", status_code=303), summary(results, scope))
 
     @router.post("/login")
     async def login(request: Request) -> Response:

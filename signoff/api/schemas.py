@@ -9,7 +9,7 @@ what is sent. A key a model lacks would be dropped, so a model must name every k
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,6 +47,30 @@ class DenyBody(_Body):
     """POST /tasks/{id}/deny."""
 
     reason: str | None = Field(default=None, max_length=1_000)
+
+
+class BatchIn(_Body):
+    """POST /approvals/batch: one answer for several requests — once or deny only, so a
+    batch never creates a session or always grant."""
+
+    ids: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        min_length=1, max_length=500)
+    decision: Literal["once", "deny"]
+    reason: str | None = Field(default=None, max_length=1_000)
+
+
+class BatchResultOut(BaseModel):
+    """What happened to one request of a batch, as its own route would have answered."""
+
+    id: str
+    status: Literal[200, 403, 404, 409]
+    detail: str
+
+
+class BatchOut(BaseModel):
+    """POST /approvals/batch: one result per id, in the order given."""
+
+    results: list[BatchResultOut]
 
 
 RISKS = Literal["READ", "DRAFT", "SEND", "DESTRUCTIVE"]
@@ -211,6 +235,9 @@ class PendingApprovalOut(BaseModel):
     why: str | None = None  # the proposer's own words: our agent's, or the requester's
     requester: str | None
     policy_id: str | None
+    # Coalescing: the request whose card this one shares (its answer decides this one
+    # too); null when the request has its own card.
+    coalesced_into: str | None = None
 
 
 class RequestSettledOut(BaseModel):

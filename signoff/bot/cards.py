@@ -89,16 +89,24 @@ def console_link(console_url: str | None, approval: Approval) -> str | None:
     return f"{base}/console/tasks/{approval.task_id}"
 
 
+def identical_words(count: int) -> str | None:
+    """"3 identical requests" for a card that stands for several (None for one)."""
+    return f"{count} identical requests" if count > 1 else None
+
+
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
-               mentions: tuple[str, ...] = ()) -> ApprovalCard:
-    """The card for one approval request: of a task, or (``task`` None) from outside."""
+               mentions: tuple[str, ...] = (), identical: int = 1) -> ApprovalCard:
+    """The card for one approval request: of a task, or (``task`` None) from outside.
+    ``identical`` is how many requests it stands for (coalescing): the title says so on
+    every surface, since one answer decides them all."""
     action = approval.action
+    group = identical_words(identical)
     total = (len(task.steps or []) or 1) if task is not None else 1
     goal = task.goal if task is not None else (approval.goal or "")
     return ApprovalCard(
         approval_id=approval.id,
         task_id=task.id if task is not None else None,
-        title=describe(action),
+        title=describe(action) + (f" · {group}" if group else ""),
         tool=action.tool,
         risk=action.risk.value if action.risk else "SEND",
         capability=action.capability or "",
@@ -121,4 +129,5 @@ def build_card(task: Task | None, approval: Approval, *, console_url: str | None
         console_url=console_link(console_url, approval),
         requester=shorten(approval.requester, 120) if approval.requester else None,
         policy_id=approval.policy_id if task is None else None,
+        identical=identical,
     )

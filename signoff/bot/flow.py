@@ -17,6 +17,7 @@ from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
 from signoff.bot.routing.authorizer import Authorizer
 from signoff.runtime.clock import Clock
+from signoff.runtime.coalesce import group_size
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, DecisionCode, Task
@@ -95,8 +96,12 @@ class ApprovalFlow:
         if approval is None or (approval.task_id is not None and task is None):
             return  # the request is gone (reset): nothing to show
         ref = await self._ref(approval_id, platform.name)
+        identical = 1
+        if approval.coalesce_key is not None:  # the card may stand for identical requests
+            identical = group_size(approval, await self.store.coalesced(approval.id))
         card = build_card(task, approval, console_url=self.console_url,
-                          mentions=tuple(item.payload.get("mentions") or ()))
+                          mentions=tuple(item.payload.get("mentions") or ()),
+                          identical=identical)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)

@@ -116,6 +116,7 @@ class Dispatcher:
 
     async def _surface(self, name: str, items: list[OutboxItem]) -> int:
         platform = self.platforms.get(name)
+        items = await self._skip_stale_edits(items)
         delivered = 0
         for item in items:
             if platform is None:
@@ -126,6 +127,23 @@ class Dispatcher:
                 break  # keep this surface's order: later items wait for this one
             delivered += 1
         return delivered
+
+    async def _skip_stale_edits(self, items: list[OutboxItem]) -> list[OutboxItem]:
+        """Drop an edit directly followed by another edit of the same card: an edit shows
+        the card's state when it is made, so the later one shows all the first would
+        (a burst of identical requests joining one card makes one edit, not a thousand)."""
+        keep: list[OutboxItem] = []
+        stale: list[int] = []
+        for index, item in enumerate(items):
+            after = items[index + 1] if index + 1 < len(items) else None
+            if (item.kind == Job.UPDATE and after is not None and after.kind == Job.UPDATE
+                    and after.approval_id == item.approval_id and not item.attempts):
+                stale.append(item.id)
+                continue
+            keep.append(item)
+        if stale:
+            await self.store.commit(Change(at=self.clock.now(), outbox_done=stale))
+        return keep
 
     async def _one(self, item: OutboxItem, platform: ChatPlatform) -> bool:
         now = self.clock.now()
@@ -177,8 +195,8 @@ def jobs_for(item: OutboxItem, surface: str) -> list[OutboxItem]:
     event = _LEGACY.get(item.kind) or (item.kind if item.kind in set(ApprovalEvent) else None)
     if event == ApprovalEvent.REQUESTED:
         return [job(Job.POST)]
-    if event == ApprovalEvent.DECIDED:
-        return [job(Job.UPDATE)]
+    if event in (ApprovalEvent.DECIDED, ApprovalEvent.GROUPED):
+        return [job(Job.UPDATE)]  # GROUPED: the count of identical requests changed
     if event == ApprovalEvent.ESCALATED:
         # The edit shows the new approvers; only the reply notifies anyone (edits never do).
         text = (f"No answer after {item.payload.get('waited', '?')}: escalated (level "

@@ -86,6 +86,7 @@ class ApprovalCard:
     console_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
+    identical: int = 1  # how many identical requests this card decides (coalescing)
 
     @property
     def origin(self) -> str:

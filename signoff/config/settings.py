@@ -144,6 +144,7 @@ class ApprovalsSettings(Section):
     autonomous_risks: list[Risk] = [RiskClass.READ, RiskClass.DRAFT]
     approvers: list[ActorKey] = []
     forbid_self_approval: bool = False
+    coalesce: bool = True  # identical pending requests share one card
     scopes: dict[Risk, list[Scope]] = Field(default_factory=_default_scopes)
 
     @field_validator("scopes")

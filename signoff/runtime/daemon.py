@@ -42,10 +42,12 @@ class Daemon:
             log.info("task_recovered", extra={"task_id": task.id, "retries": task.retries})
 
     async def sweep_expired(self) -> None:
-        """Deny requests past their expiry, every ``sweep_interval`` seconds."""
+        """Deny requests past their expiry, every ``sweep_interval`` seconds (and finish
+        deciding groups of identical requests a crash cut short)."""
         while True:
             try:
                 await self.decider.expire_due()
+                await self.decider.settle_coalesced()  # members a crash left pending
                 await self.engine.recover(include_own=False)  # leases of dead nodes
             except Exception:
                 log.exception("sweep_failed")

@@ -9,6 +9,10 @@ itself allows (scopes, expiry, the self-approval rule).
 A request from an agent that is not ours has no task: the same decision is committed
 without a task to move (its grant lives under the request's own policy_id), and waiters
 on `watch` (long polls) are woken once it is committed.
+
+A request that shares its card with identical ones (`signoff.runtime.coalesce`) is
+decided like any other; the same answer is then given to each of its members, each
+with its own compare-and-set, task move, grant and audit event (`_decide_members`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from signoff.runtime import coalesce
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
 from signoff.runtime.models import (
@@ -131,6 +136,8 @@ class Decider:
             if refused is None:
                 result = await self._apply(task, approval, scope, actor, reason, channel)
                 if result is not None:
+                    if result.approval is not None and approval.coalesce_key is not None:
+                        await self._decide_members(result.approval, channel)
                     return result
             # Lost, or the task moved on: if someone decided meanwhile, say who.
             current = await self.store.get_approval(approval.id)
@@ -163,13 +170,21 @@ class Decider:
         return None
 
     async def _apply(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
-                     reason: str | None, channel: str | None) -> DecisionResult | None:
-        """Commit the decision; None when the compare-and-set lost (the caller sorts out why)."""
+                     reason: str | None, channel: str | None, *,
+                     in_group: bool = False) -> DecisionResult | None:
+        """Commit the decision; None when the compare-and-set lost (the caller sorts out why).
+        A member of a group decided by its own id (not ``in_group``) leaves the group."""
         now = self.engine.clock.now()
         status = ApprovalStatus.APPROVED if scope.approves else ApprovalStatus.DENIED
-        decided = approval.model_copy(update={"status": status, "scope": scope,
-                                              "decided_by": actor, "decided_at": now,
-                                              "reason": reason})
+        update: dict[str, object] = {"status": status, "scope": scope, "decided_by": actor,
+                                     "decided_at": now, "reason": reason}
+        outbox = [approval_event(ApprovalEvent.DECIDED, approval.id)]
+        if not coalesce.has_own_card(approval):
+            outbox = []  # no card of its own to edit
+            if not in_group:
+                update["coalesced_into"] = None
+                outbox = [coalesce.left_event(approval)]  # the shared card's count drops
+        decided = approval.model_copy(update=update)
         latency = (now - approval.requested_at).total_seconds() * 1000
         event = audit_event("decision", task, approval.action,
                             decision="approve" if scope.approves else "deny", actor=actor,
@@ -181,8 +196,7 @@ class Decider:
             grants.append(grant_for(approval.action, scope, policy_id=policy_id,
                                     task_id=task.id if task else None, actor=actor, now=now))
         change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
-                        grants=grants, audit=[event],
-                        outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
+                        grants=grants, audit=[event], outbox=outbox)
         goes_on = False
         if task is not None:
             goes_on = self._move_task(task, decided, actor, now)
@@ -255,38 +269,101 @@ class Decider:
 
     async def expire_due(self) -> list[Task]:
         """Deny every request past its expiry ("approval timed out"); return the tasks
-        whose request expired (outside requests have none)."""
+        whose request expired (outside requests have none). Members of a group expire
+        with their leader: their expiry is never later than its."""
         expired = []
         for approval in await self.store.due_approvals(self.engine.clock.now()):
-            task = await self.store.get_task(approval.task_id) if approval.task_id else None
-            if approval.task_id is not None and (
-                    task is None or task.approval is None or task.approval.id != approval.id):
-                continue
-            now = self.engine.clock.now()
-            decided = approval.model_copy(update={
-                "status": ApprovalStatus.EXPIRED, "scope": Scope.DENY,
-                "decided_by": "auto:timeout", "decided_at": now,
-                "reason": "approval timed out"})
-            event = audit_event("expired", task, approval.action, decision="deny",
-                                actor="auto:timeout", scope="deny", reason="approval timed out",
-                                approval=decided)
-            change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
-                            audit=[event],
-                            outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
-            goes_on = False
+            task = await self._expire(approval)
             if task is not None:
-                task.approval = decided
-                task.updated_at = now
-                goes_on = self._refused(task, approval, "timed_out", "auto:timeout",
-                                        "approval timed out")
-                change.task = task
-            if await self._commit(change):
-                await self._announce(task, decided, TaskEvent.EXPIRED)
-                if task is not None:
-                    expired.append(task)
-                if goes_on and task is not None and self.on_runnable is not None:
-                    await self.on_runnable(task)
+                expired.append(task)
         return expired
+
+    async def _expire(self, approval: Approval) -> Task | None:
+        """Expire one pending request; its task when that moved (None for an outside
+        request, a stale one, or a lost race)."""
+        task = await self.store.get_task(approval.task_id) if approval.task_id else None
+        if approval.task_id is not None and (
+                task is None or task.approval is None or task.approval.id != approval.id):
+            return None
+        now = self.engine.clock.now()
+        decided = approval.model_copy(update={
+            "status": ApprovalStatus.EXPIRED, "scope": Scope.DENY,
+            "decided_by": "auto:timeout", "decided_at": now,
+            "reason": "approval timed out"})
+        event = audit_event("expired", task, approval.action, decision="deny",
+                            actor="auto:timeout", scope="deny", reason="approval timed out",
+                            approval=decided)
+        outbox = ([approval_event(ApprovalEvent.DECIDED, approval.id)]
+                  if coalesce.has_own_card(approval) else [])
+        change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
+                        audit=[event], outbox=outbox)
+        goes_on = False
+        if task is not None:
+            task.approval = decided
+            task.updated_at = now
+            goes_on = self._refused(task, approval, "timed_out", "auto:timeout",
+                                    "approval timed out")
+            change.task = task
+        if not await self._commit(change):
+            return None
+        await self._announce(task, decided, TaskEvent.EXPIRED)
+        if goes_on and task is not None and self.on_runnable is not None:
+            await self.on_runnable(task)
+        return task
+
+    # -- groups of identical requests (signoff.runtime.coalesce) --------------------------
+    async def _decide_members(self, leader: Approval, channel: str | None) -> None:
+        """Give the leader's committed answer to every pending request sharing its card."""
+        for member in await self.store.coalesced(leader.id):
+            if coalesce.follows(leader, member):
+                await self._follow(leader, member, channel)
+
+    async def _follow(self, leader: Approval, member: Approval, channel: str | None) -> None:
+        """One member takes the leader's decision: its own compare-and-set, task move,
+        grant (under its own policy_id) and audit event, with the leader's decider."""
+        if leader.status is ApprovalStatus.EXPIRED:
+            await self._expire(member)
+            return
+        scope, actor = leader.scope or Scope.DENY, leader.decided_by or "?"
+        for _ in range(5):
+            task = await self.store.get_task(member.task_id) if member.task_id else None
+            refused = self._check(task, member, scope, actor)
+            if refused is not None:
+                if refused.code is DecisionCode.NOT_AUTHORIZED:
+                    await self._detach(member)  # its submitter answered: someone else must
+                return  # NOT_WAITING: the task moved on; nothing of it is pending here
+            if await self._apply(task, member, scope, actor, leader.reason, channel,
+                                 in_group=True) is not None:
+                return
+            current = await self.store.get_approval(member.id)
+            if current is None or current.status is not ApprovalStatus.PENDING:
+                return  # decided by its own id meanwhile
+            member = current
+
+    async def _detach(self, member: Approval) -> None:
+        """Give a member a card of its own (it leaves the group, still pending)."""
+        own = member.model_copy(update={"coalesced_into": None})
+        change = Change(at=self._now(), approval=own, approval_expect=ApprovalStatus.PENDING,
+                        outbox=[coalesce.left_event(member),
+                                coalesce.card_event(own, mentions=list(own.approvers))])
+        if await self._commit(change):
+            log.info("coalesced_request_detached", extra={"approval_id": member.id,
+                                                          "leader": member.coalesced_into})
+            task = await self.store.get_task(own.task_id) if own.task_id else None
+            await self.engine.listener.approval_requested(task, own)
+
+    async def settle_coalesced(self) -> int:
+        """Decide the members a crash (or a race with another node) left pending under a
+        decided card, as its decision did; one that asked after that decision gets a card
+        of its own. Returns how many were looked at."""
+        strays = await self.store.coalesce_strays()
+        for member in strays:
+            leader = await self.store.get_approval(member.coalesced_into or "")
+            if leader is not None and coalesce.follows(leader, member):
+                await self._follow(leader, member, None)
+            else:
+                await self._detach(member)
+        return len(strays)
 
     async def escalate(self, task: Task, *, level: int, members: Sequence[str], waited: str,
                        detail: str) -> bool:

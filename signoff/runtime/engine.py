@@ -16,6 +16,7 @@ pause (`request_approval`) and the same ends (`_complete`, `_fail`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,14 +24,12 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
-from signoff.runtime import ids
+from signoff.runtime import coalesce, ids
 from signoff.runtime.clock import Clock
 from signoff.runtime.events import (
-    ApprovalEvent,
     EngineListener,
     NullListener,
     TaskEvent,
-    approval_event,
     audit_event,
 )
 from signoff.runtime.models import (
@@ -91,6 +90,7 @@ class EngineConfig:
     scopes: Mapping[RiskClass, tuple[Scope, ...]] = field(default_factory=dict)
     unattended: Unattended = field(default_factory=Unattended)
     forbid_self_approval: bool = False
+    coalesce: bool = False  # identical pending requests share one card (approvals.coalesce)
     # First approvers of a request (on-call for scheduled runs) and a schedule's own
     # approval timeout; both None outside the daemon.
     approvers_for: Callable[[Task], Sequence[str]] | None = None
@@ -153,6 +153,7 @@ class Engine:
         self.judge = judge
         self.listener: EngineListener = listener or NullListener()
         self.runner = runner  # None: goals without steps are planned once
+        self.groups = coalesce.GroupLocks()  # identical requests join one card (coalesce.py)
 
     # -- submission -------------------------------------------------------------------
     def prepare_steps(self, steps: Sequence[Action]) -> list[Action]:
@@ -361,20 +362,25 @@ class Engine:
         approval = new_approval(task, action, approval_id=ids.approval_id(), now=now,
                                 expires_at=now + timeout, allowed=cfg.scopes_for(action.risk),
                                 note=note, approvers=approvers, why=why)
-        task.state = TaskState.WAITING_APPROVAL
-        task.pending_action = action
-        task.approval = approval
-        task.claimed_by = task.lease_until = None
-        event = audit_event("evaluation", task, action, decision="ASK_USER",
-                            approval=approval, reason=note or "approval requested")
-        # The domain event is written in the same transaction: a crash right after this
-        # commit still gets the card posted (the bot layer turns it into card jobs).
-        requested = approval_event(ApprovalEvent.REQUESTED, approval.id,
-                                   mentions=list(approvers or ()))
-        await self._save(task, approval=approval, audit=[event], outbox=[requested],
-                         transcript=transcript)
+        # A note (a crash) is for this task's card alone: such a request never coalesces.
+        grouped = cfg.coalesce and note is None
+        async with self.groups.hold(approval) if grouped else contextlib.nullcontext():
+            if grouped:
+                approval = await coalesce.join(self.store, approval)
+            task.state = TaskState.WAITING_APPROVAL
+            task.pending_action = action
+            task.approval = approval
+            task.claimed_by = task.lease_until = None
+            event = audit_event("evaluation", task, action, decision="ASK_USER",
+                                approval=approval, reason=note or "approval requested")
+            # The domain event is written in the same transaction: a crash right after this
+            # commit still gets the card posted (the bot layer turns it into card jobs).
+            requested = coalesce.card_event(approval, mentions=list(approvers or ()))
+            await self._save(task, approval=approval, audit=[event], outbox=[requested],
+                             transcript=transcript)
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
-                                              "tool": action.tool})
+                                              "tool": action.tool,
+                                              "coalesced_into": approval.coalesced_into})
         await self.listener.approval_requested(task, approval)
         await self.listener.task_event(TaskEvent.WAITING_APPROVAL, task)
         return approval

@@ -209,6 +209,10 @@ class Approval(BaseModel):
     verdict: Verdict | None = None  # the policy's answer when the request came in
     idempotency_key: str | None = None
     outcome: JsonDict | None = None  # what the caller reported it did: {"ok", "detail", ...}
+    # Coalescing (`signoff.runtime.coalesce`): the group of identical requests this one
+    # belongs to, and the request whose card it shares (None: it has its own card).
+    coalesce_key: str | None = None
+    coalesced_into: str | None = None
 
     @property
     def outside(self) -> bool:

@@ -17,15 +17,16 @@ approval asks a person (the judge reads a task's goal and plan, which a request 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from signoff.errors import BadArguments, Conflict, SignoffError
-from signoff.runtime import ids
+from signoff.runtime import coalesce, ids
 from signoff.runtime.engine import Engine
-from signoff.runtime.events import ApprovalEvent, approval_event, audit_event
+from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
     Action,
     Approval,
@@ -146,12 +147,18 @@ class OutsideRequests:
         ev = await self.engine.policy.evaluate_request(action, self.store,
                                                        policy_id=spec.policy_id)
         approval, event = self._build(spec, action, ev)
-        # The card of a pending request, written in the same commit (as for a task's).
-        outbox = ([approval_event(ApprovalEvent.REQUESTED, approval.id)]
-                  if approval.status.open else [])
-        change = Change(at=approval.requested_at, approval=approval, insert_approval=True,
-                        audit=[event], outbox=outbox)
-        if not await self.store.commit(change):
+        grouped = approval.status.open and self.engine.config.coalesce
+        async with (self.engine.groups.hold(approval) if grouped
+                    else contextlib.nullcontext()):
+            if grouped:
+                approval = await coalesce.join(self.store, approval)
+            # The card of a pending request (or the edit of the card it joined), written
+            # in the same commit (as for a task's).
+            outbox = [coalesce.card_event(approval)] if approval.status.open else []
+            change = Change(at=approval.requested_at, approval=approval, insert_approval=True,
+                            audit=[event], outbox=outbox)
+            stored = await self.store.commit(change)
+        if not stored:
             # Lost a race with the same idempotency key: answer with the winner.
             found = (await self.store.find_request(spec.idempotency_key)
                      if spec.idempotency_key else None)

@@ -195,7 +195,9 @@ async def test_approve_and_deny_take_an_approval_id(node: Running, base: str) ->
            "requester": "ci:deploy", "policy_id": "run-7"}
     async with node.client() as client:
         first = (await client.post("/v1/approvals", json=ask)).json()["id"]
-        second = (await client.post("/v1/approvals", json=ask)).json()["id"]
+        # Another channel: an identical request would share the first one's card.
+        other = {**ask, "args": {**ask["args"], "channel": "#dev"}}
+        second = (await client.post("/v1/approvals", json=other)).json()["id"]
     approved = await run("approve", first, "--scope", "session", "--url", base,
                          "--api-key", KEY)
     assert approved.exit_code == 0, approved.output

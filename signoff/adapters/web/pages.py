@@ -97,8 +97,33 @@ def _form(card: ApprovalCard, csrf: str, next_path: str) -> str:
             f'{reason}<div class="buttons">{buttons}</div></form>')
 
 
-def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/") -> str:
-    """One approval card: the action in plain words, targets, context, buttons or outcome."""
+BATCH_FORM = "batch"  # the id of the multi-select form the cards' checkboxes belong to
+
+
+def _select(card: ApprovalCard) -> str:
+    """The card's checkbox for the multi-select form (HTML's ``form`` attribute ties it to
+    that form although it sits in the card: forms cannot nest, and no script is needed)."""
+    return (f'<label class="select"><input type="checkbox" name="ids" '
+            f'value="{e(card.approval_id)}" form="{BATCH_FORM}" '
+            f'aria-label="Select: {e(card.title)}"> Select</label>')
+
+
+def batch_form(csrf: str) -> str:
+    """Approve once or deny every selected card (never session or always: see
+    `signoff.api.batch`)."""
+    return (f'<form id="{BATCH_FORM}" class="batch" method="post" action="/console/batch">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<span class="batch-label">Selected:</span>'
+            f'<button type="submit" name="decision" value="once" class="btn btn-once">'
+            f'Approve selected once</button>'
+            f'<button type="submit" name="decision" value="deny" class="btn btn-deny">'
+            f'Deny selected</button></form>')
+
+
+def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/",
+              selectable: bool = False) -> str:
+    """One approval card: the action in plain words, targets, context, buttons or outcome;
+    ``selectable`` adds the checkbox of the multi-select form."""
     card = view.card
     risk = card.risk.lower()
     targets = "".join(f"<li>{e(t)}</li>" for t in card.targets) or "<li>(no target)</li>"
@@ -129,7 +154,8 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/")
     return (f'<article class="card risk-{e(risk)} status-{e(card.status)}" '
             f'id="card-{e(card.approval_id)}" data-approval="{e(card.approval_id)}">'
             f'<header class="card-head"><span class="risk">{e(card.risk)}</span>'
-            f'<span class="tool">{e(card.tool)}</span>{expires}</header>'
+            f'<span class="tool">{e(card.tool)}</span>{expires}'
+            f'{_select(card) if selectable and card.open else ""}</header>'
             f'<h2 class="title">{e(card.title)}</h2>'
             f'<ul class="targets" aria-label="Targets">{targets}</ul>'
             f'{_dl(meta)}{details}{note}{tail}</article>')
@@ -147,9 +173,11 @@ def approvals_fragment(*, pending: Sequence[CardView], decided: Sequence[CardVie
                        tasks: Sequence[Task], notes: Sequence[str], csrf: str, now: datetime,
                        more_pending: bool = False) -> str:
     """The live region of the console: pending cards first, then decided ones, tasks, notes."""
-    cards = "".join(card_html(v, csrf=csrf, now=now) for v in pending)
+    cards = "".join(card_html(v, csrf=csrf, now=now, selectable=True) for v in pending)
     if not cards:
         cards = '<p class="empty">Nothing is waiting for a decision.</p>'
+    else:
+        cards = batch_form(csrf) + cards
     more = ('<p class="more">More requests are waiting; the oldest are shown first.</p>'
             if more_pending else "")
     parts = [f'<section class="pending" aria-labelledby="h-pending">'

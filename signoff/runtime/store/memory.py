@@ -277,6 +277,30 @@ class MemTaskStore:
         return [a.model_copy(deep=True) for a in self._approvals.values()
                 if a.status is ApprovalStatus.PENDING and a.expires_at <= now]
 
+    def _in_order(self) -> list[Approval]:
+        return sorted(self._approvals.values(), key=lambda a: self._approval_seq[a.id])
+
+    async def coalesce_leader(self, group_key: str) -> Approval | None:
+        """The oldest pending request of the group that has its own card."""
+        found = (a for a in self._in_order() if a.coalesce_key == group_key
+                 and a.coalesced_into is None and a.status is ApprovalStatus.PENDING)
+        first = next(found, None)
+        return first.model_copy(deep=True) if first else None
+
+    async def coalesced(self, leader_id: str) -> list[Approval]:
+        """Requests that joined ``leader_id``'s card, oldest first."""
+        return [a.model_copy(deep=True) for a in self._in_order()
+                if a.coalesce_key is not None and a.coalesced_into == leader_id]
+
+    async def coalesce_strays(self) -> list[Approval]:
+        """Pending requests whose card's request is decided."""
+        def stray(a: Approval) -> bool:
+            lead = self._approvals.get(a.coalesced_into or "")
+            return lead is not None and lead.status is not ApprovalStatus.PENDING
+        return [a.model_copy(deep=True) for a in self._in_order()
+                if a.coalesce_key is not None and a.status is ApprovalStatus.PENDING
+                and stray(a)]
+
     async def grant_candidates(self, key: str) -> list[Grant]:
         """Unrevoked grants under ``key`` (indexed by key: this runs for every action)."""
         found = (self._grants[grant_id][1] for grant_id in self._by_key.get(key, ()))

@@ -210,6 +210,21 @@ class TaskStore(Protocol):
         """Pending approvals whose expires_at has passed."""
         ...
 
+    async def coalesce_leader(self, group_key: str) -> Approval | None:
+        """The oldest pending request of group ``group_key`` that has its own card (see
+        `signoff.runtime.coalesce`), or None."""
+        ...
+
+    async def coalesced(self, leader_id: str) -> list[Approval]:
+        """Every request that joined ``leader_id``'s card, whatever its status, oldest
+        first."""
+        ...
+
+    async def coalesce_strays(self) -> list[Approval]:
+        """Pending requests that joined a card whose own request is decided (a crash came
+        between the two decisions)."""
+        ...
+
     async def grant_candidates(self, key: str) -> list[Grant]:
         """Unrevoked grants stored under ``key``, oldest first; which of them still covers
         an action is `signoff.runtime.policy.grants.covers`, not the store's business."""

@@ -26,6 +26,22 @@
     }
   }
 
+  // The multi-select checkboxes survive a refresh of the live region: a card ticked a
+  // moment ago stays ticked when another request arrives.
+  function selected() {
+    var ticked = {};
+    var boxes = document.querySelectorAll("input[name=ids]:checked");
+    for (var i = 0; i < boxes.length; i++) { ticked[boxes[i].value] = true; }
+    return ticked;
+  }
+
+  function reselect(ticked) {
+    var boxes = document.querySelectorAll("input[name=ids]");
+    for (var i = 0; i < boxes.length; i++) {
+      if (ticked[boxes[i].value]) { boxes[i].checked = true; }
+    }
+  }
+
   var live = document.getElementById("live");
   var pending = null;
   var busy = false;
@@ -46,7 +62,9 @@
       var typing = document.activeElement && live.contains(document.activeElement) &&
         document.activeElement.tagName === "INPUT" && document.activeElement.value;
       if (html !== null && html !== live.innerHTML && !typing) {
+        var ticked = selected();
         live.innerHTML = html;
+        reselect(ticked);
         tick();
       }
     }).catch(function () { /* the next event or tick retries */ }).then(function () {

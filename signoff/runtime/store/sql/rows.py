@@ -21,6 +21,7 @@ from signoff.runtime.store.sql.tables import (
     AuditHeadRow,
     AuditRow,
     CardRow,
+    CoalesceRow,
     GrantRow,
     OutboxRow,
     RequestRow,
@@ -37,6 +38,7 @@ cards_t = CardRow.__table__  # type: ignore[attr-defined]
 outbox_t = OutboxRow.__table__  # type: ignore[attr-defined]
 requests_t = RequestRow.__table__  # type: ignore[attr-defined]
 transcript_t = TranscriptRow.__table__  # type: ignore[attr-defined]
+coalesce_t = CoalesceRow.__table__  # type: ignore[attr-defined]
 
 # States in which a task is held by a node (what recovery looks at).
 ACTIVE = (TaskState.PLANNING.value, TaskState.IN_PROGRESS.value)
@@ -98,6 +100,7 @@ def only_request(ch: Change) -> bool:
     """True when a Change is about one outside request only (no task): the hot path of
     POST /v1/approvals and of its decision."""
     return (ch.approval is not None and ch.approval.task_id is None
+            and ch.approval.coalesce_key is None  # its group row: the general path
             and not any(getattr(ch, name) for name in _NOT_REQUEST))
 
 

@@ -48,6 +48,7 @@ from signoff.runtime.store.port import (
     Page,
     PendingRequest,
 )
+from signoff.runtime.store.sql import groups
 from signoff.runtime.store.sql import nodes as node_rows
 from signoff.runtime.store.sql import requests as request_queries
 from signoff.runtime.store.sql.rows import (
@@ -55,6 +56,7 @@ from signoff.runtime.store.sql.rows import (
     approvals_t,
     audit_t,
     cards_t,
+    coalesce_t,
     grant_from,
     grants_t,
     head_t,
@@ -125,7 +127,7 @@ class SqlTaskStore:
         try:
             SQLModel.metadata.create_all(self._write, tables=[
                 tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
-                requests_t, transcript_t, node_rows.nodes_t])
+                requests_t, transcript_t, node_rows.nodes_t, coalesce_t])
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
@@ -151,7 +153,8 @@ class SqlTaskStore:
                                 ("grants", grants_t), ("audit events", audit_t),
                                 ("cards", cards_t), ("outbox items", outbox_t),
                                 ("outside requests", requests_t),
-                                ("transcript entries", transcript_t)):
+                                ("transcript entries", transcript_t),
+                                ("coalesced requests", coalesce_t)):
                 counts[name] = conn.execute(table.delete()).rowcount or 0
             conn.execute(head_t.update().values(count=0, hash=audit_chain.GENESIS))
         return counts
@@ -343,6 +346,22 @@ class SqlTaskStore:
             approvals_t.c.status == ApprovalStatus.PENDING.value, approvals_t.c.expires_at <= now)
         with self._tx(write=False) as conn:
             return [Approval.model_validate_json(r.data) for r in conn.execute(q)]
+
+    async def coalesce_leader(self, group_key: str) -> Approval | None:
+        """The pending request of a group of identical ones that has the card."""
+        return await self._run(self._read_with, groups.leader, group_key)
+
+    async def coalesced(self, leader_id: str) -> list[Approval]:
+        """Requests that joined ``leader_id``'s card, any status, oldest first."""
+        return await self._run(self._read_with, groups.members, leader_id)
+
+    async def coalesce_strays(self) -> list[Approval]:
+        """Pending requests that joined a card whose own request is decided."""
+        return await self._run(self._read_with, groups.strays)
+
+    def _read_with(self, fn: Callable[..., T], *args: Any) -> T:
+        with self._tx(write=False) as conn:
+            return fn(conn, *args)
 
     # -- grants --------------------------------------------------------------------------
     async def grant_candidates(self, key: str) -> list[Grant]:

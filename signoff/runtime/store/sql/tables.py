@@ -70,6 +70,21 @@ class ApprovalRow(SQLModel, table=True):
     data: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
 
 
+class CoalesceRow(SQLModel, table=True):
+    """Which group of identical requests an approval belongs to, and whose card it shares.
+
+    A side table (not columns of ``approvals``) so that a database made before coalescing
+    gets it from ``create_all`` with no migration. Only requests made with coalescing on
+    have a row.
+    """
+
+    __tablename__ = "coalesced"
+    approval_id: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    group_key: str = Field(sa_column=sa.Column(sa.String(80), index=True, nullable=False))
+    leader_id: str | None = Field(default=None,
+                                  sa_column=sa.Column(sa.String(40), index=True))
+
+
 class RequestRow(SQLModel, table=True):
     """What queries need of an outside request (an approval without a task).
 

@@ -23,6 +23,7 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.store.port import Change, OutboxItem
+from signoff.runtime.store.sql.groups import write_group
 from signoff.runtime.store.sql.notify import NOTIFY
 from signoff.runtime.store.sql.rows import (
     approvals_t,
@@ -47,6 +48,7 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditE
     """Write everything a Change holds; return its audit events, sealed."""
     if ch.approval is not None:
         write_approval(conn, ch.approval, ch.approval_expect, insert=ch.insert_approval)
+        write_group(conn, ch.approval, postgres=postgres)
     if ch.outcome_for is not None:
         record_outcome(conn, ch.outcome_for)
     if ch.task is not None:

@@ -1,0 +1,122 @@
+"""Coalescing: identical pending requests share one card, and one answer decides them all.
+
+With ``approvals.coalesce`` on, a new request is put in a group by what it asks (the same
+tool, capability, risk and fingerprint — whatever its task or policy id — asked of the
+same approvers). The oldest pending request of a group (the *leader*) has the card; a
+later one *joins* it while it is pending: it is stored with ``coalesced_into`` = the
+leader's id, gets no card of its own, and the leader's card is edited to show the count
+("3 identical requests"). Its expiry becomes the leader's when that comes first, so the
+group ends together and nobody is left pending without a card.
+
+The answer is taken on the leader (by `Decider.decide`, like any answer, so a quorum's
+partial approvals live on the leader too); the decider then gives the same answer to
+each pending member, one compare-and-set each, each audited as that request's own
+decision, and a session or always answer makes each member's own grant under its own
+policy_id. A member decided directly (by its own id) leaves the group.
+
+Durable by construction: the membership is stored with each request, so after a crash
+between the leader's decision and its members' the daemon's sweep (`strays`) finds the
+members left pending and decides them the same way; a request that joined a card just
+as it was being decided (a race between two nodes) is given a card of its own instead.
+This module holds the rules; `decisions.py` stays the one writer of decisions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import weakref
+from collections.abc import AsyncIterator
+
+from signoff.runtime.events import ApprovalEvent, approval_event
+from signoff.runtime.models import Approval, ApprovalStatus
+from signoff.runtime.store.port import OutboxItem, TaskStore
+
+
+def group_key(approval: Approval) -> str:
+    """What makes two requests identical: the action as a grant sees it (tool,
+    capability, risk, fingerprint), and who is asked (an answer must be theirs to give)."""
+    action = approval.action
+    fields = [action.tool, action.capability or "", action.risk.value if action.risk else "",
+              action.fingerprint or "", sorted(approval.approvers)]
+    return hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()
+
+
+class GroupLocks:
+    """One lock per group on this node: looking for the leader and storing the new request
+    happen under it, so two identical requests made at the same moment never both become
+    leaders (two cards). Across nodes the same race can still give a second card (each
+    node's first request leads); it decides its own requests and nothing is lost."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary())
+
+    @contextlib.asynccontextmanager
+    async def hold(self, approval: Approval) -> AsyncIterator[None]:
+        """Hold the lock of ``approval``'s group."""
+        key = group_key(approval)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        async with lock:
+            yield
+
+
+async def join(store: TaskStore, approval: Approval) -> Approval:
+    """``approval`` placed in its group: joined to the pending leader's card if there is
+    one (expiring no later than the leader), else the group's new leader."""
+    key = group_key(approval)
+    leader = await store.coalesce_leader(key)
+    if leader is None or leader.id == approval.id:
+        return approval.model_copy(update={"coalesce_key": key, "coalesced_into": None})
+    return approval.model_copy(update={
+        "coalesce_key": key, "coalesced_into": leader.id,
+        "expires_at": min(approval.expires_at, leader.expires_at)})
+
+
+def card_event(approval: Approval, *, mentions: list[str] | None = None) -> OutboxItem:
+    """The outbox row a new request writes with itself: its own card (REQUESTED, with the
+    people to alert), or, for a member, an edit of the leader's card to show the new
+    count (GROUPED)."""
+    if approval.coalesced_into is None:
+        if mentions is None:
+            return approval_event(ApprovalEvent.REQUESTED, approval.id)
+        return approval_event(ApprovalEvent.REQUESTED, approval.id, mentions=mentions)
+    return approval_event(ApprovalEvent.GROUPED, approval.coalesced_into,
+                          suffix=f":{approval.id}", member=approval.id)
+
+
+def left_event(member: Approval) -> OutboxItem:
+    """The edit of the shared card when ``member`` leaves it (decided by its own id, or
+    given a card of its own)."""
+    assert member.coalesced_into is not None
+    return approval_event(ApprovalEvent.GROUPED, member.coalesced_into,
+                          suffix=f":{member.id}:left", member=member.id)
+
+
+def has_own_card(approval: Approval) -> bool:
+    """False for a member of a group: its leader's card speaks for it."""
+    return approval.coalesced_into is None
+
+
+def follows(leader: Approval, member: Approval) -> bool:
+    """True when ``member`` takes ``leader``'s decision: it was asked before that
+    decision was made (a request that came after never was on the card people saw)."""
+    if leader.status is ApprovalStatus.PENDING or member.status is not ApprovalStatus.PENDING:
+        return False
+    return leader.decided_at is None or member.requested_at <= leader.decided_at
+
+
+def group_size(leader: Approval, members: list[Approval]) -> int:
+    """How many requests the leader's card stands for: itself, its pending members, and
+    (once decided) the members its decision decided."""
+    def counted(member: Approval) -> bool:
+        if member.status is ApprovalStatus.PENDING:
+            return leader.status is ApprovalStatus.PENDING
+        return (member.status is leader.status and member.decided_by == leader.decided_by
+                and member.decided_at is not None and leader.decided_at is not None
+                and member.decided_at >= leader.decided_at)
+    return 1 + sum(1 for m in members if counted(m))
