@@ -1,0 +1,69 @@
+"""Groups of identical requests after a crash: the sweep finishes what a crash cut short.
+
+The state a crash between the leader's decision and its members' leaves behind is
+written here as that commit wrote it (the leader decided, its task running again, the
+members still pending); the daemon's sweep (`Decider.settle_coalesced`) must then decide
+the members as the leader was decided, and give a card of its own to a request that
+joined only after that decision.
+"""
+
+from __future__ import annotations
+
+from signoff.runtime import audit
+from signoff.runtime.clock import FakeClock
+from signoff.runtime.models import ApprovalStatus, RiskClass, Scope, TaskState
+from signoff.runtime.store.port import Change
+from signoff.testing import RecordingPlatform
+from tests.conftest import NodeFactory
+from tests.factories import NoopTool, noop, start
+
+
+async def test_the_sweep_decides_members_a_crash_left_pending(node_factory: NodeFactory,
+                                                              store_url: str) -> None:
+    """Leader approved, then a crash: the sweep approves the member asked before the
+    decision (its own audit event, the same decider) and gives the one asked after it a
+    card of its own, still pending."""
+    clock = FakeClock()
+    recording = RecordingPlatform()
+    node = await node_factory({"approvals": {"coalesce": True}}, database=store_url,
+                              clock=clock, platforms={"recording": recording})
+    node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
+    tasks = []
+    for _ in range(2):
+        tasks.append(await start(node, [noop("ops", tool="notify_team")]))
+        clock.advance(5)
+    leader = tasks[0].approval
+    assert leader is not None and leader.coalesced_into is None
+    assert [m.coalesced_into for m in await node.store.coalesced(leader.id)] == [leader.id]
+    assert len(recording.messages) == 1  # one card
+
+    # What the leader's decision commits, two seconds before the third request arrives.
+    decided_at = clock.now()
+    clock.advance(2)
+    late = await start(node, [noop("ops", tool="notify_team")])
+    task = await node.store.get_task(tasks[0].id)
+    assert task is not None and late.approval is not None
+    decided = leader.model_copy(update={"status": ApprovalStatus.APPROVED, "scope": Scope.ONCE,
+                                        "decided_by": "recording:alice",
+                                        "decided_at": decided_at})
+    task.approval, task.state, task.pending_action = decided, TaskState.IN_PROGRESS, None
+    assert await node.store.commit(Change(at=decided_at, task=task, approval=decided,
+                                          approval_expect=ApprovalStatus.PENDING))
+
+    assert await node.decider.settle_coalesced() == 2
+    member = await node.store.get_approval(tasks[1].approval.id)  # type: ignore[union-attr]
+    assert member is not None and member.status is ApprovalStatus.APPROVED
+    assert member.decided_by == "recording:alice"
+    after = await node.store.get_task(tasks[1].id)
+    assert after is not None and after.state is not TaskState.WAITING_APPROVAL
+    own = await node.store.get_approval(late.approval.id)
+    assert own is not None and own.status is ApprovalStatus.PENDING
+    assert own.coalesced_into is None
+    await node.flow.dispatcher.run_once()
+    assert sorted(m.card.approval_id for m in recording.messages.values()) == sorted(
+        [leader.id, own.id])
+    events = await node.store.audit_chain(after=0, limit=100)
+    assert [(e.approval_id, e.actor) for e in events if e.kind == "decision"] == [
+        (member.id, "recording:alice")]
+    assert (await audit.verify(node.store)).ok
+    assert await node.decider.settle_coalesced() == 0  # nothing left to do
