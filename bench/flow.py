@@ -23,6 +23,12 @@ Targets (from 0.1's 5 ms / 25 ms on a ~0.6 ms baseline): p50 <= 8x and p99 <= 40
 baseline's p50, for both figures. The SQLite store (the default deployment) is the one
 checked; the in-memory store shows the flow's own overhead. Lines
 ``ratio <figure> p50/baseline = X`` are printed, the last line is ``ok`` or ``over``.
+
+The coalescing case (``--identical N``, default 1,000; 0 skips it): N identical requests
+on the SQLite store share one card, one decision on it resumes all N tasks. Reported:
+cards posted, and decision → last task's action started, as a ratio to the same N
+requests with coalescing off decided one card at a time in the same run
+(``ratio coalesced/separate decision->last resume = X``).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from signoff.bot.outbox import FOREVER
 from signoff.bot.ports import ApprovalCard, CardRef
 from signoff.config.settings import Settings
 from signoff.runtime.events import audit_event
@@ -215,6 +222,73 @@ async def measure(kind: str, requests: int, work: Path, budget: float) -> Figure
     return Figures(kind, to_card, advance_to_card, to_action, base)
 
 
+class CountingTool(StartTool):
+    """A StartTool that says when it has run ``count`` times."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.count = count
+        self.all_ran = asyncio.Event()
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        result = await super().run(args, ctx)
+        if len(self.started) >= self.count:
+            self.all_ran.set()
+        return result
+
+
+async def identical_requests(work: Path, count: int, *, coalesce: bool) -> tuple[int, float]:
+    """``count`` identical requests: how many cards were posted, and seconds from the
+    decision (one on the shared card, or one per card without coalescing) to the last
+    task's action starting."""
+    name = "coalesced" if coalesce else "separate"
+    settings = Settings.model_validate({"daemon": {"work_dir": str(work / name),
+                                                   "node_id": f"bench-{name}"},
+                                        "approvals": {"coalesce": coalesce}})
+    platform = TimedPlatform()
+    node = build_node(settings, database=f"sqlite:///{work / (name + '.db')}",
+                      platforms={"recording": platform})
+    tool = CountingTool(count)
+    node.registry.register(tool)
+    await node.store.open()
+    background = [asyncio.create_task(node.worker.run())]
+    try:
+        approvals = []
+        for _ in range(count):
+            task = await node.engine.submit("bench", steps=[Action(tool=tool.name,
+                                                                   args={"n": 0})], claim=True)
+            assert task is not None
+            task = await node.engine.advance(task)
+            assert task.approval is not None, task.result
+            approvals.append(task.approval.id)
+        while await node.store.due_outbox(FOREVER, limit=1):  # every card out first
+            await node.flow.dispatcher.run_once()
+        began = time.perf_counter()
+        for approval_id in approvals[:1] if coalesce else approvals:
+            result = await node.decider.decide(approval_id, Scope.ONCE, "web:bench")
+            assert result.accepted, result.message
+        await asyncio.wait_for(tool.all_ran.wait(), 300)
+        return len(platform.posted_at), max(tool.started) - began
+    finally:
+        for job in background:
+            job.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await node.store.close()
+
+
+def report_identical(count: int) -> None:
+    """The coalescing case against the same requests with coalescing off."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cards, one_click = asyncio.run(identical_requests(Path(tmp), count, coalesce=True))
+        separate_cards, clicks = asyncio.run(identical_requests(Path(tmp), count,
+                                                                coalesce=False))
+    print(f"coalescing, {count} identical requests (sqlite store):")
+    print(f"  cards posted: {cards} (coalescing off: {separate_cards})")
+    print(f"  decision -> last resume: {one_click:.2f} s for one decision "
+          f"(coalescing off, one per card: {clicks:.2f} s)")
+    print(f"ratio coalesced/separate decision->last resume = {one_click / clicks:.2f}")
+
+
 def main() -> None:
     """Measure and report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -222,6 +296,8 @@ def main() -> None:
     parser.add_argument("--store", choices=["sqlite", "memory", "both"], default="both")
     parser.add_argument("--budget", type=float, default=25.0,
                         help="seconds per store; fewer requests are measured if exceeded")
+    parser.add_argument("--identical", type=int, default=REQUESTS,
+                        help="identical requests of the coalescing case (0: skip it)")
     args = parser.parse_args()
     kinds = ["memory", "sqlite"] if args.store == "both" else [args.store]
     results = {}
@@ -245,6 +321,8 @@ def main() -> None:
     verdict = "ok" if checked.met() else "over"
     print(f"{verdict} ({checked.store}; targets p50 <= {P50_RATIO:g}x and p99 <= "
           f"{P99_RATIO:g}x the baseline's p50)")
+    if args.identical:
+        report_identical(args.identical)
 
 
 if __name__ == "__main__":
