@@ -145,7 +145,9 @@ async def test_a_flaky_surface_ends_with_every_card_posted_once_and_updated(tmp_
     """With 30% 5xx/429 failures, every card is posted exactly once and every edit lands."""
     clock = FakeClock()
     flaky = Flaky(name="slack")
-    node = make(tmp_path, {"slack": flaky}, clock=clock)
+    # Twenty identical requests on purpose, each with its own card: coalescing off.
+    node = make(tmp_path, {"slack": flaky}, clock=clock,
+                approvals={"approvers": ["slack:U1"], "coalesce": False})
     await node.store.open()
     ids = []
     for n in range(20):
