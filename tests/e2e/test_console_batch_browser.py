@@ -20,8 +20,9 @@ def ask(to: str) -> dict[str, object]:
 
 
 async def test_select_several_cards_and_approve_them_once(tmp_path: Path) -> None:
-    """Tick two of three cards, press "Approve selected once": those two are approved once
-    by web:admin, the third still waits; then tick it and "Deny selected" denies it."""
+    """Tick two of four cards, press "Approve selected once": those two are approved once
+    by web:admin, the others still wait; tick both of those and "Deny selected" denies
+    them; a lone card has no box to tick (its own buttons do)."""
     need_browser()
     from playwright.async_api import async_playwright
 
@@ -29,7 +30,7 @@ async def test_select_several_cards_and_approve_them_once(tmp_path: Path) -> Non
             httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {KEY}"},
                               timeout=10) as api, async_playwright() as pw:
         ids = []
-        for to in ("a@example.com", "b@example.com", "c@example.com"):
+        for to in ("a@example.com", "b@example.com", "c@example.com", "d@example.com"):
             answer = await api.post("/v1/approvals", json=ask(to))
             assert answer.status_code == 202, answer.text
             ids.append(answer.json()["id"])
@@ -55,14 +56,23 @@ async def test_select_several_cards_and_approve_them_once(tmp_path: Path) -> Non
             states = [(await api.get(f"/v1/approvals/{i}")).json() for i in ids]
             assert [(s["status"], s["scope"], s["decided_by"]) for s in states] == [
                 ("approved", "once", "web:admin"), ("pending", None, None),
-                ("approved", "once", "web:admin")]
+                ("approved", "once", "web:admin"), ("pending", None, None)]
             assert await page.locator(f"#card-{ids[1]}.status-pending").count() == 1
 
             await page.locator(f"#card-{ids[1]} input[name=ids]").check()
+            await page.locator(f"#card-{ids[3]} input[name=ids]").check()
             await page.get_by_role("button", name="Deny selected").click()
-            await page.locator(".flash", has_text="1 of 1 requests denied").wait_for(
+            await page.locator(".flash", has_text="2 of 2 requests denied").wait_for(
                 timeout=10_000)
-            assert (await api.get(f"/v1/approvals/{ids[1]}")).json()["status"] == "denied"
+            for approval_id in (ids[1], ids[3]):
+                status = (await api.get(f"/v1/approvals/{approval_id}")).json()["status"]
+                assert status == "denied"
             assert await page.locator("input[name=ids]").count() == 0  # nothing left to tick
+
+            another = await api.post("/v1/approvals", json=ask("e@example.com"))
+            lone = page.locator(f"#card-{another.json()['id']}")
+            await lone.wait_for(timeout=10_000)
+            assert await lone.locator("input[name=ids]").count() == 0
+            assert await page.get_by_role("button", name="Approve selected once").count() == 0
         finally:
             await browser.close()

@@ -173,10 +173,12 @@ def approvals_fragment(*, pending: Sequence[CardView], decided: Sequence[CardVie
                        tasks: Sequence[Task], notes: Sequence[str], csrf: str, now: datetime,
                        more_pending: bool = False) -> str:
     """The live region of the console: pending cards first, then decided ones, tasks, notes."""
-    cards = "".join(card_html(v, csrf=csrf, now=now, selectable=True) for v in pending)
+    # Deciding several at once needs several: with one card its own buttons are enough.
+    several = len(pending) > 1
+    cards = "".join(card_html(v, csrf=csrf, now=now, selectable=several) for v in pending)
     if not cards:
         cards = '<p class="empty">Nothing is waiting for a decision.</p>'
-    else:
+    elif several:
         cards = batch_form(csrf) + cards
     more = ('<p class="more">More requests are waiting; the oldest are shown first.</p>'
             if more_pending else "")
