@@ -116,6 +116,8 @@ def group_size(leader: Approval, members: list[Approval]) -> int:
     def counted(member: Approval) -> bool:
         if member.status is ApprovalStatus.PENDING:
             return leader.status is ApprovalStatus.PENDING
+        if leader.status is ApprovalStatus.EXPIRED:  # a group expires together, in any order
+            return member.status is ApprovalStatus.EXPIRED
         return (member.status is leader.status and member.decided_by == leader.decided_by
                 and member.decided_at is not None and leader.decided_at is not None
                 and member.decided_at >= leader.decided_at)

@@ -67,3 +67,28 @@ async def test_the_sweep_decides_members_a_crash_left_pending(node_factory: Node
         (member.id, "recording:alice")]
     assert (await audit.verify(node.store)).ok
     assert await node.decider.settle_coalesced() == 0  # nothing left to do
+
+
+async def test_a_group_expires_together_with_its_card(node_factory: NodeFactory) -> None:
+    """A request joining a card expires no later than it: when the card times out, every
+    request behind it is denied "approval timed out", and the card counts them all."""
+    clock = FakeClock()
+    recording = RecordingPlatform()
+    node = await node_factory(clock=clock, platforms={"recording": recording})
+    node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
+    first = await start(node, [noop("ops", tool="notify_team")])
+    clock.advance(600)  # ten minutes later an identical request joins the card
+    second = await start(node, [noop("ops", tool="notify_team")])
+    assert first.approval is not None and second.approval is not None
+    assert second.approval.coalesced_into == first.approval.id
+    assert second.approval.expires_at == first.approval.expires_at
+    clock.advance(node.engine.config.approval_timeout.total_seconds() - 600)
+    expired = await node.decider.expire_due()
+    assert sorted(t.id for t in expired) == sorted([first.id, second.id])
+    for task in (first, second):
+        after = await node.store.get_task(task.id)
+        assert after is not None and after.result is not None
+        assert after.result["reason"] == "approval timed out"
+    await node.flow.dispatcher.run_once()
+    (message,) = recording.messages.values()
+    assert message.card.status == "expired" and message.card.identical == 2
