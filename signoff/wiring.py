@@ -8,6 +8,7 @@ handle` needs); `signoff.cli.daemon.assemble` adds the long-running services aro
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import socket
@@ -277,7 +278,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     public = settings.daemon.public_url
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
-                        authorizer=authorizer, notifier=notifier, console_url=public)
+                        authorizer=authorizer, notifier=notifier, console_url=public,
+                        previews=functools.partial(registry.preview, ctx=context))
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
     # Built here so that a schedule naming an unknown tool is a config error at start.
@@ -307,7 +309,9 @@ class PendingCards:
             return []
         page = await self.node.store.pending_requests(limit=20)
         url = self.node.settings.daemon.public_url
-        return [build_card(r.task, r.approval, console_url=url) for r in page.items]
+        flow = self.node.flow
+        return [build_card(r.task, r.approval, console_url=url,
+                           preview=await flow.preview(r.approval)) for r in page.items]
 
 
 def surface_name(prefix: str) -> str:

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from signoff.runtime.clock import Clock
 from signoff.runtime.models import DecisionCode, Scope
+from signoff.runtime.tools.base import Preview
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -86,6 +87,7 @@ class ApprovalCard:
     console_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
+    preview: Preview | None = None  # what will happen (a diff, the command), while pending
 
     @property
     def origin(self) -> str:

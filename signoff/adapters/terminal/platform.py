@@ -55,6 +55,7 @@ def render(card: ApprovalCard) -> str:
         lines.append(f"  targets: {', '.join(card.targets)}")
     for label, value in card.details:
         lines.append(f"  {label}: {value}")
+    lines.extend(_preview_lines(card))
     why = why_line(card)
     if why:
         lines.append(f"  {why}")
@@ -69,6 +70,13 @@ def render(card: ApprovalCard) -> str:
     if card.outcome:
         lines.append(f"  → {card.outcome}")
     return "\n".join(lines)
+
+
+def _preview_lines(card: ApprovalCard) -> list[str]:
+    """The preview (a diff, the whole command) indented under its label."""
+    if card.preview is None:
+        return []
+    return [f"  {card.preview.label}:", *(f"    {row}" for row in card.preview.text.splitlines())]
 
 
 def parse_answer(text: str | None) -> Scope | None:
