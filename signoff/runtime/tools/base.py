@@ -234,7 +234,7 @@ def bounded(text: str, *, lines: int = PREVIEW_LINES, chars: int = PREVIEW_CHARS
     kept: list[str] = []
     size = 0
     for whole in rows[:lines]:
-        row = whole if len(whole) <= room else whole[: room - 1] + "…"
+        row = whole if len(whole) < room - 1 else whole[: room - 2] + "…"
         if size + len(row) + 1 > room:
             break
         kept.append(row)
