@@ -89,3 +89,12 @@ async def test_outside_request_answers_mask(client: httpx.AsyncClient) -> None:
     mine = [e for e in audit if e["approval_id"] == approval_id]
     assert any(e["targets"] == [url] for e in mine)
     assert any(e["reason"] == f"not {url}" for e in mine)
+
+
+async def test_error_answers_mask_urls_too(client: httpx.AsyncClient) -> None:
+    """A refusal that quotes the action's URL quotes it masked."""
+    url = f"ftp://ci:{SECRET}@example.com/file?sig={SECRET}"
+    response = await client.post("/tasks", json={"goal": "x", "steps": [
+        {"tool": "send_webhook", "args": {"url": url, "payload": {}}}]})
+    assert response.status_code == 422, response.text
+    assert "example.com" in response.text and SECRET not in response.text
