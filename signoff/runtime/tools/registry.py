@@ -35,6 +35,7 @@ from signoff.runtime.tools.base import (
     SchemaTool,
     Tool,
     ToolContext,
+    args_preview,
     content_names,
     summary_of,
 )
@@ -342,12 +343,15 @@ class ToolRegistry:
     async def preview(self, action: Action, ctx: ToolContext) -> Preview | None:
         """What ``action`` will do, in its tool's own words (`PreviewTool`), or None.
 
-        Never raises: a card without a preview is better than no card, so an unknown tool
-        (an outside request's own), bad arguments or a failing plugin hook give None. The
-        hook may read the disk, hence the thread.
+        Never raises: a card without a preview is better than no card, so bad arguments or
+        a failing plugin hook give None. A tool the registry does not know (an outside
+        request's own) gets the generic preview of its arguments. The hook may read the
+        disk, hence the thread.
         """
         if action.tool not in self:
-            return None  # an outside request's own tool: the card shows its arguments
+            # An outside request's own tool (a Hermes or Claude Code tool): all signoff
+            # knows of it are its arguments, so the card shows them in full.
+            return args_preview(action.args, action.content)
         try:
             tool = self.get(action.tool)
             if not isinstance(tool, PreviewTool):

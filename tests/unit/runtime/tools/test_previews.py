@@ -79,9 +79,17 @@ async def test_run_command_shows_the_whole_command_and_its_cwd(tmp_path: Path) -
 
 
 async def test_tools_without_the_hook_have_no_preview(tmp_path: Path) -> None:
-    """read_file says nothing more than its card; an unknown tool gives None, not an error."""
+    """read_file says nothing more than its card; bad arguments give None, not an error."""
     assert await preview(tmp_path, "read_file", path="x") is None
-    assert await preview(tmp_path, "no_such_tool") is None
+    assert await preview(tmp_path, "write_file", path=3) is None
+
+
+async def test_a_tool_the_registry_does_not_know_shows_its_arguments(tmp_path: Path) -> None:
+    """An outside request's own tool (Claude Code's Bash) shows every argument in full."""
+    command = "rm -rf build && make -j8 all " + "x" * 200
+    shown = await preview(tmp_path, "Bash", command=command)
+    assert shown is not None and shown.label == "Arguments" and command in shown.text
+    assert await preview(tmp_path, "Bash") is None
 
 
 def test_generic_argument_preview_leaves_content_out() -> None:
