@@ -37,6 +37,7 @@ from signoff.bot.ports import (
     with_people,
 )
 from signoff.runtime.models import ActionRecord, DecisionCode, Scope
+from signoff.runtime.text import mask_urls
 
 KEYS = {"o": Scope.ONCE, "once": Scope.ONCE, "s": Scope.SESSION, "session": Scope.SESSION,
         "a": Scope.ALWAYS, "always": Scope.ALWAYS, "d": Scope.DENY, "deny": Scope.DENY,
@@ -87,7 +88,12 @@ def parse_answer(text: str | None) -> Scope | None:
 
 
 def render_record(record: ActionRecord) -> str:
-    """One ran (or failed) action and what came out of it, shortened for a terminal."""
+    """One ran (or failed) action and what came out of it, shortened for a terminal, its
+    URLs masked like a card's."""
+    return mask_urls(_record_text(record))
+
+
+def _record_text(record: ActionRecord) -> str:
     what = f"{record.tool} {', '.join(record.targets)}".rstrip()
     if record.outcome != "ok":
         return f"  ✗ {what}: {record.error or record.outcome}"

@@ -98,3 +98,14 @@ def test_terminal_prints_the_preview_indented_under_its_label() -> None:
     """The terminal shows every preview line as it is."""
     text = render(sample_card(preview=DIFF))
     assert "  Changes to a.html:\n    --- a/a.html\n" in text and "    +<p>new & `x`</p>" in text
+
+
+def test_terminal_action_lines_mask_urls() -> None:
+    """The line printed after an action ran shows its URL masked, like its card did."""
+    from signoff.adapters.terminal.platform import render_record
+    from signoff.runtime.models import ActionRecord
+
+    record = ActionRecord(step=0, tool="http_get", targets=[URL], decision="ALLOW",
+                          outcome="ok", output={"body": f"see {URL}"}, at=AT)
+    text = render_record(record)
+    assert SHOWN in text and "t0k3n" not in text
