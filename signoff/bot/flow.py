@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from signoff.bot.cards import build_card
+from signoff.bot.failover import Failover
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
@@ -42,8 +43,10 @@ class ApprovalFlow:
         self.authorizer = authorizer
         self.notifier = notifier
         self.console_url = console_url
+        self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
+                                 people=authorizer.deciders)
         self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
-                                     deliver=self.deliver)
+                                     deliver=self.deliver, given_up=self.failover.given_up)
 
     # -- engine listener ---------------------------------------------------------------
     async def approval_requested(self, task: Task | None, approval: Approval) -> None:
