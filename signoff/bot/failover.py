@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from signoff.bot.cards import describe
+from signoff.bot.outbox import undelivered_notes
 from signoff.runtime.clock import Clock
 from signoff.runtime.models import Approval, ApprovalStatus
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore, UndeliveredCard
@@ -58,11 +59,7 @@ class Failover:
         text = (f"Could not deliver the card for {describe(approval.action)} to "
                 f"{surface_label(failed)} ({error}); decide here.")
         people = sorted(set(self.people(approval)))
-        notes = [OutboxItem(key=f"undelivered:{approval.id}:{failed}@{other}", surface=other,
-                            kind="notify", approval_id=approval.id,
-                            payload={"approval_id": approval.id, "channel": "", "text": text,
-                                     "thread": True, "mentions": people})
-                 for other in self.surfaces() if other != failed]
+        notes = undelivered_notes(approval.id, failed, list(self.surfaces()), text, people)
         await self.store.commit(Change(at=now, outbox=notes))
         await self.store.mark_undelivered(UndeliveredCard(approval.id, failed, error, now))
         log.warning("card_undelivered", extra={"approval_id": approval.id, "surface": failed,

@@ -1,6 +1,7 @@
 """Delivering platform calls from the durable outbox: retried, ordered, never doubled.
 
-The runtime writes domain events (`ApprovalEvent`: requested, decided, escalated) to the
+The runtime writes domain events (`ApprovalEvent`: requested, decided, escalated,
+reminded) to the
 outbox in the same transaction as the state change; this dispatcher turns each into the
 card jobs of every surface (`jobs_for`: a post, an edit, a reply that notifies — the only
 place outbox job keys are made besides the runtime's event keys and team notices) and
@@ -8,7 +9,9 @@ delivers each with backoff. 429s wait exactly as long as the platform asked. Ite
 one surface go out in order and one failing surface never holds up the others. A card
 is posted once per (approval, surface): the idempotency key prevents a second job and
 the stored CardRef turns a later retry into a no-op; a retry after an ambiguous failure
-looks for the card first where the surface can (`post_card`).
+looks for the card first where the surface can (`post_card`). A job given up (refused,
+out of attempts, its surface disabled) is first handed to ``given_up``: the flow
+announces a card that will never arrive (`signoff.bot.failover`, `undelivered_notes`).
 """
 
 from __future__ import annotations
@@ -220,6 +223,17 @@ def thread_reply(approval_id: str, key: str, text: str,
     return OutboxItem(key=key, surface="*", kind="notify", approval_id=approval_id,
                       payload={"channel": "", "text": text, "thread": True,
                                "mentions": list(mentions)})
+
+
+def undelivered_notes(approval_id: str, failed: str, others: Sequence[str], text: str,
+                      mentions: Sequence[str]) -> list[OutboxItem]:
+    """A reply under the card on each of ``others`` saying it did not reach ``failed``;
+    keyed per (approval, failed surface, other surface), so a repeat adds nothing."""
+    return [OutboxItem(key=f"undelivered:{approval_id}:{failed}@{other}", surface=other,
+                       kind=Job.NOTIFY.value, approval_id=approval_id,
+                       payload={"approval_id": approval_id, "channel": "", "text": text,
+                                "thread": True, "mentions": list(mentions)})
+            for other in others if other != failed]
 
 
 async def remember_card(store: TaskStore, approval_id: str, ref: CardRef) -> None:

@@ -127,3 +127,19 @@ async def test_a_card_that_was_delivered_raises_no_alarm(rig: Rig) -> None:
     assert len(rig.slack.messages) == 1
     assert [m for m in rig.telegram.chat_messages(CHAT) if m.reply_to] == []
     assert (await rig.health())["undelivered"] == []
+
+
+async def test_a_card_telegram_refuses_is_announced_in_the_slack_thread(rig: Rig) -> None:
+    """A final refusal (no retries) is announced at once: a Slack thread reply under the
+    card, broadcast to the channel, mentioning the approver."""
+    rig.telegram.fail_next(1, status=400, method="sendMessage")
+    task = await start(rig.node, [webhook("http://127.0.0.1:9/hook")])
+    assert task.approval is not None
+    await rig.node.flow.dispatcher.run_once()
+
+    (channel, ts), _ = list(rig.slack.messages)  # the card and the reply under it
+    reply = rig.slack.calls_to("chat.postMessage")[-1].body
+    assert (reply["channel"], reply["thread_ts"], reply["reply_broadcast"]) == (channel, ts, True)
+    assert "to Telegram" in reply["text"] and reply["text"].endswith(f"<@{ALICE}>")
+    [missing] = (await rig.health())["undelivered"]
+    assert (missing["approval_id"], missing["surface"]) == (task.approval.id, "telegram")

@@ -101,7 +101,10 @@ async def test_a_reminder_is_a_reply_under_the_card_that_mentions_the_approvers(
     assert reply["text"].endswith(f"Your answer is needed: <@{ALICE}>, telegram:{BOB}")
     tg_reply = chats.telegram.chat_messages(CHAT)[-1]
     assert tg_reply.reply_to == tg_card.message_id
-    assert "expires in 5m" in tg_reply.text and f"telegram:{BOB}" in tg_reply.text
+    assert tg_reply.text.endswith(f"Your answer is needed: slack:{ALICE}, telegram:{BOB}")
+    [entity] = chats.telegram.calls_to("sendMessage")[-1].params["entities"]
+    assert entity["type"] == "text_mention" and entity["user"]["id"] == int(BOB)
+    assert tg_reply.text[entity["offset"]:][:entity["length"]] == f"telegram:{BOB}"
 
     chats.clock.advance(timedelta(minutes=1))
     assert await remind.tick() == []
