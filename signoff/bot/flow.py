@@ -20,7 +20,7 @@ from signoff.bot.routing.authorizer import Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import Approval, DecisionCode, Task
+from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, Task
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,8 @@ class ApprovalFlow:
                 thread = await self._ref(item.approval_id, platform.name)
                 if thread is None:
                     return  # the card never reached this surface: nothing to reply under
+            if item.payload.get("pending") and not await self._pending(item.approval_id):
+                return  # "your answer is needed", but it was answered meanwhile
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
             mentions = [str(m) for m in item.payload.get("mentions") or ()]
             await platform.notify(channel, str(item.payload["text"]), thread=thread,
@@ -108,6 +110,10 @@ class ApprovalFlow:
             # Jobs of one surface run in order, so the post was tried first and gave up.
             return
         await update_card(platform, ref, card)
+
+    async def _pending(self, approval_id: str | None) -> bool:
+        approval = await self.store.get_approval(approval_id) if approval_id else None
+        return approval is not None and approval.status is ApprovalStatus.PENDING
 
     async def _ref(self, approval_id: str, surface: str) -> CardRef | None:
         for record in await self.store.cards(approval_id):

@@ -205,9 +205,10 @@ def jobs_for(item: OutboxItem, surface: str) -> list[OutboxItem]:
                                      thread=True, mentions=item.payload.get("approvers", []))]
     if event == ApprovalEvent.REMINDED:
         # Only a reply: the card itself has not changed, and an edit would notify nobody.
+        # ``pending``: dropped if the request is answered before it goes out.
         text = (f"Reminder: {item.payload.get('title', 'a request')} is still waiting and "
                 f"expires in {item.payload.get('left', '?')}. Your answer is needed:")
-        return [job(Job.NOTIFY, "/reply", channel="", text=text, thread=True,
+        return [job(Job.NOTIFY, "/reply", channel="", text=text, thread=True, pending=True,
                     mentions=item.payload.get("mentions", []))]
     return [job(Job(item.kind))]  # a bot job for every surface (a reply under the card)
 
@@ -232,7 +233,7 @@ def undelivered_notes(approval_id: str, failed: str, others: Sequence[str], text
     return [OutboxItem(key=f"undelivered:{approval_id}:{failed}@{other}", surface=other,
                        kind=Job.NOTIFY.value, approval_id=approval_id,
                        payload={"approval_id": approval_id, "channel": "", "text": text,
-                                "thread": True, "mentions": list(mentions)})
+                                "thread": True, "pending": True, "mentions": list(mentions)})
             for other in others if other != failed]
 
 

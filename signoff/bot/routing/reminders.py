@@ -9,8 +9,9 @@ targets) and, for a scheduled run, whoever is on call at this moment.
 Exactly once, across restarts and nodes: the reminder is an ``approval_reminded`` event
 in the outbox under a key made of the approval id alone, and the outbox ignores a second
 insert of a key. Every node's tick may write it; the first commit wins, the others add
-nothing. A request whose whole life is shorter than ``remind_before`` gets none (its card
-is the fresh notice), nor one that is no longer pending.
+nothing. The tick runs every few seconds (the reminder is that late at most); a reminder
+still queued when the request is answered is not sent. A request whose whole life is
+shorter than ``remind_before`` gets none (its card is the fresh notice).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class Reminder:
 
     def __init__(self, *, store: TaskStore, clock: Clock, before: timedelta,
                  approvers: Sequence[str] = (), oncall: OnCall | None = None,
-                 interval: float = 1.0, wake: Callable[[], None] | None = None) -> None:
+                 interval: float = 5.0, wake: Callable[[], None] | None = None) -> None:
         self.store = store
         self.clock = clock
         self.before = before

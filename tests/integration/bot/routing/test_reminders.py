@@ -16,7 +16,8 @@ from signoff.bot.outbox import FOREVER
 from signoff.bot.routing.reminders import Reminder
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope, Task, TaskState
-from signoff.wiring import Node, build_reminder
+from signoff.runtime.schedule.scheduler import Scheduler
+from signoff.wiring import Node, api_providers, build_reminder
 from tests.factories import start, webhook
 from tests.fakes.slack_api import APPROVALS, BOT_TOKEN, SECRET, FakeSlack
 from tests.fakes.telegram_api import FakeTelegramApi
@@ -35,7 +36,7 @@ class Chats:
     telegram: FakeTelegramApi
     closers: list[TelegramPlatform]
 
-    async def node(self, **approvals: Any) -> Node:
+    async def node(self, extra: dict[str, Any] | None = None, **approvals: Any) -> Node:
         """A node of this database with fresh adapters (a restarted daemon)."""
         slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                               signing_secret=SECRET, api_url=self.slack.api_url)
@@ -44,7 +45,8 @@ class Chats:
                                     base_file_url=self.telegram.base_file_url)
         self.closers.append(telegram)
         config = {"approvals": {"approvers": [f"slack:{ALICE}", f"telegram:{BOB}"],
-                                "remind_before": "5m", "timeout": "30m", **approvals}}
+                                "remind_before": "5m", "timeout": "30m", **approvals},
+                  **(extra or {})}
         node: Node = await self.make(config, clock=self.clock, approvers=(),
                                      platforms={"slack": slack, "telegram": telegram})
         return node
@@ -153,7 +155,49 @@ async def test_no_reminder_for_a_decided_or_a_short_lived_request(chats: Chats) 
     assert [r["text"] for r in chats.replies()] == [f"Task {task.id} failed: user denied"]
 
 
+async def test_a_reminder_queued_before_the_answer_is_not_sent(chats: Chats) -> None:
+    """Answered between the tick and the delivery: nobody is asked for an answer given."""
+    node = await chats.node()
+    task = await waiting(node)
+    assert task.approval is not None
+    chats.clock.advance(timedelta(minutes=26))
+    assert len(await reminder(node).tick()) == 1
+    result = await node.decider.decide(task.approval.id, Scope.DENY, f"slack:{ALICE}")
+    assert result.accepted
+    await node.flow.dispatcher.run_once()
+    assert not [r for r in chats.replies() if "Reminder" in r["text"]]
+    assert not [m for m in chats.telegram.chat_messages(CHAT) if "Reminder" in m.text]
+
+
+async def test_a_scheduled_run_reminds_whoever_is_on_call(chats: Chats) -> None:
+    """A scheduled run parked for on-call (``cron_mode = "ask"``) reminds the on-call
+    member, mentioned in the Slack thread."""
+    node = await chats.node(extra={
+        "schedules": [{"name": "nightly", "cron": "0 3 * * *", "cron_mode": "ask",
+                       "steps": [{"tool": "send_webhook", "args": {
+                           "url": "http://127.0.0.1:9/hook", "payload": {}}}]}],
+        "oncall": {"rotations": [{"name": "primary", "members": ["slack:U0ONCALL"]}]}})
+    scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules)
+    fired = await scheduler.fire("nightly", chats.clock.now())
+    assert fired is not None
+    cfg = node.engine.config
+    claimed = await node.store.claim_next(cfg.node_id, chats.clock.now() + cfg.lease)
+    assert claimed is not None
+    assert (await node.engine.advance(claimed)).state is TaskState.WAITING_APPROVAL
+    await node.flow.dispatcher.run_once()
+
+    chats.clock.advance(timedelta(minutes=26))
+    assert len(await reminder(node).tick()) == 1
+    await node.flow.dispatcher.run_once()
+    [reply] = chats.replies()
+    assert reply["text"].endswith("<@U0ONCALL>") and reply["reply_broadcast"] is True
+
+
 async def test_remind_before_is_off_unless_set(node_factory: Any) -> None:
-    """Without ``approvals.remind_before`` the daemon runs no reminder service."""
+    """Without ``approvals.remind_before`` the daemon runs no reminder service; with it,
+    the daemon's services include it."""
     node = await node_factory()
     assert build_reminder(node) is None
+    assert "reminders" not in dict(api_providers(node)[2])
+    node = await node_factory({"approvals": {"remind_before": "5m"}})
+    assert "reminders" in dict(api_providers(node)[2])
