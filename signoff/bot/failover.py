@@ -3,7 +3,7 @@
 When the outbox gives up posting a card on a surface (it refused the call, failed every
 retry, or was disabled), the people who must decide would never know — so, before the
 job is given up, every other surface gets a reply under its copy of the card: "Could not
-deliver the card for <action> to Slack (<why>); decide here", mentioning everyone asked
+deliver the card for <action> to Slack (<why>); decide here:", mentioning everyone asked
 now (approvers, on-call). The card is also marked undelivered in the store, which
 ``GET /health`` lists under ``"undelivered"`` on every node, until the request is decided
 or the card reached that surface after all; the marks that no longer apply are dropped
@@ -57,7 +57,7 @@ class Failover:
         now = self.clock.now()
         failed = item.surface
         text = (f"Could not deliver the card for {describe(approval.action)} to "
-                f"{surface_label(failed)} ({error}); decide here.")
+                f"{surface_label(failed)} ({error}); decide here:")
         people = sorted(set(self.people(approval)))
         notes = undelivered_notes(approval.id, failed, list(self.surfaces()), text, people)
         await self.store.commit(Change(at=now, outbox=notes))

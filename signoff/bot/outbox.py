@@ -206,8 +206,8 @@ def jobs_for(item: OutboxItem, surface: str) -> list[OutboxItem]:
     if event == ApprovalEvent.REMINDED:
         # Only a reply: the card itself has not changed, and an edit would notify nobody.
         # ``pending``: dropped if the request is answered before it goes out.
-        text = (f"Reminder: {item.payload.get('title', 'a request')} is still waiting and "
-                f"expires in {item.payload.get('left', '?')}. Your answer is needed:")
+        text = (f"Reminder: this request expires in {item.payload.get('left', '?')} "
+                f"({item.payload.get('title', 'no answer yet')}). Your answer is needed:")
         return [job(Job.NOTIFY, "/reply", channel="", text=text, thread=True, pending=True,
                     mentions=item.payload.get("mentions", []))]
     return [job(Job(item.kind))]  # a bot job for every surface (a reply under the card)

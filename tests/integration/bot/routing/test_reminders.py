@@ -36,7 +36,8 @@ class Chats:
     telegram: FakeTelegramApi
     closers: list[TelegramPlatform]
 
-    async def node(self, extra: dict[str, Any] | None = None, **approvals: Any) -> Node:
+    async def node(self, extra: dict[str, Any] | None = None, database: str | None = None,
+                   **approvals: Any) -> Node:
         """A node of this database with fresh adapters (a restarted daemon)."""
         slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                               signing_secret=SECRET, api_url=self.slack.api_url)
@@ -47,7 +48,7 @@ class Chats:
         config = {"approvals": {"approvers": [f"slack:{ALICE}", f"telegram:{BOB}"],
                                 "remind_before": "5m", "timeout": "30m", **approvals},
                   **(extra or {})}
-        node: Node = await self.make(config, clock=self.clock, approvers=(),
+        node: Node = await self.make(config, clock=self.clock, approvers=(), database=database,
                                      platforms={"slack": slack, "telegram": telegram})
         return node
 
@@ -115,15 +116,16 @@ async def test_a_reminder_is_a_reply_under_the_card_that_mentions_the_approvers(
     assert await node.store.due_outbox(FOREVER) == []  # delivered, none given up
 
 
-async def test_exactly_one_reminder_across_a_restart_and_a_second_node(chats: Chats) -> None:
+async def test_exactly_one_reminder_across_a_restart_and_a_second_node(
+        chats: Chats, store_url: str) -> None:
     """A node that queued the reminder and died before delivering it, its restart and
     another node of the same database all tick: one reminder reaches each surface."""
-    first = await chats.node()
+    first = await chats.node(database=store_url)
     await waiting(first)
     chats.clock.advance(timedelta(minutes=26))
     assert len(await reminder(first).tick()) == 1  # queued, never delivered: "killed"
 
-    restarted, other = await chats.node(), await chats.node()
+    restarted, other = await chats.node(database=store_url), await chats.node(database=store_url)
     for node in (restarted, other):
         assert len(await reminder(node).tick()) == 1  # it tries; the outbox key keeps one
     for node in (restarted, other):
