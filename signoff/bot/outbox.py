@@ -1,17 +1,17 @@
 """Delivering platform calls from the durable outbox: retried, ordered, never doubled.
 
-The runtime writes domain events (`ApprovalEvent`: requested, decided, escalated,
-reminded) to the
-outbox in the same transaction as the state change; this dispatcher turns each into the
-card jobs of every surface (`jobs_for`: a post, an edit, a reply that notifies — the only
-place outbox job keys are made besides the runtime's event keys and team notices) and
-delivers each with backoff. 429s wait exactly as long as the platform asked. Items of
-one surface go out in order and one failing surface never holds up the others. A card
-is posted once per (approval, surface): the idempotency key prevents a second job and
-the stored CardRef turns a later retry into a no-op; a retry after an ambiguous failure
-looks for the card first where the surface can (`post_card`). A job given up (refused,
-out of attempts, its surface disabled) is first handed to ``given_up``: the flow
-announces a card that will never arrive (`signoff.bot.failover`, `undelivered_notes`).
+The runtime writes domain events (`ApprovalEvent`: requested, decided, escalated; the
+bot's reminders add reminded) to the outbox in the same transaction as the state change;
+this dispatcher turns each into the card jobs of every surface (`jobs_for`: a post, an
+edit, a reply that notifies — the only place outbox job keys are made besides the
+runtime's event keys and team notices) and delivers each with backoff. 429s wait
+exactly as long as the platform asked. Items of one surface go out in order and one
+failing surface never holds up the others. A card is posted once per (approval,
+surface): the idempotency key prevents a second job and the stored CardRef turns a later
+retry into a no-op; a retry after an ambiguous failure looks for the card first where
+the surface can (`post_card`). A job given up (refused, out of attempts, its surface
+disabled) is first handed to ``given_up``: the flow announces a card that will never
+arrive (`signoff.bot.failover`, `undelivered_notes`).
 """
 
 from __future__ import annotations
@@ -201,11 +201,11 @@ def jobs_for(item: OutboxItem, surface: str) -> list[OutboxItem]:
         # The edit shows the new approvers; only the reply notifies anyone (edits never do).
         text = (f"No answer after {item.payload.get('waited', '?')}: escalated (level "
                 f"{item.payload.get('level', '?')}). Your answer is needed:")
-        return [job(Job.UPDATE), job(Job.NOTIFY, "/reply", channel="", text=text,
-                                     thread=True, mentions=item.payload.get("approvers", []))]
+        # ``pending``: the reply is dropped if the request is answered before it goes out.
+        return [job(Job.UPDATE), job(Job.NOTIFY, "/reply", channel="", text=text, thread=True,
+                                     pending=True, mentions=item.payload.get("approvers", []))]
     if event == ApprovalEvent.REMINDED:
         # Only a reply: the card itself has not changed, and an edit would notify nobody.
-        # ``pending``: dropped if the request is answered before it goes out.
         text = (f"Reminder: this request expires in {item.payload.get('left', '?')} "
                 f"({item.payload.get('title', 'no answer yet')}). Your answer is needed:")
         return [job(Job.NOTIFY, "/reply", channel="", text=text, thread=True, pending=True,
