@@ -1,6 +1,6 @@
-"""Delivery failover on the real Slack and Telegram adapters (local fakes): a card Slack
-never takes is announced under the Telegram card, and ``/health`` lists it until the
-request is decided."""
+"""Delivery failover on the real Slack and Telegram adapters (local fakes) and the web
+console: a card Slack never takes is announced under the Telegram card and in the
+console, and ``/health`` lists it until the request is decided."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ class Rig:
     slack: FakeSlack
     telegram: FakeTelegramApi
     api: httpx.AsyncClient
+    web: WebPlatform
 
     async def health(self) -> dict[str, Any]:
         """``GET /health``."""
@@ -62,15 +63,16 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
         telegram = TelegramPlatform(bot_token=telegram_api.token, chat_id=CHAT,
                                     base_url=telegram_api.base_url,
                                     base_file_url=telegram_api.base_file_url)
+        web = WebPlatform()
         node = await node_factory({"approvals": {"approvers": [f"slack:{ALICE}"]}},
                                   clock=clock, approvers=(),
-                                  platforms={"slack": slack, "telegram": telegram})
+                                  platforms={"slack": slack, "telegram": telegram, "web": web})
         ctx = api_context(node.settings, store=node.store, engine=node.engine,
                           decider=node.decider, flow=node.flow, clock=node.clock,
-                          wake=node.worker.wake, web=WebPlatform())
+                          wake=node.worker.wake, web=web)
         transport = httpx.ASGITransport(app=create_app(ctx))
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as api:
-            yield Rig(node, clock, slack_api, telegram_api, api)
+            yield Rig(node, clock, slack_api, telegram_api, api, web)
         await telegram.aclose()
 
 
@@ -99,6 +101,8 @@ async def test_a_card_slack_never_takes_is_announced_on_telegram_and_in_health(
     assert note.text.startswith("Could not deliver the card for ")
     assert "to Slack" in note.text and "decide here" in note.text
     assert note.text.endswith(f"slack:{ALICE}")
+    [(_, console_note, _)] = rig.web.notes  # the console's Notes list says so too
+    assert console_note.startswith("Could not deliver the card for ") and "Slack" in console_note
     [missing] = (await rig.health())["undelivered"]
     assert (missing["approval_id"], missing["surface"]) == (task.approval.id, "slack")
     assert missing["error"] and missing["since"]
