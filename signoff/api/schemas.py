@@ -131,6 +131,15 @@ class NodeOut(BaseModel):
     running: int
 
 
+class UndeliveredOut(BaseModel):
+    """A card the outbox gave up posting on one surface, while its request is pending."""
+
+    approval_id: str
+    surface: str
+    error: MaskedStr
+    since: str
+
+
 class HealthOut(BaseModel):
     """GET /health."""
 
@@ -140,6 +149,7 @@ class HealthOut(BaseModel):
     nodes: list[NodeOut]
     surfaces: dict[str, str]  # "ok", "degraded: <why>" (retrying) or "disabled: <why>"
     mcp: dict[str, str] | None = None  # per MCP server: "up", "starting" or "down: <why>"
+    undelivered: list[UndeliveredOut] = []  # cards given up on a surface (announced elsewhere)
 
 
 class PendingActionOut(BaseModel):

@@ -145,6 +145,8 @@ class ApprovalsSettings(Section):
     approvers: list[ActorKey] = []
     forbid_self_approval: bool = False
     scopes: dict[Risk, list[Scope]] = Field(default_factory=_default_scopes)
+    # Off unless set: a reminder is one more message in busy channels, so it is opted into.
+    remind_before: PositiveDuration | None = None
 
     @field_validator("scopes")
     @classmethod
