@@ -31,8 +31,10 @@ def mask_url(url: str) -> str:
     """``url`` with its user info and its query and fragment values replaced by ``•••``.
 
     ``https://bob:pw@h/p?token=abc&x`` → ``https://•••@h/p?token=•••&•••``: a parameter
-    keeps its name (a person should see *what* is sent), never its value; a bare item
-    may itself be the secret, so it is masked whole.
+    keeps its name (a person should see *what* is sent), never its value; a bare query
+    item may itself be the secret, so it is masked whole. A fragment's ``name=value``
+    pairs are masked (OAuth puts ``#access_token=`` there); a bare anchor (``#usage``)
+    is a place in a page and stays.
     """
     scheme, sep, rest = url.partition("://")
     if not sep:
@@ -46,19 +48,17 @@ def mask_url(url: str) -> str:
     if "@" in authority:
         authority = MASK + "@" + authority.rpartition("@")[2]
     path, qmark, query = tail_.partition("?")
-    fragment = ""
     if qmark:
         query, hashmark, frag = query.partition("#")
-        fragment = hashmark + (_mask_params(frag) if hashmark else "")
     else:
         path, hashmark, frag = path.partition("#")
-        fragment = hashmark + (_mask_params(frag) if hashmark else "")
+    fragment = hashmark + _mask_params(frag, bare=False)
     masked_query = qmark + (_mask_params(query) if qmark else "")
     return f"{scheme}://{authority}{path}{masked_query}{fragment}"
 
 
-def _mask_params(text: str) -> str:
-    """``a=1&b`` → ``a=•••&•••``; empty stays empty."""
+def _mask_params(text: str, *, bare: bool = True) -> str:
+    """``a=1&b`` → ``a=•••&•••`` (``a=•••&b`` with ``bare=False``); empty stays empty."""
     if not text:
         return text
     out = []
@@ -68,7 +68,7 @@ def _mask_params(text: str) -> str:
         elif "=" in item:
             out.append(item.partition("=")[0] + "=" + MASK)
         else:
-            out.append(MASK)
+            out.append(MASK if bare else item)
     return "".join(out)
 
 
