@@ -123,9 +123,11 @@ def _preview_section(card: ApprovalCard) -> Block | None:
         return None
     head = f"*{escape(card.preview.label)}*\n```"
     room = MAX_TEXT - len(head) - len("\n```") - 1
-    body = escape(card.preview.text)
-    if len(body) > room:
-        body = body[: room - 12] + "\n… (cut)"
+    raw = card.preview.text
+    body = escape(raw)
+    while len(body) > room:  # cut the text, not its escapes (no half "&amp;")
+        raw = raw[: max(0, len(raw) * room // len(body) - 12)]
+        body = escape(raw) + "\n… (cut)"
     # An empty code block renders as three backticks: show a word instead.
     return {"type": "section", "text": _mrkdwn(f"{head}{body or ' '}```")}
 

@@ -73,7 +73,8 @@ def test_slack_clips_an_odd_preview_inside_the_block_and_says_so() -> None:
     blocks = card_blocks(sample_card(preview=big))
     (section,) = [b for b in blocks if "```" in str(b.get("text", {}).get("text", ""))]
     text = section["text"]["text"]
-    assert len(text) <= SLACK_TEXT and text.endswith("… (cut)```")
+    assert len(text) <= SLACK_TEXT and text.endswith("&lt;\n… (cut)```")
+    assert text.count("&lt;") > 500, "as much of the preview as fits is kept"
 
 
 def test_telegram_shows_the_preview_in_pre_with_its_lines() -> None:
