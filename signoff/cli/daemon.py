@@ -129,7 +129,8 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
 
     pending = PendingCards()
     clock = SystemClock()
-    platforms = build_surfaces(settings, deps=SurfaceDeps(clock=clock, pending=pending))
+    platforms = build_surfaces(settings, deps=SurfaceDeps(clock=clock, pending=pending,
+                                                          lookup=pending.lookup))
     web = platforms.get("web")
     if not isinstance(web, WebPlatform):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")
