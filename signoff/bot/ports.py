@@ -235,6 +235,8 @@ class SurfaceDeps:
     # One request's card and refs, read from the store (the e-mail links' check): any
     # node of a cluster can answer a link, whichever node sent the mail.
     lookup: CardLookup = _no_cards
+    # Where the daemon is reached, for links: daemon.public_url, else its listen address.
+    public_url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -306,14 +306,12 @@ class Settings(Section):
             return [("approvals.email_to", "needs an [email] section (the SMTP server "
                                            "that sends the cards)")]
         d = self.daemon
-        public = d.public_url
-        if public is None and d.host in ("0.0.0.0", "::", ""):
+        if d.public_url is None and d.host in ("0.0.0.0", "::", ""):
             return [("approvals.email_to", f"needs daemon.public_url: the links in the mails "
                                            f"cannot point at {d.host!r}")]
-        host = f"[{d.host}]" if ":" in d.host else d.host
         em = self.email
         sections["email"] = EmailSurfaceSettings(
-            to=list(dict.fromkeys(to)), public_url=public or f"http://{host}:{d.port}",
+            to=list(dict.fromkeys(to)), public_url=d.public_url,
             host=em.host, port=em.port, sender=em.sender, starttls=em.starttls,
             username=em.username, password=em.password, timeout=em.timeout)
         return []

@@ -126,7 +126,7 @@ class EmailPlatform:
 
     # -- links and pages ---------------------------------------------------------------
     def _links(self, card: ApprovalCard, address: str, key: str) -> dict[Scope, str]:
-        base = self.settings.public_url.rstrip("/") + messages.CONFIRM_PATH
+        base = (self.settings.public_url or "").rstrip("/") + messages.CONFIRM_PATH
         out: dict[Scope, str] = {}
         for scope in card.allowed:
             claim = tokens.LinkClaim(approval_id=card.approval_id, scope=scope,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from signoff.adapters.email.settings import ADDRESS, EmailSurfaceSettings
 from signoff.bot.ports import Surface, SurfaceDeps, SurfacePlugin
 from signoff.errors import ConfigError
@@ -13,7 +15,13 @@ def build(section: EmailSurfaceSettings | None, deps: SurfaceDeps) -> Surface:
 
     if section is None:
         raise ConfigError("email: the surface needs [email] and approvals.email_to")
-    return EmailPlatform(settings=section, clock=deps.clock, lookup=deps.lookup)
+    url = section.public_url or deps.public_url
+    host = urlsplit(url).hostname if url else None
+    if not url or host in (None, "0.0.0.0", "::"):
+        raise ConfigError(f"approvals.email_to: the links in the mails need daemon.public_url "
+                          f"(the daemon's own address is {url!r})")
+    return EmailPlatform(settings=section.model_copy(update={"public_url": url}),
+                         clock=deps.clock, lookup=deps.lookup)
 
 
 PLUGIN = SurfacePlugin(

@@ -2,8 +2,9 @@
 
 The file has no ``[email]`` surface section of its own: ``[email]`` is the SMTP server
 send_email already uses, and ``approvals.email_to`` says who gets the cards. When both
-are set, `signoff.config.settings` builds this model from them (and the daemon's public
-URL, which the links point at), and the daemon runs the surface. Imported with the
+are set, `signoff.config.settings` builds this model from them (and ``daemon.public_url``,
+where the links point; without it, the address the daemon listens on), and the daemon
+runs the surface. Imported with the
 config file, so it imports nothing heavy.
 """
 
@@ -40,7 +41,8 @@ class EmailSurfaceSettings(Section):
     """Who gets the cards, through which SMTP server, and where the links lead."""
 
     to: list[EmailAddress] = Field(min_length=1)
-    public_url: NonEmpty  # base of the links, e.g. https://signoff.example.com
+    # Base of the links, e.g. https://signoff.example.com; None: the daemon's own address.
+    public_url: NonEmpty | None = None
     host: str = "localhost"
     port: int = Field(default=25, ge=1, le=65535)
     sender: str = "signoff@localhost"

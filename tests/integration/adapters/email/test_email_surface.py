@@ -9,7 +9,7 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -26,6 +26,7 @@ from tests.api.helpers import Running, eventually, make_settings, running_node
 from tests.fakes.smtp import FakeSmtpServer, ReceivedMessage
 
 ALICE = "alice@example.com"
+PUBLIC = "https://signoff.test"  # the daemon's address, as the daemon hands it to surfaces
 ASK = {"tool": "send_email", "args": {"to": "john@example.com", "subject": "hi", "body": "x"},
        "requester": "hermes:alice@laptop", "policy_id": "s-1", "why": "tell John it shipped"}
 
@@ -98,7 +99,7 @@ async def mailed(tmp_path: Path, *, approvers: tuple[str, ...] = (f"email:{ALICE
         chosen = clock or SystemClock()
         cards = PendingCards()
         surfaces = build_surfaces(settings, deps=SurfaceDeps(
-            clock=chosen, pending=cards, lookup=cards.lookup))
+            clock=chosen, pending=cards, lookup=cards.lookup, public_url=PUBLIC))
         email = {"email": surfaces["email"]}
         async with running_node(tmp_path, settings=settings, clock=chosen,
                                 surfaces=email) as running:
@@ -126,7 +127,7 @@ async def test_a_request_is_mailed_with_one_link_per_decision(tmp_path: Path) ->
     assert set(found) == {"Approve once", "Approve for this session", "Deny",
                           "Approve always (this exact action, from now on)"}
     for url in found.values():
-        assert url.startswith("http://127.0.0.1:8080/email/confirm?token=")
+        assert url.startswith(f"{PUBLIC}/email/confirm?token=")
         assert url.replace("&", "&amp;") in html
     assert "tell John it shipped" in mail.body
 
@@ -299,8 +300,25 @@ def test_email_approvers_and_addresses_are_checked(tmp_path: Path) -> None:
     section = settings.surface("email")
     assert section is not None and section.model_dump()["to"] == [ALICE]
     assert section.model_dump()["public_url"] == "https://s.example.com"
+    without = make_settings(tmp_path, email={"host": "smtp"}, approvals={"email_to": [ALICE]})
+    assert without.surface("email").model_dump()["public_url"] is None  # type: ignore[union-attr]
     with pytest.raises(ValidationError, match="invalid e-mail address 'not-an-address'"):
         make_settings(tmp_path, email={"host": "smtp"},
                       approvals={"email_to": ["not-an-address"]})
     with pytest.raises(ValidationError, match=re.escape("'email:<address>' such as 'email:alice@example.com'")):
         make_settings(tmp_path, approvals={"approvers": ["email:nobody"]})
+
+
+def test_the_links_need_a_reachable_address() -> None:
+    """Without daemon.public_url the daemon's own address is used, but never a wildcard one."""
+    from signoff.adapters.email import PLUGIN
+    from signoff.errors import ConfigError
+    from signoff.testing import surface_deps
+
+    section = PLUGIN.settings.model_validate({"to": [ALICE]})  # type: ignore[union-attr]
+    for address in (None, "http://0.0.0.0:8080"):
+        deps = replace(surface_deps(), public_url=address)
+        with pytest.raises(ConfigError, match=r"need daemon\.public_url"):
+            PLUGIN.build(section, deps)
+    built = PLUGIN.build(section, replace(surface_deps(), public_url="http://127.0.0.1:9"))
+    assert built.name == "email"
