@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from email.message import EmailMessage
-from email.utils import format_datetime, make_msgid
+from email.utils import format_datetime
 
 from signoff.bot.cards import BUTTON_LABELS, why_line
 from signoff.bot.ports import ApprovalCard
@@ -45,6 +45,13 @@ def _facts(card: ApprovalCard) -> list[tuple[str, str]]:
     return facts
 
 
+def message_id(card: ApprovalCard, sender: str, kind: str) -> str:
+    """The same id for every sending of one mail (a retry is then one message to mail
+    clients), and the card's own for the "decided" mail to reply to."""
+    domain = sender.rpartition("@")[2] or "signoff.invalid"
+    return f"<signoff.{card.approval_id}.{kind}@{domain}>"
+
+
 def card_message(card: ApprovalCard, *, sender: str, to: str,
                  links: Mapping[Scope, str]) -> EmailMessage:
     """The mail for one approver: the card's facts and one link per allowed decision."""
@@ -53,8 +60,7 @@ def card_message(card: ApprovalCard, *, sender: str, to: str,
     msg["To"] = to
     msg["Subject"] = f"Approval needed: {card.title}"[:200]
     msg["Date"] = format_datetime(card.requested_at)
-    msg["Message-ID"] = make_msgid(idstring=card.approval_id,
-                                   domain=sender.rpartition("@")[2] or None)
+    msg["Message-ID"] = message_id(card, sender, "card")
     facts = _facts(card)
     lines = [f"{label}: {value}" for label, value in facts]
     lines.append("")
@@ -71,6 +77,21 @@ def card_message(card: ApprovalCard, *, sender: str, to: str,
         f"<!doctype html><html><body><h2>{e(card.title)}</h2><table>{rows}</table>"
         f"<p>Each link opens a page where you confirm; opening it decides nothing.</p>"
         f"<p>{buttons}</p></body></html>", subtype="html")
+    return msg
+
+
+def decided_message(card: ApprovalCard, *, sender: str, to: str) -> EmailMessage:
+    """A short reply to the card's mail once the request is answered: its links are spent."""
+    msg = EmailMessage()
+    msg["From"] = sender
+    msg["To"] = to
+    msg["Subject"] = f"Re: Approval needed: {card.title}"[:200]
+    msg["Date"] = format_datetime(card.decided_at or card.requested_at)
+    msg["Message-ID"] = message_id(card, sender, "decided")
+    msg["In-Reply-To"] = msg["References"] = message_id(card, sender, "card")
+    outcome = card.outcome or card.status
+    msg.set_content(f"{outcome}\n\n{card.title}\n{card.origin}\n\n"
+                    "The links of the first mail no longer decide anything.\n")
     return msg
 
 

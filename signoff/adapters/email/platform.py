@@ -5,7 +5,8 @@ for each address and sends each address its own mail over SMTP (stdlib `smtplib`
 worker thread, as send_email does). The key is returned as the card's message id, which
 the outbox stores: that is how every node finds it again. An SMTP failure raises
 `PlatformUnavailable` (4xx, refused connection, timeout: the outbox retries with backoff)
-or `PlatformRejected` (5xx, refused login: given up), like every other surface.
+or `PlatformRejected` (5xx, refused login: given up), like every other surface. Once the
+request is decided (`update_card`), each address gets a short reply saying how.
 
 Its routes, served without the API key (the token is the credential, and it opens
 nothing but its own request):
@@ -110,7 +111,16 @@ class EmailPlatform:
         return CardRef(surface=NAME, channel=",".join(self.settings.to), message_id=key)
 
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
-        """Nothing to edit in a sent mail: its links show the outcome once used."""
+        """A sent mail cannot be edited: once decided, each address gets a short reply
+        saying how (an edit of an open card — an escalation — sends nothing)."""
+        if card.open:
+            return
+        mails = [messages.decided_message(card, sender=self.settings.sender, to=address)
+                 for address in ref.channel.split(",") if address]
+        refused = await asyncio.to_thread(self._smtp_session, mails)
+        for why in refused:
+            log.warning("email_outcome_refused", extra={"approval_id": card.approval_id,
+                                                        "error": why})
 
     async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
                      mentions: Sequence[str] = ()) -> None:

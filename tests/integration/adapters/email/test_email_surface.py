@@ -51,17 +51,21 @@ class Mailed:
         return str(response.json()["id"])
 
     async def mail_for(self, approval_id: str, to: str = ALICE) -> ReceivedMessage:
+        card_id = f"<signoff.{approval_id}.card@example.com>"
+
+        def card_mails() -> list[ReceivedMessage]:
+            return [m for m in self.smtp.messages
+                    if m.message["Message-ID"] == card_id and m.recipients == [to]]
+
         async def arrived() -> bool:
-            return any(approval_id in m.message["Message-ID"] and m.recipients == [to]
-                       for m in self.smtp.messages)
+            return bool(card_mails())
         await eventually(arrived, what=f"the mail of {approval_id} to {to}")
 
         async def kept() -> bool:  # the card's key is stored just after the mail went out
             cards = await self.running.node.store.cards(approval_id)
             return any(c.surface == "email" for c in cards)
         await eventually(kept, what=f"the e-mail card of {approval_id} stored")
-        return next(m for m in self.smtp.messages
-                    if approval_id in m.message["Message-ID"] and m.recipients == [to])
+        return card_mails()[0]
 
     async def status(self, approval_id: str) -> dict[str, Any]:
         return dict((await self.api.get(f"/v1/approvals/{approval_id}")).json())
@@ -165,6 +169,14 @@ async def test_the_post_decides_as_the_address_and_only_once(tmp_path: Path) -> 
         assert again.status_code == 409 and "already" in again.text
         assert (await m.anonymous.get("/email/confirm", params={"token": token})
                 ).status_code == 409
+
+        async def replied() -> bool:
+            return any(r.message["In-Reply-To"] == f"<signoff.{approval_id}.card@example.com>"
+                       for r in m.smtp.messages)
+        await eventually(replied, what="the short 'decided' reply")
+        reply = next(r for r in m.smtp.messages if r.message["In-Reply-To"])
+        assert reply.recipients == [ALICE]
+        assert f"by email:{ALICE}" in reply.body and "Approved once" in reply.body
 
 
 async def test_deny_link_denies(tmp_path: Path) -> None:
