@@ -26,7 +26,7 @@ import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from email.message import EmailMessage
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -56,6 +56,7 @@ _STATUS = {DecisionCode.NOT_AUTHORIZED: 403, DecisionCode.ALREADY_DECIDED: 409,
            DecisionCode.SCOPE_NOT_ALLOWED: 409, DecisionCode.NOT_WAITING: 409,
            DecisionCode.ERROR: 503}
 _HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+_MAX_FORM = 4096  # the confirmation form holds one token
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,24 @@ class _Refused(Exception):
     def __init__(self, status: int, title: str, text: str) -> None:
         super().__init__(text)
         self.status, self.title, self.text = status, title, text
+
+
+def _invalid() -> _Refused:
+    return _Refused(400, "Link not valid", "This link is not a valid approval link (it may "
+                    "have been cut or changed, or its request no longer exists).")
+
+
+async def _form_token(request: Request) -> str:
+    """The ``token`` of a small urlencoded form ("" otherwise), read without
+    python-multipart (not a dependency), like the console's forms."""
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return ""
+    body = await request.body()
+    if len(body) > _MAX_FORM:
+        return ""
+    values = parse_qs(body.decode("utf-8", "replace"), max_num_fields=8)
+    return (values.get("token") or [""])[0]
 
 
 class EmailPlatform:
@@ -157,10 +176,8 @@ class EmailPlatform:
 
     async def confirm(self, request: Request) -> Response:
         """POST: decide as ``email:<address>``, exactly what the token says."""
-        form = await request.form()
-        token = form.get("token")
         try:
-            checked = await self._check(token if isinstance(token, str) else "")
+            checked = await self._check(await _form_token(request))
         except _Refused as refused:
             return _html(refused.status, messages.message_page(refused.title, refused.text))
         if self.handler is None:
@@ -176,14 +193,18 @@ class EmailPlatform:
                      messages.message_page("Not decided", outcome.message))
 
     async def _check(self, token: str) -> _Checked:
+        """The token's claim and the request's card, or why the link does not work.
+
+        Nothing about the request is told before the signature checks out, not even
+        whether it exists (a request that is gone reads as an invalid link too).
+        """
         try:
             claimed = tokens.read(token)
         except tokens.BadToken:
-            raise _Refused(400, "Link not valid", "This link is not a valid approval "
-                           "link (it may have been cut or changed).") from None
+            raise _invalid() from None
         posted = await self.lookup(claimed.approval_id)
         if posted is None:
-            raise _Refused(404, "Unknown request", "This request no longer exists.")
+            raise _invalid()
         key = next((r.message_id for r in posted.refs if r.surface == NAME), None)
         if key is None:  # the mail is out, its key not stored yet (a moment, or a crash)
             raise _Refused(503, "Not ready", "This link cannot be checked yet; try again "
@@ -191,15 +212,14 @@ class EmailPlatform:
         try:
             claim = tokens.verify(token, key)
         except tokens.BadToken:
-            raise _Refused(400, "Link not valid", "This link is not a valid approval "
-                           "link (it may have been cut or changed).") from None
+            raise _invalid() from None
         card = posted.card
+        if card.status == "expired" or (card.open and self.clock.now() >= claim.expires_at):
+            raise _Refused(410, "Expired", "This request has expired; its links no longer "
+                           "decide anything.")
         if not card.open:
             raise _Refused(409, "Already decided", "This link was already used or the "
                            f"request was already answered: {card.outcome or card.status}.")
-        if self.clock.now() >= claim.expires_at:
-            raise _Refused(410, "Expired", "This request has expired; its links no longer "
-                           "decide anything.")
         return _Checked(claim=claim, card=card)
 
     # -- SMTP --------------------------------------------------------------------------
