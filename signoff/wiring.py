@@ -48,6 +48,7 @@ from signoff.runtime.worker import Worker
 
 if TYPE_CHECKING:
     from signoff.api.context import ApiContext
+    from signoff.bot.routing.reminders import Reminder
 
 log = logging.getLogger(__name__)
 
@@ -381,11 +382,28 @@ def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
 
     services: list[tuple[str, Any]] = [("scheduler", scheduler.run),
                                        ("escalation", escalator.run)]
+    reminder = build_reminder(node)
+    if reminder is not None:
+        services.append(("reminders", reminder.run))
     if node.flow.notifier is not None:
         services.append(("notify", node.flow.notifier.run))
         if any("audit_head" in r.events for r in node.flow.notifier.rules):
             services.append(("audit-head", node.flow.notifier.run_audit_head))
     return schedules, oncall, services
+
+
+def build_reminder(node: Node) -> Reminder | None:
+    """The reminder service when ``approvals.remind_before`` is set."""
+    from signoff.bot.routing.reminders import Reminder
+
+    before = node.settings.approvals.remind_before
+    if before is None:
+        return None
+    router = node.oncall
+    return Reminder(store=node.store, clock=node.clock, before=before,
+                    approvers=node.settings.approvals.approvers,
+                    oncall=router.current if router is not None else None,
+                    wake=node.flow.dispatcher.wake)
 
 
 def cluster_services(node: Node) -> list[tuple[str, Any]]:

@@ -147,6 +147,8 @@ class ApprovalsSettings(Section):
     approvers: list[ActorKey] = []
     forbid_self_approval: bool = False
     scopes: dict[Risk, list[Scope]] = Field(default_factory=_default_scopes)
+    # Off unless set: a reminder is one more message in busy channels, so it is opted into.
+    remind_before: PositiveDuration | None = None
     email_to: list[EmailAddress] = []  # each card also mailed here (needs [email])
 
     @field_validator("scopes")
