@@ -112,7 +112,8 @@ def confirm_page(card: ApprovalCard, scope: Scope, address: str, token: str) -> 
         f"Confirm: {LINK_WORDS[scope]}",
         f"<table>{rows}</table>"
         f"<p>You are answering as <b>email:{e(address)}</b>.</p>"
-        f"<form method='post' action='{CONFIRM_PATH}'>"
+        # Relative: the page's own path, also behind a proxy that serves us under a prefix.
+        f"<form method='post' action='{CONFIRM_PATH.rpartition('/')[2]}'>"
         f"<input type='hidden' name='token' value='{e(token)}'>"
         f"<button type='submit' style='font-size:1.2em;padding:10px 18px'>"
         f"{e(BUTTON_LABELS[scope])}: {e(LINK_WORDS[scope])}</button></form>")

@@ -55,7 +55,14 @@ _STATUS = {DecisionCode.NOT_AUTHORIZED: 403, DecisionCode.ALREADY_DECIDED: 409,
            DecisionCode.EXPIRED: 410, DecisionCode.UNKNOWN: 404,
            DecisionCode.SCOPE_NOT_ALLOWED: 409, DecisionCode.NOT_WAITING: 409,
            DecisionCode.ERROR: 503}
-_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+# The token is in the URL and the page: never cached, never sent on as a referrer; and the
+# one button cannot be framed by another site (clickjacking). No script at all.
+_HEADERS = {
+    "Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
+                               "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+}
 _MAX_FORM = 4096  # the confirmation form holds one token
 
 

@@ -145,7 +145,10 @@ async def test_opening_a_link_shows_a_page_and_decides_nothing(tmp_path: Path) -
         for _ in range(3):
             page = await m.anonymous.get(local(once))
             assert page.status_code == 200
-        assert "<form method='post' action='/email/confirm'>" in page.text
+        assert "<form method='post' action='confirm'>" in page.text  # = /email/confirm
+        assert page.headers["cache-control"] == "no-store"
+        assert page.headers["referrer-policy"] == "no-referrer"
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
         assert f"email:{ALICE}" in page.text
         assert (await m.status(approval_id))["status"] == "pending"
 
