@@ -18,6 +18,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from signoff.bot.outbox import FOREVER
 from signoff.bot.ports import SurfaceDeps
 from signoff.config.settings import Settings
 from signoff.runtime.clock import Clock, FakeClock, SystemClock
@@ -91,8 +92,9 @@ def local(url: str) -> str:
 @contextlib.asynccontextmanager
 async def mailed(tmp_path: Path, *, approvers: tuple[str, ...] = (f"email:{ALICE}",),
                  to: tuple[str, ...] = (ALICE,), clock: Clock | None = None,
-                 smtp_up: bool = True) -> AsyncIterator[Mailed]:
-    smtp = FakeSmtpServer()
+                 smtp_up: bool = True, refuse: frozenset[str] = frozenset()
+                 ) -> AsyncIterator[Mailed]:
+    smtp = FakeSmtpServer(refuse=set(refuse))
     if smtp_up:
         smtp.start()
     mail: Mailed | None = None
@@ -283,7 +285,7 @@ async def test_an_smtp_outage_is_retried_through_the_outbox(tmp_path: Path) -> N
         store = m.running.node.store
 
         async def failed_once() -> bool:
-            items = await store.due_outbox(datetime_max(), limit=100)
+            items = await store.due_outbox(FOREVER, limit=100)
             return any(i.surface == "email" and i.attempts >= 1 and i.error for i in items)
         await eventually(failed_once, what="a failed SMTP attempt")
         assert m.smtp.messages == []
@@ -293,9 +295,35 @@ async def test_an_smtp_outage_is_retried_through_the_outbox(tmp_path: Path) -> N
                 ).status_code == 200
 
 
-def datetime_max() -> Any:
-    from signoff.bot.outbox import FOREVER
-    return FOREVER
+async def test_a_refused_address_does_not_hold_back_the_others(tmp_path: Path) -> None:
+    """One address refused (550) by the SMTP server: the others get their mail once, the
+    card is kept, its links work."""
+    async with mailed(tmp_path, to=(ALICE, "gone@example.com"),
+                      refuse=frozenset({"gone@example.com"})) as m:
+        approval_id = await m.ask()
+        token = token_of(links(await m.mail_for(approval_id))["Approve once"])
+        assert (await m.anonymous.post("/email/confirm", data={"token": token})
+                ).status_code == 200
+        cards = [mail for mail in m.smtp.messages if mail.subject.startswith("Approval")]
+        assert [mail.recipients for mail in cards] == [[ALICE]]
+
+
+async def test_every_address_refused_gives_the_card_up(tmp_path: Path) -> None:
+    """When the SMTP server refuses every address the card is given up on email (not
+    retried forever) and /health lists it as undelivered."""
+    async with mailed(tmp_path, refuse=frozenset({ALICE})) as m:
+        approval_id = await m.ask()
+
+        async def undelivered() -> list[dict[str, Any]]:
+            items = (await m.api.get("/health")).json()["undelivered"]
+            return [u for u in items if u["approval_id"] == approval_id]
+
+        async def given_up() -> bool:
+            return bool(await undelivered())
+        await eventually(given_up, what="the e-mail card given up")
+        (item,) = await undelivered()
+        assert item["surface"] == "email" and "refused" in item["error"]
+        assert m.smtp.messages == []
 
 
 def test_email_to_needs_the_email_section(tmp_path: Path) -> None:
