@@ -49,6 +49,7 @@ from signoff.runtime.models import DecisionCode, Scope
 log = logging.getLogger(__name__)
 
 NAME = "email"
+CHANNEL = "email_to"  # a card's one "channel": the approvals.email_to addresses
 
 # The page status for each refusal the flow can give.
 _STATUS = {DecisionCode.NOT_AUTHORIZED: 403, DecisionCode.ALREADY_DECIDED: 409,
@@ -134,7 +135,8 @@ class EmailPlatform:
                                                      "error": why})
         log.info("email_card_sent", extra={"approval_id": card.approval_id,
                                            "recipients": len(mails) - len(refused)})
-        return CardRef(surface=NAME, channel=",".join(self.settings.to), message_id=key)
+        # The addresses stay in the config (a long list would not fit the channel column).
+        return CardRef(surface=NAME, channel=CHANNEL, message_id=key)
 
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
         """A sent mail cannot be edited: once decided, each address gets a short reply
@@ -142,7 +144,7 @@ class EmailPlatform:
         if card.open:
             return
         mails = [messages.decided_message(card, sender=self.settings.sender, to=address)
-                 for address in ref.channel.split(",") if address]
+                 for address in self.settings.to]
         refused = await asyncio.to_thread(self._smtp_session, mails)
         for why in refused:
             log.warning("email_outcome_refused", extra={"approval_id": card.approval_id,

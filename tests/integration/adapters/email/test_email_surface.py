@@ -22,6 +22,7 @@ from signoff.bot.outbox import FOREVER
 from signoff.bot.ports import SurfaceDeps
 from signoff.config.settings import Settings
 from signoff.runtime.clock import Clock, FakeClock, SystemClock
+from signoff.runtime.store.factory import make_store
 from signoff.wiring import PendingCards, build_surfaces
 from tests.api.helpers import Running, eventually, make_settings, running_node
 from tests.fakes.smtp import FakeSmtpServer, ReceivedMessage
@@ -92,8 +93,8 @@ def local(url: str) -> str:
 @contextlib.asynccontextmanager
 async def mailed(tmp_path: Path, *, approvers: tuple[str, ...] = (f"email:{ALICE}",),
                  to: tuple[str, ...] = (ALICE,), clock: Clock | None = None,
-                 smtp_up: bool = True, refuse: frozenset[str] = frozenset()
-                 ) -> AsyncIterator[Mailed]:
+                 smtp_up: bool = True, refuse: frozenset[str] = frozenset(),
+                 store_url: str | None = None) -> AsyncIterator[Mailed]:
     smtp = FakeSmtpServer(refuse=set(refuse))
     if smtp_up:
         smtp.start()
@@ -107,7 +108,8 @@ async def mailed(tmp_path: Path, *, approvers: tuple[str, ...] = (f"email:{ALICE
         surfaces = build_surfaces(settings, deps=SurfaceDeps(
             clock=chosen, pending=cards, lookup=cards.lookup, public_url=PUBLIC))
         email = {"email": surfaces["email"]}
-        async with running_node(tmp_path, settings=settings, clock=chosen,
+        store = make_store(store_url) if store_url else None
+        async with running_node(tmp_path, settings=settings, clock=chosen, store=store,
                                 surfaces=email) as running:
             cards.node = running.node
             async with running.client() as api, running.client(key=None) as anonymous:
@@ -155,10 +157,11 @@ async def test_opening_a_link_shows_a_page_and_decides_nothing(tmp_path: Path) -
         assert (await m.status(approval_id))["status"] == "pending"
 
 
-async def test_the_post_decides_as_the_address_and_only_once(tmp_path: Path) -> None:
+async def test_the_post_decides_as_the_address_and_only_once(tmp_path: Path,
+                                                             store_url: str) -> None:
     """The page's POST approves as email:<address> (audited so); using the link again says
-    it was already decided and changes nothing."""
-    async with mailed(tmp_path) as m:
+    it was already decided and changes nothing (SQLite and PostgreSQL)."""
+    async with mailed(tmp_path, store_url=store_url) as m:
         approval_id = await m.ask()
         token = token_of(links(await m.mail_for(approval_id))["Approve once"])
         done = await m.anonymous.post("/email/confirm", data={"token": token})
