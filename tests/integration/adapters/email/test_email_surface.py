@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from signoff.bot.outbox import FOREVER
 from signoff.bot.ports import SurfaceDeps
-from signoff.config.settings import Settings
+from signoff.config.settings import Settings, summary
 from signoff.runtime.clock import Clock, FakeClock, SystemClock
 from signoff.runtime.store.factory import make_store
 from signoff.wiring import PendingCards, build_surfaces
@@ -352,6 +352,7 @@ def test_email_approvers_and_addresses_are_checked(tmp_path: Path) -> None:
     section = settings.surface("email")
     assert section is not None and section.model_dump()["to"] == [ALICE]
     assert section.model_dump()["public_url"] == "https://s.example.com"
+    assert "surfaces: web, email (alice@example.com)" in summary(settings, None)
     without = make_settings(tmp_path, email={"host": "smtp"}, approvals={"email_to": [ALICE]})
     assert without.surface("email").model_dump()["public_url"] is None  # type: ignore[union-attr]
     with pytest.raises(ValidationError, match="invalid e-mail address 'not-an-address'"):
