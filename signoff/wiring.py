@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from signoff.bot.flow import ApprovalFlow
 from signoff.bot.notify import Notifier, NotifyRule
 from signoff.bot.plugins import SurfaceRegistry, surface_registry
-from signoff.bot.ports import ApprovalCard, Surface, SurfaceDeps
+from signoff.bot.ports import ApprovalCard, CardRef, PostedCard, Surface, SurfaceDeps
 from signoff.bot.routing.authorizer import Authorizer
 from signoff.bot.routing.oncall import OnCallRouter
 from signoff.config.preflight import grant_action
@@ -298,7 +298,7 @@ def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:
 
 
 class PendingCards:
-    """Late-bound `/pending` lister for chat surfaces built before the node."""
+    """Late-bound `/pending` lister (and card lookup) for surfaces built before the node."""
 
     def __init__(self) -> None:
         self.node: Node | None = None
@@ -313,6 +313,24 @@ class PendingCards:
         flow = self.node.flow
         return [build_card(r.task, r.approval, console_url=url,
                            preview=await flow.preview(r.approval)) for r in page.items]
+
+    async def lookup(self, approval_id: str) -> PostedCard | None:
+        """One request's current card and where it was posted (`SurfaceDeps.lookup`)."""
+        from signoff.bot.cards import build_card
+
+        if self.node is None:
+            return None
+        store = self.node.store
+        approval = await store.get_approval(approval_id)
+        if approval is None:
+            return None
+        task = await store.get_task(approval.task_id) if approval.task_id else None
+        if approval.task_id is not None and task is None:
+            return None  # the request is gone (reset)
+        refs = tuple(CardRef(r.surface, r.channel, r.message_id)
+                     for r in await store.cards(approval_id))
+        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url)
+        return PostedCard(card=card, refs=refs)
 
 
 def surface_name(prefix: str) -> str:
