@@ -329,7 +329,8 @@ class PendingCards:
             return None  # the request is gone (reset)
         refs = tuple(CardRef(r.surface, r.channel, r.message_id)
                      for r in await store.cards(approval_id))
-        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url)
+        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
+                          preview=await self.node.flow.preview(approval))
         return PostedCard(card=card, refs=refs)
 
 
