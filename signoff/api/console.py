@@ -37,6 +37,7 @@ from signoff.api.batch import decide_all, summary
 from signoff.api.context import ApiContext
 from signoff.api.routes import identity_of
 from signoff.bot.cards import build_card
+from signoff.bot.flow import ApprovalFlow
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
 from signoff.runtime.coalesce import group_size
 from signoff.runtime.models import Approval, ApprovalStatus, Scope, Task
@@ -84,20 +85,24 @@ async def form_of(request: Request) -> dict[str, str] | None:
     return {key: values[0] for key, values in parsed.items()}
 
 
-def view(task: Task, identical: int = 1) -> CardView | None:
-    """The card of a task's current (or last) approval request."""
+async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView | None:
+    """The card of a task's current (or last) approval request, with its preview (the
+    file as it is now) while pending, and how many identical requests it stands for."""
     if task.approval is None:
         return None
-    return CardView(build_card(task, task.approval, identical=identical),
-                    asked_by=task.submitted_by, task_state=task.state.value)
+    card = build_card(task, task.approval, preview=await flow.preview(task.approval),
+                      identical=identical)
+    return CardView(card, asked_by=task.submitted_by, task_state=task.state.value)
 
 
-def request_view(item: PendingRequest, identical: int = 1) -> CardView | None:
+async def request_view(item: PendingRequest, flow: ApprovalFlow,
+                       identical: int = 1) -> CardView | None:
     """The card of a pending request: of a task, or from an agent that is not ours."""
     if item.task is not None:
-        return view(item.task, identical)
-    return CardView(build_card(None, item.approval, identical=identical),
-                    asked_by=item.approval.requester)
+        return await view(item.task, flow, identical)
+    card = build_card(None, item.approval, preview=await flow.preview(item.approval),
+                      identical=identical)
+    return CardView(card, asked_by=item.approval.requester)
 
 
 async def identical(store: TaskStore, approval: Approval) -> int:
@@ -107,7 +112,8 @@ async def identical(store: TaskStore, approval: Approval) -> int:
     return group_size(approval, await store.coalesced(approval.id))
 
 
-async def pending_cards(store: TaskStore, limit: int = 50) -> tuple[list[CardView], bool]:
+async def pending_cards(store: TaskStore, flow: ApprovalFlow,
+                        limit: int = 50) -> tuple[list[CardView], bool]:
     """The pending cards the console shows, oldest first, and whether there are more: a
     request that shares another's card is counted on it, not shown again (a burst of
     identical requests is one card, and does not push other requests off the page)."""
@@ -120,7 +126,7 @@ async def pending_cards(store: TaskStore, limit: int = 50) -> tuple[list[CardVie
                 continue
             if len(shown) == limit:
                 return shown, True
-            found = request_view(item, await identical(store, item.approval))
+            found = await request_view(item, flow, await identical(store, item.approval))
             if found is not None:
                 shown.append(found)
         cursor = page.next_cursor
@@ -139,9 +145,10 @@ class Console:
     async def approvals(self, identity: Identity) -> str:
         """The live region of the main page."""
         store, now = self.ctx.store, self.ctx.clock.now()
-        pending, more = await pending_cards(store)
+        flow = self.ctx.flow
+        pending, more = await pending_cards(store, flow)
         recent = list((await store.list_tasks(limit=20)).items)
-        decided = [v for t in recent if (v := view(t)) and t.approval is not None
+        decided = [v for t in recent if (v := await view(t, flow)) and t.approval is not None
                    and t.approval.status is not ApprovalStatus.PENDING
                    and t.approval.decided_at is not None
                    and now - t.approval.decided_at < DECIDED_WINDOW][:10]
@@ -157,8 +164,9 @@ class Console:
             return None
         events = (await self.ctx.store.audit_events(task_id=task_id, limit=200)).items
         talk = await self.ctx.store.transcript(task_id, limit=TRANSCRIPT_SHOWN)
+        card = await view(task, self.ctx.flow)
         return pages.task_fragment(task, list(events),
-                                   card=view(task), csrf=self.auth.csrf_token(identity),
+                                   card=card, csrf=self.auth.csrf_token(identity),
                                    now=self.ctx.clock.now(), transcript=list(talk.items),
                                    more_transcript=talk.next_cursor is not None)
 
@@ -167,12 +175,13 @@ class Console:
         approval = await self.ctx.store.get_approval(approval_id)
         task = (await self.ctx.store.get_task(approval.task_id)
                 if approval is not None and approval.task_id else None)
+        preview = await self.ctx.flow.preview(approval) if approval is not None else None
         count = await identical(self.ctx.store, approval) if approval is not None else 1
         if approval is not None and task is not None:
-            card = CardView(build_card(task, approval, identical=count),
+            card = CardView(build_card(task, approval, preview=preview, identical=count),
                             asked_by=task.submitted_by, task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
-            card = CardView(build_card(None, approval, identical=count),
+            card = CardView(build_card(None, approval, preview=preview, identical=count),
                             asked_by=approval.requester)
         else:
             local = self.ctx.web.card(approval_id)
@@ -181,6 +190,19 @@ class Console:
             card = CardView(local)
         return pages.card_html(card, csrf=self.auth.csrf_token(identity),
                                now=self.ctx.clock.now())
+
+    async def confirm_always(self, identity: Identity, approval_id: str,
+                             next_path: str) -> str | None:
+        """The page that asks to confirm an Always answer, or None when there is nothing
+        to confirm (unknown or no longer pending: the decision itself says why)."""
+        approval = await self.ctx.store.get_approval(approval_id)
+        if approval is None or approval.status is not ApprovalStatus.PENDING:
+            return None
+        task = await self.ctx.store.get_task(approval.task_id) if approval.task_id else None
+        card = build_card(task, approval, preview=await self.ctx.flow.preview(approval))
+        body = pages.confirm_always_page(card, csrf=self.auth.csrf_token(identity),
+                                         next_path=next_path)
+        return self.frame(identity, "Approve always?", body, None)
 
     def frame(self, identity: Identity, title: str, body: str, flash: str | None) -> str:
         """A whole page around a body."""
@@ -289,6 +311,11 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
             return html(pages.message_page(title="Unknown decision",
                                            text="Choose Once, Session, Always or Deny."), 422)
         approval_id = form.get("approval_id", "")[:100]
+        if scope is Scope.ALWAYS and form.get("confirm") != "always":
+            # Always outlives the task: a first press only asks (a page, so no JS needed).
+            ask = await console.confirm_always(who, approval_id, safe_next(form.get("next")))
+            if ask is not None:
+                return html(ask)
         reason = (form.get("reason") or "").strip()[:500] or None
         event = DecisionEvent(approval_id=approval_id, scope=scope, actor=Actor("web", who.name),
                               surface="web", reason=reason if scope is Scope.DENY else None,

@@ -26,6 +26,7 @@ class ApprovalEvent(enum.StrEnum):
     DECIDED = "approval_decided"  # approved, denied or expired
     ESCALATED = "approval_escalated"  # payload: level, mentions (new), approvers, waited
     GROUPED = "approval_grouped"  # an identical request joined or left this card
+    REMINDED = "approval_reminded"  # payload: title, left, mentions (everyone asked now)
 
 
 def approval_event(kind: ApprovalEvent, approval_id: str, *, suffix: str = "",
