@@ -146,7 +146,9 @@ async def test_no_reminder_for_a_decided_or_a_short_lived_request(chats: Chats) 
         assert await remind.tick() == []
         chats.clock.advance(timedelta(seconds=50))
 
-    long_lived = await chats.node()
+    # The short-lived request is still pending in the same database: without coalescing
+    # off this identical one would share its card instead of having its own.
+    long_lived = await chats.node(coalesce=False)
     task = await waiting(long_lived)
     assert task.approval is not None
     result = await long_lived.decider.decide(task.approval.id, Scope.DENY, f"slack:{ALICE}")
