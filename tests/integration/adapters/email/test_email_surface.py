@@ -47,8 +47,9 @@ class Mailed:
         self.smtp.start()
         self.smtp_up = True
 
-    async def ask(self) -> str:
-        response = await self.api.post("/v1/approvals", json=ASK)
+    async def ask(self, to: str = "john@example.com") -> str:
+        body = {**ASK, "args": {"to": to, "subject": "hi", "body": "x"}}  # another "to": another card
+        response = await self.api.post("/v1/approvals", json=body)
         assert response.status_code == 202, response.text
         return str(response.json()["id"])
 
@@ -231,7 +232,7 @@ async def test_tampered_cut_or_foreign_tokens_are_refused(tmp_path: Path) -> Non
     """A changed MAC, a cut token, garbage and another request's token are each refused
     with a page saying so, and decide nothing."""
     async with mailed(tmp_path) as m:
-        first, second = await m.ask(), await m.ask()
+        first, second = await m.ask(), await m.ask(to="jane@example.com")
         token = token_of(links(await m.mail_for(first))["Approve once"])
         other = token_of(links(await m.mail_for(second))["Approve once"])
         payload, _, mac = token.partition(".")
