@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, runtim
 from pydantic import BaseModel
 
 from signoff.runtime.clock import Clock
+from signoff.runtime.leadership import Leadership, SoleLeadership
 from signoff.runtime.models import DecisionCode, Scope
+from signoff.runtime.replay import MemoryReplayLedger, ReplayLedger
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -212,10 +214,26 @@ PendingLister = Callable[[], Awaitable[list[ApprovalCard]]]
 
 @dataclass(frozen=True)
 class SurfaceDeps:
-    """What the daemon hands a surface it builds, beyond its own config section."""
+    """What the daemon hands a surface it builds, beyond its own config section.
+
+    ``leadership`` and ``replay`` are how a surface behaves as one among several nodes
+    on a database: work only one node may do (Telegram's getUpdates) waits for a lease,
+    and an inbound request delivered twice (to one node or two) is acted on once. Left
+    out, they are those of a single node (always the leader; a per-process ledger).
+    """
 
     clock: Clock
     pending: PendingLister  # the cards still waiting for a decision (Telegram's /pending)
+    leadership: Leadership | None = None
+    replay: ReplayLedger | None = None
+
+    def lead(self) -> Leadership:
+        """The node's leadership port (a sole node's when none was given)."""
+        return self.leadership or SoleLeadership()
+
+    def ledger(self) -> ReplayLedger:
+        """The node's replay ledger (this process's own when none was given)."""
+        return self.replay or MemoryReplayLedger(clock=self.clock)
 
 
 @dataclass(frozen=True)

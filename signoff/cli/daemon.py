@@ -34,6 +34,7 @@ from signoff.wiring import (
     build_node,
     build_registry,
     build_surfaces,
+    cluster_ports,
     cluster_services,
 )
 
@@ -129,7 +130,9 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
 
     pending = PendingCards()
     clock = SystemClock()
-    platforms = build_surfaces(settings, deps=SurfaceDeps(clock=clock, pending=pending))
+    ports = cluster_ports(settings, work_dir=work_dir, database=database, clock=clock)
+    platforms = build_surfaces(settings, deps=SurfaceDeps(
+        clock=clock, pending=pending, leadership=ports.leadership, replay=ports.replay))
     web = platforms.get("web")
     if not isinstance(web, WebPlatform):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")
@@ -161,6 +164,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
         services.append((f"surface-{name}", surfaces.service(name, node.flow.on_decision)))
     services.extend(scheduler_services)
     services.extend(cluster_services(node))
+    services.extend(ports.services)
     if node.mcp:  # cancelled with the daemon, which stops every server it started
         services.append(("mcp", node.mcp.run))
     return node, services
