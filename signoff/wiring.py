@@ -282,6 +282,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                         authorizer=authorizer, notifier=notifier, console_url=public)
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
+    worker.gate = flow.dispatcher.room  # approval cards before more autonomous work
     # Built here so that a schedule naming an unknown tool is a config error at start.
     scheduler = Scheduler(engine=engine, schedules=settings.schedules, clock=clock,
                           wake=worker.wake)
