@@ -121,8 +121,17 @@ def gated(n: int) -> dict[str, Any]:
         {"tool": "post_message", "args": {"channel": f"slack:{TEAM}", "text": f"go-{n}"}}]}
 
 
+async def again(call: Any) -> httpx.Response:
+    """``call()``, once more if the server had closed a kept-alive connection (uvicorn
+    drops idle ones after 5 s; httpx may reuse one in that moment)."""
+    try:
+        return await call()  # type: ignore[no-any-return]
+    except (httpx.ReadError, httpx.RemoteProtocolError):
+        return await call()  # type: ignore[no-any-return]
+
+
 async def submit(http: httpx.AsyncClient, n: int) -> dict[str, Any]:
-    r = await http.post("/tasks", json=gated(n))
+    r = await again(lambda: http.post("/tasks", json=gated(n)))
     assert r.status_code == 202, r.text
     return dict(r.json())
 
@@ -130,7 +139,7 @@ async def submit(http: httpx.AsyncClient, n: int) -> dict[str, Any]:
 async def approval_of(http: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
     """The task's approval once it waits for one (the worker may not have got to it)."""
     while True:
-        approval = (await http.get(f"/tasks/{task_id}")).json().get("approval")
+        approval = (await again(lambda: http.get(f"/tasks/{task_id}"))).json().get("approval")
         if approval:
             return dict(approval)
         await asyncio.sleep(0.005)
@@ -277,12 +286,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=REQUESTS)
     parser.add_argument("--burst", type=int, default=BURST)
-    parser.add_argument("--budget", type=float, default=120.0,
+    parser.add_argument("--budget", type=float, default=900.0,
                         help="seconds for the one-at-a-time requests; fewer if exceeded")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         figures = asyncio.run(measure(args.requests, args.burst, args.budget, Path(tmp)))
     met = report(figures, args.requests, args.burst)
+    if len(figures.to_card) < min(args.requests, 1000):
+        print(f"note: only {len(figures.to_card)} one-at-a-time samples (time budget)")
     print(f"{'ok' if met else 'over'} (burst card lag p50 <= {BURST_RATIO:g}x and p99 <= "
           f"{BURST_P99_RATIO:g}x the idle card lag p50)")
 
