@@ -130,9 +130,11 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
 
     pending = PendingCards()
     clock = SystemClock()
+    public_url = settings.daemon.public_url or f"http://{host}:{port}"
     ports = cluster_ports(settings, work_dir=work_dir, database=database, clock=clock)
     platforms = build_surfaces(settings, deps=SurfaceDeps(
-        clock=clock, pending=pending, leadership=ports.leadership, replay=ports.replay))
+        clock=clock, pending=pending, lookup=pending.lookup, public_url=public_url,
+        leadership=ports.leadership, replay=ports.replay))
     web = platforms.get("web")
     if not isinstance(web, WebPlatform):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")
@@ -153,7 +155,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     ctx = ApiContext(store=node.store, engine=node.engine, decider=node.decider, flow=node.flow,
                      clock=node.clock, wake=node.worker.wake, keys=keys,
                      local_no_key=not keys and is_loopback(host), web=web,
-                     public_url=settings.daemon.public_url or f"http://{host}:{port}",
+                     public_url=public_url,
                      extra_routes=extra, schedules=schedules, oncall=oncall, metrics=metrics,
                      surfaces=surfaces.health,
                      mcp_status=node.mcp.status if node.mcp else None)
