@@ -71,7 +71,7 @@ async def test_the_worker_waits_while_cards_are_due_and_goes_on_once_they_are_ou
         async with asyncio.timeout(10):
             while await state(queued.id) is not TaskState.COMPLETED:
                 await asyncio.sleep(0.02)
-        assert len(platform.messages) == BACKLOG_LIMIT + 10
+        await until(lambda: len(platform.messages) == BACKLOG_LIMIT + 10, "every card")
     finally:
         for job in background:
             job.cancel()
