@@ -28,6 +28,7 @@ from signoff.config.settings import Settings
 from signoff.errors import ConfigError
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
+from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
 from signoff.runtime.models import RiskClass, Scope
@@ -256,6 +257,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
+        rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
         timeout_for=schedule_timeouts(settings.schedules))
     judge = None
     client = _chat_client(settings)

@@ -150,6 +150,11 @@ class ApprovalOut(BaseModel):
     status: str
     requested_at: str
     expires_at: str
+    # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
+    # many are needed, and until when an approved request waits ("held", undoable).
+    approvals: int = 0
+    needed: int = 1
+    hold_until: str | None = None
 
 
 class ActionRecordOut(BaseModel):
@@ -211,6 +216,11 @@ class PendingApprovalOut(BaseModel):
     why: str | None = None  # the proposer's own words: our agent's, or the requester's
     requester: str | None
     policy_id: str | None
+    # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
+    # many are needed, and until when an approved request waits ("held", undoable).
+    approvals: int = 0
+    needed: int = 1
+    hold_until: str | None = None
 
 
 class RequestSettledOut(BaseModel):
@@ -234,7 +244,7 @@ class RequestStatusOut(BaseModel):
     """GET /v1/approvals/{id}, and the answer of POST /approvals/{id}/approve|deny."""
 
     id: str
-    status: Literal["pending", "approved", "denied", "expired"]
+    status: Literal["pending", "held", "approved", "denied", "expired"]
     scope: str | None
     decided_by: str | None
     decided_at: str | None
@@ -244,6 +254,11 @@ class RequestStatusOut(BaseModel):
     policy_id: str | None
     decision: str | None
     outcome: dict[str, Any] | None
+    # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
+    # many are needed, and until when an approved request waits ("held", undoable).
+    approvals: int = 0
+    needed: int = 1
+    hold_until: str | None = None
 
 
 class ApprovalList(BaseModel):

@@ -123,6 +123,9 @@ class ApprovalFlow:
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
-        result = await self.decider.decide(event.approval_id, event.scope, actor,
-                                           reason=event.reason, channel=event.surface)
+        if event.undo:  # who may undo: whoever may decide the request
+            result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
+        else:
+            result = await self.decider.decide(event.approval_id, event.scope, actor,
+                                               reason=event.reason, channel=event.surface)
         return DecisionOutcome(result.accepted, result.message, code=result.code)

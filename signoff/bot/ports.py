@@ -76,7 +76,7 @@ class ApprovalCard:
     allowed: tuple[Scope, ...]
     requested_at: datetime
     expires_at: datetime
-    status: str = "pending"  # pending | approved | denied | expired
+    status: str = "pending"  # pending | held | approved | denied | expired
     outcome: str | None = None  # "Approved for this session by slack:U1 at 14:03"
     decided_by: str | None = None
     decided_at: datetime | None = None
@@ -86,6 +86,8 @@ class ApprovalCard:
     console_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
+    progress: str | None = None  # under a quorum: "1 of 2 approvals (slack:U1)"
+    hold_until: datetime | None = None  # held: the action runs then unless undone
 
     @property
     def origin(self) -> str:
@@ -101,6 +103,11 @@ class ApprovalCard:
         """True while buttons should be shown."""
         return self.status == "pending"
 
+    @property
+    def held(self) -> bool:
+        """True during the undo window: the card shows Undo (and nothing else to press)."""
+        return self.status == "held"
+
 
 @dataclass(frozen=True)
 class DecisionEvent:
@@ -112,6 +119,7 @@ class DecisionEvent:
     surface: str
     reason: str | None = None
     ref: CardRef | None = None
+    undo: bool = False  # the Undo button of a held card (``scope`` is then deny)
 
 
 @dataclass(frozen=True)
