@@ -28,7 +28,6 @@ from signoff.config.settings import Settings
 from signoff.errors import ConfigError
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
-from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
 from signoff.runtime.models import RiskClass, Scope
@@ -37,6 +36,7 @@ from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.grants import grant_key
 from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.store.factory import make_store

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from signoff.runtime.clock import FakeClock
 from signoff.config.settings import Settings
+from signoff.runtime.clock import FakeClock
 from tests.api.helpers import KEY, eventually, running_node, wait_state, webhook_steps
 from tests.fakes.http_echo import HttpEcho
 

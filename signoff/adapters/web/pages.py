@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +20,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-from signoff.bot.cards import why_line
+from signoff.bot.cards import UNDO_LABEL, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import AuditEvent, Scope, Task
 from signoff.runtime.transcript import TranscriptEntry, call_summary, shorten_text
@@ -97,6 +98,30 @@ def _form(card: ApprovalCard, csrf: str, next_path: str) -> str:
             f'{reason}<div class="buttons">{buttons}</div></form>')
 
 
+def hold_left(until: datetime, now: datetime) -> str:
+    """"runs in 25 s" (console.js keeps it counting down)."""
+    seconds = math.ceil((until - now).total_seconds())  # as console.js counts
+    if seconds <= 0:
+        return "running now"
+    if seconds < 60:
+        return f"runs in {seconds} s"
+    return f"runs in {seconds // 60} min {seconds % 60} s"
+
+
+def _undo_form(card: ApprovalCard, csrf: str, next_path: str, now: datetime) -> str:
+    """The one button of a held card, with the countdown to its release (rendered here
+    too, so the page works without script)."""
+    until = card.hold_until
+    left = (f'<span class="hold" data-hold="{e(until.isoformat())}">'
+            f'{e(hold_left(until, now))}</span>' if until is not None else "")
+    return (f'<form class="decide undo" method="post" action="/console/decide">'
+            f'<input type="hidden" name="approval_id" value="{e(card.approval_id)}">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="next" value="{e(next_path)}">{left}'
+            f'<div class="buttons"><button type="submit" name="scope" value="undo" '
+            f'class="btn btn-undo">{e(UNDO_LABEL)}</button></div></form>')
+
+
 def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/") -> str:
     """One approval card: the action in plain words, targets, context, buttons or outcome."""
     card = view.card
@@ -118,8 +143,13 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/")
     why = why_line(card)
     details += f'<p class="why">{e(why)}</p>' if why else ""
     note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
+    if card.open and card.progress:
+        note += f'<p class="progress">{e(card.progress)}</p>'
     if card.open:
         tail = _form(card, csrf, next_path)
+    elif card.held:
+        undo = _undo_form(card, csrf, next_path, now)
+        tail = f'<p class="outcome">{e(card.outcome or card.status)}</p>{undo}'
     else:
         state = ""
         if view.task_state:
