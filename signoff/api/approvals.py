@@ -115,6 +115,8 @@ def request_item(item: PendingRequest) -> JsonDict:
         "action": action.public(), "note": approval.note,
         "requester": approval.requester, "policy_id": approval.policy_id,
         "why": approval.why,
+        "approvals": len(approval.votes), "needed": approval.needed,
+        "hold_until": _iso(approval.hold_until),
     }
 
 

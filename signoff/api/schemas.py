@@ -147,14 +147,9 @@ class ApprovalOut(BaseModel):
     """A task's current approval request."""
 
     id: str
-    status: str
+    status: str  # "held" during an undo window (approvals.hold)
     requested_at: str
     expires_at: str
-    # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
-    # many are needed, and until when an approved request waits ("held", undoable).
-    approvals: int = 0
-    needed: int = 1
-    hold_until: str | None = None
 
 
 class ActionRecordOut(BaseModel):

@@ -246,9 +246,6 @@ class Approval(BaseModel):
             "status": self.status.value,
             "requested_at": self.requested_at.isoformat(),
             "expires_at": self.expires_at.isoformat(),
-            "approvals": len(self.votes),
-            "needed": self.needed,
-            "hold_until": self.hold_until.isoformat() if self.hold_until else None,
         }
 
 

@@ -107,11 +107,14 @@ def test_a_partial_quorum_survives_kill_9(tmp_path: Path, made: list[Daemon]) ->
     own = daemon.call("POST", f"/tasks/{task_id}/approve", json={"scope": "once"})
     assert own.status_code == 403, own.text
     first = daemon.call("POST", f"/tasks/{task_id}/approve", key=BOB, json={"scope": "once"})
-    assert first.status_code == 200 and first.json()["approval"]["approvals"] == 1
+    assert first.status_code == 200, first.text
+    approval_id = first.json()["approval"]["id"]
+    assert daemon.call("GET", f"/v1/approvals/{approval_id}").json()["approvals"] == 1
     daemon.kill()
     daemon.start()
-    again = daemon.state(task_id)
-    assert again["state"] == "waiting_approval" and again["approval"]["approvals"] == 1
+    assert daemon.state(task_id)["state"] == "waiting_approval"
+    again = daemon.call("GET", f"/v1/approvals/{approval_id}").json()
+    assert (again["status"], again["approvals"], again["needed"]) == ("pending", 1, 2)
     second = daemon.call("POST", f"/tasks/{task_id}/approve", key=CAROL,
                          json={"scope": "once"})
     assert second.status_code == 200, second.text
