@@ -151,7 +151,8 @@ class ApprovalsSettings(Section):
     forbid_self_approval: bool = False
     scopes: dict[Risk, list[Scope]] = Field(default_factory=_default_scopes)
     # The undo window after the approval that decides, per risk class ("0s": none).
-    hold: dict[Risk, Duration] = {}
+    hold: dict[Risk, Duration] = Field(default_factory=lambda: {
+        RiskClass.SEND: timedelta(0), RiskClass.DESTRUCTIVE: timedelta(0)})
 
     @field_validator("hold")
     @classmethod
