@@ -276,7 +276,7 @@ def build_router(ctx: ApiContext) -> APIRouter:
 
     @router.post("/approvals/{approval_id}/undo", tags=["decisions"],
                  response_model=RequestStatusOut,
-                 responses=responses(401, 403, 404, 409))
+                 responses=responses(401, 403, 404, 409, 422))
     async def undo_route(request: Request, approval_id: ApprovalId) -> JsonDict:
         """Undo a held approval within its window (it is denied, "undone by …"); 409 once
         the window is over or when the request was not held."""
