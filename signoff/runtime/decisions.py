@@ -89,8 +89,9 @@ class Decider(HoldDecisions):
                                   f"'{scope.value}' is not offered for this action "
                                   f"(allowed: {allowed})", approval=approval)
         # A lost compare-and-set while the request is still pending means the task row
-        # changed under us (an escalation added approvers): read it again and retry.
-        for _ in range(5):
+        # changed under us (an escalation added approvers, another approval of a quorum
+        # was counted): read it again and retry, once more per approval a quorum needs.
+        for _ in range(5 + approval.needed):
             task = await self.store.get_task(approval.task_id) if approval.task_id else None
             refused = self._check(task, approval, scope, actor)
             if refused is not None and refused.code is DecisionCode.NOT_AUTHORIZED:
