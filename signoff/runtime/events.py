@@ -26,6 +26,7 @@ class ApprovalEvent(enum.StrEnum):
     DECIDED = "approval_decided"  # approved, held, released, undone, denied or expired
     VOTED = "approval_voted"  # one approval counted towards a quorum (still pending)
     ESCALATED = "approval_escalated"  # payload: level, mentions (new), approvers, waited
+    REMINDED = "approval_reminded"  # payload: title, left, mentions (everyone asked now)
 
 
 def approval_event(kind: ApprovalEvent, approval_id: str, *, suffix: str = "",
