@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from signoff.config.settings import Settings
 from signoff.runtime.models import Action, RiskClass, Scope
@@ -57,5 +58,5 @@ def test_the_config_reads_quorum_and_hold() -> None:
 def test_bad_quorum_or_hold_is_a_clear_error(section: str, body: dict[str, object],
                                             words: str) -> None:
     """Out-of-range counts, bad durations and unknown risk classes name the problem."""
-    with pytest.raises(Exception, match=words):
+    with pytest.raises(ValidationError, match=words):
         Settings.model_validate({section: body})
