@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from signoff.runtime.clock import Clock
 from signoff.runtime.models import DecisionCode, Scope
+from signoff.runtime.tools.base import Preview
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -88,6 +89,7 @@ class ApprovalCard:
     policy_id: str | None = None  # outside requests: where session/always grants live
     progress: str | None = None  # under a quorum: "1 of 2 approvals (slack:U1)"
     hold_until: datetime | None = None  # held: the action runs then unless undone
+    preview: Preview | None = None  # what will happen (a diff, the command), while pending
 
     @property
     def origin(self) -> str:
