@@ -8,6 +8,7 @@ handle` needs); `signoff.cli.daemon.assemble` adds the long-running services aro
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import socket
@@ -37,6 +38,7 @@ from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.grants import grant_key
 from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.replay import ReplayLedger
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
@@ -259,6 +261,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
+        rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
         timeout_for=schedule_timeouts(settings.schedules))
     judge = None
     client = _chat_client(settings)
@@ -280,7 +283,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     public = settings.daemon.public_url
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
-                        authorizer=authorizer, notifier=notifier, console_url=public)
+                        authorizer=authorizer, notifier=notifier, console_url=public,
+                        previews=functools.partial(registry.preview, ctx=context))
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
     worker.gate = flow.dispatcher.room  # approval cards before more autonomous work
@@ -311,7 +315,9 @@ class PendingCards:
             return []
         page = await self.node.store.pending_requests(limit=20)
         url = self.node.settings.daemon.public_url
-        return [build_card(r.task, r.approval, console_url=url) for r in page.items]
+        flow = self.node.flow
+        return [build_card(r.task, r.approval, console_url=url,
+                           preview=await flow.preview(r.approval)) for r in page.items]
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
         """One request's current card and where it was posted (`SurfaceDeps.lookup`)."""
@@ -328,7 +334,8 @@ class PendingCards:
             return None  # the request is gone (reset)
         refs = tuple(CardRef(r.surface, r.channel, r.message_id)
                      for r in await store.cards(approval_id))
-        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url)
+        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
+                          preview=await self.node.flow.preview(approval))
         return PostedCard(card=card, refs=refs)
 
 

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from signoff.bot.cards import build_card
+from signoff.bot.cards import Previewer, build_card, preview_for
 from signoff.bot.failover import Failover
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
@@ -24,6 +24,8 @@ from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, Task
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
+from signoff.runtime.text import mask_urls
+from signoff.runtime.tools.base import Preview
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,8 @@ class ApprovalFlow:
 
     def __init__(self, *, store: TaskStore, decider: Decider, clock: Clock,
                  platforms: dict[str, ChatPlatform], authorizer: Authorizer,
-                 notifier: Notifier | None = None, console_url: str | None = None) -> None:
+                 notifier: Notifier | None = None, console_url: str | None = None,
+                 previews: Previewer | None = None) -> None:
         self.store = store
         self.decider = decider
         self.clock = clock
@@ -54,6 +57,7 @@ class ApprovalFlow:
         self.authorizer = authorizer
         self.notifier = notifier
         self.console_url = console_url
+        self.previews = previews  # what a pending card's action will do (a diff, a command)
         self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
                                  people=authorizer.deciders)
         self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
@@ -129,8 +133,10 @@ class ApprovalFlow:
                 return  # "your answer is needed", but it was answered meanwhile
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
             mentions = [str(m) for m in item.payload.get("mentions") or ()]
-            await platform.notify(channel, str(item.payload["text"]), thread=thread,
-                                  mentions=mentions)
+            # The one door of every notification line (team channels, digests, replies
+            # under cards): URLs are masked here, the outbox keeps what was written.
+            await platform.notify(channel, mask_urls(str(item.payload["text"])),
+                                  thread=thread, mentions=mentions)
             return
         approval_id = str(item.payload["approval_id"])
         # A post may use what `prepare` read (a card posted since is in the store, and
@@ -142,7 +148,8 @@ class ApprovalFlow:
         ref = next((CardRef(r.surface, r.channel, r.message_id) for r in loaded.cards
                     if r.surface == platform.name), None)
         card = build_card(task, approval, console_url=self.console_url,
-                          mentions=tuple(item.payload.get("mentions") or ()))
+                          mentions=tuple(item.payload.get("mentions") or ()),
+                          preview=await self.preview(approval))
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -151,6 +158,10 @@ class ApprovalFlow:
             # Jobs of one surface run in order, so the post was tried first and gave up.
             return
         await update_card(platform, ref, card)
+
+    async def preview(self, approval: Approval) -> Preview | None:
+        """The preview a card of ``approval`` shows now (see `cards.preview_for`)."""
+        return await preview_for(self.previews, approval)
 
     async def _pending(self, approval_id: str | None) -> bool:
         approval = await self.store.get_approval(approval_id) if approval_id else None
@@ -173,6 +184,9 @@ class ApprovalFlow:
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
-        result = await self.decider.decide(event.approval_id, event.scope, actor,
-                                           reason=event.reason, channel=event.surface)
+        if event.undo:  # who may undo: whoever may decide the request
+            result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
+        else:
+            result = await self.decider.decide(event.approval_id, event.scope, actor,
+                                               reason=event.reason, channel=event.surface)
         return DecisionOutcome(result.accepted, result.message, code=result.code)

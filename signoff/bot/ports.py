@@ -24,6 +24,7 @@ from signoff.runtime.clock import Clock
 from signoff.runtime.leadership import Leadership, SoleLeadership
 from signoff.runtime.models import DecisionCode, Scope
 from signoff.runtime.replay import MemoryReplayLedger, ReplayLedger
+from signoff.runtime.tools.base import Preview
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -78,7 +79,7 @@ class ApprovalCard:
     allowed: tuple[Scope, ...]
     requested_at: datetime
     expires_at: datetime
-    status: str = "pending"  # pending | approved | denied | expired
+    status: str = "pending"  # pending | held | approved | denied | expired
     outcome: str | None = None  # "Approved for this session by slack:U1 at 14:03"
     decided_by: str | None = None
     decided_at: datetime | None = None
@@ -88,6 +89,9 @@ class ApprovalCard:
     console_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
+    progress: str | None = None  # under a quorum: "1 of 2 approvals (slack:U1)"
+    hold_until: datetime | None = None  # held: the action runs then unless undone
+    preview: Preview | None = None  # what will happen (a diff, the command), while pending
 
     @property
     def origin(self) -> str:
@@ -103,6 +107,11 @@ class ApprovalCard:
         """True while buttons should be shown."""
         return self.status == "pending"
 
+    @property
+    def held(self) -> bool:
+        """True during the undo window: the card shows Undo (and nothing else to press)."""
+        return self.status == "held"
+
 
 @dataclass(frozen=True)
 class DecisionEvent:
@@ -114,6 +123,7 @@ class DecisionEvent:
     surface: str
     reason: str | None = None
     ref: CardRef | None = None
+    undo: bool = False  # the Undo button of a held card (``scope`` is then deny)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,9 @@ class DecisionCode(enum.StrEnum):
     NOT_WAITING = "not_waiting"
     NOT_AUTHORIZED = "not_authorized"
     ERROR = "error"  # the surface could not hand the answer over
+    PARTIAL = "partial"  # an approval counted towards a quorum; more are needed
+    ALREADY_COUNTED = "already_counted"  # the same person approved this request before
+    NOT_HELD = "not_held"  # undo of a request that is not (or no longer) in its hold
 
 
 class TaskState(enum.StrEnum):
@@ -110,6 +113,7 @@ class ApprovalStatus(enum.StrEnum):
     """Where an approval request stands."""
 
     PENDING = "pending"
+    HELD = "held"  # approved, waiting out its undo window (`Approval.hold_until`)
     APPROVED = "approved"
     DENIED = "denied"
     EXPIRED = "expired"
@@ -118,6 +122,11 @@ class ApprovalStatus(enum.StrEnum):
     def open(self) -> bool:
         """True while a decision can still be made."""
         return self is ApprovalStatus.PENDING
+
+    @property
+    def final(self) -> bool:
+        """True once nothing can change it any more (a held approval can still be undone)."""
+        return self not in (ApprovalStatus.PENDING, ApprovalStatus.HELD)
 
 
 class RunMode(enum.StrEnum):
@@ -172,6 +181,15 @@ class ActionRecord(BaseModel):
     at: datetime = Field(default_factory=utcnow)
 
 
+class Vote(BaseModel):
+    """One person's approval of a request that needs several (a quorum)."""
+
+    actor: str
+    scope: Scope
+    at: datetime
+    channel: str | None = None
+
+
 class Approval(BaseModel):
     """One request for a person's decision on one exact action.
 
@@ -209,6 +227,12 @@ class Approval(BaseModel):
     verdict: Verdict | None = None  # the policy's answer when the request came in
     idempotency_key: str | None = None
     outcome: JsonDict | None = None  # what the caller reported it did: {"ok", "detail", ...}
+    # Quorum: how many distinct people must approve (fixed when the request is made) and
+    # the approvals counted so far; the one that reaches ``needed`` decides.
+    needed: int = 1
+    votes: list[Vote] = Field(default_factory=list)
+    # Hold: an approved request waits until then (status HELD) and can still be undone.
+    hold_until: datetime | None = None
 
     @property
     def outside(self) -> bool:

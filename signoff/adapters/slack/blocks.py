@@ -7,6 +7,7 @@ Slack refuse the whole message (``invalid_blocks``).
 
 Buttons carry the approval id as their ``value`` and ``signoff_<scope>`` as their
 ``action_id``; `ACTION_PREFIX` and `scope_of_action` are the other half of that format.
+A held card (approved, in its undo window) has one button, `UNDO_ACTION`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from signoff.bot.cards import BUTTON_LABELS, why_line
+from signoff.bot.cards import BUTTON_LABELS, UNDO_LABEL, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -23,6 +24,7 @@ Block = dict[str, Any]
 
 ACTION_PREFIX = "signoff_"
 ACTIONS_BLOCK_ID = "signoff_decide"
+UNDO_ACTION = "signoff_undo"
 
 # Slack's documented limits (Block Kit reference).
 MAX_BLOCKS = 50
@@ -33,7 +35,7 @@ MAX_CONFIRM_TEXT = 300
 MAX_CONTEXT_ELEMENTS = 10
 
 _RISK_ICON = {"READ": "📖", "DRAFT": "📝", "SEND": "📤", "DESTRUCTIVE": "🧨"}
-_STATUS_ICON = {"approved": "✅", "denied": "⛔", "expired": "⌛"}
+_STATUS_ICON = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛"}
 _SLACK_ACTOR = re.compile(r"\bslack:([UW][A-Z0-9]{2,})\b")
 
 
@@ -116,6 +118,22 @@ def _details_section(card: ApprovalCard) -> Block | None:
     return {"type": "section", "text": _mrkdwn("\n".join(lines))}
 
 
+def _preview_section(card: ApprovalCard) -> Block | None:
+    """What the action will do (a diff, the whole command) as a code block; the text was
+    bounded when it was made, so only a very odd one is clipped here (and says so)."""
+    if card.preview is None:
+        return None
+    head = f"*{escape(card.preview.label)}*\n```"
+    room = MAX_TEXT - len(head) - len("\n```") - 1
+    raw = card.preview.text
+    body = escape(raw)
+    while len(body) > room:  # cut the text, not its escapes (no half "&amp;")
+        raw = raw[: max(0, len(raw) * room // len(body) - 12)]
+        body = escape(raw) + "\n… (cut)"
+    # An empty code block renders as three backticks: show a word instead.
+    return {"type": "section", "text": _mrkdwn(f"{head}{body or ' '}```")}
+
+
 def _context(card: ApprovalCard) -> Block:
     if card.task_id is None:  # a request from an agent that is not ours
         who = escape(card.requester or "an outside agent")
@@ -127,6 +145,8 @@ def _context(card: ApprovalCard) -> Block:
         if card.schedule:
             parts.append(f"Schedule: {escape(card.schedule)}")
         parts.append(f"Step {card.step}/{card.steps_total}")
+    if card.open and card.progress:
+        parts.append(f"*{escape(card.progress)}*")
     if card.open:
         parts.append(f"Expires {_when(card.expires_at)}")
     if card.console_url:
@@ -193,6 +213,9 @@ def card_blocks(card: ApprovalCard) -> list[Block]:
     details = _details_section(card)
     if details is not None:
         blocks.append(details)
+    preview = _preview_section(card)
+    if preview is not None:
+        blocks.append(preview)
     why = why_line(card)
     if why:
         blocks.append({"type": "context", "elements": [_mrkdwn(escape(why))]})
@@ -205,6 +228,11 @@ def card_blocks(card: ApprovalCard) -> list[Block]:
             blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": buttons})
     else:
         blocks.append(_outcome(card))
+        if card.held:
+            undo = {"type": "button", "action_id": UNDO_ACTION, "value": card.approval_id,
+                    "text": _plain(UNDO_LABEL, 75), "style": "danger"}
+            blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK_ID,
+                           "elements": [undo]})
     return blocks[:MAX_BLOCKS]
 
 
@@ -212,6 +240,8 @@ def card_text(card: ApprovalCard) -> str:
     """The plain fallback text: what a phone notification or a screen reader says."""
     if card.open:
         text = f"Approval needed ({escape(card.risk)}): {escape(card.title)}"
+        if card.progress:
+            text += f" — {escape(card.progress)}"
         people = _mentions(card)
         if people:
             text = f"{people} {text}"
