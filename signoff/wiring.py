@@ -255,7 +255,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         max_retries=settings.daemon.max_retries, scopes=scopes,
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
-        forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
+        forbid_self_approval=ap.forbid_self_approval, grant_ttl=ap.grant_ttl,
+        approvers_for=router.approvers_for,
         timeout_for=schedule_timeouts(settings.schedules))
     judge = None
     client = _chat_client(settings)
@@ -277,7 +278,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     public = settings.daemon.public_url
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
-                        authorizer=authorizer, notifier=notifier, console_url=public)
+                        authorizer=authorizer, notifier=notifier, console_url=public,
+                        step_up=frozenset(ap.step_up))
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
     # Built here so that a schedule naming an unknown tool is a config error at start.
@@ -307,7 +309,9 @@ class PendingCards:
             return []
         page = await self.node.store.pending_requests(limit=20)
         url = self.node.settings.daemon.public_url
-        return [build_card(r.task, r.approval, console_url=url) for r in page.items]
+        step_up = frozenset(self.node.settings.approvals.step_up)
+        return [build_card(r.task, r.approval, console_url=url, step_up=step_up)
+                for r in page.items]
 
 
 def surface_name(prefix: str) -> str:

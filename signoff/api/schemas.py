@@ -38,9 +38,20 @@ class TaskSubmit(_Body):
 
 
 class ApproveBody(_Body):
-    """POST /tasks/{id}/approve."""
+    """POST /tasks/{id}/approve and POST /approvals/{id}/approve.
+
+    ``for`` time-boxes a session or always grant ("30m", "8h", "7d"); ``args`` approves
+    these edited args instead of the ones asked (a task's request only).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     scope: Literal["once", "session", "always"] = "once"
+    lasts: str | None = Field(default=None, alias="for", max_length=40,
+                              description='The grant lapses after this long ("30m", "8h", '
+                                          '"7d"); session or always only')
+    args: dict[str, Any] | None = Field(default=None, description="Edited args to approve "
+                                        "instead of the asked ones (a task's request only)")
 
 
 class DenyBody(_Body):
@@ -315,7 +326,8 @@ class GrantOut(BaseModel):
     max_calls: int | None
     used: int
     live: bool
-    status: Literal["live", "revoked", "used", "ended"]
+    status: Literal["live", "revoked", "used", "ended", "lapsed"]
+    expires_at: str | None = Field(description="When it lapses (null: never)")
     created_at: str
     created_by: str | None
     revoked_at: str | None

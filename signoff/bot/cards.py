@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
-from signoff.runtime.models import Action, Approval, ApprovalStatus, Scope, Task
+from signoff.runtime.models import Action, Approval, ApprovalStatus, RiskClass, Scope, Task
 from signoff.runtime.text import SHORT, shorten
 
 # The labels every surface puts on its buttons, in this order.
@@ -89,10 +89,24 @@ def console_link(console_url: str | None, approval: Approval) -> str | None:
     return f"{base}/console/tasks/{approval.task_id}"
 
 
+def confirm_link(console_url: str | None, approval: Approval) -> str | None:
+    """The console page of this one request, where a step-up request is decided."""
+    if not console_url:
+        return None
+    return f"{console_url.rstrip('/')}/console/cards/{approval.id}"
+
+
+def steps_up(approval: Approval, step_up: frozenset[RiskClass]) -> bool:
+    """True when this request is decided in the console only (``approvals.step_up``)."""
+    return (approval.action.risk or RiskClass.SEND) in step_up
+
+
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
-               mentions: tuple[str, ...] = ()) -> ApprovalCard:
+               mentions: tuple[str, ...] = (),
+               step_up: frozenset[RiskClass] = frozenset()) -> ApprovalCard:
     """The card for one approval request: of a task, or (``task`` None) from outside."""
     action = approval.action
+    stepped = steps_up(approval, step_up)
     total = (len(task.steps or []) or 1) if task is not None else 1
     goal = task.goal if task is not None else (approval.goal or "")
     return ApprovalCard(
@@ -119,6 +133,8 @@ def build_card(task: Task | None, approval: Approval, *, console_url: str | None
         why=shorten(approval.why, WHY) if approval.why else None,
         mentions=mentions,
         console_url=console_link(console_url, approval),
+        step_up=stepped,
+        confirm_url=confirm_link(console_url, approval) if stepped else None,
         requester=shorten(approval.requester, 120) if approval.requester else None,
         policy_id=approval.policy_id if task is None else None,
     )

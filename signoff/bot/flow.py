@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from signoff.bot.cards import build_card
+from signoff.bot.cards import build_card, confirm_link, steps_up
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
@@ -19,10 +19,13 @@ from signoff.bot.routing.authorizer import Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import Approval, DecisionCode, Task
+from signoff.runtime.models import Approval, DecisionCode, RiskClass, Task
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
+# Where a step-up request may be decided: the console (a signed-in key, also behind the
+# API) and the terminal of the node itself. Every chat only links to the console.
+SIGNED_IN = frozenset({"web", "terminal"})
 
 
 class ApprovalFlow:
@@ -34,7 +37,8 @@ class ApprovalFlow:
 
     def __init__(self, *, store: TaskStore, decider: Decider, clock: Clock,
                  platforms: dict[str, ChatPlatform], authorizer: Authorizer,
-                 notifier: Notifier | None = None, console_url: str | None = None) -> None:
+                 notifier: Notifier | None = None, console_url: str | None = None,
+                 step_up: frozenset[RiskClass] = frozenset()) -> None:
         self.store = store
         self.decider = decider
         self.clock = clock
@@ -42,6 +46,7 @@ class ApprovalFlow:
         self.authorizer = authorizer
         self.notifier = notifier
         self.console_url = console_url
+        self.step_up = step_up  # risk classes decided in the console only
         self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
                                      deliver=self.deliver)
 
@@ -96,7 +101,8 @@ class ApprovalFlow:
             return  # the request is gone (reset): nothing to show
         ref = await self._ref(approval_id, platform.name)
         card = build_card(task, approval, console_url=self.console_url,
-                          mentions=tuple(item.payload.get("mentions") or ()))
+                          mentions=tuple(item.payload.get("mentions") or ()),
+                          step_up=self.step_up)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -123,6 +129,20 @@ class ApprovalFlow:
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
+        if (approval is not None and event.surface not in SIGNED_IN
+                and steps_up(approval, self.step_up)):
+            return await self._confirm_in_console(approval, actor, event.surface)
         result = await self.decider.decide(event.approval_id, event.scope, actor,
-                                           reason=event.reason, channel=event.surface)
+                                           reason=event.reason, channel=event.surface,
+                                           lasts=event.lasts, args=event.args)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
+
+    async def _confirm_in_console(self, approval: Approval, actor: str,
+                                  surface: str) -> DecisionOutcome:
+        """Step-up: a chat answer to such a request (an old button, a forged click) decides
+        nothing; the person is sent to the console, where a signed-in key decides."""
+        link = confirm_link(self.console_url, approval) or "the signoff console"
+        await self.decider.refuse(approval.id, actor, "step-up: decided in the console only",
+                                  channel=surface)
+        return DecisionOutcome(False, f"Confirm in the console: {link}",
+                               code=DecisionCode.STEP_UP)

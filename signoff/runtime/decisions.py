@@ -16,16 +16,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from signoff.runtime.edits import EditRefused, prepare_edit
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
 from signoff.runtime.models import (
+    Action,
     ActionRecord,
     Approval,
     ApprovalStatus,
     DecisionCode,
     Grant,
+    JsonDict,
     Scope,
     Task,
     TaskState,
@@ -102,8 +105,14 @@ class Decider:
         await self._commit(Change(at=self._now(), audit=[event]))
 
     async def decide(self, approval_id: str, scope: Scope, actor: str, *,
-                     reason: str | None = None, channel: str | None = None) -> DecisionResult:
-        """Apply one answer; exactly one of any number of racing answers is accepted."""
+                     reason: str | None = None, channel: str | None = None,
+                     lasts: timedelta | None = None,
+                     args: JsonDict | None = None) -> DecisionResult:
+        """Apply one answer; exactly one of any number of racing answers is accepted.
+
+        ``lasts``: a session or always grant lapses that long after the decision
+        (``"for": "30m"``). ``args``: approve these edited args instead (`runtime.edits`).
+        """
         approval = await self.store.get_approval(approval_id)
         if approval is None:
             await self.refuse(approval_id, actor, "unknown approval request", channel=channel)
@@ -118,6 +127,13 @@ class Decider:
             return DecisionResult(False, DecisionCode.SCOPE_NOT_ALLOWED,
                                   f"'{scope.value}' is not offered for this action "
                                   f"(allowed: {allowed})", approval=approval)
+        if lasts is not None or args is not None:
+            answer = await self._answer_terms(approval, scope, actor, lasts, args, channel)
+            if isinstance(answer, DecisionResult):
+                return answer
+            edited, lasts = answer
+        else:
+            edited, lasts = None, self._lasts(scope, None)
         # A lost compare-and-set while the request is still pending means the task row
         # changed under us (an escalation added approvers): read it again and retry.
         for _ in range(5):
@@ -129,7 +145,8 @@ class Decider:
                 return refused
             result = None
             if refused is None:
-                result = await self._apply(task, approval, scope, actor, reason, channel)
+                result = await self._apply(task, approval, scope, actor, reason, channel,
+                                           lasts=lasts, edited=edited)
                 if result is not None:
                     return result
             # Lost, or the task moved on: if someone decided meanwhile, say who.
@@ -142,6 +159,43 @@ class Decider:
                 return refused
             approval = current
         return DecisionResult(False, DecisionCode.NOT_WAITING, "The task keeps changing; try again")
+
+    def _lasts(self, scope: Scope, asked: timedelta | None) -> timedelta | None:
+        """How long the grant of this answer lasts: as asked, else approvals.grant_ttl for
+        an always grant; None: as long as its scope."""
+        if asked is not None or scope is not Scope.ALWAYS:
+            return asked
+        return self.engine.config.grant_ttl
+
+    async def _answer_terms(self, approval: Approval, scope: Scope, actor: str,
+                            lasts: timedelta | None, args: JsonDict | None,
+                            channel: str | None
+                            ) -> tuple[Action | None, timedelta | None] | DecisionResult:
+        """The edited action and the grant's lifetime of an answer that carries them, or
+        the refusal (audited) of terms that do not fit it; nothing is decided then."""
+        refusal: tuple[DecisionCode, str] | None = None
+        edited = None
+        if lasts is not None and scope not in (Scope.SESSION, Scope.ALWAYS):
+            refusal = (DecisionCode.INVALID, f"for: only a session or always answer can be "
+                                             f"time-boxed, not '{scope.value}'")
+        elif lasts is not None and lasts <= timedelta(0):
+            refusal = (DecisionCode.INVALID, "for: must be a positive duration")
+        elif args is not None and not scope.approves:
+            refusal = (DecisionCode.INVALID, "args: only an approval can carry edited args")
+        elif args is not None:
+            task = await self.store.get_task(approval.task_id) if approval.task_id else None
+            try:
+                edited = await prepare_edit(self.engine, task, approval, args)
+            except EditRefused as exc:
+                refusal = (exc.code, exc.message)
+            if edited is not None and scope not in self.engine.config.scopes_for(edited.risk):
+                refusal = (DecisionCode.SCOPE_NOT_ALLOWED,
+                           f"'{scope.value}' is not offered for the edited action "
+                           f"({edited.risk.value if edited.risk else '?'})")
+        if refusal is not None:
+            await self.refuse(approval.id, actor, refusal[1], channel=channel)
+            return DecisionResult(False, refusal[0], refusal[1], approval=approval)
+        return edited, self._lasts(scope, lasts)
 
     def _check(self, task: Task | None, approval: Approval, scope: Scope,
                actor: str) -> DecisionResult | None:
@@ -163,23 +217,30 @@ class Decider:
         return None
 
     async def _apply(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
-                     reason: str | None, channel: str | None) -> DecisionResult | None:
-        """Commit the decision; None when the compare-and-set lost (the caller sorts out why)."""
+                     reason: str | None, channel: str | None, *, lasts: timedelta | None = None,
+                     edited: Action | None = None) -> DecisionResult | None:
+        """Commit the decision; None when the compare-and-set lost (the caller sorts out why).
+        ``edited``: the action approved instead of the one asked (it is what runs)."""
         now = self.engine.clock.now()
         status = ApprovalStatus.APPROVED if scope.approves else ApprovalStatus.DENIED
-        decided = approval.model_copy(update={"status": status, "scope": scope,
-                                              "decided_by": actor, "decided_at": now,
-                                              "reason": reason})
+        update: dict[str, object] = {"status": status, "scope": scope, "decided_by": actor,
+                                     "decided_at": now, "reason": reason}
+        if edited is not None:
+            update |= {"action": edited, "original_action": approval.action}
+        decided = approval.model_copy(update=update)
         latency = (now - approval.requested_at).total_seconds() * 1000
-        event = audit_event("decision", task, approval.action,
+        event = audit_event("decision", task, decided.action,
                             decision="approve" if scope.approves else "deny", actor=actor,
                             scope=scope.value, reason=reason, approval=decided, channel=channel,
                             latency_ms=latency)
+        if edited is not None:
+            event.original_fingerprint = approval.action.fingerprint
         grants: list[Grant] = []
         if scope.approves:
             policy_id = approval.policy_id or (task.policy_id if task else approval.id)
-            grants.append(grant_for(approval.action, scope, policy_id=policy_id,
-                                    task_id=task.id if task else None, actor=actor, now=now))
+            grants.append(grant_for(decided.action, scope, policy_id=policy_id,
+                                    task_id=task.id if task else None, actor=actor, now=now,
+                                    lasts=lasts))
         change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
                         grants=grants, audit=[event],
                         outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
@@ -196,8 +257,10 @@ class Decider:
                              TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
         if task is not None and goes_on and self.on_runnable is not None:
             await self.on_runnable(task)
-        return DecisionResult(True, DecisionCode.OK, _DONE_WORDS[scope], task=task,
-                              approval=decided)
+        words = _DONE_WORDS[scope] + (" (edited)" if edited is not None else "")
+        if grants and grants[0].expires_at is not None and scope is not Scope.ONCE:
+            words += f" until {grants[0].expires_at.strftime('%Y-%m-%d %H:%M UTC')}"
+        return DecisionResult(True, DecisionCode.OK, words, task=task, approval=decided)
 
     def _move_task(self, task: Task, decided: Approval, actor: str, now: datetime) -> bool:
         """What a decision does to the task waiting for it; True when it runs on (approved,
@@ -205,6 +268,8 @@ class Decider:
         task.approval = decided
         task.updated_at = now
         if decided.status is ApprovalStatus.APPROVED:
+            if decided.original_action is not None:
+                task.pending_action = decided.action  # the edited action is what runs
             self._take_back(task, now)
             return True
         return self._refused(task, decided, "denied", actor, refusal_reason(decided))

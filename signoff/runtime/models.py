@@ -63,6 +63,9 @@ class DecisionCode(enum.StrEnum):
     NOT_WAITING = "not_waiting"
     NOT_AUTHORIZED = "not_authorized"
     ERROR = "error"  # the surface could not hand the answer over
+    INVALID = "invalid"  # the answer itself is malformed (a bad "for", bad edited args)
+    BLOCKED = "blocked"  # edited args the policy would block: nothing was decided
+    STEP_UP = "step_up"  # this risk class is decided in the console, not from a chat
 
 
 class TaskState(enum.StrEnum):
@@ -209,6 +212,8 @@ class Approval(BaseModel):
     verdict: Verdict | None = None  # the policy's answer when the request came in
     idempotency_key: str | None = None
     outcome: JsonDict | None = None  # what the caller reported it did: {"ok", "detail", ...}
+    # Approved with edited args: ``action`` is then the edited action, this the one asked.
+    original_action: Action | None = None
 
     @property
     def outside(self) -> bool:
@@ -321,6 +326,9 @@ class Grant(BaseModel):
     created_by: str | None = None
     revoked_at: datetime | None = None
     source: str = "decision"  # decision | schedule
+    # When it lapses (an answer's "for", or approvals.grant_ttl for always); None: never.
+    # Whether it still covers at a given time is `policy.grants.covers`, not this model's.
+    expires_at: datetime | None = None
 
     @property
     def live(self) -> bool:
@@ -348,6 +356,8 @@ class AuditEvent(BaseModel):
     reason: str | None = None
     channel: str | None = None
     latency_ms: float | None = None
+    # A decision on edited args: ``fingerprint`` is the edited action's, this the one asked.
+    original_fingerprint: str | None = None
     prev_hash: str = ""
     hash: str = ""
 

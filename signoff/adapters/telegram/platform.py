@@ -43,7 +43,7 @@ from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable
 from . import logfilters
 from .failures import BAD_TOKEN, is_not_modified, translate
 from .handlers import SURFACE, PendingLister, UpdateRouter
-from .keyboards import MAX_TEXT, card_html, card_keyboard
+from .keyboards import MAX_TEXT, card_html, card_keyboard, console_button
 
 # PTB 22 warns on every RetryAfter unless time periods are opted in as timedelta; we read
 # both forms (failures.retry_after_seconds), so opt in rather than spam the log.
@@ -300,6 +300,9 @@ def _markup(card: ApprovalCard) -> InlineKeyboardMarkup | None:
     except ValueError as exc:
         raise PlatformRejected(f"telegram: cannot post approval {card.approval_id}: {exc}") \
             from exc
+    link = console_button(card)
+    if link is not None:  # step-up: the console decides, the chat only links there
+        return InlineKeyboardMarkup([[InlineKeyboardButton(link[0], url=link[1])]])
     if not rows:
         return None
     return InlineKeyboardMarkup(
