@@ -295,15 +295,19 @@ def grant_status(grant: dict[str, Any]) -> str:
 
 
 def grants_table(items: list[dict[str, Any]]) -> Grid:
-    """Grants as a table: what each covers (risk, tool → targets), for whom, its status and
-    when it lapses ("never" for a grant without a time box)."""
-    grid = Grid(Col("ID"), Col("Scope"), Col("Covers", whole=False), Col("For"), Col("Status"),
-                Col("Lapses (UTC)"), Col("By"))
+    """Grants as a table: what each covers (risk, tool → targets), for whom, its status
+    (``live until <when>`` for a time-boxed grant, ``lapsed`` once that time is over)."""
+    grid = Grid(Col("ID"), Col("Scope"), Col("Covers", whole=False), Col("For"),
+                Col("Status"), Col("By"))
     for g in items:
         covers = {"risk": g["risk"], "tool": g["tool"], "targets": g.get("targets") or []}
-        lapses = _when(g.get("expires_at")) or "never"
-        grid.add(g["id"], g["scope"], _action_text(covers), g["policy_id"], grant_status(g),
-                 lapses, g.get("created_by"))
+        status = grant_status(g)
+        if g.get("expires_at") and status == "live":
+            # Three short lines (minutes are enough), so Covers keeps its room at 80 columns.
+            day, _, hhmm = _when(g["expires_at"])[:16].partition(" ")
+            status += f" until\n{day}\n{hhmm} UTC"
+        grid.add(g["id"], g["scope"], _action_text(covers), g["policy_id"], status,
+                 g.get("created_by"))
     return grid
 
 
