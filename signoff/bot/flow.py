@@ -15,7 +15,7 @@ from signoff.bot.cards import build_card, confirm_link, steps_up
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
-from signoff.bot.routing.authorizer import Authorizer
+from signoff.bot.routing.authorizer import TRUSTED_SURFACES, Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
@@ -23,9 +23,6 @@ from signoff.runtime.models import Approval, DecisionCode, RiskClass, Task
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
-# Where a step-up request may be decided: the console (a signed-in key, also behind the
-# API) and the terminal of the node itself. Every chat only links to the console.
-SIGNED_IN = frozenset({"web", "terminal"})
 
 
 class ApprovalFlow:
@@ -129,7 +126,7 @@ class ApprovalFlow:
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
-        if (approval is not None and event.surface not in SIGNED_IN
+        if (approval is not None and event.surface not in TRUSTED_SURFACES
                 and steps_up(approval, self.step_up)):
             return await self._confirm_in_console(approval, actor, event.surface)
         result = await self.decider.decide(event.approval_id, event.scope, actor,
@@ -140,7 +137,9 @@ class ApprovalFlow:
     async def _confirm_in_console(self, approval: Approval, actor: str,
                                   surface: str) -> DecisionOutcome:
         """Step-up: a chat answer to such a request (an old button, a forged click) decides
-        nothing; the person is sent to the console, where a signed-in key decides."""
+        nothing; the person is sent to the console, where a signed-in key decides (the
+        trusted surfaces — console, API, terminal — are where a key or the node's own
+        terminal already says who answers)."""
         link = confirm_link(self.console_url, approval) or "the signoff console"
         await self.decider.refuse(approval.id, actor, "step-up: decided in the console only",
                                   channel=surface)
