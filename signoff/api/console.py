@@ -36,7 +36,8 @@ from signoff.api.context import ApiContext
 from signoff.api.routes import identity_of
 from signoff.bot.cards import build_card
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
-from signoff.runtime.models import ApprovalStatus, Scope, Task
+from signoff.runtime.models import ApprovalStatus, JsonDict, RiskClass, Scope, Task
+from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest
 
 FLASH = "signoff_flash"
@@ -67,19 +68,43 @@ async def form_of(request: Request) -> dict[str, str] | None:
     return {key: values[0] for key, values in parsed.items()}
 
 
-def view(task: Task) -> CardView | None:
-    """The card of a task's current (or last) approval request."""
-    if task.approval is None:
+def answer_terms(form: dict[str, str], scope: Scope) -> tuple[timedelta | None, JsonDict | None]:
+    """The console form's time box and edited args; ValueError says what is wrong. The
+    time box is chosen next to every button, so it is ignored for Once and Deny."""
+    lasts = None
+    if form.get("for") and scope in (Scope.SESSION, Scope.ALWAYS):
+        lasts = parse_duration(form["for"])
+    if "args" not in form:
+        return lasts, None
+    try:
+        args = json.loads(form["args"])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"The edited arguments are not valid JSON: {exc}") from exc
+    if not isinstance(args, dict):
+        raise ValueError("The edited arguments must be a JSON object of argument names.")
+    return lasts, args
+
+
+def view(task: Task, step_up: frozenset[RiskClass] = frozenset()) -> CardView | None:
+    """The card of a task's current (or last) approval request; a pending one carries its
+    args for the edit form."""
+    approval = task.approval
+    if approval is None:
         return None
-    return CardView(build_card(task, task.approval), asked_by=task.submitted_by,
-                    task_state=task.state.value)
+    args = None
+    if approval.status is ApprovalStatus.PENDING:
+        args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
+    return CardView(build_card(task, approval, step_up=step_up), asked_by=task.submitted_by,
+                    task_state=task.state.value, args_json=args)
 
 
-def request_view(item: PendingRequest) -> CardView | None:
+def request_view(item: PendingRequest,
+                 step_up: frozenset[RiskClass] = frozenset()) -> CardView | None:
     """The card of a pending request: of a task, or from an agent that is not ours."""
     if item.task is not None:
-        return view(item.task)
-    return CardView(build_card(None, item.approval), asked_by=item.approval.requester)
+        return view(item.task, step_up)
+    return CardView(build_card(None, item.approval, step_up=step_up),
+                    asked_by=item.approval.requester)
 
 
 class Console:
@@ -93,7 +118,7 @@ class Console:
         """The live region of the main page."""
         store, now = self.ctx.store, self.ctx.clock.now()
         page = await store.pending_requests(limit=50)
-        pending = [v for r in page.items if (v := request_view(r))]
+        pending = [v for r in page.items if (v := request_view(r, self.ctx.flow.step_up))]
         recent = list((await store.list_tasks(limit=20)).items)
         decided = [v for t in recent if (v := view(t)) and t.approval is not None
                    and t.approval.status is not ApprovalStatus.PENDING
@@ -112,27 +137,33 @@ class Console:
         events = (await self.ctx.store.audit_events(task_id=task_id, limit=200)).items
         talk = await self.ctx.store.transcript(task_id, limit=TRANSCRIPT_SHOWN)
         return pages.task_fragment(task, list(events),
-                                   card=view(task), csrf=self.auth.csrf_token(identity),
+                                   card=view(task, self.ctx.flow.step_up),
+                                   csrf=self.auth.csrf_token(identity),
                                    now=self.ctx.clock.now(), transcript=list(talk.items),
                                    more_transcript=talk.next_cursor is not None)
 
-    async def card(self, identity: Identity, approval_id: str) -> str | None:
-        """One card: from the store, else from this node's memory (cards of other tasks)."""
+    async def card(self, identity: Identity, approval_id: str, *,
+                   next_path: str = "/") -> str | None:
+        """One card: from the store, else from this node's memory (cards of other tasks);
+        a decision from it lands on ``next_path``."""
         approval = await self.ctx.store.get_approval(approval_id)
         task = (await self.ctx.store.get_task(approval.task_id)
                 if approval is not None and approval.task_id else None)
         if approval is not None and task is not None:
-            card = CardView(build_card(task, approval), asked_by=task.submitted_by,
-                            task_state=task.state.value)
+            current = task.approval is not None and task.approval.id == approval.id
+            card = (view(task, self.ctx.flow.step_up) if current else None) or CardView(
+                build_card(task, approval), asked_by=task.submitted_by,
+                task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
-            card = CardView(build_card(None, approval), asked_by=approval.requester)
+            card = CardView(build_card(None, approval, step_up=self.ctx.flow.step_up),
+                            asked_by=approval.requester)
         else:
             local = self.ctx.web.card(approval_id)
             if local is None:
                 return None
             card = CardView(local)
         return pages.card_html(card, csrf=self.auth.csrf_token(identity),
-                               now=self.ctx.clock.now())
+                               now=self.ctx.clock.now(), next_path=next_path)
 
     def frame(self, identity: Identity, title: str, body: str, flash: str | None) -> str:
         """A whole page around a body."""
@@ -223,9 +254,26 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         return html(inner, 200) if inner is not None else html("", 404)
 
     @router.get("/console/cards/{approval_id}")
-    async def one_card(request: Request, approval_id: Id) -> Response:
-        inner = await console.card(identity_of(request), approval_id)
-        return html(inner, 200) if inner is not None else html("", 404)
+    async def one_card(request: Request, approval_id: Id, here: bool = False) -> Response:
+        """One card as a page of its own: where a chat's step-up link lands (a browser
+        navigating here gets the whole page; a script asking for the card, the card).
+        ``here``: a decision from the card comes back to this page (its live region)."""
+        who = identity_of(request)
+        page_path = f"/console/cards/{approval_id}"
+        navigating = request.headers.get("sec-fetch-mode") == "navigate"
+        inner = await console.card(who, approval_id,
+                                   next_path=page_path if navigating or here else "/")
+        if inner is None:
+            return html("", 404)
+        if not navigating:
+            return html(inner, 200)
+        flash = request.cookies.get(FLASH)
+        body = pages.live(f"{page_path}?here=1", inner)
+        response = html(console.frame(who, "Approval request", body,
+                                      unquote(flash) if flash else None))
+        if flash:
+            response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
+        return response
 
     @router.post("/console/decide")
     async def decide(request: Request) -> Response:
@@ -242,9 +290,14 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
                                            text="Choose Once, Session, Always or Deny."), 422)
         approval_id = form.get("approval_id", "")[:100]
         reason = (form.get("reason") or "").strip()[:500] or None
+        try:
+            lasts, args = answer_terms(form, scope)
+        except ValueError as exc:
+            return html(pages.message_page(title="Not decided", text=str(exc)), 422)
         event = DecisionEvent(approval_id=approval_id, scope=scope, actor=Actor("web", who.name),
                               surface="web", reason=reason if scope is Scope.DENY else None,
-                              ref=CardRef("web", "console", approval_id))
+                              ref=CardRef("web", "console", approval_id), lasts=lasts,
+                              args=args)
         outcome = await ctx.web.decide(event, ctx.flow.on_decision)
         target = safe_next(form.get("next"))
         return _with_flash(RedirectResponse(target, status_code=303), outcome.message)
