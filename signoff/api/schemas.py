@@ -296,6 +296,9 @@ class AuditEventOut(BaseModel):
     targets: list[str]
     risk: str | None
     fingerprint: str | None
+    original_fingerprint: str | None = Field(
+        default=None, description="A decision on edited args: the asked action's fingerprint "
+                                  "(``fingerprint`` is the edited one's)")
     reason: str | None
     channel: str | None
     latency_ms: float | None
