@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from signoff.bot.flow import ApprovalFlow
 from signoff.bot.notify import Notifier, NotifyRule
 from signoff.bot.plugins import SurfaceRegistry, surface_registry
-from signoff.bot.ports import ApprovalCard, Surface, SurfaceDeps
+from signoff.bot.ports import ApprovalCard, CardRef, PostedCard, Surface, SurfaceDeps
 from signoff.bot.routing.authorizer import Authorizer
 from signoff.bot.routing.oncall import OnCallRouter
 from signoff.config.preflight import grant_action
@@ -48,6 +48,7 @@ from signoff.runtime.worker import Worker
 
 if TYPE_CHECKING:
     from signoff.api.context import ApiContext
+    from signoff.bot.routing.reminders import Reminder
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +298,7 @@ def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:
 
 
 class PendingCards:
-    """Late-bound `/pending` lister for chat surfaces built before the node."""
+    """Late-bound `/pending` lister (and card lookup) for surfaces built before the node."""
 
     def __init__(self) -> None:
         self.node: Node | None = None
@@ -312,6 +313,24 @@ class PendingCards:
         step_up = frozenset(self.node.settings.approvals.step_up)
         return [build_card(r.task, r.approval, console_url=url, step_up=step_up)
                 for r in page.items]
+
+    async def lookup(self, approval_id: str) -> PostedCard | None:
+        """One request's current card and where it was posted (`SurfaceDeps.lookup`)."""
+        from signoff.bot.cards import build_card
+
+        if self.node is None:
+            return None
+        store = self.node.store
+        approval = await store.get_approval(approval_id)
+        if approval is None:
+            return None
+        task = await store.get_task(approval.task_id) if approval.task_id else None
+        if approval.task_id is not None and task is None:
+            return None  # the request is gone (reset)
+        refs = tuple(CardRef(r.surface, r.channel, r.message_id)
+                     for r in await store.cards(approval_id))
+        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url)
+        return PostedCard(card=card, refs=refs)
 
 
 def surface_name(prefix: str) -> str:
@@ -367,11 +386,28 @@ def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
 
     services: list[tuple[str, Any]] = [("scheduler", scheduler.run),
                                        ("escalation", escalator.run)]
+    reminder = build_reminder(node)
+    if reminder is not None:
+        services.append(("reminders", reminder.run))
     if node.flow.notifier is not None:
         services.append(("notify", node.flow.notifier.run))
         if any("audit_head" in r.events for r in node.flow.notifier.rules):
             services.append(("audit-head", node.flow.notifier.run_audit_head))
     return schedules, oncall, services
+
+
+def build_reminder(node: Node) -> Reminder | None:
+    """The reminder service when ``approvals.remind_before`` is set."""
+    from signoff.bot.routing.reminders import Reminder
+
+    before = node.settings.approvals.remind_before
+    if before is None:
+        return None
+    router = node.oncall
+    return Reminder(store=node.store, clock=node.clock, before=before,
+                    approvers=node.settings.approvals.approvers,
+                    oncall=router.current if router is not None else None,
+                    wake=node.flow.dispatcher.wake)
 
 
 def cluster_services(node: Node) -> list[tuple[str, Any]]:

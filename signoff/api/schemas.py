@@ -133,6 +133,15 @@ class NodeOut(BaseModel):
     running: int
 
 
+class UndeliveredOut(BaseModel):
+    """A card the outbox gave up posting on one surface, while its request is pending."""
+
+    approval_id: str
+    surface: str
+    error: str
+    since: str
+
+
 class HealthOut(BaseModel):
     """GET /health."""
 
@@ -142,6 +151,7 @@ class HealthOut(BaseModel):
     nodes: list[NodeOut]
     surfaces: dict[str, str]  # "ok", "degraded: <why>" (retrying) or "disabled: <why>"
     mcp: dict[str, str] | None = None  # per MCP server: "up", "starting" or "down: <why>"
+    undelivered: list[UndeliveredOut] = []  # cards given up on a surface (announced elsewhere)
 
 
 class PendingActionOut(BaseModel):

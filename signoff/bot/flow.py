@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from signoff.bot.cards import build_card, confirm_link, steps_up
+from signoff.bot.failover import Failover
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
@@ -19,7 +20,7 @@ from signoff.bot.routing.authorizer import TRUSTED_SURFACES, Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import Approval, DecisionCode, RiskClass, Task
+from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,10 @@ class ApprovalFlow:
         self.notifier = notifier
         self.console_url = console_url
         self.step_up = step_up  # risk classes decided in the console only
+        self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
+                                 people=authorizer.deciders)
         self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
-                                     deliver=self.deliver)
+                                     deliver=self.deliver, given_up=self.failover.given_up)
 
     # -- engine listener ---------------------------------------------------------------
     async def approval_requested(self, task: Task | None, approval: Approval) -> None:
@@ -85,6 +88,8 @@ class ApprovalFlow:
                 thread = await self._ref(item.approval_id, platform.name)
                 if thread is None:
                     return  # the card never reached this surface: nothing to reply under
+            if item.payload.get("pending") and not await self._pending(item.approval_id):
+                return  # "your answer is needed", but it was answered meanwhile
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
             mentions = [str(m) for m in item.payload.get("mentions") or ()]
             await platform.notify(channel, str(item.payload["text"]), thread=thread,
@@ -108,6 +113,10 @@ class ApprovalFlow:
             # Jobs of one surface run in order, so the post was tried first and gave up.
             return
         await update_card(platform, ref, card)
+
+    async def _pending(self, approval_id: str | None) -> bool:
+        approval = await self.store.get_approval(approval_id) if approval_id else None
+        return approval is not None and approval.status is ApprovalStatus.PENDING
 
     async def _ref(self, approval_id: str, surface: str) -> CardRef | None:
         for record in await self.store.cards(approval_id):
