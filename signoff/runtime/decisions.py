@@ -127,13 +127,10 @@ class Decider:
             return DecisionResult(False, DecisionCode.SCOPE_NOT_ALLOWED,
                                   f"'{scope.value}' is not offered for this action "
                                   f"(allowed: {allowed})", approval=approval)
-        if lasts is not None or args is not None:
-            answer = await self._answer_terms(approval, scope, actor, lasts, args, channel)
-            if isinstance(answer, DecisionResult):
-                return answer
-            edited, lasts = answer
-        else:
-            edited, lasts = None, self._lasts(scope, None)
+        answer = await self._answer_terms(approval, scope, actor, lasts, args, channel)
+        if isinstance(answer, DecisionResult):
+            return answer
+        edited, lasts = answer
         # A lost compare-and-set while the request is still pending means the task row
         # changed under us (an escalation added approvers): read it again and retry.
         for _ in range(5):
@@ -171,7 +168,7 @@ class Decider:
                             lasts: timedelta | None, args: JsonDict | None,
                             channel: str | None
                             ) -> tuple[Action | None, timedelta | None] | DecisionResult:
-        """The edited action and the grant's lifetime of an answer that carries them, or
+        """The edited action (None: not edited) and the grant's lifetime of an answer, or
         the refusal (audited) of terms that do not fit it; nothing is decided then."""
         refusal: tuple[DecisionCode, str] | None = None
         edited = None
