@@ -8,6 +8,7 @@ handle` needs); `signoff.cli.daemon.assemble` adds the long-running services aro
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import socket
@@ -280,7 +281,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
-                        step_up=frozenset(ap.step_up))
+                        step_up=frozenset(ap.step_up),
+                        previews=functools.partial(registry.preview, ctx=context))
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
     # Built here so that a schedule naming an unknown tool is a config error at start.
@@ -310,8 +312,9 @@ class PendingCards:
             return []
         page = await self.node.store.pending_requests(limit=20)
         url = self.node.settings.daemon.public_url
-        step_up = frozenset(self.node.settings.approvals.step_up)
-        return [build_card(r.task, r.approval, console_url=url, step_up=step_up)
+        flow = self.node.flow
+        return [build_card(r.task, r.approval, console_url=url,
+                           preview=await flow.preview(r.approval), step_up=flow.step_up)
                 for r in page.items]
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
@@ -329,7 +332,8 @@ class PendingCards:
             return None  # the request is gone (reset)
         refs = tuple(CardRef(r.surface, r.channel, r.message_id)
                      for r in await store.cards(approval_id))
-        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url)
+        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
+                          preview=await self.node.flow.preview(approval))
         return PostedCard(card=card, refs=refs)
 
 

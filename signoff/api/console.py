@@ -35,10 +35,12 @@ from signoff.api.auth import (
 from signoff.api.context import ApiContext
 from signoff.api.routes import identity_of
 from signoff.bot.cards import build_card
+from signoff.bot.flow import ApprovalFlow
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
-from signoff.runtime.models import ApprovalStatus, JsonDict, RiskClass, Scope, Task
+from signoff.runtime.models import ApprovalStatus, JsonDict, Scope, Task
 from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest
+from signoff.runtime.text import mask_urls
 
 FLASH = "signoff_flash"
 SSE_POLL = 2.0  # seconds between store checks on each open stream
@@ -85,26 +87,32 @@ def answer_terms(form: dict[str, str], scope: Scope) -> tuple[timedelta | None, 
     return lasts, args
 
 
-def view(task: Task, step_up: frozenset[RiskClass] = frozenset()) -> CardView | None:
-    """The card of a task's current (or last) approval request; a pending one carries its
-    args for the edit form."""
+async def view(task: Task, flow: ApprovalFlow) -> CardView | None:
+    """The card of a task's current (or last) approval request, with its preview (the
+    file as it is now) while pending, and its args for the edit form."""
     approval = task.approval
     if approval is None:
         return None
+    card = build_card(task, approval, preview=await flow.preview(approval),
+                      step_up=flow.step_up)
     args = None
     if approval.status is ApprovalStatus.PENDING:
         args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
-    return CardView(build_card(task, approval, step_up=step_up), asked_by=task.submitted_by,
-                    task_state=task.state.value, args_json=args)
+        # The console never shows a URL's secrets, and masked args cannot be edited back
+        # into the real ones: such a request is edited over the API (POST .../approve).
+        if mask_urls(args) != args:
+            args = None
+    return CardView(card, asked_by=task.submitted_by, task_state=task.state.value,
+                    args_json=args)
 
 
-def request_view(item: PendingRequest,
-                 step_up: frozenset[RiskClass] = frozenset()) -> CardView | None:
+async def request_view(item: PendingRequest, flow: ApprovalFlow) -> CardView | None:
     """The card of a pending request: of a task, or from an agent that is not ours."""
     if item.task is not None:
-        return view(item.task, step_up)
-    return CardView(build_card(None, item.approval, step_up=step_up),
-                    asked_by=item.approval.requester)
+        return await view(item.task, flow)
+    card = build_card(None, item.approval, preview=await flow.preview(item.approval),
+                      step_up=flow.step_up)
+    return CardView(card, asked_by=item.approval.requester)
 
 
 class Console:
@@ -118,9 +126,10 @@ class Console:
         """The live region of the main page."""
         store, now = self.ctx.store, self.ctx.clock.now()
         page = await store.pending_requests(limit=50)
-        pending = [v for r in page.items if (v := request_view(r, self.ctx.flow.step_up))]
+        flow = self.ctx.flow
+        pending = [v for r in page.items if (v := await request_view(r, flow))]
         recent = list((await store.list_tasks(limit=20)).items)
-        decided = [v for t in recent if (v := view(t)) and t.approval is not None
+        decided = [v for t in recent if (v := await view(t, flow)) and t.approval is not None
                    and t.approval.status is not ApprovalStatus.PENDING
                    and t.approval.decided_at is not None
                    and now - t.approval.decided_at < DECIDED_WINDOW][:10]
@@ -136,9 +145,9 @@ class Console:
             return None
         events = (await self.ctx.store.audit_events(task_id=task_id, limit=200)).items
         talk = await self.ctx.store.transcript(task_id, limit=TRANSCRIPT_SHOWN)
+        card = await view(task, self.ctx.flow)
         return pages.task_fragment(task, list(events),
-                                   card=view(task, self.ctx.flow.step_up),
-                                   csrf=self.auth.csrf_token(identity),
+                                   card=card, csrf=self.auth.csrf_token(identity),
                                    now=self.ctx.clock.now(), transcript=list(talk.items),
                                    more_transcript=talk.next_cursor is not None)
 
@@ -149,13 +158,15 @@ class Console:
         approval = await self.ctx.store.get_approval(approval_id)
         task = (await self.ctx.store.get_task(approval.task_id)
                 if approval is not None and approval.task_id else None)
+        preview = await self.ctx.flow.preview(approval) if approval is not None else None
         if approval is not None and task is not None:
             current = task.approval is not None and task.approval.id == approval.id
-            card = (view(task, self.ctx.flow.step_up) if current else None) or CardView(
-                build_card(task, approval), asked_by=task.submitted_by,
-                task_state=task.state.value)
+            card = (await view(task, self.ctx.flow) if current else None) or CardView(
+                build_card(task, approval, preview=preview, step_up=self.ctx.flow.step_up),
+                asked_by=task.submitted_by, task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
-            card = CardView(build_card(None, approval, step_up=self.ctx.flow.step_up),
+            card = CardView(build_card(None, approval, preview=preview,
+                                       step_up=self.ctx.flow.step_up),
                             asked_by=approval.requester)
         else:
             local = self.ctx.web.card(approval_id)
@@ -164,6 +175,20 @@ class Console:
             card = CardView(local)
         return pages.card_html(card, csrf=self.auth.csrf_token(identity),
                                now=self.ctx.clock.now(), next_path=next_path)
+
+    async def confirm_always(self, identity: Identity, approval_id: str, next_path: str,
+                             carry: dict[str, str] | None = None) -> str | None:
+        """The page that asks to confirm an Always answer, or None when there is nothing
+        to confirm (unknown or no longer pending: the decision itself says why);
+        ``carry``: the answer's "for" and edited args, sent on with the confirmation."""
+        approval = await self.ctx.store.get_approval(approval_id)
+        if approval is None or approval.status is not ApprovalStatus.PENDING:
+            return None
+        task = await self.ctx.store.get_task(approval.task_id) if approval.task_id else None
+        card = build_card(task, approval, preview=await self.ctx.flow.preview(approval))
+        body = pages.confirm_always_page(card, csrf=self.auth.csrf_token(identity),
+                                         next_path=next_path, carry=carry or {})
+        return self.frame(identity, "Approve always?", body, None)
 
     def frame(self, identity: Identity, title: str, body: str, flash: str | None) -> str:
         """A whole page around a body."""
@@ -289,11 +314,18 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
             return html(pages.message_page(title="Unknown decision",
                                            text="Choose Once, Session, Always or Deny."), 422)
         approval_id = form.get("approval_id", "")[:100]
-        reason = (form.get("reason") or "").strip()[:500] or None
         try:
             lasts, args = answer_terms(form, scope)
         except ValueError as exc:
             return html(pages.message_page(title="Not decided", text=str(exc)), 422)
+        if scope is Scope.ALWAYS and form.get("confirm") != "always":
+            # Always outlives the task: a first press only asks (a page, so no JS needed).
+            carry = {k: form[k] for k in ("for", "args") if form.get(k)}
+            ask = await console.confirm_always(who, approval_id, safe_next(form.get("next")),
+                                               carry)
+            if ask is not None:
+                return html(ask)
+        reason = (form.get("reason") or "").strip()[:500] or None
         event = DecisionEvent(approval_id=approval_id, scope=scope, actor=Actor("web", who.name),
                               surface="web", reason=reason if scope is Scope.DENY else None,
                               ref=CardRef("web", "console", approval_id), lasts=lasts,

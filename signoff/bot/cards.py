@@ -1,16 +1,25 @@
 """What an approval card says, as data built from an approval and its task.
 
 Surfaces render `ApprovalCard`; they never look at tasks. Content that may be long or
-secret (bodies, payloads, file content) is shortened here, once, for every surface.
+secret (bodies, payloads, file content) is shortened here, once, for every surface, and
+every URL on a card is masked here (`masked`: user info and query values as •••), so no
+surface can show a token that an approver does not need to see.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, RiskClass, Scope, Task
-from signoff.runtime.text import SHORT, shorten
+from signoff.runtime.text import SHORT, mask, shorten
+from signoff.runtime.tools.base import Preview
+
+# What the wiring gives the flow and the console to ask a tool what a call will do
+# (`ToolRegistry.preview` with the node's ToolContext); None when it cannot say.
+Previewer = Callable[[Action], Awaitable[Preview | None]]
 
 # The labels every surface puts on its buttons, in this order.
 BUTTON_LABELS = {
@@ -102,9 +111,44 @@ def steps_up(approval: Approval, step_up: frozenset[RiskClass]) -> bool:
 
 
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
-               mentions: tuple[str, ...] = (),
+               mentions: tuple[str, ...] = (), preview: Preview | None = None,
                step_up: frozenset[RiskClass] = frozenset()) -> ApprovalCard:
-    """The card for one approval request: of a task, or (``task`` None) from outside."""
+    """The card for one approval request: of a task, or (``task`` None) from outside.
+
+    ``preview`` (from `preview_for`) is shown while the request is pending; every text
+    on the card comes out URL-masked.
+    """
+    return masked(_card(task, approval, console_url=console_url, mentions=mentions,
+                        preview=preview if approval.status is ApprovalStatus.PENDING
+                        else None, step_up=step_up))
+
+
+async def preview_for(previews: Previewer | None, approval: Approval) -> Preview | None:
+    """What the pending ``approval``'s action will do, as its tool says now; None once it
+    is decided — by then the file may already be written, and a diff of the new file
+    against itself would say "no change" about a change that happened."""
+    if previews is None or approval.status is not ApprovalStatus.PENDING:
+        return None
+    return await previews(approval.action)
+
+
+# Every text of a card that can carry an argument's value (a URL with a token).
+_MASKED_FIELDS = ("title", "targets", "goal", "details", "outcome", "note", "why",
+                  "requester")
+
+
+def masked(card: ApprovalCard) -> ApprovalCard:
+    """``card`` with every URL in its texts and its preview masked (`runtime.text.mask`)."""
+    changes: dict[str, object] = {name: mask(getattr(card, name)) for name in _MASKED_FIELDS}
+    if card.preview is not None:
+        changes["preview"] = dataclasses.replace(card.preview, text=mask(card.preview.text),
+                                                 label=mask(card.preview.label))
+    return dataclasses.replace(card, **changes)  # type: ignore[arg-type]
+
+
+def _card(task: Task | None, approval: Approval, *, console_url: str | None,
+          mentions: tuple[str, ...], preview: Preview | None,
+          step_up: frozenset[RiskClass]) -> ApprovalCard:
     action = approval.action
     stepped = steps_up(approval, step_up)
     total = (len(task.steps or []) or 1) if task is not None else 1
@@ -137,4 +181,5 @@ def build_card(task: Task | None, approval: Approval, *, console_url: str | None
         confirm_url=confirm_link(console_url, approval) if stepped else None,
         requester=shorten(approval.requester, 120) if approval.requester else None,
         policy_id=approval.policy_id if task is None else None,
+        preview=preview,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from signoff.bot.cards import build_card, confirm_link, steps_up
+from signoff.bot.cards import Previewer, build_card, confirm_link, preview_for, steps_up
 from signoff.bot.failover import Failover
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
@@ -22,6 +22,8 @@ from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
+from signoff.runtime.text import mask_urls
+from signoff.runtime.tools.base import Preview
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,8 @@ class ApprovalFlow:
     def __init__(self, *, store: TaskStore, decider: Decider, clock: Clock,
                  platforms: dict[str, ChatPlatform], authorizer: Authorizer,
                  notifier: Notifier | None = None, console_url: str | None = None,
-                 step_up: frozenset[RiskClass] = frozenset()) -> None:
+                 step_up: frozenset[RiskClass] = frozenset(),
+                 previews: Previewer | None = None) -> None:
         self.store = store
         self.decider = decider
         self.clock = clock
@@ -45,6 +48,7 @@ class ApprovalFlow:
         self.notifier = notifier
         self.console_url = console_url
         self.step_up = step_up  # risk classes decided in the console only
+        self.previews = previews  # what a pending card's action will do (a diff, a command)
         self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
                                  people=authorizer.deciders)
         self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
@@ -92,8 +96,10 @@ class ApprovalFlow:
                 return  # "your answer is needed", but it was answered meanwhile
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
             mentions = [str(m) for m in item.payload.get("mentions") or ()]
-            await platform.notify(channel, str(item.payload["text"]), thread=thread,
-                                  mentions=mentions)
+            # The one door of every notification line (team channels, digests, replies
+            # under cards): URLs are masked here, the outbox keeps what was written.
+            await platform.notify(channel, mask_urls(str(item.payload["text"])),
+                                  thread=thread, mentions=mentions)
             return
         approval_id = str(item.payload["approval_id"])
         approval = await self.store.get_approval(approval_id)
@@ -104,7 +110,7 @@ class ApprovalFlow:
         ref = await self._ref(approval_id, platform.name)
         card = build_card(task, approval, console_url=self.console_url,
                           mentions=tuple(item.payload.get("mentions") or ()),
-                          step_up=self.step_up)
+                          preview=await self.preview(approval), step_up=self.step_up)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -113,6 +119,10 @@ class ApprovalFlow:
             # Jobs of one surface run in order, so the post was tried first and gave up.
             return
         await update_card(platform, ref, card)
+
+    async def preview(self, approval: Approval) -> Preview | None:
+        """The preview a card of ``approval`` shows now (see `cards.preview_for`)."""
+        return await preview_for(self.previews, approval)
 
     async def _pending(self, approval_id: str | None) -> bool:
         approval = await self.store.get_approval(approval_id) if approval_id else None

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from signoff.runtime.clock import Clock
 from signoff.runtime.models import DecisionCode, JsonDict, Scope
+from signoff.runtime.tools.base import Preview
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -90,6 +91,7 @@ class ApprovalCard:
     confirm_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
+    preview: Preview | None = None  # what will happen (a diff, the command), while pending
 
     @property
     def origin(self) -> str:

@@ -45,6 +45,21 @@ def _facts(card: ApprovalCard) -> list[tuple[str, str]]:
     return facts
 
 
+def _preview_text(card: ApprovalCard) -> list[str]:
+    """The preview (a diff, the whole command) for the plain-text part, as it is."""
+    if card.preview is None:
+        return []
+    return ["", f"{card.preview.label}:", *card.preview.text.splitlines()]
+
+
+def _preview_html(card: ApprovalCard) -> str:
+    """The preview for the HTML part and the confirmation page: escaped, in a <pre>."""
+    if card.preview is None:
+        return ""
+    return (f"<h3>{e(card.preview.label)}</h3><pre style='overflow:auto;padding:8px;"
+            f"border:1px solid #ccc'>{e(card.preview.text)}</pre>")
+
+
 def message_id(card: ApprovalCard, sender: str, kind: str) -> str:
     """The same id for every sending of one mail (a retry is then one message to mail
     clients), and the card's own for the "decided" mail to reply to."""
@@ -63,6 +78,7 @@ def card_message(card: ApprovalCard, *, sender: str, to: str,
     msg["Message-ID"] = message_id(card, sender, "card")
     facts = _facts(card)
     lines = [f"{label}: {value}" for label, value in facts]
+    lines.extend(_preview_text(card))
     lines.append("")
     hint = "Each link opens a page where you confirm; opening it decides nothing."
     if card.step_up:  # approvals.step_up: only a signed-in console key decides this one
@@ -80,6 +96,7 @@ def card_message(card: ApprovalCard, *, sender: str, to: str,
         f"{e(LINK_WORDS[scope])}</a>" for scope, url in links.items())
     msg.add_alternative(
         f"<!doctype html><html><body><h2>{e(card.title)}</h2><table>{rows}</table>"
+        f"{_preview_html(card)}"
         f"<p>{e(hint)}</p>"
         f"<p>{buttons}</p></body></html>", subtype="html")
     return msg
@@ -115,7 +132,7 @@ def confirm_page(card: ApprovalCard, scope: Scope, address: str, token: str) -> 
                    for k, v in _facts(card))
     return _page(
         f"Confirm: {LINK_WORDS[scope]}",
-        f"<table>{rows}</table>"
+        f"<table>{rows}</table>{_preview_html(card)}"
         f"<p>You are answering as <b>email:{e(address)}</b>.</p>"
         # Relative: the page's own path, also behind a proxy that serves us under a prefix.
         f"<form method='post' action='{CONFIRM_PATH.rpartition('/')[2]}'>"
