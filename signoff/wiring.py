@@ -37,6 +37,7 @@ from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.grants import grant_key
 from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.store.factory import make_store
@@ -259,6 +260,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, grant_ttl=ap.grant_ttl,
         approvers_for=router.approvers_for,
+        rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
         timeout_for=schedule_timeouts(settings.schedules))
     judge = None
     client = _chat_client(settings)

@@ -37,7 +37,7 @@ from signoff.api.routes import identity_of
 from signoff.bot.cards import build_card
 from signoff.bot.flow import ApprovalFlow
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
-from signoff.runtime.models import ApprovalStatus, JsonDict, Scope, Task
+from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, Scope, Task
 from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest
 from signoff.runtime.text import mask_urls
@@ -128,15 +128,24 @@ class Console:
         page = await store.pending_requests(limit=50)
         flow = self.ctx.flow
         pending = [v for r in page.items if (v := await request_view(r, flow))]
+        # Held requests (approved, in their undo window) head the list: Undo is urgent.
+        held = [v for a in await store.held_approvals() if (v := await self._held_view(a))]
+        pending = held + pending
         recent = list((await store.list_tasks(limit=20)).items)
         decided = [v for t in recent if (v := await view(t, flow)) and t.approval is not None
-                   and t.approval.status is not ApprovalStatus.PENDING
+                   and t.approval.status not in (ApprovalStatus.PENDING, ApprovalStatus.HELD)
                    and t.approval.decided_at is not None
                    and now - t.approval.decided_at < DECIDED_WINDOW][:10]
         notes = [text for _, text, _ in reversed(self.ctx.web.notes)][:10]
         return pages.approvals_fragment(pending=pending, decided=decided, tasks=recent,
                                         notes=notes, csrf=self.auth.csrf_token(identity),
                                         now=now, more_pending=page.next_cursor is not None)
+
+    async def _held_view(self, approval: Approval) -> CardView | None:
+        if approval.task_id is None:
+            return CardView(build_card(None, approval), asked_by=approval.requester)
+        task = await self.ctx.store.get_task(approval.task_id)
+        return await view(task, self.ctx.flow) if task is not None else None
 
     async def task(self, identity: Identity, task_id: str) -> str | None:
         """The live region of a task page, or None for an unknown task."""
@@ -308,8 +317,9 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
             return html(pages.message_page(title="Refused", text="This form has expired or "
                                            "came from another site. Reload and try again."),
                         403)
+        undo = form.get("scope") == "undo"  # the Undo button of a held card
         try:
-            scope = Scope(form.get("scope", ""))
+            scope = Scope.DENY if undo else Scope(form.get("scope", ""))
         except ValueError:
             return html(pages.message_page(title="Unknown decision",
                                            text="Choose Once, Session, Always or Deny."), 422)
@@ -328,8 +338,8 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         reason = (form.get("reason") or "").strip()[:500] or None
         event = DecisionEvent(approval_id=approval_id, scope=scope, actor=Actor("web", who.name),
                               surface="web", reason=reason if scope is Scope.DENY else None,
-                              ref=CardRef("web", "console", approval_id), lasts=lasts,
-                              args=args)
+                              ref=CardRef("web", "console", approval_id), undo=undo,
+                              lasts=lasts, args=args)
         outcome = await ctx.web.decide(event, ctx.flow.on_decision)
         target = safe_next(form.get("next"))
         return _with_flash(RedirectResponse(target, status_code=303), outcome.message)

@@ -177,7 +177,7 @@ class ApprovalOut(BaseModel):
     """A task's current approval request."""
 
     id: str
-    status: str
+    status: str  # "held" during an undo window (approvals.hold)
     requested_at: str
     expires_at: str
 
@@ -241,6 +241,11 @@ class PendingApprovalOut(BaseModel):
     why: MaskedStr | None = None  # the proposer's own words: our agent's, or the requester's
     requester: MaskedStr | None
     policy_id: str | None
+    # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
+    # many are needed, and until when an approved request waits ("held", undoable).
+    approvals: int = 0
+    needed: int = 1
+    hold_until: str | None = None
 
 
 class RequestSettledOut(BaseModel):
@@ -264,7 +269,7 @@ class RequestStatusOut(BaseModel):
     """GET /v1/approvals/{id}, and the answer of POST /approvals/{id}/approve|deny."""
 
     id: str
-    status: Literal["pending", "approved", "denied", "expired"]
+    status: Literal["pending", "held", "approved", "denied", "expired"]
     scope: str | None
     decided_by: str | None
     decided_at: str | None
@@ -274,6 +279,11 @@ class RequestStatusOut(BaseModel):
     policy_id: str | None
     decision: str | None
     outcome: MaskedJson | None
+    # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
+    # many are needed, and until when an approved request waits ("held", undoable).
+    approvals: int = 0
+    needed: int = 1
+    hold_until: str | None = None
 
 
 class ApprovalList(BaseModel):

@@ -21,6 +21,8 @@ from signoff.runtime.tools.base import Preview
 # (`ToolRegistry.preview` with the node's ToolContext); None when it cannot say.
 Previewer = Callable[[Action], Awaitable[Preview | None]]
 
+UNDO_LABEL = "Undo"  # the one button of a held card
+
 # The labels every surface puts on its buttons, in this order.
 BUTTON_LABELS = {
     Scope.ONCE: "Once",
@@ -69,6 +71,16 @@ _SCOPE_WORDS = {
 }
 
 
+def progress_line(approval: Approval) -> str | None:
+    """"1 of 2 approvals (slack:U1)" for a request under a quorum, else None."""
+    if approval.needed <= 1:
+        return None
+    line = f"{len(approval.votes)} of {approval.needed} approvals"
+    if approval.votes:
+        line += " (" + ", ".join(v.actor for v in approval.votes) + ")"
+    return line
+
+
 def outcome_line(approval: Approval) -> str | None:
     """"Approved for this session by slack:U1 at 14:03 UTC", or None while pending."""
     if approval.status is ApprovalStatus.PENDING:
@@ -78,7 +90,11 @@ def outcome_line(approval: Approval) -> str | None:
         return f"Expired — denied at {when}"
     words = _SCOPE_WORDS.get(approval.scope or Scope.DENY, "Decided")
     who = approval.decided_by or "someone"
+    if approval.needed > 1 and approval.status is not ApprovalStatus.DENIED:
+        who = ", ".join(v.actor for v in approval.votes) or who
     line = f"{words} by {who} at {when}"
+    if approval.status is ApprovalStatus.HELD and approval.hold_until is not None:
+        line += f" — runs at {approval.hold_until.strftime('%H:%M:%S UTC')} unless undone"
     if approval.status is ApprovalStatus.DENIED and approval.reason:
         line += f": {shorten(approval.reason, 80)}"
     return line
@@ -181,5 +197,7 @@ def _card(task: Task | None, approval: Approval, *, console_url: str | None,
         confirm_url=confirm_link(console_url, approval) if stepped else None,
         requester=shorten(approval.requester, 120) if approval.requester else None,
         policy_id=approval.policy_id if task is None else None,
+        progress=progress_line(approval),
+        hold_until=approval.hold_until if approval.status is ApprovalStatus.HELD else None,
         preview=preview,
     )

@@ -145,12 +145,15 @@ class ApprovalFlow:
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
-        if (approval is not None and event.surface not in TRUSTED_SURFACES
+        if event.undo:  # who may undo: whoever may decide the request (it only denies)
+            result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
+        elif (approval is not None and event.surface not in TRUSTED_SURFACES
                 and steps_up(approval, self.step_up)):
             return await self._confirm_in_console(approval, actor, event.surface)
-        result = await self.decider.decide(event.approval_id, event.scope, actor,
-                                           reason=event.reason, channel=event.surface,
-                                           lasts=event.lasts, args=event.args)
+        else:
+            result = await self.decider.decide(event.approval_id, event.scope, actor,
+                                               reason=event.reason, channel=event.surface,
+                                               lasts=event.lasts, args=event.args)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
 
     async def _confirm_in_console(self, approval: Approval, actor: str,

@@ -195,7 +195,7 @@ def jobs_for(item: OutboxItem, surface: str) -> list[OutboxItem]:
     event = _LEGACY.get(item.kind) or (item.kind if item.kind in set(ApprovalEvent) else None)
     if event == ApprovalEvent.REQUESTED:
         return [job(Job.POST)]
-    if event == ApprovalEvent.DECIDED:
+    if event in (ApprovalEvent.DECIDED, ApprovalEvent.VOTED):
         return [job(Job.UPDATE)]
     if event == ApprovalEvent.ESCALATED:
         # The edit shows the new approvers; only the reply notifies anyone (edits never do).

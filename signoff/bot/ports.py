@@ -77,7 +77,7 @@ class ApprovalCard:
     allowed: tuple[Scope, ...]
     requested_at: datetime
     expires_at: datetime
-    status: str = "pending"  # pending | approved | denied | expired
+    status: str = "pending"  # pending | held | approved | denied | expired
     outcome: str | None = None  # "Approved for this session by slack:U1 at 14:03"
     decided_by: str | None = None
     decided_at: datetime | None = None
@@ -91,6 +91,8 @@ class ApprovalCard:
     confirm_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
+    progress: str | None = None  # under a quorum: "1 of 2 approvals (slack:U1)"
+    hold_until: datetime | None = None  # held: the action runs then unless undone
     preview: Preview | None = None  # what will happen (a diff, the command), while pending
 
     @property
@@ -107,6 +109,11 @@ class ApprovalCard:
         """True while buttons should be shown."""
         return self.status == "pending"
 
+    @property
+    def held(self) -> bool:
+        """True during the undo window: the card shows Undo (and nothing else to press)."""
+        return self.status == "held"
+
 
 @dataclass(frozen=True)
 class DecisionEvent:
@@ -120,6 +127,7 @@ class DecisionEvent:
     ref: CardRef | None = None
     lasts: timedelta | None = None  # "for": a session/always grant lapses after this
     args: JsonDict | None = None  # edited args to approve instead (console and API only)
+    undo: bool = False  # the Undo button of a held card (``scope`` is then deny)
 
 
 @dataclass(frozen=True)

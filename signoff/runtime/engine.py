@@ -48,6 +48,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.planning.planner import Planner, call_planner
 from signoff.runtime.policy.policy import Policy, new_approval
+from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.route import Route, RouteKind, gated_audit
 from signoff.runtime.policy.unattended import (
     ApprovalMode,
@@ -93,6 +94,7 @@ class EngineConfig:
     forbid_self_approval: bool = False
     # How long an always grant lasts unless the answer says ("for"); None: until revoked.
     grant_ttl: timedelta | None = None
+    rules: ApprovalRules = field(default_factory=ApprovalRules)  # quorum and hold
     # First approvers of a request (on-call for scheduled runs) and a schedule's own
     # approval timeout; both None outside the daemon.
     approvers_for: Callable[[Task], Sequence[str]] | None = None
@@ -362,7 +364,8 @@ class Engine:
         approvers = list(cfg.approvers_for(task)) if cfg.approvers_for else []
         approval = new_approval(task, action, approval_id=ids.approval_id(), now=now,
                                 expires_at=now + timeout, allowed=cfg.scopes_for(action.risk),
-                                note=note, approvers=approvers, why=why)
+                                note=note, approvers=approvers, why=why,
+                                needed=cfg.rules.needed(action))
         task.state = TaskState.WAITING_APPROVAL
         task.pending_action = action
         task.approval = approval

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-from signoff.adapters.slack.blocks import CONSOLE_ACTION, scope_of_action
+from signoff.adapters.slack.blocks import CONSOLE_ACTION, UNDO_ACTION, scope_of_action
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
+from signoff.runtime.models import Scope
 
 SURFACE = "slack"
 # Our approval ids are short; a longer button value was not written by us.
@@ -120,7 +121,9 @@ def decision_from_action(body: Mapping[str, Any]) -> DecisionEvent | None:
     if not isinstance(actions, list) or not actions:
         return None
     action = _mapping(actions[0])
-    scope = scope_of_action(_text(action.get("action_id")) or "")
+    name = _text(action.get("action_id")) or ""
+    undo = name == UNDO_ACTION  # the Undo button of a held card: a deny of another kind
+    scope = Scope.DENY if undo else scope_of_action(name)
     approval_id = _text(action.get("value"))
     user_id = _text(user.get("id"))
     if scope is None or approval_id is None or user_id is None:
@@ -134,4 +137,5 @@ def decision_from_action(body: Mapping[str, Any]) -> DecisionEvent | None:
         actor=Actor(platform=SURFACE, user_id=user_id, display=display),
         surface=SURFACE,
         ref=card_ref(body),
+        undo=undo,
     )

@@ -328,7 +328,9 @@ class SlackPlatform:
         logger.info("slack_decision approval_id=%s scope=%s actor=%s accepted=%s code=%s",
                     event.approval_id, event.scope.value, event.actor.key,
                     outcome.accepted, outcome.code)
-        if not outcome.accepted:
+        # A refusal, and a partial approval of a quorum ("1 of 2 approvals — waiting for
+        # one more"), are told to the clicker; a decision shows on the card itself.
+        if not outcome.accepted or outcome.code is DecisionCode.PARTIAL:
             await self._tell(event, outcome.message)
 
     async def _tell(self, event: DecisionEvent, message: str) -> None:

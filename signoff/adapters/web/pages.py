@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +20,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-from signoff.bot.cards import why_line
+from signoff.bot.cards import UNDO_LABEL, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import AuditEvent, Scope, Task
 from signoff.runtime.transcript import TranscriptEntry, call_summary, shorten_text
@@ -149,6 +150,30 @@ def _form(view: CardView, csrf: str, next_path: str) -> str:
             f'{_edit_form(view, csrf, next_path)}')
 
 
+def hold_left(until: datetime, now: datetime) -> str:
+    """"runs in 25 s" (console.js keeps it counting down)."""
+    seconds = math.ceil((until - now).total_seconds())  # as console.js counts
+    if seconds <= 0:
+        return "running now"
+    if seconds < 60:
+        return f"runs in {seconds} s"
+    return f"runs in {seconds // 60} min {seconds % 60} s"
+
+
+def _undo_form(card: ApprovalCard, csrf: str, next_path: str, now: datetime) -> str:
+    """The one button of a held card, with the countdown to its release (rendered here
+    too, so the page works without script)."""
+    until = card.hold_until
+    left = (f'<span class="hold" data-hold="{e(until.isoformat())}">'
+            f'{e(hold_left(until, now))}</span>' if until is not None else "")
+    return (f'<form class="decide undo" method="post" action="/console/decide">'
+            f'<input type="hidden" name="approval_id" value="{e(card.approval_id)}">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="next" value="{e(next_path)}">{left}'
+            f'<div class="buttons"><button type="submit" name="scope" value="undo" '
+            f'class="btn btn-undo">{e(UNDO_LABEL)}</button></div></form>')
+
+
 def _whose(card: ApprovalCard) -> str:
     """Where a session or always grant of this card lives, in words."""
     if card.task_id is None:
@@ -242,8 +267,13 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/")
     details += f'<p class="why">{e(why)}</p>' if why else ""
     note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
     details += preview_html(card)
+    if card.open and card.progress:
+        note += f'<p class="progress">{e(card.progress)}</p>'
     if card.open:
         tail = scope_help(card) + _form(view, csrf, next_path)
+    elif card.held:
+        undo = _undo_form(card, csrf, next_path, now)
+        tail = f'<p class="outcome">{e(card.outcome or card.status)}</p>{undo}'
     else:
         state = ""
         if view.task_state:

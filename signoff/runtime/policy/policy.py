@@ -116,9 +116,10 @@ class Policy:
 
 def new_approval(task: Task, action: Action, *, approval_id: str, now: datetime,
                  expires_at: datetime, allowed: list[Scope], note: str | None = None,
-                 approvers: list[str] | None = None, why: str | None = None) -> Approval:
-    """A fresh pending request for one action of a task."""
+                 approvers: list[str] | None = None, why: str | None = None,
+                 needed: int = 1) -> Approval:
+    """A fresh pending request for one action of a task (``needed``: its quorum)."""
     return Approval(id=approval_id, task_id=task.id, action=action, step=task.step_index,
                     allowed_scopes=allowed, requested_at=now, expires_at=expires_at,
                     note=note, approvers=approvers or [], why=why, policy_id=task.policy_id,
-                    submitted_by=task.submitted_by)
+                    submitted_by=task.submitted_by, needed=needed)

@@ -18,12 +18,25 @@
     return "expires in " + h + " h" + (m ? " " + m + " min" : "");
   }
 
-  function tick() {
-    var nodes = document.querySelectorAll("[data-expires]");
+  // A held card's countdown to its release (its Undo window); "running now" at zero.
+  function formatHold(ms) {
+    var s = Math.ceil(ms / 1000);
+    if (s <= 0) { return "running now"; }
+    if (s < 60) { return "runs in " + s + " s"; }
+    return "runs in " + Math.floor(s / 60) + " min " + (s % 60) + " s";
+  }
+
+  function countdown(attribute, format) {
+    var nodes = document.querySelectorAll("[" + attribute + "]");
     for (var i = 0; i < nodes.length; i++) {
-      var at = Date.parse(nodes[i].getAttribute("data-expires"));
-      if (!isNaN(at)) { nodes[i].textContent = formatLeft(at - Date.now()); }
+      var at = Date.parse(nodes[i].getAttribute(attribute));
+      if (!isNaN(at)) { nodes[i].textContent = format(at - Date.now()); }
     }
+  }
+
+  function tick() {
+    countdown("data-expires", formatLeft);
+    countdown("data-hold", formatHold);
   }
 
   var live = document.getElementById("live");
