@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +20,7 @@ from signoff.bot.ports import CardRef
 from signoff.runtime import audit
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Action, ApprovalStatus, RiskClass, Scope, Task, TaskState
+from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.wiring import Node, api_context
 from tests.factories import NoopTool, audit_log, noop, run_inline
 from tests.fakes.slack_api import APPROVALS, FakeSlack, SlackHarness, message_buttons
@@ -305,3 +306,33 @@ async def test_a_send_card_keeps_its_decision_buttons_under_step_up(rig: Rig) ->
     [card] = rig.slack_cards()
     assert message_buttons(card) == ("Once", "Session", "Always", "Deny")
     assert task.approval is not None
+
+
+async def test_a_held_edited_time_boxed_approval_runs_the_edit_and_boxes_the_grant(
+        rig: Rig) -> None:
+    """Under approvals.hold the edited action waits with its time box; on release it is the
+    edited call that runs and the grant lapses "for" after the release."""
+    rules = ApprovalRules(hold={RiskClass.SEND: timedelta(minutes=1)})
+    rig.node.engine.config = replace(rig.node.engine.config, rules=rules)
+    task = await rig.start(notify("x"))
+    answer = await rig.api.post(f"/tasks/{task.id}/approve", json={
+        "scope": "session", "for": "10m", "args": {"target": "y"}})
+    assert answer.status_code == 200, answer.text
+    assert (await rig.task(task.id)).state is TaskState.WAITING_APPROVAL  # held
+    rig.clock.advance(timedelta(minutes=1))
+    await rig.node.decider.release_due()
+    done = await rig.task(task.id)
+    assert done.state is TaskState.COMPLETED
+    assert [r.args["target"] for r in done.actions] == ["y"]
+    [grant] = (await rig.api.get("/grants")).json()["items"]
+    assert grant["expires_at"] == (rig.clock.now() + timedelta(minutes=10)).isoformat()
+
+
+async def test_a_request_under_a_quorum_cannot_be_edited(rig: Rig) -> None:
+    """Every approver of a quorum must approve the same action: an edit is a 422."""
+    rules = ApprovalRules(quorum={"team.notify": 2})
+    rig.node.engine.config = replace(rig.node.engine.config, rules=rules)
+    task = await rig.start(notify("x"))
+    refused = await rig.api.post(f"/tasks/{task.id}/approve", json={"args": {"target": "y"}})
+    assert refused.status_code == 422
+    assert "needs 2 approvals cannot be edited" in refused.json()["detail"]
