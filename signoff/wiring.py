@@ -260,7 +260,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         max_retries=settings.daemon.max_retries, scopes=scopes,
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
-        forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
+        forbid_self_approval=ap.forbid_self_approval, grant_ttl=ap.grant_ttl,
+        approvers_for=router.approvers_for,
         rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
         timeout_for=schedule_timeouts(settings.schedules))
     judge = None
@@ -284,6 +285,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
+                        step_up=frozenset(ap.step_up),
                         previews=functools.partial(registry.preview, ctx=context))
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
@@ -317,7 +319,8 @@ class PendingCards:
         url = self.node.settings.daemon.public_url
         flow = self.node.flow
         return [build_card(r.task, r.approval, console_url=url,
-                           preview=await flow.preview(r.approval)) for r in page.items]
+                           preview=await flow.preview(r.approval), step_up=flow.step_up)
+                for r in page.items]
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
         """One request's current card and where it was posted (`SurfaceDeps.lookup`)."""

@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
+from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, invalid, responses
 from signoff.api.routes import identity_of
@@ -167,18 +168,20 @@ def build_router(ctx: ApiContext) -> APIRouter:
         return approval
 
     async def decide(request: Request, approval_id: str, scope: Scope,
-                     reason: str | None) -> JsonDict:
+                     reason: str | None, terms: Terms = NO_TERMS) -> JsonDict:
         who = identity_of(request)
         approval = await approval_or_404(approval_id)
         if approval.status is not ApprovalStatus.PENDING:
             raise ApiError(409, f"request {approval.id} is already {approval.status.value}",
                            state=approval.status.value)
         event = DecisionEvent(approval_id=approval.id, scope=scope, surface="web",
-                              actor=Actor("web", who.name), reason=reason)
+                              actor=Actor("web", who.name), reason=reason,
+                              lasts=terms.lasts, args=terms.args)
         outcome = await ctx.flow.on_decision(event)
         current = await ctx.store.get_approval(approval.id) or approval
         if outcome.accepted:
             return request_status(current)
+        refused_terms(outcome)
         if outcome.code == "not_authorized":
             raise ApiError(403, outcome.message)
         if outcome.code == "scope_not_allowed":
@@ -262,8 +265,10 @@ def build_router(ctx: ApiContext) -> APIRouter:
                  responses=responses(401, 403, 404, 409, 413, 422))
     async def approve(request: Request, approval_id: ApprovalId,
                       body: Annotated[ApproveBody | None, Body()] = None) -> JsonDict:
-        """Approve any pending request (of a task or from outside)."""
-        return await decide(request, approval_id, Scope((body or ApproveBody()).scope), None)
+        """Approve any pending request (of a task or from outside); ``for`` time-boxes the
+        grant; edited ``args`` (a task's request only) run instead of the asked ones."""
+        scope, terms = terms_of(body)
+        return await decide(request, approval_id, scope, None, terms)
 
     @router.post("/approvals/{approval_id}/deny", tags=["decisions"],
                  response_model=RequestStatusOut,

@@ -47,9 +47,20 @@ class TaskSubmit(_Body):
 
 
 class ApproveBody(_Body):
-    """POST /tasks/{id}/approve."""
+    """POST /tasks/{id}/approve and POST /approvals/{id}/approve.
+
+    ``for`` time-boxes a session or always grant ("30m", "8h", "7d"); ``args`` approves
+    these edited args instead of the ones asked (a task's request only).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     scope: Literal["once", "session", "always"] = "once"
+    lasts: str | None = Field(default=None, alias="for", max_length=40,
+                              description='The grant lapses after this long ("30m", "8h", '
+                                          '"7d"); session or always only')
+    args: dict[str, Any] | None = Field(default=None, description="Edited args to approve "
+                                        "instead of the asked ones (a task's request only)")
 
 
 class DenyBody(_Body):
@@ -314,6 +325,9 @@ class AuditEventOut(BaseModel):
     targets: list[str]
     risk: str | None
     fingerprint: str | None
+    original_fingerprint: str | None = Field(
+        default=None, description="A decision on edited args: the asked action's fingerprint "
+                                  "(``fingerprint`` is the edited one's)")
     reason: str | None
     channel: str | None
     latency_ms: float | None
@@ -344,7 +358,8 @@ class GrantOut(BaseModel):
     max_calls: int | None
     used: int
     live: bool
-    status: Literal["live", "revoked", "used", "ended"]
+    status: Literal["live", "revoked", "used", "ended", "lapsed"]
+    expires_at: str | None = Field(description="When it lapses (null: never)")
     created_at: str
     created_by: str | None
     revoked_at: str | None

@@ -13,16 +13,16 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from signoff.bot.cards import Previewer, build_card, preview_for
+from signoff.bot.cards import Previewer, build_card, confirm_link, preview_for, steps_up
 from signoff.bot.failover import Failover
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
-from signoff.bot.routing.authorizer import Authorizer
+from signoff.bot.routing.authorizer import TRUSTED_SURFACES, Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, Task
+from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.text import mask_urls
 from signoff.runtime.tools.base import Preview
@@ -49,6 +49,7 @@ class ApprovalFlow:
     def __init__(self, *, store: TaskStore, decider: Decider, clock: Clock,
                  platforms: dict[str, ChatPlatform], authorizer: Authorizer,
                  notifier: Notifier | None = None, console_url: str | None = None,
+                 step_up: frozenset[RiskClass] = frozenset(),
                  previews: Previewer | None = None) -> None:
         self.store = store
         self.decider = decider
@@ -57,6 +58,7 @@ class ApprovalFlow:
         self.authorizer = authorizer
         self.notifier = notifier
         self.console_url = console_url
+        self.step_up = step_up  # risk classes decided in the console only
         self.previews = previews  # what a pending card's action will do (a diff, a command)
         self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
                                  people=authorizer.deciders)
@@ -149,7 +151,7 @@ class ApprovalFlow:
                     if r.surface == platform.name), None)
         card = build_card(task, approval, console_url=self.console_url,
                           mentions=tuple(item.payload.get("mentions") or ()),
-                          preview=await self.preview(approval))
+                          preview=await self.preview(approval), step_up=self.step_up)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -184,9 +186,25 @@ class ApprovalFlow:
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
-        if event.undo:  # who may undo: whoever may decide the request
+        if event.undo:  # who may undo: whoever may decide the request (it only denies)
             result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
+        elif (approval is not None and event.surface not in TRUSTED_SURFACES
+                and steps_up(approval, self.step_up)):
+            return await self._confirm_in_console(approval, actor, event.surface)
         else:
             result = await self.decider.decide(event.approval_id, event.scope, actor,
-                                               reason=event.reason, channel=event.surface)
+                                               reason=event.reason, channel=event.surface,
+                                               lasts=event.lasts, args=event.args)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
+
+    async def _confirm_in_console(self, approval: Approval, actor: str,
+                                  surface: str) -> DecisionOutcome:
+        """Step-up: a chat answer to such a request (an old button, a forged click) decides
+        nothing; the person is sent to the console, where a signed-in key decides (the
+        trusted surfaces — console, API, terminal — are where a key or the node's own
+        terminal already says who answers)."""
+        link = confirm_link(self.console_url, approval) or "the signoff console"
+        await self.decider.refuse(approval.id, actor, "step-up: decided in the console only",
+                                  channel=surface)
+        return DecisionOutcome(False, f"Confirm in the console: {link}",
+                               code=DecisionCode.STEP_UP)

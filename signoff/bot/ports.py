@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
 from signoff.runtime.clock import Clock
 from signoff.runtime.leadership import Leadership, SoleLeadership
-from signoff.runtime.models import DecisionCode, Scope
+from signoff.runtime.models import DecisionCode, JsonDict, Scope
 from signoff.runtime.replay import MemoryReplayLedger, ReplayLedger
 from signoff.runtime.tools.base import Preview
 
@@ -87,6 +87,10 @@ class ApprovalCard:
     why: str | None = None  # the proposer's own words: our agent's turn, or the requester's
     mentions: tuple[str, ...] = ()  # people to alert (escalation), as actor keys
     console_url: str | None = None
+    # Step-up (approvals.step_up): decided in the console only; chats show a link to this
+    # page (None when the daemon has no public_url) instead of decision buttons.
+    step_up: bool = False
+    confirm_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
     progress: str | None = None  # under a quorum: "1 of 2 approvals (slack:U1)"
@@ -123,6 +127,8 @@ class DecisionEvent:
     surface: str
     reason: str | None = None
     ref: CardRef | None = None
+    lasts: timedelta | None = None  # "for": a session/always grant lapses after this
+    args: JsonDict | None = None  # edited args to approve instead (console and API only)
     undo: bool = False  # the Undo button of a held card (``scope`` is then deny)
 
 

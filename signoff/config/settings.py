@@ -152,6 +152,10 @@ class ApprovalsSettings(Section):
     approvers: list[ActorKey] = []
     forbid_self_approval: bool = False
     scopes: dict[Risk, list[Scope]] = Field(default_factory=_default_scopes)
+    # An always grant lapses this long after the decision unless the answer gives "for".
+    grant_ttl: PositiveDuration = timedelta(days=30)
+    # Risk classes decided only in the console: their chat buttons link there instead.
+    step_up: list[Risk] = []
     # Off unless set: a reminder is one more message in busy channels, so it is opted into.
     remind_before: PositiveDuration | None = None
     email_to: list[EmailAddress] = []  # each card also mailed here (needs [email])

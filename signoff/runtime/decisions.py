@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from signoff.runtime.edits import EditRefused, prepare_edit
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
 from signoff.runtime.hold import HoldDecisions, held_words
 from signoff.runtime.models import (
+    Action,
     Approval,
     ApprovalStatus,
     DecisionCode,
     Grant,
+    JsonDict,
     Scope,
     Task,
     TaskState,
@@ -72,8 +75,14 @@ class Decider(HoldDecisions):
     """Turns answers into committed state changes."""
 
     async def decide(self, approval_id: str, scope: Scope, actor: str, *,
-                     reason: str | None = None, channel: str | None = None) -> DecisionResult:
-        """Apply one answer; exactly one of any number of racing answers is accepted."""
+                     reason: str | None = None, channel: str | None = None,
+                     lasts: timedelta | None = None,
+                     args: JsonDict | None = None) -> DecisionResult:
+        """Apply one answer; exactly one of any number of racing answers is accepted.
+
+        ``lasts``: a session or always grant lapses that long after the decision
+        (``"for": "30m"``). ``args``: approve these edited args instead (`runtime.edits`).
+        """
         approval = await self.store.get_approval(approval_id)
         if approval is None:
             await self.refuse(approval_id, actor, "unknown approval request", channel=channel)
@@ -88,6 +97,10 @@ class Decider(HoldDecisions):
             return DecisionResult(False, DecisionCode.SCOPE_NOT_ALLOWED,
                                   f"'{scope.value}' is not offered for this action "
                                   f"(allowed: {allowed})", approval=approval)
+        answer = await self._answer_terms(approval, scope, actor, lasts, args, channel)
+        if isinstance(answer, DecisionResult):
+            return answer
+        edited, lasts = answer
         # A lost compare-and-set while the request is still pending means the task row
         # changed under us (an escalation added approvers, another approval of a quorum
         # was counted): read it again and retry, once more per approval a quorum needs.
@@ -107,7 +120,8 @@ class Decider(HoldDecisions):
                 if scope.approves and len(approval.votes) + 1 < approval.needed:
                     result = await self._vote(task, approval, scope, actor, channel)
                 else:
-                    result = await self._apply(task, approval, scope, actor, reason, channel)
+                    result = await self._apply(task, approval, scope, actor, reason, channel,
+                                               lasts=lasts, edited=edited)
                 if result is not None:
                     return result
             # Lost, or the task moved on: if someone decided meanwhile, say who.
@@ -120,6 +134,47 @@ class Decider(HoldDecisions):
                 return refused
             approval = current
         return DecisionResult(False, DecisionCode.NOT_WAITING, "The task keeps changing; try again")
+
+    def _lasts(self, scope: Scope, asked: timedelta | None) -> timedelta | None:
+        """How long the grant of this answer lasts: as asked, else approvals.grant_ttl for
+        an always grant; None: as long as its scope."""
+        if asked is not None or scope is not Scope.ALWAYS:
+            return asked
+        return self.engine.config.grant_ttl
+
+    async def _answer_terms(self, approval: Approval, scope: Scope, actor: str,
+                            lasts: timedelta | None, args: JsonDict | None,
+                            channel: str | None
+                            ) -> tuple[Action | None, timedelta | None] | DecisionResult:
+        """The edited action (None: not edited) and the grant's lifetime of an answer, or
+        the refusal (audited) of terms that do not fit it; nothing is decided then."""
+        refusal: tuple[DecisionCode, str] | None = None
+        edited = None
+        if lasts is not None and scope not in (Scope.SESSION, Scope.ALWAYS):
+            refusal = (DecisionCode.INVALID, f"for: only a session or always answer can be "
+                                             f"time-boxed, not '{scope.value}'")
+        elif lasts is not None and lasts <= timedelta(0):
+            refusal = (DecisionCode.INVALID, "for: must be a positive duration")
+        elif args is not None and not scope.approves:
+            refusal = (DecisionCode.INVALID, "args: only an approval can carry edited args")
+        elif args is not None and approval.needed > 1:
+            # Every approver of a quorum must approve the same action.
+            refusal = (DecisionCode.INVALID, f"args: a request that needs {approval.needed} "
+                                             f"approvals cannot be edited")
+        elif args is not None:
+            task = await self.store.get_task(approval.task_id) if approval.task_id else None
+            try:
+                edited = await prepare_edit(self.engine, task, approval, args)
+            except EditRefused as exc:
+                refusal = (exc.code, exc.message)
+            if edited is not None and scope not in self.engine.config.scopes_for(edited.risk):
+                refusal = (DecisionCode.SCOPE_NOT_ALLOWED,
+                           f"'{scope.value}' is not offered for the edited action "
+                           f"({edited.risk.value if edited.risk else '?'})")
+        if refusal is not None:
+            await self.refuse(approval.id, actor, refusal[1], channel=channel)
+            return DecisionResult(False, refusal[0], refusal[1], approval=approval)
+        return edited, self._lasts(scope, lasts)
 
     def _check(self, task: Task | None, approval: Approval, scope: Scope,
                actor: str) -> DecisionResult | None:
@@ -177,12 +232,16 @@ class Decider(HoldDecisions):
                               approval=counted)
 
     async def _apply(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
-                     reason: str | None, channel: str | None) -> DecisionResult | None:
-        """Commit the decision; None when the compare-and-set lost (the caller sorts out why)."""
+                     reason: str | None, channel: str | None, *, lasts: timedelta | None = None,
+                     edited: Action | None = None) -> DecisionResult | None:
+        """Commit the decision; None when the compare-and-set lost (the caller sorts out why).
+        ``edited``: the action approved instead of the one asked (it is what runs)."""
         now = self.engine.clock.now()
         status = ApprovalStatus.APPROVED if scope.approves else ApprovalStatus.DENIED
         update: dict[str, object] = {"status": status, "scope": scope, "decided_by": actor,
                                      "decided_at": now, "reason": reason}
+        if edited is not None:
+            update |= {"action": edited, "original_action": approval.action}
         votes = None
         if scope.approves and approval.needed > 1:
             # The approval that completes the quorum: everyone's scope counts, the narrowest
@@ -192,7 +251,9 @@ class Decider(HoldDecisions):
             update |= {"votes": votes, "scope": scope}
         hold = self.engine.config.rules.hold_for(approval.action) if scope.approves else None
         if hold:
-            update |= {"status": ApprovalStatus.HELD, "hold_until": now + hold}
+            # The grant is made on release: keep its time box until then.
+            update |= {"status": ApprovalStatus.HELD, "hold_until": now + hold,
+                       "grant_lasts": lasts}
         decided = approval.model_copy(update=update)
         latency = (now - approval.requested_at).total_seconds() * 1000
         note = reason
@@ -200,21 +261,26 @@ class Decider(HoldDecisions):
             note = f"{progress(decided)}: " + ", ".join(v.actor for v in votes)
         if decided.hold_until is not None:
             note = (f"{note}; " if note else "") + held_words(decided)
-        event = audit_event("decision", task, approval.action,
+        event = audit_event("decision", task, decided.action,
                             decision="approve" if scope.approves else "deny", actor=actor,
                             scope=scope.value, reason=note, approval=decided, channel=channel,
                             latency_ms=latency)
+        if edited is not None:
+            event.original_fingerprint = approval.action.fingerprint
         grants: list[Grant] = []
         if scope.approves and decided.hold_until is None:
             policy_id = approval.policy_id or (task.policy_id if task else approval.id)
-            grants.append(grant_for(approval.action, scope, policy_id=policy_id,
-                                    task_id=task.id if task else None, actor=actor, now=now))
+            grants.append(grant_for(decided.action, scope, policy_id=policy_id,
+                                    task_id=task.id if task else None, actor=actor, now=now,
+                                    lasts=lasts))
         change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
                         approval_votes=len(approval.votes) if votes is not None else None,
                         grants=grants, audit=[event],
                         outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
         goes_on = False
         if task is not None:
+            if edited is not None:
+                task.pending_action = edited  # the edited action is what runs (after a hold)
             if decided.hold_until is not None:  # it waits, still parked, until released
                 task.approval, task.updated_at = decided, now
             else:
@@ -229,7 +295,9 @@ class Decider(HoldDecisions):
                              TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
         if task is not None and goes_on and self.on_runnable is not None:
             await self.on_runnable(task)
-        words = DONE_WORDS[scope]
+        words = DONE_WORDS[scope] + (" (edited)" if edited is not None else "")
+        if grants and grants[0].expires_at is not None and scope is not Scope.ONCE:
+            words += f" until {grants[0].expires_at.strftime('%Y-%m-%d %H:%M UTC')}"
         if votes is not None:
             words = f"{words} ({progress(decided)})"
         if decided.hold_until is not None:

@@ -92,6 +92,8 @@ class EngineConfig:
     scopes: Mapping[RiskClass, tuple[Scope, ...]] = field(default_factory=dict)
     unattended: Unattended = field(default_factory=Unattended)
     forbid_self_approval: bool = False
+    # How long an always grant lasts unless the answer says ("for"); None: until revoked.
+    grant_ttl: timedelta | None = None
     rules: ApprovalRules = field(default_factory=ApprovalRules)  # quorum and hold
     # First approvers of a request (on-call for scheduled runs) and a schedule's own
     # approval timeout; both None outside the daemon.
@@ -248,7 +250,7 @@ class Engine:
 
     async def route(self, task: Task, action: Action) -> Route:
         """The policy's verdict on ``action``, with ASK_USER settled for who can answer."""
-        ev = await self.policy.evaluate(task, action, self.store)
+        ev = await self.policy.evaluate(task, action, self.store, now=self.clock.now())
         if ev.verdict is Verdict.BLOCK:
             return Route(RouteKind.BLOCK, actor="auto:policy", reason=ev.reason)
         error = await self.cannot_run(action)

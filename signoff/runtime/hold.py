@@ -55,7 +55,8 @@ class HoldDecisions(Settler):
         policy_id = approval.policy_id or (task.policy_id if task else approval.id)
         grant = grant_for(approval.action, scope, policy_id=policy_id,
                           task_id=task.id if task else None,
-                          actor=approval.decided_by or RELEASER, now=now)
+                          actor=approval.decided_by or RELEASER, now=now,
+                          lasts=approval.grant_lasts)
         event = audit_event("released", task, approval.action, decision="approve",
                             actor=RELEASER, scope=scope.value, approval=done,
                             reason=f"hold over; approved by {approval.decided_by}")

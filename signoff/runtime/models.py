@@ -7,7 +7,7 @@ HTTP API and the chat adapters can share it without importing each other.
 from __future__ import annotations
 
 import enum
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -63,6 +63,9 @@ class DecisionCode(enum.StrEnum):
     NOT_WAITING = "not_waiting"
     NOT_AUTHORIZED = "not_authorized"
     ERROR = "error"  # the surface could not hand the answer over
+    INVALID = "invalid"  # the answer itself is malformed (a bad "for", bad edited args)
+    BLOCKED = "blocked"  # edited args the policy would block: nothing was decided
+    STEP_UP = "step_up"  # this risk class is decided in the console, not from a chat
     PARTIAL = "partial"  # an approval counted towards a quorum; more are needed
     ALREADY_COUNTED = "already_counted"  # the same person approved this request before
     NOT_HELD = "not_held"  # undo of a request that is not (or no longer) in its hold
@@ -227,6 +230,10 @@ class Approval(BaseModel):
     verdict: Verdict | None = None  # the policy's answer when the request came in
     idempotency_key: str | None = None
     outcome: JsonDict | None = None  # what the caller reported it did: {"ok", "detail", ...}
+    # Approved with edited args: ``action`` is then the edited action, this the one asked.
+    original_action: Action | None = None
+    # A held approval's grant is made on release; its time box ("for") waits here.
+    grant_lasts: timedelta | None = None
     # Quorum: how many distinct people must approve (fixed when the request is made) and
     # the approvals counted so far; the one that reaches ``needed`` decides.
     needed: int = 1
@@ -345,6 +352,9 @@ class Grant(BaseModel):
     created_by: str | None = None
     revoked_at: datetime | None = None
     source: str = "decision"  # decision | schedule
+    # When it lapses (an answer's "for", or approvals.grant_ttl for always); None: never.
+    # Whether it still covers at a given time is `policy.grants.covers`, not this model's.
+    expires_at: datetime | None = None
 
     @property
     def live(self) -> bool:
@@ -372,6 +382,8 @@ class AuditEvent(BaseModel):
     reason: str | None = None
     channel: str | None = None
     latency_ms: float | None = None
+    # A decision on edited args: ``fingerprint`` is the edited action's, this the one asked.
+    original_fingerprint: str | None = None
     prev_hash: str = ""
     hash: str = ""
 

@@ -144,7 +144,8 @@ class OutsideRequests:
                 return found, True
         action = self.prepare(spec)
         ev = await self.engine.policy.evaluate_request(action, self.store,
-                                                       policy_id=spec.policy_id)
+                                                       policy_id=spec.policy_id,
+                                                       now=self.engine.clock.now())
         approval, event = self._build(spec, action, ev)
         # The card of a pending request, written in the same commit (as for a task's).
         outbox = ([approval_event(ApprovalEvent.REQUESTED, approval.id)]

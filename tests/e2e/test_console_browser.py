@@ -88,7 +88,7 @@ async def test_approve_from_a_phone_sized_console(tmp_path: Path, echo: HttpEcho
             assert reloads == [], "the card must appear live, not by reloading"
             assert await card.locator(".risk").inner_text() == "SEND"
             assert hook in await card.locator(".targets").inner_text()
-            assert await card.locator("button").all_inner_texts() == [
+            assert await card.locator(".decide button").all_inner_texts() == [
                 "Once", "Session", "Always", "Deny"]
             assert "expires in" in await card.locator(".expires").inner_text()
             width = await page.evaluate("document.documentElement.scrollWidth")

@@ -24,6 +24,10 @@ Block = dict[str, Any]
 
 ACTION_PREFIX = "signoff_"
 ACTIONS_BLOCK_ID = "signoff_decide"
+# A step-up card's only button: a link to the console (Slack opens it; the click it also
+# reports is acked and ignored, it decides nothing).
+CONSOLE_ACTION = f"{ACTION_PREFIX}console"
+STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
 UNDO_ACTION = "signoff_undo"
 
 # Slack's documented limits (Block Kit reference).
@@ -190,6 +194,16 @@ def _button(card: ApprovalCard, scope: Scope) -> dict[str, Any]:
     return button
 
 
+def _step_up(card: ApprovalCard, blocks: list[Block]) -> list[dict[str, Any]]:
+    """A step-up card says where it is decided and links there, with no decision button."""
+    blocks.append({"type": "context", "elements": [_mrkdwn(STEP_UP_TEXT)]})
+    if not card.confirm_url:
+        return []
+    return [{"type": "button", "action_id": CONSOLE_ACTION,
+             "text": _plain("Open in console to decide", 75), "url": card.confirm_url,
+             "value": card.approval_id}]
+
+
 def _outcome(card: ApprovalCard) -> Block:
     icon = _STATUS_ICON.get(card.status, "ℹ️")
     text = card.outcome or f"{card.status.capitalize()}"
@@ -223,7 +237,8 @@ def card_blocks(card: ApprovalCard) -> list[Block]:
     if card.open:
         if card.note:
             blocks.append({"type": "context", "elements": [_mrkdwn(escape(card.note))]})
-        buttons = [_button(card, scope) for scope in card.allowed]
+        buttons = _step_up(card, blocks) if card.step_up else [
+            _button(card, scope) for scope in card.allowed]
         if buttons:
             blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": buttons})
     else:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-from signoff.adapters.slack.blocks import UNDO_ACTION, scope_of_action
+from signoff.adapters.slack.blocks import CONSOLE_ACTION, UNDO_ACTION, scope_of_action
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
 from signoff.runtime.models import Scope
 
@@ -105,6 +105,13 @@ def card_ref(body: Mapping[str, Any]) -> CardRef | None:
     if channel is None or ts is None:
         return None
     return CardRef(surface=SURFACE, channel=channel, message_id=ts)
+
+
+def is_console_link(body: Mapping[str, Any]) -> bool:
+    """True for a click on a step-up card's console link (not a decision)."""
+    actions = body.get("actions")
+    first = _mapping(actions[0]) if isinstance(actions, list) and actions else {}
+    return first.get("action_id") == CONSOLE_ACTION
 
 
 def decision_from_action(body: Mapping[str, Any]) -> DecisionEvent | None:

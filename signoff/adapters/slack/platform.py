@@ -38,7 +38,7 @@ from signoff.adapters.slack.blocks import (
 from signoff.adapters.slack.calls import call, error_code, token_problem
 from signoff.adapters.slack.guard import RequestGuard
 from signoff.adapters.slack.history import HISTORY_SCOPES, card_metadata, find_copies
-from signoff.adapters.slack.listeners import decision_from_action, parse_http_body
+from signoff.adapters.slack.listeners import decision_from_action, is_console_link, parse_http_body
 from signoff.adapters.slack.socketmode import run_socket
 from signoff.bot.ports import (
     ApprovalCard,
@@ -304,6 +304,8 @@ class SlackPlatform:
     async def _on_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """Bolt listener for every ``signoff_*`` button: ack at once, decide afterwards."""
         await ack()
+        if is_console_link(body):
+            return  # Slack opened the console page itself; the click decides nothing
         event = decision_from_action(body)
         if event is None:
             logger.warning("slack_action_malformed: a signoff button click without a"

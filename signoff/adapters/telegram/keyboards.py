@@ -72,6 +72,9 @@ def decode_callback(data: str | None) -> tuple[str, Scope] | None:
     return approval_id, scope
 
 
+STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
+
+
 def decode_undo(data: str | None) -> str | None:
     """The approval id of an Undo button's data (``so:<id>:u``), else None."""
     if not data or len(data.encode("utf-8")) > MAX_CALLBACK_BYTES:
@@ -85,14 +88,21 @@ def decode_undo(data: str | None) -> str | None:
 
 def card_keyboard(card: ApprovalCard) -> Keyboard:
     """One row of (label, callback data) for the allowed decisions; Undo while held;
-    empty once decided."""
+    empty once decided, and for a step-up card (its only button is `console_button`)."""
     if card.held:
         data = f"{CALLBACK_PREFIX}:{card.approval_id}:{UNDO_CODE}"
         return [[(UNDO_LABEL, data)]] if len(data.encode()) <= MAX_CALLBACK_BYTES else []
-    if not card.open:
+    if not card.open or card.step_up:
         return []
     row = [(BUTTON_LABELS[s], encode_callback(card.approval_id, s)) for s in card.allowed]
     return [row] if row else []
+
+
+def console_button(card: ApprovalCard) -> tuple[str, str] | None:
+    """(label, url) of a pending step-up card's URL button to its console page."""
+    if not card.open or not card.step_up or not card.confirm_url:
+        return None
+    return "Open in console to decide", card.confirm_url
 
 
 def card_html(card: ApprovalCard) -> str:
@@ -155,6 +165,8 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
     if card.open:
         lines.append(f"Expires {_hhmm(card.expires_at)} · request "
                      f"<code>{_e(card.approval_id, 80)}</code>")
+    if card.open and card.step_up:
+        lines.append(html.escape(STEP_UP_TEXT))
     if card.console_url:
         url = html.escape(card.console_url, quote=True)
         lines.append(f'<a href="{url}">Open in console</a>')

@@ -61,7 +61,7 @@ from signoff.runtime.replay import ReplayLedger
 from . import logfilters
 from .failures import BAD_TOKEN, is_not_modified, translate
 from .handlers import SURFACE, PendingLister, UpdateRouter
-from .keyboards import MAX_TEXT, card_html, card_keyboard
+from .keyboards import MAX_TEXT, card_html, card_keyboard, console_button
 from .mentions import with_mentions
 
 # PTB 22 warns on every RetryAfter unless time periods are opted in as timedelta; we read
@@ -369,6 +369,9 @@ def _markup(card: ApprovalCard) -> InlineKeyboardMarkup | None:
     except ValueError as exc:
         raise PlatformRejected(f"telegram: cannot post approval {card.approval_id}: {exc}") \
             from exc
+    link = console_button(card)
+    if link is not None:  # step-up: the console decides, the chat only links there
+        return InlineKeyboardMarkup([[InlineKeyboardButton(link[0], url=link[1])]])
     if not rows:
         return None
     return InlineKeyboardMarkup(

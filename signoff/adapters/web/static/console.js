@@ -56,9 +56,7 @@
       if (response.status === 401) { window.location.reload(); return null; }
       return response.ok ? response.text() : null;
     }).then(function (html) {
-      var typing = document.activeElement && live.contains(document.activeElement) &&
-        document.activeElement.tagName === "INPUT" && document.activeElement.value;
-      if (html !== null && html !== live.innerHTML && !typing) {
+      if (html !== null && html !== live.innerHTML && !editing()) {
         live.innerHTML = html;
         tick();
       }
@@ -66,6 +64,20 @@
       busy = false;
       if (again) { again = false; schedule(); }
     });
+  }
+
+  // Someone typing a reason, choosing how long a grant lasts or editing args: a refresh
+  // would throw their work away, so it waits (the next event after they are done shows it).
+  function editing() {
+    var el = document.activeElement;
+    if (el && live.contains(el) && (el.tagName === "TEXTAREA" || el.tagName === "SELECT" ||
+        (el.tagName === "INPUT" && el.value))) { return true; }
+    if (live.querySelector("details.edit[open]")) { return true; }
+    var choices = live.querySelectorAll("select");
+    for (var i = 0; i < choices.length; i++) {
+      if (choices[i].selectedIndex > 0) { return true; }
+    }
+    return false;
   }
 
   function schedule() {
