@@ -105,7 +105,9 @@ def has_own_card(approval: Approval) -> bool:
 def follows(leader: Approval, member: Approval) -> bool:
     """True when ``member`` takes ``leader``'s decision: it was asked before that
     decision was made (a request that came after never was on the card people saw)."""
-    if leader.status is ApprovalStatus.PENDING or member.status is not ApprovalStatus.PENDING:
+    # A held leader (its undo window) may still be undone: members wait for its release
+    # (the sweep then gives them the final answer) and are never left to run early.
+    if not leader.status.final or member.status is not ApprovalStatus.PENDING:
         return False
     return leader.decided_at is None or member.requested_at <= leader.decided_at
 

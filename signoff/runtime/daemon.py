@@ -48,6 +48,7 @@ class Daemon:
             try:
                 await self.decider.expire_due()
                 await self.decider.settle_coalesced()  # members a crash left pending
+                await self.decider.release_due()  # held approvals whose undo window is over
                 await self.engine.recover(include_own=False)  # leases of dead nodes
             except Exception:
                 log.exception("sweep_failed")
