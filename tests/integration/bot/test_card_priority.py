@@ -33,6 +33,10 @@ class SlowPlatform(RecordingPlatform):
         return await super().post_card(card)
 
 
+# The backlog is of many cards: identical requests each get their own (no coalescing).
+SEPARATE = {"approvals": {"coalesce": False}}
+
+
 async def requests(node: Any, count: int) -> None:
     """``count`` gated tasks, each taken to its approval request by the worker's engine."""
     for n in range(count):
@@ -51,7 +55,7 @@ async def test_the_worker_waits_while_cards_are_due_and_goes_on_once_they_are_ou
     """With more card posts due than the limit and the platform slow, a queued autonomous
     task is not started; once the cards are out, it runs."""
     platform = SlowPlatform()
-    node = await node_factory(platforms={"recording": platform})
+    node = await node_factory(SEPARATE, platforms={"recording": platform})
     await requests(node, BACKLOG_LIMIT + 10)
     background = [asyncio.create_task(node.flow.dispatcher.run()),
                   asyncio.create_task(node.worker.run())]
@@ -82,7 +86,7 @@ async def test_card_jobs_waiting_for_a_rate_limit_do_not_hold_the_worker(
         node_factory: NodeFactory) -> None:
     """A 429 puts every card job off for a minute: none is due, the gate stays open."""
     platform = SlowPlatform(rate_limited=True)
-    node = await node_factory(platforms={"recording": platform})
+    node = await node_factory(SEPARATE, platforms={"recording": platform})
     await requests(node, BACKLOG_LIMIT + 10)
     await node.flow.dispatcher.run_once()  # the first post answers 429: the rest wait
     await node.flow.dispatcher.run_once()
