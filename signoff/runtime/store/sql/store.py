@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
@@ -206,12 +206,15 @@ class SqlTaskStore:
         rows = rows[:limit]
         return Page([task_from(r) for r in rows], str(rows[-1].seq) if more else None)
 
-    async def count_by_state(self) -> dict[str, int]:
-        """Tasks per state."""
-        return await self._run(self._count_by_state)
+    async def count_by_state(self, states: Collection[TaskState] | None = None
+                             ) -> dict[str, int]:
+        """Tasks per state (only ``states``, when given: an index range per state)."""
+        return await self._run(self._count_by_state, states)
 
-    def _count_by_state(self) -> dict[str, int]:
+    def _count_by_state(self, states: Collection[TaskState] | None) -> dict[str, int]:
         q = sa.select(tasks_t.c.state, sa.func.count()).group_by(tasks_t.c.state)
+        if states is not None:
+            q = q.where(tasks_t.c.state.in_([s.value for s in states]))
         with self._tx(write=False) as conn:
             return {row[0]: int(row[1]) for row in conn.execute(q)}
 
