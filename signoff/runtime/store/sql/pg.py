@@ -4,13 +4,16 @@ It is `SqlTaskStore` (every method, every SQLAlchemy statement, the same tables)
 statements every task makes taken past SQLAlchemy and the thread pool, onto a psycopg 3
 `AsyncConnectionPool` of the event loop itself:
 
-- submit: one ``INSERT`` that also ``pg_notify``s the other nodes, in one statement
-  (atomic by itself, so one round trip; the notification leaves when the row is visible);
+- submit: one ``INSERT`` (atomic by itself: one round trip), then a wake-up of idle
+  nodes (``NOTIFY``) sent after it commits, one at a time, shared by every insert that
+  committed while the previous one was on its way (see `_wake_nodes` for why not in
+  the insert's own transaction);
 - claim: one ``UPDATE … WHERE seq IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n)
   RETURNING``; the worker's consumers asking at the same moment share one statement, so a
   deep queue is claimed in batches of as many tasks as there are idle consumers (never
   more: a task claimed ahead of a consumer would hold a lease nobody renews);
-- save (a task write with nothing else in its Change), renew a lease, read a task: one
+- save (a task write with nothing else in its Change), renew a lease, read a task, the
+  outbox dispatcher's look for due items (every 0.2 s and on each wake-up): one
   statement each.
 
 Why: measured by bench/cluster.py, the thread hop and SQLAlchemy's per-statement work
@@ -24,6 +27,9 @@ the hot ones run thousands of times.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -34,21 +40,20 @@ import sqlalchemy as sa
 
 from signoff.errors import StoreError
 from signoff.runtime.models import AuditEvent, Task, TaskState
-from signoff.runtime.store.port import Change
+from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql.notify import CHANNEL, libpq_url
 from signoff.runtime.store.sql.rows import only_task, safe_url, task_cols, task_from
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sql.writes import Lost
 
+log = logging.getLogger(__name__)
 POOL_SIZE = 10  # connections of the async pool unless the node says otherwise
 PREPARE_THRESHOLD = 0  # prepare every statement on its first execution (they repeat)
 
 _COLS = "seq, id, state, schedule, fire_time, claimed_by, lease_until, version, data"
 _INSERT = ("INSERT INTO tasks (id, state, schedule, fire_time, claimed_by, lease_until, "
            "version, needs_plan, data) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
-# The insert and the wake-up of idle nodes in one statement: atomic, one round trip.
-_INSERT_NOTIFY = (f"WITH t AS ({_INSERT} RETURNING 1) "
-                  f"SELECT pg_notify('{CHANNEL}', '') FROM t")
+_NOTIFY = f"NOTIFY {CHANNEL}"
 _UPDATE = ("UPDATE tasks SET state = %s, schedule = %s, fire_time = %s, claimed_by = %s, "
            "lease_until = %s, version = %s, needs_plan = %s, data = %s "
            "WHERE id = %s AND version = %s")
@@ -65,6 +70,8 @@ _CLAIM_ONE = (f"UPDATE tasks SET state = {_STARTED}, claimed_by = %s, lease_unti
               f"RETURNING {_COLS}")
 _RENEW = "UPDATE tasks SET lease_until = %s WHERE id = %s AND claimed_by = %s"
 _GET = f"SELECT {_COLS} FROM tasks WHERE id = %s"
+_DUE_OUTBOX = ("SELECT key, surface, kind, payload, approval_id, id, attempts, next_at, error "
+               "FROM outbox WHERE done = false AND next_at <= %s ORDER BY id LIMIT %s")
 
 
 def is_psycopg(url: str) -> bool:
@@ -134,10 +141,16 @@ class PgTaskStore(SqlTaskStore):
         self._apool: Any = None  # psycopg_pool.AsyncConnectionPool once open
         self._waiting: list[_Claim] = []
         self._claiming: asyncio.Lock | None = None
+        self._notify_again = False
+        self._notifier: asyncio.Task[None] | None = None
 
     # -- connections --------------------------------------------------------------------
     async def open(self) -> None:
-        """Create the tables (the SQL store's way), then fill the async pool."""
+        """Create the tables (the SQL store's way), then fill the async pool. Opening an
+        open store does nothing (the daemon's CLI and `Daemon.start` both open it: a
+        second pool would replace the first and leak its connections)."""
+        if self._apool is not None:
+            return
         await super().open()
         try:
             from psycopg_pool import AsyncConnectionPool
@@ -159,6 +172,11 @@ class PgTaskStore(SqlTaskStore):
 
     async def close(self) -> None:
         """Close the async pool, then the SQL store's engines."""
+        if self._notifier is not None:
+            self._notifier.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._notifier
+            self._notifier = None
         if self._apool is not None:
             await self._apool.close()
             self._apool = None
@@ -190,8 +208,9 @@ class PgTaskStore(SqlTaskStore):
         try:
             async with self._conn() as conn:
                 if change.insert:
-                    sql = _INSERT_NOTIFY if task.state is TaskState.QUEUED else _INSERT
-                    await conn.execute(sql, [task.id, *_task_params(task, task.version)])
+                    await conn.execute(_INSERT, [task.id, *_task_params(task, task.version)])
+                    if task.state is TaskState.QUEUED:
+                        self._wake_nodes()
                     return []
                 cur = await conn.execute(_UPDATE, [*_task_params(task, task.version + 1),
                                                    task.id, task.version])
@@ -200,6 +219,33 @@ class PgTaskStore(SqlTaskStore):
         except psycopg.IntegrityError:  # a duplicate id or schedule fire time
             raise Lost from None
         return []
+
+    def _wake_nodes(self) -> None:
+        """Have idle nodes look at the queue: a NOTIFY soon, shared with other inserts.
+
+        Not in the insert's transaction, measured: PostgreSQL serializes the commits of
+        transactions that NOTIFY (one global lock on the notification queue, held through
+        the commit's WAL flush), so a NOTIFY per insert made every submission of every
+        node wait for the one before it (~38 tasks/s whatever the concurrency, on this
+        machine). Sent after the commit, the notification still never announces a row
+        that is not there; at most one is on its way, and every insert that committed
+        meanwhile is announced by the next one. A node that dies between its commit and
+        the NOTIFY leaves the task to the other nodes' polling (``daemon.poll_interval``).
+        """
+        self._notify_again = True
+        if self._notifier is None or self._notifier.done():
+            self._notifier = asyncio.get_running_loop().create_task(
+                self._send_wakeups(), name="signoff-store-notify")
+
+    async def _send_wakeups(self) -> None:
+        while self._notify_again:
+            self._notify_again = False
+            try:
+                async with self._conn() as conn:
+                    await conn.execute(_NOTIFY)
+            except Exception as exc:  # the other nodes' polling finds the task anyway
+                log.warning("notify_send_failed", extra={"error": str(exc)})
+                return
 
     # -- claims ---------------------------------------------------------------------------
     async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:
@@ -270,3 +316,14 @@ class PgTaskStore(SqlTaskStore):
             cur = await conn.execute(_GET, [task_id])
             row = await cur.fetchone()
         return _task(row) if row else None
+
+    async def due_outbox(self, now: datetime, *, limit: int = 50) -> list[OutboxItem]:
+        """Undelivered items whose time has come, oldest first."""
+        async with self._conn() as conn:
+            cur = await conn.execute(_DUE_OUTBOX, [_naive(now), limit])
+            rows = await cur.fetchall()
+        return [OutboxItem(key=key, surface=surface, kind=kind, payload=json.loads(payload),
+                           approval_id=approval_id, id=item_id, attempts=attempts,
+                           next_at=_aware(next_at), error=error)
+                for key, surface, kind, payload, approval_id, item_id, attempts, next_at, error
+                in rows]

@@ -73,6 +73,7 @@ from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+SCHEMA_LOCK = 0x5167_6E6F_6666  # advisory lock key of table creation ("signoff")
 
 
 class SqlTaskStore:
@@ -122,10 +123,16 @@ class SqlTaskStore:
         await self._run(self._open)
 
     def _open(self) -> None:
+        tables = [tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
+                  requests_t, transcript_t, node_rows.nodes_t]
         try:
-            SQLModel.metadata.create_all(self._write, tables=[
-                tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
-                requests_t, transcript_t, node_rows.nodes_t])
+            with self._tx() as conn:
+                if not self.is_sqlite:
+                    # Nodes started together would both find a table missing and both
+                    # create it (DuplicateTable): one creates, the others then see it.
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                                 {"key": SCHEMA_LOCK})
+                SQLModel.metadata.create_all(conn, tables=tables)
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
