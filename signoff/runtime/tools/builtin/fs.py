@@ -28,10 +28,11 @@ from signoff.runtime.models import RiskClass
 from signoff.runtime.tools.base import Param, ToolContext, decode_prefix
 
 MAX_DIR_ENTRIES = 1000  # a listing is for a person or a model to read, not a full crawl
-# A write this small runs on the event loop: into the page cache it takes microseconds,
-# less than the hand-over to a thread and back (measured: a thread hop per call was 18 %
-# of a write_file task's busy samples). Larger writes still go to a thread.
-INLINE_WRITE_BYTES = 64 * 1024
+# A file operation this small runs on the event loop: on the local work dir it takes
+# microseconds, less than the hand-over to a thread and back (measured: a thread hop per
+# call was 18 % of a write_file task's busy samples; and while any thread runs, each
+# database call of the loop waits for the GIL). Larger ones still go to a thread.
+INLINE_BYTES = 64 * 1024
 
 
 @functools.lru_cache(maxsize=64)
@@ -156,6 +157,8 @@ class ReadFileTool(_PathTool):
     risk = RiskClass.READ
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+        if ctx.output_limit < INLINE_BYTES:  # it reads at most output_limit + 1 bytes
+            return self._read(args["path"], ctx)
         return await asyncio.to_thread(self._read, args["path"], ctx)
 
     def _read(self, raw: str, ctx: ToolContext) -> dict[str, Any]:
@@ -194,10 +197,13 @@ class ListDirTool(_PathTool):
     risk = RiskClass.READ
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        return await asyncio.to_thread(self._list, args["path"], ctx)
+        raw = args["path"]
+        real = confine(ctx.work_dir, raw)  # once: the listing below uses its result
+        if _small_dir(real):
+            return self._list(raw, real, ctx)
+        return await asyncio.to_thread(self._list, raw, real, ctx)
 
-    def _list(self, raw: str, ctx: ToolContext) -> dict[str, Any]:
-        real = confine(ctx.work_dir, raw)
+    def _list(self, raw: str, real: Path, ctx: ToolContext) -> dict[str, Any]:
         try:
             with os.scandir(real) as it:
                 found = sorted(it, key=lambda e: e.name)
@@ -211,6 +217,16 @@ class ListDirTool(_PathTool):
             "entries": entries,
             "truncated": len(found) > MAX_DIR_ENTRIES,
         }
+
+
+def _small_dir(real: Path) -> bool:
+    """True when a directory is small enough to list on the event loop: its size on disk
+    (which grows with its entries) is at most INLINE_BYTES. Anything unexpected (not
+    there, not a directory) says True: the listing reports it at once."""
+    try:
+        return real.stat().st_size <= INLINE_BYTES
+    except OSError:
+        return True
 
 
 def _describe(entry: os.DirEntry[str]) -> dict[str, Any]:
@@ -239,7 +255,7 @@ class WriteFileTool(_PathTool):
     risk = RiskClass.DRAFT
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        if len(args["content"]) * 4 <= INLINE_WRITE_BYTES:  # at most 4 bytes a character
+        if len(args["content"]) * 4 <= INLINE_BYTES:  # at most 4 bytes a character
             return self._write(args["path"], args["content"], ctx)
         return await asyncio.to_thread(self._write, args["path"], args["content"], ctx)
 
@@ -269,7 +285,7 @@ class DeleteFileTool(_PathTool):
     risk = RiskClass.DESTRUCTIVE
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-        return await asyncio.to_thread(self._delete, args["path"], ctx)
+        return self._delete(args["path"], ctx)  # one unlink: on the loop
 
     def _delete(self, raw: str, ctx: ToolContext) -> dict[str, Any]:
         real = confine(ctx.work_dir, raw)
