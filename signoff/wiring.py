@@ -8,6 +8,7 @@ handle` needs); `signoff.cli.daemon.assemble` adds the long-running services aro
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import socket
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from signoff.bot.flow import ApprovalFlow
 from signoff.bot.notify import Notifier, NotifyRule
 from signoff.bot.plugins import SurfaceRegistry, surface_registry
-from signoff.bot.ports import ApprovalCard, Surface, SurfaceDeps
+from signoff.bot.ports import ApprovalCard, CardRef, PostedCard, Surface, SurfaceDeps
 from signoff.bot.routing.authorizer import Authorizer
 from signoff.bot.routing.oncall import OnCallRouter
 from signoff.config.preflight import grant_action
@@ -48,6 +49,7 @@ from signoff.runtime.worker import Worker
 
 if TYPE_CHECKING:
     from signoff.api.context import ApiContext
+    from signoff.bot.routing.reminders import Reminder
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +279,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     public = settings.daemon.public_url
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
-                        authorizer=authorizer, notifier=notifier, console_url=public)
+                        authorizer=authorizer, notifier=notifier, console_url=public,
+                        previews=functools.partial(registry.preview, ctx=context))
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
     # Built here so that a schedule naming an unknown tool is a config error at start.
@@ -295,7 +298,7 @@ def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:
 
 
 class PendingCards:
-    """Late-bound `/pending` lister for chat surfaces built before the node."""
+    """Late-bound `/pending` lister (and card lookup) for surfaces built before the node."""
 
     def __init__(self) -> None:
         self.node: Node | None = None
@@ -307,7 +310,28 @@ class PendingCards:
             return []
         page = await self.node.store.pending_requests(limit=20)
         url = self.node.settings.daemon.public_url
-        return [build_card(r.task, r.approval, console_url=url) for r in page.items]
+        flow = self.node.flow
+        return [build_card(r.task, r.approval, console_url=url,
+                           preview=await flow.preview(r.approval)) for r in page.items]
+
+    async def lookup(self, approval_id: str) -> PostedCard | None:
+        """One request's current card and where it was posted (`SurfaceDeps.lookup`)."""
+        from signoff.bot.cards import build_card
+
+        if self.node is None:
+            return None
+        store = self.node.store
+        approval = await store.get_approval(approval_id)
+        if approval is None:
+            return None
+        task = await store.get_task(approval.task_id) if approval.task_id else None
+        if approval.task_id is not None and task is None:
+            return None  # the request is gone (reset)
+        refs = tuple(CardRef(r.surface, r.channel, r.message_id)
+                     for r in await store.cards(approval_id))
+        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
+                          preview=await self.node.flow.preview(approval))
+        return PostedCard(card=card, refs=refs)
 
 
 def surface_name(prefix: str) -> str:
@@ -363,11 +387,28 @@ def api_providers(node: Node) -> tuple[Any, Any, list[tuple[str, Any]]]:
 
     services: list[tuple[str, Any]] = [("scheduler", scheduler.run),
                                        ("escalation", escalator.run)]
+    reminder = build_reminder(node)
+    if reminder is not None:
+        services.append(("reminders", reminder.run))
     if node.flow.notifier is not None:
         services.append(("notify", node.flow.notifier.run))
         if any("audit_head" in r.events for r in node.flow.notifier.rules):
             services.append(("audit-head", node.flow.notifier.run_audit_head))
     return schedules, oncall, services
+
+
+def build_reminder(node: Node) -> Reminder | None:
+    """The reminder service when ``approvals.remind_before`` is set."""
+    from signoff.bot.routing.reminders import Reminder
+
+    before = node.settings.approvals.remind_before
+    if before is None:
+        return None
+    router = node.oncall
+    return Reminder(store=node.store, clock=node.clock, before=before,
+                    approvers=node.settings.approvals.approvers,
+                    oncall=router.current if router is not None else None,
+                    wake=node.flow.dispatcher.wake)
 
 
 def cluster_services(node: Node) -> list[tuple[str, Any]]:

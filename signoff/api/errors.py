@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 
 from signoff.api.schemas import ConflictOut, ErrorOut, ValidationOut
 from signoff.errors import StoreError
+from signoff.runtime.text import mask
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,9 @@ class ApiError(Exception):
         self.extra = extra
 
     def response(self) -> JSONResponse:
-        """The JSON response."""
-        return JSONResponse({"detail": self.detail, **self.extra}, status_code=self.status)
+        """The JSON response; URLs in it masked like every API answer (a refusal may quote
+        an action's arguments: "send_webhook to https://h/?token=… failed")."""
+        return JSONResponse(mask({"detail": self.detail, **self.extra}), status_code=self.status)
 
 
 def invalid(field: str, message: str) -> ApiError:

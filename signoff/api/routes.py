@@ -180,7 +180,11 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         nodes = await ctx.store.live_nodes(ctx.clock.now())
         body: dict[str, Any] = {"status": "ok", "version": __version__,
                                 "node": ctx.engine.config.node_id,
-                                "nodes": [n.public() for n in nodes], "surfaces": surfaces}
+                                "nodes": [n.public() for n in nodes], "surfaces": surfaces,
+                                "undelivered": [
+                                    {"approval_id": c.approval_id, "surface": c.surface,
+                                     "error": c.error, "since": c.since.isoformat()}
+                                    for c in await ctx.flow.failover.undelivered()]}
         if ctx.mcp_status is not None:
             body["mcp"] = ctx.mcp_status()
         return body

@@ -9,11 +9,20 @@ what is sent. A key a model lacks would be dropped, so a model must name every k
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from signoff.runtime.text import mask
 
 MAX_STEPS = 100
+
+# Answers show URLs as people see them on cards: user info and query values as •••
+# (`runtime.text.mask`). Applied here, on the way out, so stored data, fingerprints and
+# grants keep the real value; AuditEventOut alone is unmasked (the audit log is the record).
+MaskedStr = Annotated[str, AfterValidator(mask)]
+MaskedJson = Annotated[dict[str, Any], AfterValidator(mask)]
+MaskedAny = Annotated[Any, AfterValidator(mask)]
 
 
 class _Body(BaseModel):
@@ -122,6 +131,15 @@ class NodeOut(BaseModel):
     running: int
 
 
+class UndeliveredOut(BaseModel):
+    """A card the outbox gave up posting on one surface, while its request is pending."""
+
+    approval_id: str
+    surface: str
+    error: MaskedStr
+    since: str
+
+
 class HealthOut(BaseModel):
     """GET /health."""
 
@@ -131,16 +149,17 @@ class HealthOut(BaseModel):
     nodes: list[NodeOut]
     surfaces: dict[str, str]  # "ok", "degraded: <why>" (retrying) or "disabled: <why>"
     mcp: dict[str, str] | None = None  # per MCP server: "up", "starting" or "down: <why>"
+    undelivered: list[UndeliveredOut] = []  # cards given up on a surface (announced elsewhere)
 
 
 class PendingActionOut(BaseModel):
     """The action a task waits on."""
 
     tool: str
-    args: dict[str, Any]
+    args: MaskedJson
     risk: str | None
     capability: str | None
-    targets: list[str]
+    targets: list[MaskedStr]
 
 
 class ApprovalOut(BaseModel):
@@ -157,15 +176,15 @@ class ActionRecordOut(BaseModel):
 
     step: int
     tool: str
-    args: dict[str, Any]
+    args: MaskedJson
     risk: str | None
     capability: str | None
-    targets: list[str]
+    targets: list[MaskedStr]
     decision: str
     decided_by: str | None
     outcome: str
-    output: Any = None
-    error: str | None
+    output: MaskedAny = None
+    error: MaskedStr | None
     at: str
 
 
@@ -174,8 +193,8 @@ class TaskOut(BaseModel):
 
     id: str
     state: str
-    goal: str
-    result: dict[str, Any] | None
+    goal: MaskedStr
+    result: MaskedJson | None
     pending_action: PendingActionOut | None
     approval: ApprovalOut | None
     actions: list[ActionRecordOut]
@@ -201,15 +220,15 @@ class PendingApprovalOut(BaseModel):
     requested_at: str
     expires_at: str
     task_id: str | None
-    goal: str
+    goal: MaskedStr
     schedule: str | None
     submitted_by: str | None
     step: int
     allowed_scopes: list[str]
     action: PendingActionOut
-    note: str | None
-    why: str | None = None  # the proposer's own words: our agent's, or the requester's
-    requester: str | None
+    note: MaskedStr | None
+    why: MaskedStr | None = None  # the proposer's own words: our agent's, or the requester's
+    requester: MaskedStr | None
     policy_id: str | None
 
 
@@ -219,7 +238,7 @@ class RequestSettledOut(BaseModel):
     id: str
     status: Literal["approved", "denied"]
     decision: Literal["ALLOW", "BLOCK"]
-    reason: str | None
+    reason: MaskedStr | None
 
 
 class RequestPendingOut(BaseModel):
@@ -238,12 +257,12 @@ class RequestStatusOut(BaseModel):
     scope: str | None
     decided_by: str | None
     decided_at: str | None
-    reason: str | None
+    reason: MaskedStr | None
     expires_at: str
     task_id: str | None
     policy_id: str | None
     decision: str | None
-    outcome: dict[str, Any] | None
+    outcome: MaskedJson | None
 
 
 class ApprovalList(BaseModel):
@@ -257,8 +276,8 @@ class TranscriptItemOut(BaseModel):
     """One message of an agent task's conversation (tool outputs shortened)."""
 
     role: str
-    content: str | None
-    tool_calls: list[dict[str, Any]] | None = None
+    content: MaskedStr | None
+    tool_calls: list[MaskedJson] | None = None
     tool_call_id: str | None = None
     at: str | None
 
@@ -311,7 +330,7 @@ class GrantOut(BaseModel):
     capability: str
     risk: str
     fingerprint: str
-    targets: list[str]
+    targets: list[MaskedStr]
     max_calls: int | None
     used: int
     live: bool
@@ -332,7 +351,7 @@ class GrantList(BaseModel):
 class ScheduleList(BaseModel):
     """GET /schedules (filled by the scheduler when there is one)."""
 
-    items: list[dict[str, Any]]
+    items: list[MaskedJson]
     next_cursor: str | None
 
 

@@ -1,16 +1,25 @@
 """What an approval card says, as data built from an approval and its task.
 
 Surfaces render `ApprovalCard`; they never look at tasks. Content that may be long or
-secret (bodies, payloads, file content) is shortened here, once, for every surface.
+secret (bodies, payloads, file content) is shortened here, once, for every surface, and
+every URL on a card is masked here (`masked`: user info and query values as •••), so no
+surface can show a token that an approver does not need to see.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, Scope, Task
-from signoff.runtime.text import SHORT, shorten
+from signoff.runtime.text import SHORT, mask, shorten
+from signoff.runtime.tools.base import Preview
+
+# What the wiring gives the flow and the console to ask a tool what a call will do
+# (`ToolRegistry.preview` with the node's ToolContext); None when it cannot say.
+Previewer = Callable[[Action], Awaitable[Preview | None]]
 
 # The labels every surface puts on its buttons, in this order.
 BUTTON_LABELS = {
@@ -90,8 +99,42 @@ def console_link(console_url: str | None, approval: Approval) -> str | None:
 
 
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
-               mentions: tuple[str, ...] = ()) -> ApprovalCard:
-    """The card for one approval request: of a task, or (``task`` None) from outside."""
+               mentions: tuple[str, ...] = (), preview: Preview | None = None) -> ApprovalCard:
+    """The card for one approval request: of a task, or (``task`` None) from outside.
+
+    ``preview`` (from `preview_for`) is shown while the request is pending; every text
+    on the card comes out URL-masked.
+    """
+    return masked(_card(task, approval, console_url=console_url, mentions=mentions,
+                        preview=preview if approval.status is ApprovalStatus.PENDING
+                        else None))
+
+
+async def preview_for(previews: Previewer | None, approval: Approval) -> Preview | None:
+    """What the pending ``approval``'s action will do, as its tool says now; None once it
+    is decided — by then the file may already be written, and a diff of the new file
+    against itself would say "no change" about a change that happened."""
+    if previews is None or approval.status is not ApprovalStatus.PENDING:
+        return None
+    return await previews(approval.action)
+
+
+# Every text of a card that can carry an argument's value (a URL with a token).
+_MASKED_FIELDS = ("title", "targets", "goal", "details", "outcome", "note", "why",
+                  "requester")
+
+
+def masked(card: ApprovalCard) -> ApprovalCard:
+    """``card`` with every URL in its texts and its preview masked (`runtime.text.mask`)."""
+    changes: dict[str, object] = {name: mask(getattr(card, name)) for name in _MASKED_FIELDS}
+    if card.preview is not None:
+        changes["preview"] = dataclasses.replace(card.preview, text=mask(card.preview.text),
+                                                 label=mask(card.preview.label))
+    return dataclasses.replace(card, **changes)  # type: ignore[arg-type]
+
+
+def _card(task: Task | None, approval: Approval, *, console_url: str | None,
+          mentions: tuple[str, ...], preview: Preview | None) -> ApprovalCard:
     action = approval.action
     total = (len(task.steps or []) or 1) if task is not None else 1
     goal = task.goal if task is not None else (approval.goal or "")
@@ -121,4 +164,5 @@ def build_card(task: Task | None, approval: Approval, *, console_url: str | None
         console_url=console_link(console_url, approval),
         requester=shorten(approval.requester, 120) if approval.requester else None,
         policy_id=approval.policy_id if task is None else None,
+        preview=preview,
     )

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from signoff.bot.cards import build_card
+from signoff.bot.cards import Previewer, build_card, preview_for
+from signoff.bot.failover import Failover
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
@@ -19,8 +20,10 @@ from signoff.bot.routing.authorizer import Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import Approval, DecisionCode, Task
+from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, Task
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
+from signoff.runtime.text import mask_urls
+from signoff.runtime.tools.base import Preview
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,8 @@ class ApprovalFlow:
 
     def __init__(self, *, store: TaskStore, decider: Decider, clock: Clock,
                  platforms: dict[str, ChatPlatform], authorizer: Authorizer,
-                 notifier: Notifier | None = None, console_url: str | None = None) -> None:
+                 notifier: Notifier | None = None, console_url: str | None = None,
+                 previews: Previewer | None = None) -> None:
         self.store = store
         self.decider = decider
         self.clock = clock
@@ -42,8 +46,11 @@ class ApprovalFlow:
         self.authorizer = authorizer
         self.notifier = notifier
         self.console_url = console_url
+        self.previews = previews  # what a pending card's action will do (a diff, a command)
+        self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
+                                 people=authorizer.deciders)
         self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
-                                     deliver=self.deliver)
+                                     deliver=self.deliver, given_up=self.failover.given_up)
 
     # -- engine listener ---------------------------------------------------------------
     async def approval_requested(self, task: Task | None, approval: Approval) -> None:
@@ -88,10 +95,14 @@ class ApprovalFlow:
                 thread = await self._ref(item.approval_id, platform.name)
                 if thread is None:
                     return  # the card never reached this surface: nothing to reply under
+            if item.payload.get("pending") and not await self._pending(item.approval_id):
+                return  # "your answer is needed", but it was answered meanwhile
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
             mentions = [str(m) for m in item.payload.get("mentions") or ()]
-            await platform.notify(channel, str(item.payload["text"]), thread=thread,
-                                  mentions=mentions)
+            # The one door of every notification line (team channels, digests, replies
+            # under cards): URLs are masked here, the outbox keeps what was written.
+            await platform.notify(channel, mask_urls(str(item.payload["text"])),
+                                  thread=thread, mentions=mentions)
             return
         approval_id = str(item.payload["approval_id"])
         approval = await self.store.get_approval(approval_id)
@@ -101,7 +112,8 @@ class ApprovalFlow:
             return  # the request is gone (reset): nothing to show
         ref = await self._ref(approval_id, platform.name)
         card = build_card(task, approval, console_url=self.console_url,
-                          mentions=tuple(item.payload.get("mentions") or ()))
+                          mentions=tuple(item.payload.get("mentions") or ()),
+                          preview=await self.preview(approval))
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -110,6 +122,14 @@ class ApprovalFlow:
             # Jobs of one surface run in order, so the post was tried first and gave up.
             return
         await update_card(platform, ref, card)
+
+    async def preview(self, approval: Approval) -> Preview | None:
+        """The preview a card of ``approval`` shows now (see `cards.preview_for`)."""
+        return await preview_for(self.previews, approval)
+
+    async def _pending(self, approval_id: str | None) -> bool:
+        approval = await self.store.get_approval(approval_id) if approval_id else None
+        return approval is not None and approval.status is ApprovalStatus.PENDING
 
     async def _ref(self, approval_id: str, surface: str) -> CardRef | None:
         for record in await self.store.cards(approval_id):

@@ -1,14 +1,17 @@
 """Delivering platform calls from the durable outbox: retried, ordered, never doubled.
 
-The runtime writes domain events (`ApprovalEvent`: requested, decided, escalated) to the
-outbox in the same transaction as the state change; this dispatcher turns each into the
-card jobs of every surface (`jobs_for`: a post, an edit, a reply that notifies — the only
-place outbox job keys are made besides the runtime's event keys and team notices) and
-delivers each with backoff. 429s wait exactly as long as the platform asked. Items of
-one surface go out in order and one failing surface never holds up the others. A card
-is posted once per (approval, surface): the idempotency key prevents a second job and
-the stored CardRef turns a later retry into a no-op; a retry after an ambiguous failure
-looks for the card first where the surface can (`post_card`).
+The runtime writes domain events (`ApprovalEvent`: requested, decided, escalated; the
+bot's reminders add reminded) to the outbox in the same transaction as the state change;
+this dispatcher turns each into the card jobs of every surface (`jobs_for`: a post, an
+edit, a reply that notifies — the only place outbox job keys are made besides the
+runtime's event keys and team notices) and delivers each with backoff. 429s wait
+exactly as long as the platform asked. Items of one surface go out in order and one
+failing surface never holds up the others. A card is posted once per (approval,
+surface): the idempotency key prevents a second job and the stored CardRef turns a later
+retry into a no-op; a retry after an ambiguous failure looks for the card first where
+the surface can (`post_card`). A job given up (refused, out of attempts, its surface
+disabled) is first handed to ``given_up``: the flow announces a card that will never
+arrive (`signoff.bot.failover`, `undelivered_notes`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ MAX_BACKOFF = 60.0
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)  # "every undelivered job"
 
 CardJob = Callable[[OutboxItem, ChatPlatform], Awaitable[None]]
+GivenUp = Callable[[OutboxItem, str], Awaitable[None]]  # (job, why): before it is given up
 
 
 def backoff(attempts: int) -> float:
@@ -44,11 +48,15 @@ class Dispatcher:
     """Runs the outbox for a set of platforms."""
 
     def __init__(self, *, store: TaskStore, clock: Clock, platforms: dict[str, ChatPlatform],
-                 deliver: CardJob, interval: float = 0.2) -> None:
+                 deliver: CardJob, interval: float = 0.2,
+                 given_up: GivenUp | None = None) -> None:
         self.store = store
         self.clock = clock
         self.platforms = platforms
         self.deliver = deliver
+        # Told of each job before it is given up (the flow announces a card that will not
+        # arrive); it must be idempotent: a crash before the give-up repeats it.
+        self.given_up = given_up
         self.interval = interval
         self._wake = asyncio.Event()
         self._held: set[str] = set()
@@ -119,8 +127,7 @@ class Dispatcher:
         delivered = 0
         for item in items:
             if platform is None:
-                await self.store.outbox_retry(item.id, next_at=self.clock.now(),
-                                              error=f"no platform {name}", give_up=True)
+                await self._give_up(item, f"no platform {name}")
                 continue
             if not await self._one(item, platform):
                 break  # keep this surface's order: later items wait for this one
@@ -139,19 +146,30 @@ class Dispatcher:
             return False
         except PlatformRejected as exc:
             log.error("platform_rejected", extra={"surface": platform.name, "error": str(exc)})
-            await self.store.outbox_retry(item.id, next_at=now, error=str(exc), give_up=True)
+            await self._give_up(item, str(exc))
             return True
         except Exception as exc:  # PlatformUnavailable and anything unexpected: retry
             give_up = item.attempts + 1 >= MAX_ATTEMPTS
             log.warning("platform_call_failed", extra={"surface": platform.name,
                                                        "attempts": item.attempts + 1,
                                                        "error": str(exc)})
+            error = str(exc) or type(exc).__name__
+            if give_up:
+                await self._give_up(item, error)
+                return False
             await self.store.outbox_retry(
-                item.id, error=str(exc) or type(exc).__name__, give_up=give_up,
-                next_at=now + timedelta(seconds=backoff(item.attempts)))
+                item.id, error=error, next_at=now + timedelta(seconds=backoff(item.attempts)))
             return False
         await self.store.outbox_done(item.id, now)
         return True
+
+    async def _give_up(self, item: OutboxItem, error: str) -> None:
+        # Told first, so that a crash in between repeats the announcement (its keys make
+        # that harmless) rather than losing it.
+        if self.given_up is not None:
+            await self.given_up(item, error)
+        await self.store.outbox_retry(item.id, next_at=self.clock.now(), error=error,
+                                      give_up=True)
 
 
 class Job(enum.StrEnum):
@@ -183,8 +201,15 @@ def jobs_for(item: OutboxItem, surface: str) -> list[OutboxItem]:
         # The edit shows the new approvers; only the reply notifies anyone (edits never do).
         text = (f"No answer after {item.payload.get('waited', '?')}: escalated (level "
                 f"{item.payload.get('level', '?')}). Your answer is needed:")
-        return [job(Job.UPDATE), job(Job.NOTIFY, "/reply", channel="", text=text,
-                                     thread=True, mentions=item.payload.get("approvers", []))]
+        # ``pending``: the reply is dropped if the request is answered before it goes out.
+        return [job(Job.UPDATE), job(Job.NOTIFY, "/reply", channel="", text=text, thread=True,
+                                     pending=True, mentions=item.payload.get("approvers", []))]
+    if event == ApprovalEvent.REMINDED:
+        # Only a reply: the card itself has not changed, and an edit would notify nobody.
+        text = (f"Reminder: this request expires in {item.payload.get('left', '?')} "
+                f"({item.payload.get('title', 'no answer yet')}). Your answer is needed:")
+        return [job(Job.NOTIFY, "/reply", channel="", text=text, thread=True, pending=True,
+                    mentions=item.payload.get("mentions", []))]
     return [job(Job(item.kind))]  # a bot job for every surface (a reply under the card)
 
 
@@ -199,6 +224,17 @@ def thread_reply(approval_id: str, key: str, text: str,
     return OutboxItem(key=key, surface="*", kind="notify", approval_id=approval_id,
                       payload={"channel": "", "text": text, "thread": True,
                                "mentions": list(mentions)})
+
+
+def undelivered_notes(approval_id: str, failed: str, others: Sequence[str], text: str,
+                      mentions: Sequence[str]) -> list[OutboxItem]:
+    """A reply under the card on each of ``others`` saying it did not reach ``failed``;
+    keyed per (approval, failed surface, other surface), so a repeat adds nothing."""
+    return [OutboxItem(key=f"undelivered:{approval_id}:{failed}@{other}", surface=other,
+                       kind=Job.NOTIFY.value, approval_id=approval_id,
+                       payload={"approval_id": approval_id, "channel": "", "text": text,
+                                "thread": True, "pending": True, "mentions": list(mentions)})
+            for other in others if other != failed]
 
 
 async def remember_card(store: TaskStore, approval_id: str, ref: CardRef) -> None:

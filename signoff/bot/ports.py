@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from signoff.runtime.clock import Clock
 from signoff.runtime.models import DecisionCode, Scope
+from signoff.runtime.tools.base import Preview
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -86,6 +87,7 @@ class ApprovalCard:
     console_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
+    preview: Preview | None = None  # what will happen (a diff, the command), while pending
 
     @property
     def origin(self) -> str:
@@ -211,11 +213,32 @@ PendingLister = Callable[[], Awaitable[list[ApprovalCard]]]
 
 
 @dataclass(frozen=True)
+class PostedCard:
+    """An approval's card as it is now, and where its copies were posted."""
+
+    card: ApprovalCard
+    refs: tuple[CardRef, ...]
+
+
+CardLookup = Callable[[str], Awaitable[PostedCard | None]]
+"""Approval id -> its `PostedCard` from the store (None: no such request)."""
+
+
+async def _no_cards(approval_id: str) -> PostedCard | None:
+    return None
+
+
+@dataclass(frozen=True)
 class SurfaceDeps:
     """What the daemon hands a surface it builds, beyond its own config section."""
 
     clock: Clock
     pending: PendingLister  # the cards still waiting for a decision (Telegram's /pending)
+    # One request's card and refs, read from the store (the e-mail links' check): any
+    # node of a cluster can answer a link, whichever node sent the mail.
+    lookup: CardLookup = _no_cards
+    # Where the daemon is reached, for links: daemon.public_url, else its listen address.
+    public_url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,9 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
 
     pending = PendingCards()
     clock = SystemClock()
-    platforms = build_surfaces(settings, deps=SurfaceDeps(clock=clock, pending=pending))
+    public_url = settings.daemon.public_url or f"http://{host}:{port}"
+    platforms = build_surfaces(settings, deps=SurfaceDeps(
+        clock=clock, pending=pending, lookup=pending.lookup, public_url=public_url))
     web = platforms.get("web")
     if not isinstance(web, WebPlatform):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")
@@ -150,7 +152,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     ctx = ApiContext(store=node.store, engine=node.engine, decider=node.decider, flow=node.flow,
                      clock=node.clock, wake=node.worker.wake, keys=keys,
                      local_no_key=not keys and is_loopback(host), web=web,
-                     public_url=settings.daemon.public_url or f"http://{host}:{port}",
+                     public_url=public_url,
                      extra_routes=extra, schedules=schedules, oncall=oncall, metrics=metrics,
                      surfaces=surfaces.health,
                      mcp_status=node.mcp.status if node.mcp else None)

@@ -120,8 +120,9 @@ async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mod
         await node.flow.dispatcher.run_once()
         approval = task.approval
         settled = functools.partial(_settled, node, approval)
-        await terminal.ask(build_card(task, approval, console_url=console),
-                           node.flow.on_decision, settled=settled)
+        card = build_card(task, approval, console_url=console,
+                          preview=await node.flow.preview(approval))
+        await terminal.ask(card, node.flow.on_decision, settled=settled)
         if not runnable.empty():
             task = await node.engine.advance(runnable.get_nowait())
         else:

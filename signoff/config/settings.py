@@ -33,6 +33,8 @@ from pydantic import (
     model_validator,
 )
 
+from signoff.adapters.email.settings import EmailAddress, EmailSurfaceSettings
+
 # Only for `Settings.slack` / `Settings.telegram`, which existing callers use; a new surface
 # needs no line here (`settings.surface("discord")`).
 from signoff.adapters.slack.settings import SlackMode, SlackSettings
@@ -145,6 +147,9 @@ class ApprovalsSettings(Section):
     approvers: list[ActorKey] = []
     forbid_self_approval: bool = False
     scopes: dict[Risk, list[Scope]] = Field(default_factory=_default_scopes)
+    # Off unless set: a reminder is one more message in busy channels, so it is opted into.
+    remind_before: PositiveDuration | None = None
+    email_to: list[EmailAddress] = []  # each card also mailed here (needs [email])
 
     @field_validator("scopes")
     @classmethod
@@ -285,11 +290,33 @@ class Settings(Section):
         except ValidationError as exc:
             found[:0] = error_items(exc, cls, top=list(models))
             raise problems(found) from None
+        found.extend(settings._email_surface(sections))
         settings._surfaces = sections
         found.extend(settings._cross_checks())
         if found:
             raise problems(found)
         return settings
+
+    def _email_surface(self, sections: dict[str, BaseModel]) -> list[tuple[str, str]]:
+        # The e-mail surface has no section of its own: [email] is send_email's SMTP
+        # server, approvals.email_to says who gets the cards, the links lead to the
+        # daemon's public URL (see signoff.adapters.email).
+        to = self.approvals.email_to
+        if not to:
+            return []
+        if "email" not in self.model_fields_set:
+            return [("approvals.email_to", "needs an [email] section (the SMTP server "
+                                           "that sends the cards)")]
+        d = self.daemon
+        if d.public_url is None and d.host in ("0.0.0.0", "::", ""):
+            return [("approvals.email_to", f"needs daemon.public_url: the links in the mails "
+                                           f"cannot point at {d.host!r}")]
+        em = self.email
+        sections["email"] = EmailSurfaceSettings(
+            to=list(dict.fromkeys(to)), public_url=d.public_url,
+            host=em.host, port=em.port, sender=em.sender, starttls=em.starttls,
+            username=em.username, password=em.password, timeout=em.timeout)
+        return []
 
     def _cross_checks(self) -> list[tuple[str, str]]:
         found: list[tuple[str, str]] = []

@@ -25,6 +25,7 @@ class ApprovalEvent(enum.StrEnum):
     REQUESTED = "approval_requested"  # payload: mentions (the on-call asked first)
     DECIDED = "approval_decided"  # approved, denied or expired
     ESCALATED = "approval_escalated"  # payload: level, mentions (new), approvers, waited
+    REMINDED = "approval_reminded"  # payload: title, left, mentions (everyone asked now)
 
 
 def approval_event(kind: ApprovalEvent, approval_id: str, *, suffix: str = "",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from fastapi import FastAPI
 
 from signoff.adapters.web import WebPlatform
 from signoff.api import ApiContext, create_app
+from signoff.bot.ports import Surface
 from signoff.config.settings import Settings
 from signoff.runtime.clock import Clock
 from signoff.runtime.store.port import TaskStore
@@ -63,12 +64,16 @@ class Running:
 @contextlib.asynccontextmanager
 async def running_node(work_dir: Path, *, keys: bool = True, store: TaskStore | None = None,
                        settings: Settings | None = None, clock: Clock | None = None,
+                       surfaces: Mapping[str, Surface] | None = None,
                        **ctx_parts: Any) -> AsyncIterator[Running]:
-    """Build and run a node with the web surface; stop it when the block ends."""
+    """Build and run a node with the web surface (and ``surfaces``, each running, its
+    routes served by the app); stop it when the block ends."""
     web = WebPlatform()
     chosen = settings or make_settings(work_dir, keys=keys)
-    node = build_node(chosen, work_dir=work_dir, store=store, platforms={"web": web},
+    others = dict(surfaces or {})
+    node = build_node(chosen, work_dir=work_dir, store=store, platforms={"web": web, **others},
                       clock=clock)
+    ctx_parts.setdefault("extra_routes", [r for s in others.values() for r in s.routes()])
     await node.store.open()
     ctx = api_context(chosen, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,
@@ -79,6 +84,8 @@ async def running_node(work_dir: Path, *, keys: bool = True, store: TaskStore | 
         asyncio.create_task(node.worker.run(), name="worker"),
         asyncio.create_task(node.flow.dispatcher.run(), name="outbox"),
         asyncio.create_task(web.run(node.flow.on_decision), name="web"),
+        *(asyncio.create_task(s.run(node.flow.on_decision), name=name)
+          for name, s in others.items()),
     ]
     try:
         yield running

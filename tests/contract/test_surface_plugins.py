@@ -33,6 +33,7 @@ BUILT_IN: dict[str, dict[str, Any] | None] = {
     "telegram": {"bot_token": "1:A", "chat_id": -100123},
     "web": None,
     "terminal": None,
+    "email": {"to": ["alice@example.com"], "public_url": "https://signoff.example.com"},
 }
 
 

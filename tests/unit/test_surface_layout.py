@@ -79,6 +79,6 @@ def test_each_surface_is_one_entry_point_into_its_own_package() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     group = pyproject["project"]["entry-points"]["signoff.surfaces"]
     assert group == {name: f"signoff.adapters.{name}:PLUGIN"
-                     for name in ("slack", "telegram", "web", "terminal")}
+                     for name in ("slack", "telegram", "web", "terminal", "email")}
     for name in group:
         assert (PACKAGE / "adapters" / name / "plugin.py").exists()

@@ -116,6 +116,22 @@ def _details_section(card: ApprovalCard) -> Block | None:
     return {"type": "section", "text": _mrkdwn("\n".join(lines))}
 
 
+def _preview_section(card: ApprovalCard) -> Block | None:
+    """What the action will do (a diff, the whole command) as a code block; the text was
+    bounded when it was made, so only a very odd one is clipped here (and says so)."""
+    if card.preview is None:
+        return None
+    head = f"*{escape(card.preview.label)}*\n```"
+    room = MAX_TEXT - len(head) - len("\n```") - 1
+    raw = card.preview.text
+    body = escape(raw)
+    while len(body) > room:  # cut the text, not its escapes (no half "&amp;")
+        raw = raw[: max(0, len(raw) * room // len(body) - 12)]
+        body = escape(raw) + "\n… (cut)"
+    # An empty code block renders as three backticks: show a word instead.
+    return {"type": "section", "text": _mrkdwn(f"{head}{body or ' '}```")}
+
+
 def _context(card: ApprovalCard) -> Block:
     if card.task_id is None:  # a request from an agent that is not ours
         who = escape(card.requester or "an outside agent")
@@ -193,6 +209,9 @@ def card_blocks(card: ApprovalCard) -> list[Block]:
     details = _details_section(card)
     if details is not None:
         blocks.append(details)
+    preview = _preview_section(card)
+    if preview is not None:
+        blocks.append(preview)
     why = why_line(card)
     if why:
         blocks.append({"type": "context", "elements": [_mrkdwn(escape(why))]})

@@ -36,6 +36,8 @@ _STATUS_MARK = {"approved": "✅", "denied": "⛔", "expired": "⌛"}
 # Per-field length budgets, tried in order until the message fits in MAX_TEXT. Cards are
 # already shortened in bot/cards.py; this is the last guard against odd data.
 _BUDGETS = ((400, 20), (160, 8), (60, 3))
+# Characters of a preview (diff, command) kept at each budget step above, in order.
+_PREVIEW_BUDGETS = {400: 2600, 160: 1200, 60: 300}
 
 Keyboard = list[list[tuple[str, str]]]
 
@@ -114,6 +116,9 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
         lines.append(f"Targets: {shown}" + (f" and {more} more" if more > 0 else ""))
     lines.extend(f"{_e(label, 40)}: <i>{_e(value, limit)}</i>"
                  for label, value in card.details[:items])
+    preview = _preview(card, _PREVIEW_BUDGETS.get(limit, 300))
+    if preview:
+        lines.append(preview)
     why = why_line(card)
     if why:
         lines.append(f"<i>{_e(why, limit)}</i>")
@@ -142,6 +147,17 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
         mark = _STATUS_MARK.get(card.status, "•")
         lines.append(f"{mark} <b>{_e(card.outcome, limit)}</b>")
     return "\n".join(lines)
+
+
+def _preview(card: ApprovalCard, limit: int) -> str | None:
+    """The preview as a <pre> block, line breaks kept (never `_cut`, which joins lines),
+    escaped; cut to ``limit`` characters with a note when the message needs the room."""
+    if card.preview is None:
+        return None
+    text = card.preview.text
+    if len(text) > limit:
+        text = text[:limit].rsplit("\n", 1)[0] + "\n… (cut to fit Telegram)"
+    return f"<b>{_e(card.preview.label, 200)}</b>\n<pre>{html.escape(text)}</pre>"
 
 
 def _mentions(keys: tuple[str, ...]) -> str:

@@ -30,20 +30,23 @@ from telegram import (
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     LinkPreviewOptions,
+    MessageEntity,
     ReplyParameters,
     Update,
+    User,
 )
 from telegram import error as tg
 from telegram.constants import ParseMode
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder
 
-from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, Route, with_people
+from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, Route
 from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable
 
 from . import logfilters
 from .failures import BAD_TOKEN, is_not_modified, translate
 from .handlers import SURFACE, PendingLister, UpdateRouter
 from .keyboards import MAX_TEXT, card_html, card_keyboard
+from .mentions import with_mentions
 
 # PTB 22 warns on every RetryAfter unless time periods are opted in as timedelta; we read
 # both forms (failures.retry_after_seconds), so opt in rather than spam the log.
@@ -171,9 +174,13 @@ class TelegramPlatform:
         """Send plain text to a chat (``-100123`` or ``telegram:-100123``), under a card.
 
         Under a card it is a reply (``reply_parameters``), which notifies the chat where an
-        edit does not; ``mentions`` are listed after the text as they are written.
+        edit does not; ``mentions`` are listed after the text as they are written, each
+        Telegram user as a ``text_mention`` of them (which notifies them too).
         """
-        text = with_people(text, mentions)
+        text, people = with_mentions(text, mentions, MAX_TEXT)
+        entities = [MessageEntity(MessageEntity.TEXT_MENTION, m.offset, m.length,
+                                  user=User(m.user_id, f"telegram:{m.user_id}", is_bot=False))
+                    for m in people] or None
         chat = channel.removeprefix(f"{SURFACE}:") or (thread.channel if thread else "")
         reply = None
         if thread is not None and thread.channel == chat and thread.message_id.isdigit():
@@ -182,7 +189,7 @@ class TelegramPlatform:
         async with self._call("sendMessage", chat):
             # No parse_mode: the text is shown as written, nothing to escape.
             await self._app.bot.send_message(
-                chat_id=chat, text=text[:MAX_TEXT], reply_parameters=reply,
+                chat_id=chat, text=text, entities=entities, reply_parameters=reply,
                 link_preview_options=LinkPreviewOptions(is_disabled=True),
             )
 

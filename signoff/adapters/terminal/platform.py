@@ -37,6 +37,7 @@ from signoff.bot.ports import (
     with_people,
 )
 from signoff.runtime.models import ActionRecord, DecisionCode, Scope
+from signoff.runtime.text import mask_urls
 
 KEYS = {"o": Scope.ONCE, "once": Scope.ONCE, "s": Scope.SESSION, "session": Scope.SESSION,
         "a": Scope.ALWAYS, "always": Scope.ALWAYS, "d": Scope.DENY, "deny": Scope.DENY,
@@ -55,6 +56,7 @@ def render(card: ApprovalCard) -> str:
         lines.append(f"  targets: {', '.join(card.targets)}")
     for label, value in card.details:
         lines.append(f"  {label}: {value}")
+    lines.extend(_preview_lines(card))
     why = why_line(card)
     if why:
         lines.append(f"  {why}")
@@ -71,6 +73,13 @@ def render(card: ApprovalCard) -> str:
     return "\n".join(lines)
 
 
+def _preview_lines(card: ApprovalCard) -> list[str]:
+    """The preview (a diff, the whole command) indented under its label."""
+    if card.preview is None:
+        return []
+    return [f"  {card.preview.label}:", *(f"    {row}" for row in card.preview.text.splitlines())]
+
+
 def parse_answer(text: str | None) -> Scope | None:
     """What a typed answer means: Enter and end of input deny, None for no meaning."""
     if text is None:
@@ -79,7 +88,12 @@ def parse_answer(text: str | None) -> Scope | None:
 
 
 def render_record(record: ActionRecord) -> str:
-    """One ran (or failed) action and what came out of it, shortened for a terminal."""
+    """One ran (or failed) action and what came out of it, shortened for a terminal, its
+    URLs masked like a card's."""
+    return mask_urls(_record_text(record))
+
+
+def _record_text(record: ActionRecord) -> str:
     what = f"{record.tool} {', '.join(record.targets)}".rstrip()
     if record.outcome != "ok":
         return f"  ✗ {what}: {record.error or record.outcome}"

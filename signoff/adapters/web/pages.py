@@ -97,6 +97,71 @@ def _form(card: ApprovalCard, csrf: str, next_path: str) -> str:
             f'{reason}<div class="buttons">{buttons}</div></form>')
 
 
+def _whose(card: ApprovalCard) -> str:
+    """Where a session or always grant of this card lives, in words."""
+    if card.task_id is None:
+        return f"policy {card.policy_id or '—'}"
+    return f"schedule {card.schedule}" if card.schedule else "this task"
+
+
+def scope_help(card: ApprovalCard) -> str:
+    """What each offered answer means, in one short line each (only those offered)."""
+    session = ("for the rest of this task" if card.task_id is not None
+               else f"for the rest of this session (policy {card.policy_id or '—'})")
+    words = {
+        Scope.ONCE: "this exact action, now, this one time.",
+        Scope.SESSION: f"this exact action now and again without asking, {session}.",
+        Scope.ALWAYS: f"this exact action from now on, for {_whose(card)}, until revoked.",
+        Scope.DENY: "refuse it; the task is told why.",
+    }
+    rows = "".join(f'<li><b>{e(BUTTONS[s])}</b>: {e(words[s])}</li>'
+                   for s in card.allowed if s in words)
+    return f'<ul class="scope-help" aria-label="What the answers mean">{rows}</ul>' \
+        if rows else ""
+
+
+def preview_html(card: ApprovalCard) -> str:
+    """What the action will do (a diff, the whole command), escaped, in a <pre>."""
+    if card.preview is None:
+        return ""
+    kind = card.preview.kind
+    if kind == "diff":
+        rows = "".join(_diff_row(line) for line in card.preview.text.splitlines())
+    else:
+        rows = e(card.preview.text)
+    return (f'<section class="preview preview-{e(kind)}" aria-label="{e(card.preview.label)}">'
+            f'<h3>{e(card.preview.label)}</h3><pre>{rows}</pre></section>')
+
+
+def _diff_row(line: str) -> str:
+    """One diff line, marked for colour; the text itself is what it says, escaped."""
+    cls = ("add" if line.startswith("+") and not line.startswith("+++") else
+           "del" if line.startswith("-") and not line.startswith("---") else
+           "hunk" if line.startswith("@@") else "ctx")
+    return f'<span class="d-{cls}">{e(line)}</span>\n'
+
+
+def confirm_always_page(card: ApprovalCard, *, csrf: str, next_path: str) -> str:
+    """The second step of an Always answer: what it means, then a form that really
+    decides — a page, not a script dialog, so it works without JavaScript."""
+    body = (f'<section class="confirm-always"><h1>Approve always?</h1>'
+            f'<p class="title">{e(card.title)}</p>{preview_html(card)}'
+            f'<p>This approves <b>this exact action</b> now and <b>from now on</b> for '
+            f'{e(_whose(card))}, without asking again, until the grant is revoked or lapses '
+            f'(see <code>signoff grants</code>). Another file, URL, recipient or command '
+            f'still asks.</p>'
+            f'<form class="decide" method="post" action="/console/decide">'
+            f'<input type="hidden" name="approval_id" value="{e(card.approval_id)}">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="next" value="{e(next_path)}">'
+            f'<input type="hidden" name="confirm" value="always">'
+            f'<div class="buttons"><button type="submit" name="scope" value="always" '
+            f'class="btn btn-always">Yes, approve always</button>'
+            f'<a class="btn btn-cancel" href="{e(next_path)}">Cancel</a></div></form>'
+            f'</section>')
+    return body
+
+
 def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/") -> str:
     """One approval card: the action in plain words, targets, context, buttons or outcome."""
     card = view.card
@@ -118,8 +183,9 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/")
     why = why_line(card)
     details += f'<p class="why">{e(why)}</p>' if why else ""
     note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
+    details += preview_html(card)
     if card.open:
-        tail = _form(card, csrf, next_path)
+        tail = scope_help(card) + _form(card, csrf, next_path)
     else:
         state = ""
         if view.task_state:

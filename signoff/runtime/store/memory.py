@@ -28,6 +28,7 @@ from signoff.runtime.store.port import (
     OutboxItem,
     Page,
     PendingRequest,
+    UndeliveredCard,
 )
 from signoff.runtime.transcript import TranscriptEntry
 
@@ -58,6 +59,7 @@ class MemTaskStore:
         self._outbox_ids = itertools.count(1)
         self._transcripts: dict[str, dict[int, TranscriptEntry]] = {}  # task id -> seq -> entry
         self._nodes: dict[str, NodeRecord] = {}
+        self._undelivered: dict[tuple[str, str], UndeliveredCard] = {}
 
     async def open(self) -> None:
         """Nothing to open."""
@@ -70,7 +72,8 @@ class MemTaskStore:
         counts = {"tasks": len(self._tasks), "approvals": len(self._approvals),
                   "grants": len(self._grants), "audit events": len(self._audit),
                   "cards": len(self._cards), "outbox items": len(self._outbox),
-                  "transcript entries": sum(len(t) for t in self._transcripts.values())}
+                  "transcript entries": sum(len(t) for t in self._transcripts.values()),
+                  "undelivered cards": len(self._undelivered)}
         nodes = self._nodes  # the registry describes running daemons, not stored work
         self.__init__()  # type: ignore[misc]
         self._nodes = nodes
@@ -341,6 +344,20 @@ class MemTaskStore:
                 item.next_at, item.error = next_at, error
                 if give_up:
                     item.done_at = next_at
+
+    # -- undelivered cards ------------------------------------------------------------
+    async def mark_undelivered(self, card: UndeliveredCard) -> None:
+        """Remember a card given up on a surface (the first mark stays)."""
+        self._undelivered.setdefault((card.approval_id, card.surface), card)
+
+    async def undelivered(self, *, limit: int = 100) -> list[UndeliveredCard]:
+        """Cards marked undelivered, oldest first."""
+        cards = sorted(self._undelivered.values(), key=lambda c: (c.since, c.approval_id))
+        return cards[:limit]
+
+    async def forget_undelivered(self, approval_id: str, surface: str) -> None:
+        """Drop one card's mark."""
+        self._undelivered.pop((approval_id, surface), None)
 
     # -- node registry ----------------------------------------------------------------
     async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:

@@ -104,6 +104,17 @@ class CardRecord:
 
 
 @dataclass(frozen=True)
+class UndeliveredCard:
+    """A card the outbox gave up posting on one surface, and since when (``at`` of the
+    give-up, the writing node's Clock)."""
+
+    approval_id: str
+    surface: str
+    error: str
+    since: datetime
+
+
+@dataclass(frozen=True)
 class NodeRecord:
     """One daemon in the node registry, as its last heartbeat described it.
 
@@ -270,4 +281,16 @@ class TaskStore(Protocol):
 
     async def live_nodes(self, now: datetime) -> list[NodeRecord]:
         """Registry rows whose ``live_until`` is after ``now``, by id."""
+        ...
+
+    async def mark_undelivered(self, card: UndeliveredCard) -> None:
+        """Remember a card given up on a surface (a second mark of it changes nothing)."""
+        ...
+
+    async def undelivered(self, *, limit: int = 100) -> list[UndeliveredCard]:
+        """Cards marked undelivered, oldest first."""
+        ...
+
+    async def forget_undelivered(self, approval_id: str, surface: str) -> None:
+        """Drop the mark of one card (decided, or delivered after all)."""
         ...

@@ -9,6 +9,7 @@ built by the wiring, so tests can point a tool at a temporary dir or a fake SMTP
 from __future__ import annotations
 
 import codecs
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
@@ -210,3 +211,70 @@ def tail(text: str, limit: int = 500) -> str:
     """The last ``limit`` characters of ``text``: errors usually say what went wrong last."""
     text = text.strip()
     return text if len(text) <= limit else "…" + text[-limit:]
+
+
+# -- previews --------------------------------------------------------------------------
+PREVIEW_LINES = 60  # lines of a preview on a card: a phone screen or two
+PREVIEW_CHARS = 2500  # fits Slack's 3000-character section and Telegram's 4096 message
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a call will do, shown on its card as a block of monospace text.
+
+    ``label`` says what the block is ("Changes to notes.txt", "New file notes.txt",
+    "Command"); ``text`` is the block itself, already bounded by `bounded` (its last line
+    says what was left out when ``cut``). Surfaces escape it; they never shorten it away.
+    """
+
+    label: str
+    text: str
+    kind: str = "text"  # "diff" | "command" | "args" | "text": a hint for styling
+    cut: bool = False
+
+
+@runtime_checkable
+class PreviewTool(Tool, Protocol):
+    """A tool that can show what a call will do before it is approved (optional).
+
+    ``preview`` runs when a card is built (in a worker thread: it may read the disk), so
+    what it shows is the state of things then: write_file a diff against the file as it
+    is, run_command the whole command and its cwd. It must touch nothing, and return None
+    when it has nothing better to show than the card already does.
+    """
+
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+        """The preview of this call, bounded with `bounded`."""
+        ...
+
+
+def bounded(text: str, *, lines: int = PREVIEW_LINES, chars: int = PREVIEW_CHARS
+            ) -> tuple[str, bool]:
+    """``text`` cut to whole lines within both limits, and whether anything was cut; a cut
+    block ends with a line saying how much is not shown (surfaces show it as it is)."""
+    rows = text.splitlines()
+    room = chars - 60  # for the closing note
+    kept: list[str] = []
+    size = 0
+    for whole in rows[:lines]:
+        row = whole if len(whole) < room - 1 else whole[: room - 2] + "…"
+        if size + len(row) + 1 > room:
+            break
+        kept.append(row)
+        size += len(row) + 1
+    if len(kept) == len(rows) and kept == rows:
+        return "\n".join(kept), False
+    left = len(rows) - len(kept)
+    kept.append(f"… {left} more line{'s' if left != 1 else ''} not shown" if left
+                else "… (long lines shortened)")
+    return "\n".join(kept), True
+
+
+def args_preview(args: dict[str, Any], content: tuple[str, ...] = ()) -> Preview | None:
+    """The generic preview: every argument as indented JSON (MCP tools and others whose
+    own words cannot say more); content arguments are left to the card's detail lines."""
+    shown = {k: v for k, v in args.items() if k not in content}
+    if not shown:
+        return None
+    text, cut = bounded(json.dumps(shown, indent=2, ensure_ascii=False, default=str))
+    return Preview(label="Arguments", text=text, kind="args", cut=cut)

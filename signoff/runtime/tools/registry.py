@@ -17,6 +17,7 @@ sends back is resolved to the registry's own spelling here, in one place.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,9 +30,12 @@ from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.tools.base import (
     CheckedTool,
     Param,
+    Preview,
+    PreviewTool,
     SchemaTool,
     Tool,
     ToolContext,
+    args_preview,
     content_names,
     is_a,
     summary_of,
@@ -336,6 +340,29 @@ class ToolRegistry:
             raise
         except Exception as exc:  # a plugin's hooks are not type-checked
             raise ToolError(f"{tool.name}: cannot check this call: {exc}") from exc
+
+    async def preview(self, action: Action, ctx: ToolContext) -> Preview | None:
+        """What ``action`` will do, in its tool's own words (`PreviewTool`), or None.
+
+        Never raises: a card without a preview is better than no card, so bad arguments or
+        a failing plugin hook give None. A tool the registry does not know (an outside
+        request's own) gets the generic preview of its arguments. The hook may read the
+        disk, hence the thread.
+        """
+        if action.tool not in self:
+            # An outside request's own tool (a Hermes or Claude Code tool): all signoff
+            # knows of it are its arguments, so the card shows them in full.
+            return args_preview(action.args, action.content)
+        try:
+            tool = self.get(action.tool)
+            if not isinstance(tool, PreviewTool):
+                return None
+            found = await asyncio.to_thread(tool.preview, self.clean_args(tool, action.args),
+                                            ctx)
+        except Exception:  # a plugin's hook is not type-checked
+            log.warning("tool_preview_failed", extra={"tool": action.tool}, exc_info=True)
+            return None
+        return found if isinstance(found, Preview) else None
 
     async def execute(self, action: Action, ctx: ToolContext) -> dict[str, Any]:
         """Run ``action``'s tool; any failure comes out as a ToolError."""

@@ -173,6 +173,19 @@ def test_zero_timeout_is_rejected(write_config: WriteConfig) -> None:
     assert message == "config.toml: approvals.timeout: must be longer than 0s"
 
 
+def test_remind_before_is_off_by_default_and_a_positive_duration() -> None:
+    """No reminders unless asked for; "0s" is refused by name, "5m" is five minutes."""
+    assert Settings.default().approvals.remind_before is None
+    assert Settings.model_validate(
+        {"approvals": {"remind_before": "5m"}}).approvals.remind_before == timedelta(minutes=5)
+
+
+def test_zero_remind_before_is_rejected(write_config: WriteConfig) -> None:
+    """A reminder at the moment of expiry is no reminder: refused, naming the key."""
+    message = config_error(write_config('[approvals]\nremind_before = "0s"\n'))
+    assert message == "config.toml: approvals.remind_before: must be longer than 0s"
+
+
 def test_unknown_key_suggests_the_right_one(write_config: WriteConfig) -> None:
     """A misspelt key is an error that suggests the closest real key."""
     message = config_error(write_config('[approvals]\ntimout = "5m"\n'))

@@ -47,9 +47,11 @@ def error(path: Path) -> str:
 
 
 def test_built_in_approver_and_channel_messages_are_unchanged(write: WriteConfig) -> None:
-    """The approver and channel errors list the built-in surfaces' forms, as before."""
+    """The approver and channel errors list the built-in surfaces' forms (e-mail has
+    approvers but no channels)."""
     assert error(write('[approvals]\napprovers = ["alice"]\n')) == (
         "config.toml: approvals.approvers[0]: invalid approver 'alice' (expected "
+        "'email:<address>' such as 'email:alice@example.com' or "
         "'slack:<user id>' such as 'slack:U123' or 'telegram:<numeric user id>' such as "
         "'telegram:42')")
     assert error(write('[[notify]]\nchannel = "email:ops"\n')) == (
@@ -75,7 +77,7 @@ def test_an_installed_surface_brings_its_section_channels_and_approvers(
     assert (settings.notify[0].platform, settings.notify[0].target) == ("echo", "team")
     assert settings.approvals.approvers == ["echo:bob", "slack:U1"]
     message = error(write('[approvals]\napprovers = ["echo:Bob!"]\n'))
-    assert "(expected 'echo:<name>' such as 'echo:bob' or 'slack:<user id>'" in message
+    assert "(expected 'echo:<name>' such as 'echo:bob' or 'email:<address>'" in message
 
 
 def test_an_installed_surface_is_checked_like_a_built_in_one(write: WriteConfig, echo: None) -> None:

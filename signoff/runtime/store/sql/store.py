@@ -47,9 +47,11 @@ from signoff.runtime.store.port import (
     OutboxItem,
     Page,
     PendingRequest,
+    UndeliveredCard,
 )
 from signoff.runtime.store.sql import nodes as node_rows
 from signoff.runtime.store.sql import requests as request_queries
+from signoff.runtime.store.sql import undelivered as undelivered_rows
 from signoff.runtime.store.sql.rows import (
     ACTIVE,
     approvals_t,
@@ -124,7 +126,7 @@ class SqlTaskStore:
 
     def _open(self) -> None:
         tables = [tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
-                  requests_t, transcript_t, node_rows.nodes_t]
+                  requests_t, transcript_t, node_rows.nodes_t, undelivered_rows.undelivered_t]
         try:
             with self._tx() as conn:
                 if not self.is_sqlite:
@@ -158,7 +160,8 @@ class SqlTaskStore:
                                 ("grants", grants_t), ("audit events", audit_t),
                                 ("cards", cards_t), ("outbox items", outbox_t),
                                 ("outside requests", requests_t),
-                                ("transcript entries", transcript_t)):
+                                ("transcript entries", transcript_t),
+                                ("undelivered cards", undelivered_rows.undelivered_t)):
                 counts[name] = conn.execute(table.delete()).rowcount or 0
             conn.execute(head_t.update().values(count=0, hash=audit_chain.GENESIS))
         return counts
@@ -471,6 +474,31 @@ class SqlTaskStore:
     def _outbox_update(self, item_id: int, values: dict[str, Any]) -> None:
         with self._tx() as conn:
             conn.execute(outbox_t.update().where(outbox_t.c.id == item_id).values(**values))
+
+    # -- undelivered cards (see sql/undelivered.py) -------------------------------------
+    async def mark_undelivered(self, card: UndeliveredCard) -> None:
+        """Remember a card given up on a surface (the first mark stays)."""
+        await self._run(self._mark_undelivered, card)
+
+    def _mark_undelivered(self, card: UndeliveredCard) -> None:
+        with self._tx() as conn:
+            undelivered_rows.mark(conn, card, postgres=not self.is_sqlite)
+
+    async def undelivered(self, *, limit: int = 100) -> list[UndeliveredCard]:
+        """Cards marked undelivered, oldest first."""
+        return await self._run(self._undelivered, limit)
+
+    def _undelivered(self, limit: int) -> list[UndeliveredCard]:
+        with self._tx(write=False) as conn:
+            return undelivered_rows.listed(conn, limit)
+
+    async def forget_undelivered(self, approval_id: str, surface: str) -> None:
+        """Drop one card's mark."""
+        await self._run(self._forget_undelivered, approval_id, surface)
+
+    def _forget_undelivered(self, approval_id: str, surface: str) -> None:
+        with self._tx() as conn:
+            undelivered_rows.forget(conn, approval_id, surface)
 
     # -- node registry (see sql/nodes.py) ------------------------------------------------
     async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:

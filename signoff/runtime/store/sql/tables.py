@@ -174,3 +174,17 @@ class NodeRow(SQLModel, table=True):
     last_beat: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
     live_until: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
     running: int = Field(default=0)
+
+
+class UndeliveredRow(SQLModel, table=True):
+    """A card the outbox gave up posting on one surface (``GET /health`` "undelivered").
+
+    A table of its own, not a query over the outbox: /health is asked often and the outbox
+    only grows, while this holds the few failures, dropped once they no longer matter.
+    """
+
+    __tablename__ = "undelivered"
+    approval_id: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    surface: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    error: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    since: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))

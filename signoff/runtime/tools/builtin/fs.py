@@ -17,6 +17,7 @@ before resolving symlinks, so the file that is touched is the file the fingerpri
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import os
 import posixpath
@@ -25,7 +26,7 @@ from typing import Any
 
 from signoff.errors import BadArguments, PathEscape, ToolError
 from signoff.runtime.models import RiskClass
-from signoff.runtime.tools.base import Param, ToolContext, decode_prefix
+from signoff.runtime.tools.base import Param, Preview, ToolContext, bounded, decode_prefix
 
 MAX_DIR_ENTRIES = 1000  # a listing is for a person or a model to read, not a full crawl
 # A file operation this small runs on the event loop: on the local work dir it takes
@@ -41,6 +42,9 @@ def _real_root(work_dir: Path) -> Path:
     it was resolved three times per write). A node's work dir does not move under it;
     each path inside it is still resolved on every call."""
     return work_dir.resolve()
+
+
+DIFF_INPUT = 512_000  # bytes of the current file compared; a larger one is not diffed
 
 
 def _check_raw(raw: str) -> None:
@@ -259,6 +263,11 @@ class WriteFileTool(_PathTool):
             return self._write(args["path"], args["content"], ctx)
         return await asyncio.to_thread(self._write, args["path"], args["content"], ctx)
 
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+        """A unified diff of the file as it is now against the new content ("new file"
+        when there is none), bounded for a card."""
+        return write_preview(ctx.work_dir, args["path"], args["content"])
+
     def _write(self, raw: str, content: str, ctx: ToolContext) -> dict[str, Any]:
         real = confine(ctx.work_dir, raw)
         if real.is_dir():
@@ -301,3 +310,47 @@ class DeleteFileTool(_PathTool):
         except OSError as exc:
             raise _os_error(self.name, raw, exc) from exc
         return {"path": rel, "deleted": True}
+
+
+def write_preview(work_dir: Path, raw: str, content: str) -> Preview | None:
+    """What writing ``content`` to ``raw`` changes, as a unified diff (difflib) of the file
+    as it is at this moment; None for a path that cannot be written (the check refuses it).
+    """
+    try:
+        real = confine(work_dir, raw)
+    except ToolError:
+        return None
+    rel = normalize_path(work_dir, raw)
+    if real.is_dir():
+        return None
+    if not real.exists():
+        text, cut = bounded(_diff("", content, "/dev/null", f"b/{rel}"))
+        return Preview(label=f"New file {rel}", text=text, kind="diff", cut=cut)
+    try:
+        with open(real, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(DIFF_INPUT + 1)
+    except OSError as exc:
+        return Preview(label=f"Replaces {rel}", text=f"(the current file cannot be read: "
+                       f"{exc.strerror or exc})", kind="text")
+    if len(data) > DIFF_INPUT:
+        return Preview(label=f"Replaces {rel}", kind="text",
+                       text=f"(the current file is {size} bytes: too large to compare)")
+    try:
+        current = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Preview(label=f"Replaces {rel}", kind="text",
+                       text=f"(the current file is not UTF-8 text, {size} bytes)")
+    if current == content:
+        return Preview(label=f"Changes to {rel}", kind="text",
+                       text="(no change: the file already has this content)")
+    text, cut = bounded(_diff(current, content, f"a/{rel}", f"b/{rel}"))
+    return Preview(label=f"Changes to {rel}", text=text, kind="diff", cut=cut)
+
+
+def _diff(old: str, new: str, before: str, after: str) -> str:
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=before, tofile=after)
+    # A file without a final newline would glue two diff lines together.
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                   for line in lines)

@@ -22,7 +22,14 @@ from typing import Any
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.models import RiskClass
 from signoff.runtime.text import shorten
-from signoff.runtime.tools.base import Param, ToolContext, decode_prefix, tail
+from signoff.runtime.tools.base import (
+    Param,
+    Preview,
+    ToolContext,
+    bounded,
+    decode_prefix,
+    tail,
+)
 from signoff.runtime.tools.builtin.fs import confine, normalize_path
 
 CHUNK = 65_536
@@ -98,6 +105,13 @@ class RunCommandTool:
     def summary(self, args: dict[str, Any]) -> str:
         where = f" in {args['cwd']}" if args.get("cwd") else ""
         return f"Run command `{shorten(args['command'], 80)}`{where}"
+
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview:
+        """The whole command line as it will run (the title shortens it) and its cwd."""
+        cwd = normalize_path(ctx.work_dir, args.get("cwd") or ".")
+        where = "the work dir" if cwd == "." else cwd
+        text, cut = bounded(f"$ {args['command']}\n(in {where})")
+        return Preview(label="Command", text=text, kind="command", cut=cut)
 
     def targets(self, args: dict[str, Any]) -> tuple[str, ...]:
         cwd = self._cwd(args)

@@ -25,7 +25,7 @@ import jsonschema.exceptions
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.models import RiskClass
 from signoff.runtime.text import shorten
-from signoff.runtime.tools.base import Param, ToolContext
+from signoff.runtime.tools.base import Param, Preview, ToolContext, args_preview
 from signoff.runtime.tools.canonical import canonical_json
 from signoff.runtime.tools.mcp.spec import McpServerSpec
 from signoff.runtime.tools.names import mcp_tool_name
@@ -145,6 +145,11 @@ class McpTool:
             text += f" with {', '.join(rest)}"
         hints = hint_text(self.annotations, trusted=self.spec.trust_annotations)
         return f"{text} — server hints: {hints}" if hints else text
+
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+        """Every argument in full (the title names only a few, shortened): an MCP tool
+        cannot say more about what a call does than what it is sent."""
+        return args_preview(args, self.content)
 
     # -- arguments -------------------------------------------------------------------
     def clean_args(self, args: dict[str, Any]) -> dict[str, Any]:

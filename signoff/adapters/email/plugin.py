@@ -1,0 +1,30 @@
+"""The e-mail surface as a plug-in: built when ``approvals.email_to`` and ``[email]`` are set."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from signoff.adapters.email.settings import ADDRESS, EmailSurfaceSettings
+from signoff.bot.ports import Surface, SurfaceDeps, SurfacePlugin
+from signoff.errors import ConfigError
+
+
+def build(section: EmailSurfaceSettings | None, deps: SurfaceDeps) -> Surface:
+    """An `EmailPlatform` (its section is made by the config from [email] + [approvals])."""
+    from signoff.adapters.email.platform import EmailPlatform
+
+    if section is None:
+        raise ConfigError("email: the surface needs [email] and approvals.email_to")
+    url = section.public_url or deps.public_url
+    host = urlsplit(url).hostname if url else None
+    if not url or host in (None, "0.0.0.0", "::"):
+        raise ConfigError(f"approvals.email_to: the links in the mails need daemon.public_url "
+                          f"(the daemon's own address is {url!r})")
+    return EmailPlatform(settings=section.model_copy(update={"public_url": url}),
+                         clock=deps.clock, lookup=deps.lookup)
+
+
+PLUGIN = SurfacePlugin(
+    name="email", build=build, settings=EmailSurfaceSettings, user_id=ADDRESS,
+    approver_example="'email:<address>' such as 'email:alice@example.com'",
+    describe=lambda section: ", ".join(section.to))
