@@ -51,6 +51,7 @@ from signoff.runtime.store.sql.writes import Lost
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 POOL_SIZE = 10  # connections of the hot path's pool unless the node says otherwise
+NOTIFY_FLUSH = 5.0  # seconds close() waits for the wake-up owed to the last inserts
 COLD_POOL = 4  # connections of SQLAlchemy's engine (approvals, sweeps, registry, reads)
 PREPARE_THRESHOLD = 0  # prepare every statement on its first execution (they repeat)
 
@@ -199,6 +200,11 @@ class PgTaskStore(SqlTaskStore):
     async def close(self) -> None:
         """Close the async pool, then the SQL store's engine."""
         if self._notifier is not None:
+            # Send the wake-up still owed for the last inserts (a short-lived submitter
+            # closes right after its insert), but never hang a shutdown on it.
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                async with asyncio.timeout(NOTIFY_FLUSH):
+                    await asyncio.shield(self._notifier)
             self._notifier.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._notifier
