@@ -86,7 +86,7 @@ async def evaluate_all(policy: Policy, task: Task, actions: list[Action], store:
     done = 0
     while done < count:
         for action in actions[: count - done]:
-            ev = await policy.evaluate(task, action, store)
+            ev = await policy.evaluate(task, action, store, now=NOW)
             verdicts[ev.verdict.value] = verdicts.get(ev.verdict.value, 0) + 1
         done += min(len(actions), count - done)
         if time.perf_counter() - began > budget:
@@ -104,7 +104,7 @@ async def sqlite_rate(store: MemTaskStore, task: Task, actions: list[Action],
             assert await sql.commit(Change(at=NOW, grants=await store.list_grants()))
             began = time.perf_counter()
             for i in range(count):
-                await Policy().evaluate(task, actions[i % len(actions)], sql)
+                await Policy().evaluate(task, actions[i % len(actions)], sql, now=NOW)
             return (time.perf_counter() - began) / count
         finally:
             await sql.close()
@@ -128,7 +128,7 @@ def profile(policy: Policy, task: Task, actions: list[Action], store: MemTaskSto
 
     async def go() -> None:
         for i in range(calls):
-            await policy.evaluate(task, actions[i % len(actions)], store)
+            await policy.evaluate(task, actions[i % len(actions)], store, now=NOW)
 
     prof.enable()
     asyncio.run(go())

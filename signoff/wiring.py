@@ -31,13 +31,16 @@ from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
+from signoff.runtime.leadership import Leadership
 from signoff.runtime.models import RiskClass, Scope
 from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.grants import grant_key
 from signoff.runtime.policy.policy import Policy
+from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.unattended import Unattended
+from signoff.runtime.replay import ReplayLedger
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import TaskStore
@@ -257,7 +260,9 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         max_retries=settings.daemon.max_retries, scopes=scopes,
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
-        forbid_self_approval=ap.forbid_self_approval, approvers_for=router.approvers_for,
+        forbid_self_approval=ap.forbid_self_approval, grant_ttl=ap.grant_ttl,
+        approvers_for=router.approvers_for,
+        rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
         timeout_for=schedule_timeouts(settings.schedules))
     judge = None
     client = _chat_client(settings)
@@ -280,9 +285,11 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
+                        step_up=frozenset(ap.step_up),
                         previews=functools.partial(registry.preview, ctx=context))
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
+    worker.gate = flow.dispatcher.room  # approval cards before more autonomous work
     # Built here so that a schedule naming an unknown tool is a config error at start.
     scheduler = Scheduler(engine=engine, schedules=settings.schedules, clock=clock,
                           wake=worker.wake)
@@ -312,7 +319,8 @@ class PendingCards:
         url = self.node.settings.daemon.public_url
         flow = self.node.flow
         return [build_card(r.task, r.approval, console_url=url,
-                           preview=await flow.preview(r.approval)) for r in page.items]
+                           preview=await flow.preview(r.approval), step_up=flow.step_up)
+                for r in page.items]
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
         """One request's current card and where it was posted (`SurfaceDeps.lookup`)."""
@@ -426,6 +434,45 @@ def cluster_services(node: Node) -> list[tuple[str, Any]]:
         wakeups = TaskWakeups(url=node.store.url, wake=node.worker.wake)
         services.append(("notify-listen", wakeups.run))
     return services
+
+
+@dataclass(frozen=True)
+class ClusterPorts:
+    """What the surfaces need to behave as one node among several (`SurfaceDeps`)."""
+
+    leadership: Leadership
+    replay: ReplayLedger | None  # None: each surface keeps its own per-process record
+    services: tuple[tuple[str, Any], ...] = ()
+
+
+def cluster_ports(settings: Settings, *, work_dir: Path | None, database: str | None,
+                  clock: Clock) -> ClusterPorts:
+    """On PostgreSQL, advisory-lock leadership and the shared replay table; on any other
+    database (one node) always the leader, and replays remembered per process."""
+    from signoff.runtime.leadership import SoleLeadership
+
+    url = database or settings.database_url(work_dir)
+    wd = settings.resolved_work_dir(work_dir)
+    wd.mkdir(parents=True, exist_ok=True)
+    nid = node_id(settings, wd)
+    if sa_backend(url) != "postgresql":
+        return ClusterPorts(leadership=SoleLeadership(node_id=nid), replay=None)
+    from signoff.runtime.store.sql.leader import PgLeadership
+    from signoff.runtime.store.sql.replay import SqlReplayLedger
+
+    ledger = SqlReplayLedger(url=url, clock=clock)
+    return ClusterPorts(leadership=PgLeadership(url=url, node_id=nid), replay=ledger,
+                        services=(("replay-ledger", ledger.run),))
+
+
+def sa_backend(url: str) -> str:
+    """The database kind of a SQLAlchemy URL (``postgresql``, ``sqlite``)."""
+    import sqlalchemy as sa
+
+    try:
+        return sa.engine.make_url(url).get_backend_name()
+    except sa.exc.ArgumentError:
+        return ""
 
 
 def api_keys(settings: Settings) -> dict[str, str]:

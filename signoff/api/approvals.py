@@ -5,6 +5,12 @@
     POST /v1/approvals/{id}/outcome     what the caller did (once; audited as ``outcome``)
     GET  /approvals?status=pending      pending requests of tasks and from outside
     POST /approvals/{id}/approve|deny   decide any request, like a click on its card
+    POST /approvals/{id}/undo           deny a held request within its undo window
+
+Under a quorum a partial approval answers 200 with ``"status": "pending"`` and the count
+(``"approvals": 1, "needed": 2``). With a hold the approval that decides answers
+``"status": "held"`` with ``hold_until``; a long poll (``?wait=``) keeps waiting through
+the hold and answers only "approved" (released) or "denied" (undone).
 
 A decision goes through `ApprovalFlow.on_decision`, exactly like a Slack or Telegram
 click, so authorization, exactly-once and the audit are the same on every path. A long
@@ -19,6 +25,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
+from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, invalid, responses
 from signoff.api.routes import identity_of
@@ -72,6 +79,8 @@ def request_status(approval: Approval) -> JsonDict:
         "task_id": approval.task_id, "policy_id": approval.policy_id,
         "decision": approval.verdict.value if approval.verdict else None,
         "outcome": approval.outcome,
+        "approvals": len(approval.votes), "needed": approval.needed,
+        "hold_until": _iso(approval.hold_until),
     }
 
 
@@ -107,6 +116,8 @@ def request_item(item: PendingRequest) -> JsonDict:
         "action": action.public(), "note": approval.note,
         "requester": approval.requester, "policy_id": approval.policy_id,
         "why": approval.why,
+        "approvals": len(approval.votes), "needed": approval.needed,
+        "hold_until": _iso(approval.hold_until),
     }
 
 
@@ -157,22 +168,37 @@ def build_router(ctx: ApiContext) -> APIRouter:
         return approval
 
     async def decide(request: Request, approval_id: str, scope: Scope,
-                     reason: str | None) -> JsonDict:
+                     reason: str | None, terms: Terms = NO_TERMS) -> JsonDict:
         who = identity_of(request)
         approval = await approval_or_404(approval_id)
         if approval.status is not ApprovalStatus.PENDING:
             raise ApiError(409, f"request {approval.id} is already {approval.status.value}",
                            state=approval.status.value)
         event = DecisionEvent(approval_id=approval.id, scope=scope, surface="web",
-                              actor=Actor("web", who.name), reason=reason)
+                              actor=Actor("web", who.name), reason=reason,
+                              lasts=terms.lasts, args=terms.args)
+        outcome = await ctx.flow.on_decision(event)
+        current = await ctx.store.get_approval(approval.id) or approval
+        if outcome.accepted:
+            return request_status(current)
+        refused_terms(outcome)
+        if outcome.code == "not_authorized":
+            raise ApiError(403, outcome.message)
+        if outcome.code == "scope_not_allowed":
+            raise invalid("scope", outcome.message)
+        raise ApiError(409, outcome.message, state=current.status.value)
+
+    async def undo(request: Request, approval_id: str) -> JsonDict:
+        who = identity_of(request)
+        approval = await approval_or_404(approval_id)
+        event = DecisionEvent(approval_id=approval.id, scope=Scope.DENY, surface="web",
+                              actor=Actor("web", who.name), undo=True)
         outcome = await ctx.flow.on_decision(event)
         current = await ctx.store.get_approval(approval.id) or approval
         if outcome.accepted:
             return request_status(current)
         if outcome.code == "not_authorized":
             raise ApiError(403, outcome.message)
-        if outcome.code == "scope_not_allowed":
-            raise invalid("scope", outcome.message)
         raise ApiError(409, outcome.message, state=current.status.value)
 
     @router.post("/v1/approvals", tags=["approvals"], status_code=202,
@@ -239,8 +265,10 @@ def build_router(ctx: ApiContext) -> APIRouter:
                  responses=responses(401, 403, 404, 409, 413, 422))
     async def approve(request: Request, approval_id: ApprovalId,
                       body: Annotated[ApproveBody | None, Body()] = None) -> JsonDict:
-        """Approve any pending request (of a task or from outside)."""
-        return await decide(request, approval_id, Scope((body or ApproveBody()).scope), None)
+        """Approve any pending request (of a task or from outside); ``for`` time-boxes the
+        grant; edited ``args`` (a task's request only) run instead of the asked ones."""
+        scope, terms = terms_of(body)
+        return await decide(request, approval_id, scope, None, terms)
 
     @router.post("/approvals/{approval_id}/deny", tags=["decisions"],
                  response_model=RequestStatusOut,
@@ -250,5 +278,13 @@ def build_router(ctx: ApiContext) -> APIRouter:
         """Deny any pending request."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
         return await decide(request, approval_id, Scope.DENY, reason)
+
+    @router.post("/approvals/{approval_id}/undo", tags=["decisions"],
+                 response_model=RequestStatusOut,
+                 responses=responses(401, 403, 404, 409, 422))
+    async def undo_route(request: Request, approval_id: ApprovalId) -> JsonDict:
+        """Undo a held approval within its window (it is denied, "undone by …"); 409 once
+        the window is over or when the request was not held."""
+        return await undo(request, approval_id)
 
     return router

@@ -37,8 +37,10 @@ from signoff.api.routes import identity_of
 from signoff.bot.cards import build_card
 from signoff.bot.flow import ApprovalFlow
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
-from signoff.runtime.models import ApprovalStatus, Scope, Task
+from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, Scope, Task
+from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest
+from signoff.runtime.text import mask_urls
 
 FLASH = "signoff_flash"
 SSE_POLL = 2.0  # seconds between store checks on each open stream
@@ -68,20 +70,48 @@ async def form_of(request: Request) -> dict[str, str] | None:
     return {key: values[0] for key, values in parsed.items()}
 
 
+def answer_terms(form: dict[str, str], scope: Scope) -> tuple[timedelta | None, JsonDict | None]:
+    """The console form's time box and edited args; ValueError says what is wrong. The
+    time box is chosen next to every button, so it is ignored for Once and Deny."""
+    lasts = None
+    if form.get("for") and scope in (Scope.SESSION, Scope.ALWAYS):
+        lasts = parse_duration(form["for"])
+    if "args" not in form:
+        return lasts, None
+    try:
+        args = json.loads(form["args"])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"The edited arguments are not valid JSON: {exc}") from exc
+    if not isinstance(args, dict):
+        raise ValueError("The edited arguments must be a JSON object of argument names.")
+    return lasts, args
+
+
 async def view(task: Task, flow: ApprovalFlow) -> CardView | None:
     """The card of a task's current (or last) approval request, with its preview (the
-    file as it is now) while pending."""
-    if task.approval is None:
+    file as it is now) while pending, and its args for the edit form."""
+    approval = task.approval
+    if approval is None:
         return None
-    card = build_card(task, task.approval, preview=await flow.preview(task.approval))
-    return CardView(card, asked_by=task.submitted_by, task_state=task.state.value)
+    card = build_card(task, approval, preview=await flow.preview(approval),
+                      step_up=flow.step_up)
+    args = None
+    if approval.status is ApprovalStatus.PENDING:
+        args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
+        # The console never shows a URL's secrets, and masked args cannot be edited back
+        # into the real ones: such a request is edited over the API (POST .../approve).
+        if mask_urls(args) != args:
+            args = None
+    return CardView(card, asked_by=task.submitted_by, task_state=task.state.value,
+                    args_json=args)
 
 
 async def request_view(item: PendingRequest, flow: ApprovalFlow) -> CardView | None:
     """The card of a pending request: of a task, or from an agent that is not ours."""
     if item.task is not None:
         return await view(item.task, flow)
-    card = build_card(None, item.approval, preview=await flow.preview(item.approval))
+    card = build_card(None, item.approval, preview=await flow.preview(item.approval),
+                      step_up=flow.step_up)
     return CardView(card, asked_by=item.approval.requester)
 
 
@@ -98,15 +128,24 @@ class Console:
         page = await store.pending_requests(limit=50)
         flow = self.ctx.flow
         pending = [v for r in page.items if (v := await request_view(r, flow))]
+        # Held requests (approved, in their undo window) head the list: Undo is urgent.
+        held = [v for a in await store.held_approvals() if (v := await self._held_view(a))]
+        pending = held + pending
         recent = list((await store.list_tasks(limit=20)).items)
         decided = [v for t in recent if (v := await view(t, flow)) and t.approval is not None
-                   and t.approval.status is not ApprovalStatus.PENDING
+                   and t.approval.status not in (ApprovalStatus.PENDING, ApprovalStatus.HELD)
                    and t.approval.decided_at is not None
                    and now - t.approval.decided_at < DECIDED_WINDOW][:10]
         notes = [text for _, text, _ in reversed(self.ctx.web.notes)][:10]
         return pages.approvals_fragment(pending=pending, decided=decided, tasks=recent,
                                         notes=notes, csrf=self.auth.csrf_token(identity),
                                         now=now, more_pending=page.next_cursor is not None)
+
+    async def _held_view(self, approval: Approval) -> CardView | None:
+        if approval.task_id is None:
+            return CardView(build_card(None, approval), asked_by=approval.requester)
+        task = await self.ctx.store.get_task(approval.task_id)
+        return await view(task, self.ctx.flow) if task is not None else None
 
     async def task(self, identity: Identity, task_id: str) -> str | None:
         """The live region of a task page, or None for an unknown task."""
@@ -121,17 +160,22 @@ class Console:
                                    now=self.ctx.clock.now(), transcript=list(talk.items),
                                    more_transcript=talk.next_cursor is not None)
 
-    async def card(self, identity: Identity, approval_id: str) -> str | None:
-        """One card: from the store, else from this node's memory (cards of other tasks)."""
+    async def card(self, identity: Identity, approval_id: str, *,
+                   next_path: str = "/") -> str | None:
+        """One card: from the store, else from this node's memory (cards of other tasks);
+        a decision from it lands on ``next_path``."""
         approval = await self.ctx.store.get_approval(approval_id)
         task = (await self.ctx.store.get_task(approval.task_id)
                 if approval is not None and approval.task_id else None)
         preview = await self.ctx.flow.preview(approval) if approval is not None else None
         if approval is not None and task is not None:
-            card = CardView(build_card(task, approval, preview=preview),
-                            asked_by=task.submitted_by, task_state=task.state.value)
+            current = task.approval is not None and task.approval.id == approval.id
+            card = (await view(task, self.ctx.flow) if current else None) or CardView(
+                build_card(task, approval, preview=preview, step_up=self.ctx.flow.step_up),
+                asked_by=task.submitted_by, task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
-            card = CardView(build_card(None, approval, preview=preview),
+            card = CardView(build_card(None, approval, preview=preview,
+                                       step_up=self.ctx.flow.step_up),
                             asked_by=approval.requester)
         else:
             local = self.ctx.web.card(approval_id)
@@ -139,19 +183,20 @@ class Console:
                 return None
             card = CardView(local)
         return pages.card_html(card, csrf=self.auth.csrf_token(identity),
-                               now=self.ctx.clock.now())
+                               now=self.ctx.clock.now(), next_path=next_path)
 
-    async def confirm_always(self, identity: Identity, approval_id: str,
-                             next_path: str) -> str | None:
+    async def confirm_always(self, identity: Identity, approval_id: str, next_path: str,
+                             carry: dict[str, str] | None = None) -> str | None:
         """The page that asks to confirm an Always answer, or None when there is nothing
-        to confirm (unknown or no longer pending: the decision itself says why)."""
+        to confirm (unknown or no longer pending: the decision itself says why);
+        ``carry``: the answer's "for" and edited args, sent on with the confirmation."""
         approval = await self.ctx.store.get_approval(approval_id)
         if approval is None or approval.status is not ApprovalStatus.PENDING:
             return None
         task = await self.ctx.store.get_task(approval.task_id) if approval.task_id else None
         card = build_card(task, approval, preview=await self.ctx.flow.preview(approval))
         body = pages.confirm_always_page(card, csrf=self.auth.csrf_token(identity),
-                                         next_path=next_path)
+                                         next_path=next_path, carry=carry or {})
         return self.frame(identity, "Approve always?", body, None)
 
     def frame(self, identity: Identity, title: str, body: str, flash: str | None) -> str:
@@ -243,9 +288,26 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         return html(inner, 200) if inner is not None else html("", 404)
 
     @router.get("/console/cards/{approval_id}")
-    async def one_card(request: Request, approval_id: Id) -> Response:
-        inner = await console.card(identity_of(request), approval_id)
-        return html(inner, 200) if inner is not None else html("", 404)
+    async def one_card(request: Request, approval_id: Id, here: bool = False) -> Response:
+        """One card as a page of its own: where a chat's step-up link lands (a browser
+        navigating here gets the whole page; a script asking for the card, the card).
+        ``here``: a decision from the card comes back to this page (its live region)."""
+        who = identity_of(request)
+        page_path = f"/console/cards/{approval_id}"
+        navigating = request.headers.get("sec-fetch-mode") == "navigate"
+        inner = await console.card(who, approval_id,
+                                   next_path=page_path if navigating or here else "/")
+        if inner is None:
+            return html("", 404)
+        if not navigating:
+            return html(inner, 200)
+        flash = request.cookies.get(FLASH)
+        body = pages.live(f"{page_path}?here=1", inner)
+        response = html(console.frame(who, "Approval request", body,
+                                      unquote(flash) if flash else None))
+        if flash:
+            response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
+        return response
 
     @router.post("/console/decide")
     async def decide(request: Request) -> Response:
@@ -255,21 +317,29 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
             return html(pages.message_page(title="Refused", text="This form has expired or "
                                            "came from another site. Reload and try again."),
                         403)
+        undo = form.get("scope") == "undo"  # the Undo button of a held card
         try:
-            scope = Scope(form.get("scope", ""))
+            scope = Scope.DENY if undo else Scope(form.get("scope", ""))
         except ValueError:
             return html(pages.message_page(title="Unknown decision",
                                            text="Choose Once, Session, Always or Deny."), 422)
         approval_id = form.get("approval_id", "")[:100]
+        try:
+            lasts, args = answer_terms(form, scope)
+        except ValueError as exc:
+            return html(pages.message_page(title="Not decided", text=str(exc)), 422)
         if scope is Scope.ALWAYS and form.get("confirm") != "always":
             # Always outlives the task: a first press only asks (a page, so no JS needed).
-            ask = await console.confirm_always(who, approval_id, safe_next(form.get("next")))
+            carry = {k: form[k] for k in ("for", "args") if form.get(k)}
+            ask = await console.confirm_always(who, approval_id, safe_next(form.get("next")),
+                                               carry)
             if ask is not None:
                 return html(ask)
         reason = (form.get("reason") or "").strip()[:500] or None
         event = DecisionEvent(approval_id=approval_id, scope=scope, actor=Actor("web", who.name),
                               surface="web", reason=reason if scope is Scope.DENY else None,
-                              ref=CardRef("web", "console", approval_id))
+                              ref=CardRef("web", "console", approval_id), undo=undo,
+                              lasts=lasts, args=args)
         outcome = await ctx.web.decide(event, ctx.flow.on_decision)
         target = safe_next(form.get("next"))
         return _with_flash(RedirectResponse(target, status_code=303), outcome.message)

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Body, Path, Query, Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from signoff import __version__
+from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.auth import Identity
 from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, invalid, responses
@@ -68,9 +69,10 @@ def identity_of(request: Request) -> Identity:
     return found
 
 
-async def grant_public(grant: Grant, store: TaskStore) -> JsonDict:
+async def grant_public(grant: Grant, store: TaskStore, now: datetime) -> JsonDict:
     """The API's grant shape; ``status`` says ``ended`` for a session grant whose task
-    finished (``live`` keeps meaning "not revoked, not used up")."""
+    finished and ``lapsed`` past its ``expires_at`` (``live`` keeps meaning "not revoked,
+    not used up")."""
     task = await store.get_task(grant.task_id) if grant.task_id else None
     return {
         "id": grant.id, "key": grant.key, "policy_id": grant.policy_id,
@@ -78,7 +80,8 @@ async def grant_public(grant: Grant, store: TaskStore) -> JsonDict:
         "capability": grant.capability, "risk": grant.risk.value,
         "fingerprint": grant.fingerprint, "targets": list(grant.targets),
         "max_calls": grant.max_calls, "used": grant.used,
-        "live": grant.live, "status": grant_status(grant, task.state if task else None),
+        "live": grant.live, "status": grant_status(grant, task.state if task else None, now),
+        "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
         "created_at": grant.created_at.isoformat(),
         "created_by": grant.created_by,
         "revoked_at": grant.revoked_at.isoformat() if grant.revoked_at else None,
@@ -142,18 +145,20 @@ class TaskApi:
         return [e.strip() for e in entries]
 
     async def decide(self, request: Request, task_id: str, scope: Scope,
-                     reason: str | None = None) -> JsonDict:
+                     reason: str | None = None, terms: Terms = NO_TERMS) -> JsonDict:
         """Approve or deny the task's current request through the approval flow."""
         who = identity_of(request)
         task = await self.task_or_404(task_id)
         if not _waiting(task) or task.approval is None:
             raise conflict(task)
         event = DecisionEvent(approval_id=task.approval.id, scope=scope, surface="web",
-                              actor=Actor("web", who.name), reason=reason)
+                              actor=Actor("web", who.name), reason=reason,
+                              lasts=terms.lasts, args=terms.args)
         outcome = await self.ctx.flow.on_decision(event)
         current = await self.ctx.store.get_task(task_id) or task
         if outcome.accepted:
             return current.public()
+        refused_terms(outcome)
         if outcome.code is DecisionCode.NOT_AUTHORIZED:
             raise ApiError(403, outcome.message)
         if outcome.code is DecisionCode.SCOPE_NOT_ALLOWED:
@@ -243,9 +248,10 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                  response_model=TaskOut, responses=responses(401, 403, 404, 409, 413, 422))
     async def approve(request: Request, task_id: TaskId,
                       body: Annotated[ApproveBody | None, Body()] = None) -> JsonDict:
-        """Approve the pending action: once, for this session, or always."""
-        scope = Scope((body or ApproveBody()).scope)
-        return await api.decide(request, task_id, scope)
+        """Approve the pending action: once, for this session, or always; ``for`` time-boxes
+        the grant, edited ``args`` run instead of the asked ones."""
+        scope, terms = terms_of(body)
+        return await api.decide(request, task_id, scope, terms=terms)
 
     @router.post("/tasks/{task_id}/deny", tags=["decisions"],
                  response_model=TaskOut, responses=responses(401, 403, 404, 409, 413, 422))
@@ -270,7 +276,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
     async def grants(include_revoked: bool = False) -> JsonDict:
         """Remembered decisions (session and always grants)."""
         found = await ctx.store.list_grants(include_revoked=include_revoked)
-        items = [await grant_public(g, ctx.store) for g in found]
+        items = [await grant_public(g, ctx.store, ctx.engine.clock.now()) for g in found]
         return {"items": items, "next_cursor": None}
 
     @router.delete("/grants/{grant_id}", tags=["grants"],
@@ -284,7 +290,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
             raise ApiError(404, f"no grant {grant_id}")
         if grant.revoked_at is None:
             grant = await ctx.decider.revoke_grant(grant_id, who.actor) or grant
-        return await grant_public(grant, ctx.store)
+        return await grant_public(grant, ctx.store, ctx.engine.clock.now())
 
     @router.get("/schedules", tags=["daemon"],
                 response_model=ScheduleList, responses=responses(401))

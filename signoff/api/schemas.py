@@ -47,9 +47,20 @@ class TaskSubmit(_Body):
 
 
 class ApproveBody(_Body):
-    """POST /tasks/{id}/approve."""
+    """POST /tasks/{id}/approve and POST /approvals/{id}/approve.
+
+    ``for`` time-boxes a session or always grant ("30m", "8h", "7d"); ``args`` approves
+    these edited args instead of the ones asked (a task's request only).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     scope: Literal["once", "session", "always"] = "once"
+    lasts: str | None = Field(default=None, alias="for", max_length=40,
+                              description='The grant lapses after this long ("30m", "8h", '
+                                          '"7d"); session or always only')
+    args: dict[str, Any] | None = Field(default=None, description="Edited args to approve "
+                                        "instead of the asked ones (a task's request only)")
 
 
 class DenyBody(_Body):
@@ -166,7 +177,7 @@ class ApprovalOut(BaseModel):
     """A task's current approval request."""
 
     id: str
-    status: str
+    status: str  # "held" during an undo window (approvals.hold)
     requested_at: str
     expires_at: str
 
@@ -230,6 +241,11 @@ class PendingApprovalOut(BaseModel):
     why: MaskedStr | None = None  # the proposer's own words: our agent's, or the requester's
     requester: MaskedStr | None
     policy_id: str | None
+    # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
+    # many are needed, and until when an approved request waits ("held", undoable).
+    approvals: int = 0
+    needed: int = 1
+    hold_until: str | None = None
 
 
 class RequestSettledOut(BaseModel):
@@ -253,7 +269,7 @@ class RequestStatusOut(BaseModel):
     """GET /v1/approvals/{id}, and the answer of POST /approvals/{id}/approve|deny."""
 
     id: str
-    status: Literal["pending", "approved", "denied", "expired"]
+    status: Literal["pending", "held", "approved", "denied", "expired"]
     scope: str | None
     decided_by: str | None
     decided_at: str | None
@@ -263,6 +279,11 @@ class RequestStatusOut(BaseModel):
     policy_id: str | None
     decision: str | None
     outcome: MaskedJson | None
+    # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
+    # many are needed, and until when an approved request waits ("held", undoable).
+    approvals: int = 0
+    needed: int = 1
+    hold_until: str | None = None
 
 
 class ApprovalList(BaseModel):
@@ -304,6 +325,9 @@ class AuditEventOut(BaseModel):
     targets: list[str]
     risk: str | None
     fingerprint: str | None
+    original_fingerprint: str | None = Field(
+        default=None, description="A decision on edited args: the asked action's fingerprint "
+                                  "(``fingerprint`` is the edited one's)")
     reason: str | None
     channel: str | None
     latency_ms: float | None
@@ -334,7 +358,8 @@ class GrantOut(BaseModel):
     max_calls: int | None
     used: int
     live: bool
-    status: Literal["live", "revoked", "used", "ended"]
+    status: Literal["live", "revoked", "used", "ended", "lapsed"]
+    expires_at: str | None = Field(description="When it lapses (null: never)")
     created_at: str
     created_by: str | None
     revoked_at: str | None

@@ -13,13 +13,15 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
-from signoff.runtime.models import Action, Approval, ApprovalStatus, Scope, Task
+from signoff.runtime.models import Action, Approval, ApprovalStatus, RiskClass, Scope, Task
 from signoff.runtime.text import SHORT, mask, shorten
 from signoff.runtime.tools.base import Preview
 
 # What the wiring gives the flow and the console to ask a tool what a call will do
 # (`ToolRegistry.preview` with the node's ToolContext); None when it cannot say.
 Previewer = Callable[[Action], Awaitable[Preview | None]]
+
+UNDO_LABEL = "Undo"  # the one button of a held card
 
 # The labels every surface puts on its buttons, in this order.
 BUTTON_LABELS = {
@@ -69,6 +71,16 @@ _SCOPE_WORDS = {
 }
 
 
+def progress_line(approval: Approval) -> str | None:
+    """"1 of 2 approvals (slack:U1)" for a request under a quorum, else None."""
+    if approval.needed <= 1:
+        return None
+    line = f"{len(approval.votes)} of {approval.needed} approvals"
+    if approval.votes:
+        line += " (" + ", ".join(v.actor for v in approval.votes) + ")"
+    return line
+
+
 def outcome_line(approval: Approval) -> str | None:
     """"Approved for this session by slack:U1 at 14:03 UTC", or None while pending."""
     if approval.status is ApprovalStatus.PENDING:
@@ -78,7 +90,11 @@ def outcome_line(approval: Approval) -> str | None:
         return f"Expired — denied at {when}"
     words = _SCOPE_WORDS.get(approval.scope or Scope.DENY, "Decided")
     who = approval.decided_by or "someone"
+    if approval.needed > 1 and approval.status is not ApprovalStatus.DENIED:
+        who = ", ".join(v.actor for v in approval.votes) or who
     line = f"{words} by {who} at {when}"
+    if approval.status is ApprovalStatus.HELD and approval.hold_until is not None:
+        line += f" — runs at {approval.hold_until.strftime('%H:%M:%S UTC')} unless undone"
     if approval.status is ApprovalStatus.DENIED and approval.reason:
         line += f": {shorten(approval.reason, 80)}"
     return line
@@ -98,8 +114,21 @@ def console_link(console_url: str | None, approval: Approval) -> str | None:
     return f"{base}/console/tasks/{approval.task_id}"
 
 
+def confirm_link(console_url: str | None, approval: Approval) -> str | None:
+    """The console page of this one request, where a step-up request is decided."""
+    if not console_url:
+        return None
+    return f"{console_url.rstrip('/')}/console/cards/{approval.id}"
+
+
+def steps_up(approval: Approval, step_up: frozenset[RiskClass]) -> bool:
+    """True when this request is decided in the console only (``approvals.step_up``)."""
+    return (approval.action.risk or RiskClass.SEND) in step_up
+
+
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
-               mentions: tuple[str, ...] = (), preview: Preview | None = None) -> ApprovalCard:
+               mentions: tuple[str, ...] = (), preview: Preview | None = None,
+               step_up: frozenset[RiskClass] = frozenset()) -> ApprovalCard:
     """The card for one approval request: of a task, or (``task`` None) from outside.
 
     ``preview`` (from `preview_for`) is shown while the request is pending; every text
@@ -107,7 +136,7 @@ def build_card(task: Task | None, approval: Approval, *, console_url: str | None
     """
     return masked(_card(task, approval, console_url=console_url, mentions=mentions,
                         preview=preview if approval.status is ApprovalStatus.PENDING
-                        else None))
+                        else None, step_up=step_up))
 
 
 async def preview_for(previews: Previewer | None, approval: Approval) -> Preview | None:
@@ -134,8 +163,10 @@ def masked(card: ApprovalCard) -> ApprovalCard:
 
 
 def _card(task: Task | None, approval: Approval, *, console_url: str | None,
-          mentions: tuple[str, ...], preview: Preview | None) -> ApprovalCard:
+          mentions: tuple[str, ...], preview: Preview | None,
+          step_up: frozenset[RiskClass]) -> ApprovalCard:
     action = approval.action
+    stepped = steps_up(approval, step_up)
     total = (len(task.steps or []) or 1) if task is not None else 1
     goal = task.goal if task is not None else (approval.goal or "")
     return ApprovalCard(
@@ -162,7 +193,11 @@ def _card(task: Task | None, approval: Approval, *, console_url: str | None,
         why=shorten(approval.why, WHY) if approval.why else None,
         mentions=mentions,
         console_url=console_link(console_url, approval),
+        step_up=stepped,
+        confirm_url=confirm_link(console_url, approval) if stepped else None,
         requester=shorten(approval.requester, 120) if approval.requester else None,
         policy_id=approval.policy_id if task is None else None,
+        progress=progress_line(approval),
+        hold_until=approval.hold_until if approval.status is ApprovalStatus.HELD else None,
         preview=preview,
     )

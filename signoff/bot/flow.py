@@ -9,23 +9,34 @@ decision needs only the approval id carried by the button.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import dataclass
 
-from signoff.bot.cards import Previewer, build_card, preview_for
+from signoff.bot.cards import Previewer, build_card, confirm_link, preview_for, steps_up
 from signoff.bot.failover import Failover
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
-from signoff.bot.routing.authorizer import Authorizer
+from signoff.bot.routing.authorizer import TRUSTED_SURFACES, Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, Task
-from signoff.runtime.store.port import Change, OutboxItem, TaskStore
+from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
+from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.text import mask_urls
 from signoff.runtime.tools.base import Preview
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """What a card post needs, read for a whole outbox round at once (`prepare`)."""
+
+    approval: Approval | None
+    task: Task | None
+    cards: list[CardRecord]
 
 
 class ApprovalFlow:
@@ -38,6 +49,7 @@ class ApprovalFlow:
     def __init__(self, *, store: TaskStore, decider: Decider, clock: Clock,
                  platforms: dict[str, ChatPlatform], authorizer: Authorizer,
                  notifier: Notifier | None = None, console_url: str | None = None,
+                 step_up: frozenset[RiskClass] = frozenset(),
                  previews: Previewer | None = None) -> None:
         self.store = store
         self.decider = decider
@@ -46,11 +58,14 @@ class ApprovalFlow:
         self.authorizer = authorizer
         self.notifier = notifier
         self.console_url = console_url
+        self.step_up = step_up  # risk classes decided in the console only
         self.previews = previews  # what a pending card's action will do (a diff, a command)
         self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
                                  people=authorizer.deciders)
         self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
-                                     deliver=self.deliver, given_up=self.failover.given_up)
+                                     deliver=self.deliver, given_up=self.failover.given_up,
+                                     prepare=self.prepare)
+        self._loaded: dict[str, _Loaded] = {}
 
     # -- engine listener ---------------------------------------------------------------
     async def approval_requested(self, task: Task | None, approval: Approval) -> None:
@@ -87,6 +102,32 @@ class ApprovalFlow:
         self.dispatcher.wake()
 
     # -- delivering card jobs ----------------------------------------------------------
+    async def prepare(self, items: list[OutboxItem]) -> None:
+        """Read what the round's card posts need in two concurrent waves instead of three
+        reads per card one after another (on SQLite one hand-over each): a burst of
+        requests then costs the outbox one post and its two writes per card."""
+        ids = list(dict.fromkeys(str(i.payload.get("approval_id")) for i in items
+                                 if i.kind == "post" and i.payload.get("approval_id")))
+        approvals, cards = await asyncio.gather(
+            asyncio.gather(*(self.store.get_approval(a) for a in ids)),
+            asyncio.gather(*(self.store.cards(a) for a in ids)))
+        task_ids = {a.task_id for a in approvals if a is not None and a.task_id is not None}
+        tasks = dict(zip(task_ids, await asyncio.gather(
+            *(self.store.get_task(t) for t in task_ids)), strict=True))
+        self._loaded = {
+            a: _Loaded(approval, tasks.get(approval.task_id) if approval and approval.task_id
+                       else None, list(found))
+            for a, approval, found in zip(ids, approvals, cards, strict=True)}
+
+    async def _load(self, approval_id: str, *, fresh: bool) -> _Loaded:
+        loaded = None if fresh else self._loaded.get(approval_id)
+        if loaded is not None:
+            return loaded
+        approval = await self.store.get_approval(approval_id)
+        task = await self.store.get_task(approval.task_id) if approval and approval.task_id \
+            else None
+        return _Loaded(approval, task, await self.store.cards(approval_id))
+
     async def deliver(self, item: OutboxItem, platform: ChatPlatform) -> None:
         """Make one outbox job happen on one surface."""
         if item.kind == "notify":
@@ -105,15 +146,17 @@ class ApprovalFlow:
                                   thread=thread, mentions=mentions)
             return
         approval_id = str(item.payload["approval_id"])
-        approval = await self.store.get_approval(approval_id)
-        task = await self.store.get_task(approval.task_id) if approval and approval.task_id \
-            else None
+        # A post may use what `prepare` read (a card posted since is in the store, and
+        # `post_card` adds it there); edits always read the approval as it is now.
+        loaded = await self._load(approval_id, fresh=item.kind != "post" or item.attempts > 0)
+        approval, task = loaded.approval, loaded.task
         if approval is None or (approval.task_id is not None and task is None):
             return  # the request is gone (reset): nothing to show
-        ref = await self._ref(approval_id, platform.name)
+        ref = next((CardRef(r.surface, r.channel, r.message_id) for r in loaded.cards
+                    if r.surface == platform.name), None)
         card = build_card(task, approval, console_url=self.console_url,
                           mentions=tuple(item.payload.get("mentions") or ()),
-                          preview=await self.preview(approval))
+                          preview=await self.preview(approval), step_up=self.step_up)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -148,6 +191,25 @@ class ApprovalFlow:
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
-        result = await self.decider.decide(event.approval_id, event.scope, actor,
-                                           reason=event.reason, channel=event.surface)
+        if event.undo:  # who may undo: whoever may decide the request (it only denies)
+            result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
+        elif (approval is not None and event.surface not in TRUSTED_SURFACES
+                and steps_up(approval, self.step_up)):
+            return await self._confirm_in_console(approval, actor, event.surface)
+        else:
+            result = await self.decider.decide(event.approval_id, event.scope, actor,
+                                               reason=event.reason, channel=event.surface,
+                                               lasts=event.lasts, args=event.args)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
+
+    async def _confirm_in_console(self, approval: Approval, actor: str,
+                                  surface: str) -> DecisionOutcome:
+        """Step-up: a chat answer to such a request (an old button, a forged click) decides
+        nothing; the person is sent to the console, where a signed-in key decides (the
+        trusted surfaces — console, API, terminal — are where a key or the node's own
+        terminal already says who answers)."""
+        link = confirm_link(self.console_url, approval) or "the signoff console"
+        await self.decider.refuse(approval.id, actor, "step-up: decided in the console only",
+                                  channel=surface)
+        return DecisionOutcome(False, f"Confirm in the console: {link}",
+                               code=DecisionCode.STEP_UP)

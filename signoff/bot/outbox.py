@@ -12,6 +12,15 @@ retry into a no-op; a retry after an ambiguous failure looks for the card first 
 the surface can (`post_card`). A job given up (refused, out of attempts, its surface
 disabled) is first handed to ``given_up``: the flow announces a card that will never
 arrive (`signoff.bot.failover`, `undelivered_notes`).
+
+Cards come before autonomous work. The dispatcher and the worker share one event loop
+and one store; left alone, a burst of gated tasks kept the worker's consumers so busy
+that cards went out at a fifth of the rate they reached once the worker was done. So
+the worker asks `Dispatcher.room` before it claims another queued task: while more card
+jobs (those of an approval) are due and deliverable than `BACKLOG_LIMIT`, it waits (at
+most `ROOM_WAIT` per claim, so that a slow platform slows autonomous work down but
+never stops it). Jobs waiting for a retry or a 429's ``retry_after``, and jobs of a held
+surface, are not due: a platform's own rate limit never holds the worker back.
 """
 
 from __future__ import annotations
@@ -34,8 +43,11 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 15
 MAX_BACKOFF = 60.0
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)  # "every undelivered job"
+BACKLOG_LIMIT = 16  # due card jobs beyond which the worker waits before claiming more
+ROOM_WAIT = 1.0  # seconds a claim waits for the card backlog at most
 
 CardJob = Callable[[OutboxItem, ChatPlatform], Awaitable[None]]
+Prepare = Callable[[list[OutboxItem]], Awaitable[None]]
 GivenUp = Callable[[OutboxItem, str], Awaitable[None]]  # (job, why): before it is given up
 
 
@@ -49,7 +61,7 @@ class Dispatcher:
 
     def __init__(self, *, store: TaskStore, clock: Clock, platforms: dict[str, ChatPlatform],
                  deliver: CardJob, interval: float = 0.2,
-                 given_up: GivenUp | None = None) -> None:
+                 given_up: GivenUp | None = None, prepare: Prepare | None = None) -> None:
         self.store = store
         self.clock = clock
         self.platforms = platforms
@@ -57,13 +69,33 @@ class Dispatcher:
         # Told of each job before it is given up (the flow announces a card that will not
         # arrive); it must be idempotent: a crash before the give-up repeats it.
         self.given_up = given_up
+        self.prepare = prepare  # reads for the round's jobs at once (the flow's cache)
         self.interval = interval
         self._wake = asyncio.Event()
         self._held: set[str] = set()
+        self.backlog = 0  # due, deliverable card jobs not yet delivered (see `room`)
+        self._drained = asyncio.Event()
+        self._drained.set()
 
     def wake(self) -> None:
         """Look at the outbox now."""
         self._wake.set()
+
+    async def room(self) -> None:
+        """Return once the card backlog is at most `BACKLOG_LIMIT` (or after `ROOM_WAIT`):
+        the worker's priority gate (see the module docstring)."""
+        if self.backlog <= BACKLOG_LIMIT:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ROOM_WAIT):
+                await self._drained.wait()
+
+    def _count(self, delta: int) -> None:
+        self.backlog = max(0, self.backlog + delta)
+        if self.backlog <= BACKLOG_LIMIT:
+            self._drained.set()
+        else:
+            self._drained.clear()
 
     def hold(self, surface: str) -> None:
         """Leave ``surface``'s jobs waiting, untried, until `release` (it is degraded)."""
@@ -98,9 +130,8 @@ class Dispatcher:
         """
         pending = await self.store.due_outbox(FOREVER, limit=1000)
         fanouts = [i for i in pending if i.surface == "*"]
-        for item in fanouts:
-            await self._expand(item)
         if fanouts:
+            await self._expand(fanouts)
             pending = await self.store.due_outbox(FOREVER, limit=1000)
         now = self.clock.now()
         by_surface: dict[str, list[OutboxItem]] = {}
@@ -112,15 +143,24 @@ class Dispatcher:
                 held.add(item.surface)  # its retry time has not come: later ones wait too
                 continue
             by_surface.setdefault(item.surface, []).append(item)
-        counts = await asyncio.gather(*(self._surface(name, items)
-                                        for name, items in by_surface.items()))
+        self.backlog = 0
+        self._count(sum(1 for items in by_surface.values() for i in items if i.approval_id))
+        if self.prepare is not None and by_surface:
+            await self.prepare([i for items in by_surface.values() for i in items])
+        try:
+            counts = await asyncio.gather(*(self._surface(name, items)
+                                            for name, items in by_surface.items()))
+        finally:
+            self._count(-self.backlog)  # whatever was not delivered is counted afresh
         return sum(counts)
 
-    async def _expand(self, item: OutboxItem) -> None:
-        copies = [job for name in self.platforms for job in jobs_for(item, name)]
-        # The copies and the end of the fan-out job in one transaction.
+    async def _expand(self, items: list[OutboxItem]) -> None:
+        # Every copy and the end of every fan-out job in ONE transaction: a burst of
+        # requests costs one commit here, not one per request before any card goes out.
+        copies = [job for item in items for name in self.platforms
+                  for job in jobs_for(item, name)]
         await self.store.commit(Change(at=self.clock.now(), outbox=copies,
-                                       outbox_done=[item.id]))
+                                       outbox_done=[item.id for item in items]))
 
     async def _surface(self, name: str, items: list[OutboxItem]) -> int:
         platform = self.platforms.get(name)
@@ -132,6 +172,8 @@ class Dispatcher:
             if not await self._one(item, platform):
                 break  # keep this surface's order: later items wait for this one
             delivered += 1
+            if item.approval_id:
+                self._count(-1)
         return delivered
 
     async def _one(self, item: OutboxItem, platform: ChatPlatform) -> bool:
@@ -195,7 +237,7 @@ def jobs_for(item: OutboxItem, surface: str) -> list[OutboxItem]:
     event = _LEGACY.get(item.kind) or (item.kind if item.kind in set(ApprovalEvent) else None)
     if event == ApprovalEvent.REQUESTED:
         return [job(Job.POST)]
-    if event == ApprovalEvent.DECIDED:
+    if event in (ApprovalEvent.DECIDED, ApprovalEvent.VOTED):
         return [job(Job.UPDATE)]
     if event == ApprovalEvent.ESCALATED:
         # The edit shows the new approvers; only the reply notifies anyone (edits never do).

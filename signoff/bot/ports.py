@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
 from signoff.runtime.clock import Clock
-from signoff.runtime.models import DecisionCode, Scope
+from signoff.runtime.leadership import Leadership, SoleLeadership
+from signoff.runtime.models import DecisionCode, JsonDict, Scope
+from signoff.runtime.replay import MemoryReplayLedger, ReplayLedger
 from signoff.runtime.tools.base import Preview
 
 if TYPE_CHECKING:
@@ -77,7 +79,7 @@ class ApprovalCard:
     allowed: tuple[Scope, ...]
     requested_at: datetime
     expires_at: datetime
-    status: str = "pending"  # pending | approved | denied | expired
+    status: str = "pending"  # pending | held | approved | denied | expired
     outcome: str | None = None  # "Approved for this session by slack:U1 at 14:03"
     decided_by: str | None = None
     decided_at: datetime | None = None
@@ -85,8 +87,14 @@ class ApprovalCard:
     why: str | None = None  # the proposer's own words: our agent's turn, or the requester's
     mentions: tuple[str, ...] = ()  # people to alert (escalation), as actor keys
     console_url: str | None = None
+    # Step-up (approvals.step_up): decided in the console only; chats show a link to this
+    # page (None when the daemon has no public_url) instead of decision buttons.
+    step_up: bool = False
+    confirm_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
+    progress: str | None = None  # under a quorum: "1 of 2 approvals (slack:U1)"
+    hold_until: datetime | None = None  # held: the action runs then unless undone
     preview: Preview | None = None  # what will happen (a diff, the command), while pending
 
     @property
@@ -103,6 +111,11 @@ class ApprovalCard:
         """True while buttons should be shown."""
         return self.status == "pending"
 
+    @property
+    def held(self) -> bool:
+        """True during the undo window: the card shows Undo (and nothing else to press)."""
+        return self.status == "held"
+
 
 @dataclass(frozen=True)
 class DecisionEvent:
@@ -114,6 +127,9 @@ class DecisionEvent:
     surface: str
     reason: str | None = None
     ref: CardRef | None = None
+    lasts: timedelta | None = None  # "for": a session/always grant lapses after this
+    args: JsonDict | None = None  # edited args to approve instead (console and API only)
+    undo: bool = False  # the Undo button of a held card (``scope`` is then deny)
 
 
 @dataclass(frozen=True)
@@ -230,7 +246,13 @@ async def _no_cards(approval_id: str) -> PostedCard | None:
 
 @dataclass(frozen=True)
 class SurfaceDeps:
-    """What the daemon hands a surface it builds, beyond its own config section."""
+    """What the daemon hands a surface it builds, beyond its own config section.
+
+    ``leadership`` and ``replay`` are how a surface behaves as one among several nodes
+    on a database: work only one node may do (Telegram's getUpdates) waits for a lease,
+    and an inbound request delivered twice (to one node or two) is acted on once. Left
+    out, they are those of a single node (always the leader; a per-process ledger).
+    """
 
     clock: Clock
     pending: PendingLister  # the cards still waiting for a decision (Telegram's /pending)
@@ -239,6 +261,16 @@ class SurfaceDeps:
     lookup: CardLookup = _no_cards
     # Where the daemon is reached, for links: daemon.public_url, else its listen address.
     public_url: str | None = None
+    leadership: Leadership | None = None
+    replay: ReplayLedger | None = None
+
+    def lead(self) -> Leadership:
+        """The node's leadership port (a sole node's when none was given)."""
+        return self.leadership or SoleLeadership()
+
+    def ledger(self) -> ReplayLedger:
+        """The node's replay ledger (this process's own when none was given)."""
+        return self.replay or MemoryReplayLedger(clock=self.clock)
 
 
 @dataclass(frozen=True)

@@ -248,11 +248,17 @@ def cmd_approve(task_id: IdArg,
                 scope: Annotated[ScopeChoice, typer.Option(
                     help="once: this action; session: for this task (or policy_id); "
                          "always: remember.")] = ScopeChoice.once,
+                lasts: Annotated[str | None, typer.Option(
+                    "--for", help='Session/always only: the grant lapses after this long '
+                                  '("30m", "8h", "7d").')] = None,
                 as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
                 api_key: KeyOpt = None) -> None:
     """Approve the action a task (or an approval request) is waiting on."""
     path, subject = _decision_path(task_id, "approve")
-    answer = call("POST", url, path, api_key, body={"scope": scope.value}, subject=subject)
+    body: dict[str, Any] = {"scope": scope.value}
+    if lasts is not None:
+        body["for"] = lasts
+    answer = call("POST", url, path, api_key, body=body, subject=subject)
     if as_json:
         _dump(answer)
         return
@@ -283,17 +289,24 @@ def cmd_deny(task_id: IdArg,
 
 
 def grant_status(grant: dict[str, Any]) -> str:
-    """live, revoked, used or ended, as the daemon says (an older one only says live)."""
+    """live, revoked, used, ended or lapsed, as the daemon says (an older one only says
+    live)."""
     return str(grant.get("status") or ("live" if grant["live"] else "not live"))
 
 
 def grants_table(items: list[dict[str, Any]]) -> Grid:
-    """Grants as a table: what each covers (risk, tool → targets), for whom, its status."""
-    grid = Grid(Col("ID"), Col("Scope"), Col("Covers", whole=False), Col("For"), Col("Status"),
-                Col("By"))
+    """Grants as a table: what each covers (risk, tool → targets), for whom, its status
+    (``live until <when>`` for a time-boxed grant, ``lapsed`` once that time is over)."""
+    grid = Grid(Col("ID"), Col("Scope"), Col("Covers", whole=False), Col("For"),
+                Col("Status"), Col("By"))
     for g in items:
         covers = {"risk": g["risk"], "tool": g["tool"], "targets": g.get("targets") or []}
-        grid.add(g["id"], g["scope"], _action_text(covers), g["policy_id"], grant_status(g),
+        status = grant_status(g)
+        if g.get("expires_at") and status == "live":
+            # Three short lines (minutes are enough), so Covers keeps its room at 80 columns.
+            day, _, hhmm = _when(g["expires_at"])[:16].partition(" ")
+            status += f" until\n{day}\n{hhmm} UTC"
+        grid.add(g["id"], g["scope"], _action_text(covers), g["policy_id"], status,
                  g.get("created_by"))
     return grid
 

@@ -34,6 +34,7 @@ from signoff.wiring import (
     build_node,
     build_registry,
     build_surfaces,
+    cluster_ports,
     cluster_services,
 )
 
@@ -130,8 +131,10 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     pending = PendingCards()
     clock = SystemClock()
     public_url = settings.daemon.public_url or f"http://{host}:{port}"
+    ports = cluster_ports(settings, work_dir=work_dir, database=database, clock=clock)
     platforms = build_surfaces(settings, deps=SurfaceDeps(
-        clock=clock, pending=pending, lookup=pending.lookup, public_url=public_url))
+        clock=clock, pending=pending, lookup=pending.lookup, public_url=public_url,
+        leadership=ports.leadership, replay=ports.replay))
     web = platforms.get("web")
     if not isinstance(web, WebPlatform):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")
@@ -163,6 +166,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
         services.append((f"surface-{name}", surfaces.service(name, node.flow.on_decision)))
     services.extend(scheduler_services)
     services.extend(cluster_services(node))
+    services.extend(ports.services)
     if node.mcp:  # cancelled with the daemon, which stops every server it started
         services.append(("mcp", node.mcp.run))
     return node, services

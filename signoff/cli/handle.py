@@ -123,6 +123,8 @@ async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mod
         card = build_card(task, approval, console_url=console,
                           preview=await node.flow.preview(approval))
         await terminal.ask(card, node.flow.on_decision, settled=settled)
+        if runnable.empty():
+            await _wait_hold(node, approval.id, terminal)
         if not runnable.empty():
             task = await node.engine.advance(runnable.get_nowait())
         else:
@@ -156,6 +158,23 @@ async def _settled(node: Node, approval: Approval) -> None:
             return
         left = (approval.expires_at - now).total_seconds()
         await asyncio.sleep(min(POLL_SECONDS, left))
+
+
+async def _wait_hold(node: Node, approval_id: str, terminal: TerminalPlatform) -> None:
+    """An approval in its undo window (approvals.hold): say so, wait it out here and
+    release it (the action then runs in this process), unless it is undone elsewhere
+    meanwhile (console, API)."""
+    while True:
+        current = await node.store.get_approval(approval_id)
+        if current is None or current.status is not ApprovalStatus.HELD:
+            return
+        task = await node.store.get_task(current.task_id) if current.task_id else None
+        terminal.show_outcome(build_card(task, current))  # printed once
+        now = node.clock.now()
+        if current.hold_until is None or current.hold_until <= now:
+            await node.decider.release_due()
+            return
+        await asyncio.sleep(min(POLL_SECONDS, (current.hold_until - now).total_seconds()))
 
 
 async def _settled_task(node: Node, task: Task, terminal: TerminalPlatform) -> Task:

@@ -43,6 +43,7 @@ from signoff.bot.plugins import surface_registry
 from signoff.config.checks import (
     ActorKey,
     DatabaseUrl,
+    Duration,
     HttpUrl,
     NonEmpty,
     PositiveDuration,
@@ -137,6 +138,10 @@ def _default_scopes() -> dict[RiskClass, list[Scope]]:
     return {RiskClass.SEND: list(ALL_SCOPES), RiskClass.DESTRUCTIVE: list(ALL_SCOPES)}
 
 
+MAX_HOLD = timedelta(hours=1)
+MAX_QUORUM = 20
+
+
 class ApprovalsSettings(Section):
     """[approvals]: who decides, how long a request waits, what may run unattended."""
 
@@ -147,9 +152,25 @@ class ApprovalsSettings(Section):
     approvers: list[ActorKey] = []
     forbid_self_approval: bool = False
     scopes: dict[Risk, list[Scope]] = Field(default_factory=_default_scopes)
+    # An always grant lapses this long after the decision unless the answer gives "for".
+    grant_ttl: PositiveDuration = timedelta(days=30)
+    # Risk classes decided only in the console: their chat buttons link there instead.
+    step_up: list[Risk] = []
     # Off unless set: a reminder is one more message in busy channels, so it is opted into.
     remind_before: PositiveDuration | None = None
     email_to: list[EmailAddress] = []  # each card also mailed here (needs [email])
+    # The undo window after the approval that decides, per risk class ("0s": none).
+    hold: dict[Risk, Duration] = Field(default_factory=lambda: {
+        RiskClass.SEND: timedelta(0), RiskClass.DESTRUCTIVE: timedelta(0)})
+
+    @field_validator("hold")
+    @classmethod
+    def _hold(cls, value: dict[RiskClass, timedelta]) -> dict[RiskClass, timedelta]:
+        for risk, window in value.items():
+            if window > MAX_HOLD:
+                raise problem(risk.value, "a hold of more than 1h would outlive most "
+                                          "approval timeouts; use at most '1h'")
+        return value
 
     @field_validator("scopes")
     @classmethod
@@ -179,6 +200,16 @@ class PolicySettings(Section):
     read_only_commands: list[NonEmpty] = []
     budgets: dict[str, Annotated[int, Field(gt=0)]] = {}
     command_timeout: PositiveDuration = timedelta(seconds=60)
+    # [policy.quorum]: distinct approvers per capability ("fs.delete") or risk class.
+    quorum: dict[NonEmpty, Annotated[int, Field(ge=1, le=MAX_QUORUM)]] = {}
+
+    @field_validator("quorum")
+    @classmethod
+    def _quorum(cls, value: dict[str, int]) -> dict[str, int]:
+        # A risk class in any case means the risk class ("send" = "SEND"); the rest are
+        # capabilities, matched exactly.
+        risks = {r.value for r in RiskClass}
+        return {(k.upper() if k.upper() in risks else k): n for k, n in value.items()}
 
 
 class PlannerSettings(Section):

@@ -46,8 +46,14 @@ def from_row(row_id: int, data: str) -> AuditEvent:
     return event if event.id == row_id else event.model_copy(update={"id": row_id})
 
 
+# Fields added after events were first sealed: left out of the digest while unset, so the
+# hashes of events written before them (and of events that never use them) stay the same.
+_LATER_FIELDS = ("original_fingerprint",)
+
+
 def _digest(event: AuditEvent) -> str:
-    body = event.model_dump(mode="json", exclude={"hash"})
+    unset = {name for name in _LATER_FIELDS if getattr(event, name) is None}
+    body = event.model_dump(mode="json", exclude={"hash", *unset})
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -46,6 +46,7 @@ class Daemon:
         while True:
             try:
                 await self.decider.expire_due()
+                await self.decider.release_due()  # held approvals whose undo window is over
                 await self.engine.recover(include_own=False)  # leases of dead nodes
             except Exception:
                 log.exception("sweep_failed")

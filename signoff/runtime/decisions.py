@@ -6,6 +6,14 @@ so on any backend and any number of nodes the first answer wins and the action r
 once. Who may decide is the bot layer's question; this module checks what the request
 itself allows (scopes, expiry, the self-approval rule).
 
+A request under a quorum (`Approval.needed` > 1) collects approvals (`Approval.votes`)
+while it stays pending; each is its own compare-and-set on the request's status *and*
+vote count, so racing approvals from two surfaces or nodes never lose one; the approval
+that reaches the quorum decides (with the narrowest scope among them), one deny denies.
+With a hold (`approvals.hold`), the approval that decides parks the request as ``held``
+until `Approval.hold_until`; `release_due` (the daemon's sweep) lets it run then, `undo`
+denies it before (both in `signoff.runtime.hold`).
+
 A request from an agent that is not ours has no task: the same decision is committed
 without a task to move (its grant lives under the request's own policy_id), and waiters
 on `watch` (long polls) are woken once it is committed.
@@ -14,51 +22,37 @@ on `watch` (long polls) are woken once it is committed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 
-from signoff.runtime.engine import Engine
+from signoff.runtime.edits import EditRefused, prepare_edit
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
+from signoff.runtime.hold import HoldDecisions, held_words
 from signoff.runtime.models import (
-    ActionRecord,
+    Action,
     Approval,
     ApprovalStatus,
     DecisionCode,
     Grant,
+    JsonDict,
     Scope,
     Task,
     TaskState,
+    Vote,
 )
 from signoff.runtime.policy.grants import grant_for
+from signoff.runtime.policy.quorum import narrowest
+from signoff.runtime.settle import DONE_WORDS, DecisionResult, Runnable, refusal_reason
 from signoff.runtime.store.port import Change
-from signoff.runtime.watch import ApprovalWatch
 
 log = logging.getLogger(__name__)
 
-Runnable = Callable[[Task], Awaitable[None]]
+__all__ = ["Decider", "DecisionResult", "Runnable", "progress", "refusal_reason"]
 
 
-@dataclass(frozen=True)
-class DecisionResult:
-    """What happened to one answer."""
-
-    accepted: bool
-    code: DecisionCode
-    message: str
-    task: Task | None = None
-    approval: Approval | None = None
-
-
-_DONE_WORDS = {Scope.ONCE: "Approved once", Scope.SESSION: "Approved for this session",
-               Scope.ALWAYS: "Approved always", Scope.DENY: "Denied"}
-
-
-def refusal_reason(approval: Approval) -> str:
-    """Why a decided request did not approve: "user denied[: why]" or "approval timed out"."""
-    if approval.status is ApprovalStatus.EXPIRED:
-        return "approval timed out"
-    return f"user denied: {approval.reason}" if approval.reason else "user denied"
+def _more(approval: Approval) -> str:
+    missing = approval.needed - len(approval.votes)
+    return "one more" if missing == 1 else f"{missing} more"
 
 
 def _already(approval: Approval) -> DecisionResult:
@@ -71,39 +65,24 @@ def _already(approval: Approval) -> DecisionResult:
                           approval=approval)
 
 
-class Decider:
+def progress(approval: Approval, votes: int | None = None) -> str:
+    """"1 of 2 approvals" (``votes``: a count other than the stored one)."""
+    count = len(approval.votes) if votes is None else votes
+    return f"{count} of {approval.needed} approvals"
+
+
+class Decider(HoldDecisions):
     """Turns answers into committed state changes."""
 
-    def __init__(self, *, engine: Engine, on_runnable: Runnable | None = None,
-                 watch: ApprovalWatch | None = None) -> None:
-        self.engine = engine
-        self.store = engine.store
-        self.on_runnable = on_runnable
-        self.watch = watch or ApprovalWatch()
-
-    async def _commit(self, change: Change) -> bool:
-        """Commit one unit of work."""
-        return await self.store.commit(change)
-
-    def _now(self) -> datetime:
-        return self.engine.clock.now()
-
-    async def refuse(self, approval_id: str, actor: str, why: str, *,
-                     channel: str | None = None, task: Task | None = None) -> None:
-        """Audit an attempt that was not allowed (unauthorized, too late, bad scope)."""
-        approval = await self.store.get_approval(approval_id)
-        if task is None and approval is not None and approval.task_id:
-            task = await self.store.get_task(approval.task_id)
-        event = audit_event("refused", task, approval.action if approval else None,
-                            decision="refused", actor=actor, reason=why, approval=approval,
-                            channel=channel)
-        if approval is None:
-            event = event.model_copy(update={"approval_id": approval_id})
-        await self._commit(Change(at=self._now(), audit=[event]))
-
     async def decide(self, approval_id: str, scope: Scope, actor: str, *,
-                     reason: str | None = None, channel: str | None = None) -> DecisionResult:
-        """Apply one answer; exactly one of any number of racing answers is accepted."""
+                     reason: str | None = None, channel: str | None = None,
+                     lasts: timedelta | None = None,
+                     args: JsonDict | None = None) -> DecisionResult:
+        """Apply one answer; exactly one of any number of racing answers is accepted.
+
+        ``lasts``: a session or always grant lapses that long after the decision
+        (``"for": "30m"``). ``args``: approve these edited args instead (`runtime.edits`).
+        """
         approval = await self.store.get_approval(approval_id)
         if approval is None:
             await self.refuse(approval_id, actor, "unknown approval request", channel=channel)
@@ -118,18 +97,31 @@ class Decider:
             return DecisionResult(False, DecisionCode.SCOPE_NOT_ALLOWED,
                                   f"'{scope.value}' is not offered for this action "
                                   f"(allowed: {allowed})", approval=approval)
+        answer = await self._answer_terms(approval, scope, actor, lasts, args, channel)
+        if isinstance(answer, DecisionResult):
+            return answer
+        edited, lasts = answer
         # A lost compare-and-set while the request is still pending means the task row
-        # changed under us (an escalation added approvers): read it again and retry.
-        for _ in range(5):
+        # changed under us (an escalation added approvers, another approval of a quorum
+        # was counted): read it again and retry, once more per approval a quorum needs.
+        for _ in range(5 + approval.needed):
             task = await self.store.get_task(approval.task_id) if approval.task_id else None
             refused = self._check(task, approval, scope, actor)
             if refused is not None and refused.code is DecisionCode.NOT_AUTHORIZED:
                 await self.refuse(approval_id, actor, "self-approval is forbidden",
                                   channel=channel, task=task)
                 return refused
+            if refused is not None and refused.code is DecisionCode.ALREADY_COUNTED:
+                await self.refuse(approval_id, actor, "already approved by this person",
+                                  channel=channel, task=task)
+                return refused
             result = None
             if refused is None:
-                result = await self._apply(task, approval, scope, actor, reason, channel)
+                if scope.approves and len(approval.votes) + 1 < approval.needed:
+                    result = await self._vote(task, approval, scope, actor, channel)
+                else:
+                    result = await self._apply(task, approval, scope, actor, reason, channel,
+                                               lasts=lasts, edited=edited)
                 if result is not None:
                     return result
             # Lost, or the task moved on: if someone decided meanwhile, say who.
@@ -143,6 +135,47 @@ class Decider:
             approval = current
         return DecisionResult(False, DecisionCode.NOT_WAITING, "The task keeps changing; try again")
 
+    def _lasts(self, scope: Scope, asked: timedelta | None) -> timedelta | None:
+        """How long the grant of this answer lasts: as asked, else approvals.grant_ttl for
+        an always grant; None: as long as its scope."""
+        if asked is not None or scope is not Scope.ALWAYS:
+            return asked
+        return self.engine.config.grant_ttl
+
+    async def _answer_terms(self, approval: Approval, scope: Scope, actor: str,
+                            lasts: timedelta | None, args: JsonDict | None,
+                            channel: str | None
+                            ) -> tuple[Action | None, timedelta | None] | DecisionResult:
+        """The edited action (None: not edited) and the grant's lifetime of an answer, or
+        the refusal (audited) of terms that do not fit it; nothing is decided then."""
+        refusal: tuple[DecisionCode, str] | None = None
+        edited = None
+        if lasts is not None and scope not in (Scope.SESSION, Scope.ALWAYS):
+            refusal = (DecisionCode.INVALID, f"for: only a session or always answer can be "
+                                             f"time-boxed, not '{scope.value}'")
+        elif lasts is not None and lasts <= timedelta(0):
+            refusal = (DecisionCode.INVALID, "for: must be a positive duration")
+        elif args is not None and not scope.approves:
+            refusal = (DecisionCode.INVALID, "args: only an approval can carry edited args")
+        elif args is not None and approval.needed > 1:
+            # Every approver of a quorum must approve the same action.
+            refusal = (DecisionCode.INVALID, f"args: a request that needs {approval.needed} "
+                                             f"approvals cannot be edited")
+        elif args is not None:
+            task = await self.store.get_task(approval.task_id) if approval.task_id else None
+            try:
+                edited = await prepare_edit(self.engine, task, approval, args)
+            except EditRefused as exc:
+                refusal = (exc.code, exc.message)
+            if edited is not None and scope not in self.engine.config.scopes_for(edited.risk):
+                refusal = (DecisionCode.SCOPE_NOT_ALLOWED,
+                           f"'{scope.value}' is not offered for the edited action "
+                           f"({edited.risk.value if edited.risk else '?'})")
+        if refusal is not None:
+            await self.refuse(approval.id, actor, refusal[1], channel=channel)
+            return DecisionResult(False, refusal[0], refusal[1], approval=approval)
+        return edited, self._lasts(scope, lasts)
+
     def _check(self, task: Task | None, approval: Approval, scope: Scope,
                actor: str) -> DecisionResult | None:
         """What stands in the way of this answer besides the request's own status."""
@@ -154,38 +187,104 @@ class Decider:
                                   f"The task is {state}, not waiting", task=task,
                                   approval=approval)
         submitter = approval.submitted_by or (task.submitted_by if task else None)
-        if (self.engine.config.forbid_self_approval and scope.approves
-                and submitter and submitter == actor):
+        # Under a quorum the requester never counts, whatever forbid_self_approval says:
+        # two people means two people other than the one asking.
+        forbidden = self.engine.config.forbid_self_approval or approval.needed > 1
+        if forbidden and scope.approves and submitter and submitter == actor:
             what = "task" if task is not None else "request"
             return DecisionResult(False, DecisionCode.NOT_AUTHORIZED,
                                   f"You submitted this {what}; someone else must approve it",
                                   task=task, approval=approval)
+        if scope.approves and any(v.actor == actor for v in approval.votes):
+            return DecisionResult(False, DecisionCode.ALREADY_COUNTED,
+                                  f"You already approved this request; it counts once "
+                                  f"({progress(approval)} — waiting for "
+                                  f"{_more(approval)})", task=task, approval=approval)
         return None
 
+    async def _vote(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
+                    channel: str | None) -> DecisionResult | None:
+        """Count one approval towards the quorum; the request stays pending. None when the
+        compare-and-set lost (someone else voted or decided meanwhile)."""
+        now = self._now()
+        vote = Vote(actor=actor, scope=scope, at=now, channel=channel)
+        counted = approval.model_copy(update={"votes": [*approval.votes, vote]})
+        words = progress(counted)
+        event = audit_event("approval_partial", task, approval.action, decision="approve",
+                            actor=actor, scope=scope.value, reason=words, approval=counted,
+                            channel=channel)
+        change = Change(at=now, approval=counted, approval_expect=ApprovalStatus.PENDING,
+                        approval_votes=len(approval.votes), audit=[event],
+                        outbox=[approval_event(ApprovalEvent.VOTED, approval.id,
+                                               suffix=f":{len(counted.votes)}")])
+        if task is not None:
+            task.approval = counted
+            task.updated_at = now
+            change.task, change.expect_state = task, TaskState.WAITING_APPROVAL
+        if not await self._commit(change):
+            return None
+        log.info("approval_partial", extra={"approval_id": approval.id, "actor": actor,
+                                             "votes": len(counted.votes),
+                                             "needed": counted.needed})
+        await self.engine.listener.approval_decided(task, counted)  # the cards show it
+        return DecisionResult(True, DecisionCode.PARTIAL,
+                              f"{words} — waiting for {_more(counted)}", task=task,
+                              approval=counted)
+
     async def _apply(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
-                     reason: str | None, channel: str | None) -> DecisionResult | None:
-        """Commit the decision; None when the compare-and-set lost (the caller sorts out why)."""
+                     reason: str | None, channel: str | None, *, lasts: timedelta | None = None,
+                     edited: Action | None = None) -> DecisionResult | None:
+        """Commit the decision; None when the compare-and-set lost (the caller sorts out why).
+        ``edited``: the action approved instead of the one asked (it is what runs)."""
         now = self.engine.clock.now()
         status = ApprovalStatus.APPROVED if scope.approves else ApprovalStatus.DENIED
-        decided = approval.model_copy(update={"status": status, "scope": scope,
-                                              "decided_by": actor, "decided_at": now,
-                                              "reason": reason})
+        update: dict[str, object] = {"status": status, "scope": scope, "decided_by": actor,
+                                     "decided_at": now, "reason": reason}
+        if edited is not None:
+            update |= {"action": edited, "original_action": approval.action}
+        votes = None
+        if scope.approves and approval.needed > 1:
+            # The approval that completes the quorum: everyone's scope counts, the narrowest
+            # is granted (a session or always grant needs all of them to have meant it).
+            votes = [*approval.votes, Vote(actor=actor, scope=scope, at=now, channel=channel)]
+            scope = narrowest([v.scope for v in votes])
+            update |= {"votes": votes, "scope": scope}
+        hold = self.engine.config.rules.hold_for(approval.action) if scope.approves else None
+        if hold:
+            # The grant is made on release: keep its time box until then.
+            update |= {"status": ApprovalStatus.HELD, "hold_until": now + hold,
+                       "grant_lasts": lasts}
+        decided = approval.model_copy(update=update)
         latency = (now - approval.requested_at).total_seconds() * 1000
-        event = audit_event("decision", task, approval.action,
+        note = reason
+        if votes is not None:
+            note = f"{progress(decided)}: " + ", ".join(v.actor for v in votes)
+        if decided.hold_until is not None:
+            note = (f"{note}; " if note else "") + held_words(decided)
+        event = audit_event("decision", task, decided.action,
                             decision="approve" if scope.approves else "deny", actor=actor,
-                            scope=scope.value, reason=reason, approval=decided, channel=channel,
+                            scope=scope.value, reason=note, approval=decided, channel=channel,
                             latency_ms=latency)
+        if edited is not None:
+            event.original_fingerprint = approval.action.fingerprint
         grants: list[Grant] = []
-        if scope.approves:
+        if scope.approves and decided.hold_until is None:
             policy_id = approval.policy_id or (task.policy_id if task else approval.id)
-            grants.append(grant_for(approval.action, scope, policy_id=policy_id,
-                                    task_id=task.id if task else None, actor=actor, now=now))
+            grants.append(grant_for(decided.action, scope, policy_id=policy_id,
+                                    task_id=task.id if task else None, actor=actor, now=now,
+                                    lasts=lasts))
         change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
+                        approval_votes=len(approval.votes) if votes is not None else None,
                         grants=grants, audit=[event],
                         outbox=[approval_event(ApprovalEvent.DECIDED, approval.id)])
         goes_on = False
         if task is not None:
-            goes_on = self._move_task(task, decided, actor, now)
+            if edited is not None:
+                task.pending_action = edited  # the edited action is what runs (after a hold)
+            if decided.hold_until is not None:  # it waits, still parked, until released
+                task.approval, task.updated_at = decided, now
+            else:
+                goes_on = self._move_task(task, decided, actor, now)
             change.task, change.expect_state = task, TaskState.WAITING_APPROVAL
         if not await self._commit(change):
             return None
@@ -196,8 +295,14 @@ class Decider:
                              TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
         if task is not None and goes_on and self.on_runnable is not None:
             await self.on_runnable(task)
-        return DecisionResult(True, DecisionCode.OK, _DONE_WORDS[scope], task=task,
-                              approval=decided)
+        words = DONE_WORDS[scope] + (" (edited)" if edited is not None else "")
+        if grants and grants[0].expires_at is not None and scope is not Scope.ONCE:
+            words += f" until {grants[0].expires_at.strftime('%Y-%m-%d %H:%M UTC')}"
+        if votes is not None:
+            words = f"{words} ({progress(decided)})"
+        if decided.hold_until is not None:
+            words = f"{words} — {held_words(decided)}"
+        return DecisionResult(True, DecisionCode.OK, words, task=task, approval=decided)
 
     def _move_task(self, task: Task, decided: Approval, actor: str, now: datetime) -> bool:
         """What a decision does to the task waiting for it; True when it runs on (approved,
@@ -208,50 +313,6 @@ class Decider:
             self._take_back(task, now)
             return True
         return self._refused(task, decided, "denied", actor, refusal_reason(decided))
-
-    def _take_back(self, task: Task, now: datetime) -> None:
-        """The task runs again on this node (its runnable hook hands it to the worker)."""
-        task.state = TaskState.IN_PROGRESS
-        task.claimed_by = self.engine.config.node_id
-        task.lease_until = now + self.engine.config.lease
-
-    def _refused(self, task: Task, approval: Approval, outcome: str, actor: str,
-                 reason: str) -> bool:
-        """Record a deny or a timeout; True when the task goes on (an agent told to find
-        another way, `on_deny = "tell_model"`), False when it failed."""
-        if task.agent is None or not task.agent.tells_model:
-            self._end_denied(task, approval, outcome, actor, reason)
-            return False
-        self._record_refusal(task, approval, outcome, actor, reason)
-        task.pending_action = None  # the agent loop tells the model on its next run
-        self._take_back(task, self.engine.clock.now())
-        return True
-
-    def _record_refusal(self, task: Task, approval: Approval, outcome: str, actor: str,
-                        reason: str) -> None:
-        action = approval.action
-        task.actions.append(ActionRecord(
-            step=task.step_index, tool=action.tool, args=action.args, risk=action.risk,
-            capability=action.capability, targets=list(action.targets), decision=outcome,
-            decided_by=actor, outcome=outcome, error=reason, at=self.engine.clock.now()))
-
-    def _end_denied(self, task: Task, approval: Approval, outcome: str, actor: str,
-                    reason: str) -> None:
-        self._record_refusal(task, approval, outcome, actor, reason)
-        task.state = TaskState.FAILED
-        task.pending_action = None
-        task.claimed_by = task.lease_until = None
-        task.result = {"reason": reason, "step": task.step_index}
-
-    async def _announce(self, task: Task | None, approval: Approval, kind: TaskEvent) -> None:
-        self.watch.fire(approval.id)
-        listener = self.engine.listener
-        await listener.approval_decided(task, approval)
-        if task is None:
-            return
-        await listener.task_event(kind, task, approval.reason)
-        if task.state is TaskState.FAILED:
-            await listener.task_event(TaskEvent.FAILED, task, (task.result or {}).get("reason"))
 
     async def expire_due(self) -> list[Task]:
         """Deny every request past its expiry ("approval timed out"); return the tasks

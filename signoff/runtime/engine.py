@@ -48,6 +48,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.planning.planner import Planner, call_planner
 from signoff.runtime.policy.policy import Policy, new_approval
+from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.route import Route, RouteKind, gated_audit
 from signoff.runtime.policy.unattended import (
     ApprovalMode,
@@ -91,6 +92,9 @@ class EngineConfig:
     scopes: Mapping[RiskClass, tuple[Scope, ...]] = field(default_factory=dict)
     unattended: Unattended = field(default_factory=Unattended)
     forbid_self_approval: bool = False
+    # How long an always grant lasts unless the answer says ("for"); None: until revoked.
+    grant_ttl: timedelta | None = None
+    rules: ApprovalRules = field(default_factory=ApprovalRules)  # quorum and hold
     # First approvers of a request (on-call for scheduled runs) and a schedule's own
     # approval timeout; both None outside the daemon.
     approvers_for: Callable[[Task], Sequence[str]] | None = None
@@ -246,7 +250,7 @@ class Engine:
 
     async def route(self, task: Task, action: Action) -> Route:
         """The policy's verdict on ``action``, with ASK_USER settled for who can answer."""
-        ev = await self.policy.evaluate(task, action, self.store)
+        ev = await self.policy.evaluate(task, action, self.store, now=self.clock.now())
         if ev.verdict is Verdict.BLOCK:
             return Route(RouteKind.BLOCK, actor="auto:policy", reason=ev.reason)
         error = await self.cannot_run(action)
@@ -360,7 +364,8 @@ class Engine:
         approvers = list(cfg.approvers_for(task)) if cfg.approvers_for else []
         approval = new_approval(task, action, approval_id=ids.approval_id(), now=now,
                                 expires_at=now + timeout, allowed=cfg.scopes_for(action.risk),
-                                note=note, approvers=approvers, why=why)
+                                note=note, approvers=approvers, why=why,
+                                needed=cfg.rules.needed(action))
         task.state = TaskState.WAITING_APPROVAL
         task.pending_action = action
         task.approval = approval

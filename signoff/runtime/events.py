@@ -23,7 +23,8 @@ class ApprovalEvent(enum.StrEnum):
     """
 
     REQUESTED = "approval_requested"  # payload: mentions (the on-call asked first)
-    DECIDED = "approval_decided"  # approved, denied or expired
+    DECIDED = "approval_decided"  # approved, held, released, undone, denied or expired
+    VOTED = "approval_voted"  # one approval counted towards a quorum (still pending)
     ESCALATED = "approval_escalated"  # payload: level, mentions (new), approvers, waited
     REMINDED = "approval_reminded"  # payload: title, left, mentions (everyone asked now)
 

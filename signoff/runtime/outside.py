@@ -144,7 +144,8 @@ class OutsideRequests:
                 return found, True
         action = self.prepare(spec)
         ev = await self.engine.policy.evaluate_request(action, self.store,
-                                                       policy_id=spec.policy_id)
+                                                       policy_id=spec.policy_id,
+                                                       now=self.engine.clock.now())
         approval, event = self._build(spec, action, ev)
         # The card of a pending request, written in the same commit (as for a task's).
         outbox = ([approval_event(ApprovalEvent.REQUESTED, approval.id)]
@@ -175,7 +176,7 @@ class OutsideRequests:
             requester=spec.requester, goal=spec.goal, why=spec.why, verdict=ev.verdict,
             idempotency_key=spec.idempotency_key, submitted_by=spec.submitted_by,
             allowed_scopes=cfg.scopes_for(action.risk), requested_at=now,
-            expires_at=now + timeout)
+            expires_at=now + timeout, needed=cfg.rules.needed(action))
         verdict, actor, reason = ev.verdict, ev.actor or "auto:policy", ev.reason
         if verdict is Verdict.ASK_USER:
             pseudo = Task(id="", goal=spec.goal or "", mode=RunMode.INTERACTIVE)
@@ -204,8 +205,8 @@ class OutsideRequests:
         if not approval.outside:
             raise OutcomeConflict(f"request {approval.id} belongs to task {approval.task_id}; "
                                   "the task records what its actions did")
-        if approval.status is ApprovalStatus.PENDING:
-            raise OutcomeConflict(f"request {approval.id} is still pending")
+        if not approval.status.final:
+            raise OutcomeConflict(f"request {approval.id} is still {approval.status.value}")
         if approval.outcome is not None:
             raise OutcomeConflict(f"the outcome of request {approval.id} was already reported")
         now = self.engine.clock.now()

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
-from signoff.runtime.models import Approval, ApprovalStatus
+from signoff.runtime.models import Approval
 
 Reader = Callable[[str], Awaitable[Approval | None]]
 
@@ -53,7 +53,8 @@ class ApprovalWatch:
                 event.clear()
                 approval = await read(approval_id)
                 remaining = end - loop.time()
-                if (approval is None or approval.status is not ApprovalStatus.PENDING
+                # A held request is approved but may still be undone: wait for its end.
+                if (approval is None or approval.status.final
                         or remaining <= 0):
                     return approval
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel.

@@ -4,6 +4,10 @@ Tasks come from two places: the store's queue (`claim_next`, safe with any numbe
 workers on one database) and tasks this node already holds, such as one approved a
 moment ago (`hand_over`). While a task runs, its lease is renewed so that other nodes
 do not take it for an orphan.
+
+Before claiming from the queue, a consumer passes the ``gate`` it was given (the wiring
+gives the outbox's `room`): work waiting for nobody yields to the approval cards that
+people are waiting for. Tasks handed over (just approved) never wait at the gate.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from signoff.runtime.engine import Engine
 from signoff.runtime.models import Task
@@ -22,8 +27,10 @@ class Worker:
     """Runs tasks with ``concurrency`` parallel consumers."""
 
     def __init__(self, *, engine: Engine, concurrency: int = 4,
-                 poll_interval: float = 0.5) -> None:
+                 poll_interval: float = 0.5,
+                 gate: Callable[[], Awaitable[None]] | None = None) -> None:
         self.engine = engine
+        self.gate = gate
         self.concurrency = concurrency
         self.poll_interval = poll_interval
         self._ready: asyncio.Queue[Task] = asyncio.Queue()
@@ -55,6 +62,10 @@ class Worker:
             return self._ready.get_nowait()
         if self._paused:
             return None
+        if self.gate is not None:
+            await self.gate()
+            if not self._ready.empty():  # an approval came in meanwhile: it goes first
+                return self._ready.get_nowait()
         cfg = self.engine.config
         return await self.engine.store.claim_next(cfg.node_id,
                                                   self.engine.clock.now() + cfg.lease)

@@ -208,3 +208,21 @@ async def test_approve_and_deny_take_an_approval_id(node: Running, base: str) ->
     assert unknown.exit_code == 1 and "no approval request a-nope" in unknown.output
     late = await run("approve", second, "--url", base, "--api-key", KEY)
     assert late.exit_code == 1 and "already denied" in late.output
+
+
+async def test_approve_for_time_boxes_the_grant_and_grants_shows_until_when(
+        node: Running, base: str, echo: HttpEcho) -> None:
+    """`signoff approve --scope always --for 8h`: the grant lapses 8 h after the decision,
+    and `signoff grants` says until when at 80 columns; `--for` on once is refused."""
+    once = await waiting(node, echo)
+    refused = await run("approve", once, "--for", "8h", "--url", base, "--api-key", KEY)
+    assert refused.exit_code != 0 and "for" in refused.output
+    task_id = await waiting(node, echo, path="/always")
+    await run("approve", task_id, "--scope", "always", "--for", "8h", "--url", base,
+              "--api-key", KEY)
+    listed = json.loads((await run("grants", "--json", "--url", base, "--api-key", KEY)).output)
+    [grant] = [g for g in listed["items"] if g["scope"] == "always"]
+    assert grant["expires_at"] is not None and grant["status"] == "live"
+    result = await real_cli("grants", "--url", base, "--api-key", KEY)
+    assert "live until" in result.stdout and grant["expires_at"][:10] in result.stdout
+    assert all(len(line.rstrip()) <= 80 for line in result.stdout.splitlines()), result.stdout

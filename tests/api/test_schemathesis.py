@@ -40,7 +40,7 @@ OPERATIONS = [
     "GET /oncall", "GET /metrics",
     "POST /v1/approvals", "GET /v1/approvals/{approval_id}",
     "POST /v1/approvals/{approval_id}/outcome", "POST /approvals/{approval_id}/approve",
-    "POST /approvals/{approval_id}/deny",
+    "POST /approvals/{approval_id}/deny", "POST /approvals/{approval_id}/undo",
 ]
 
 

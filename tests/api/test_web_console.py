@@ -22,7 +22,9 @@ async def waiting(client: httpx.AsyncClient, echo: HttpEcho, goal: str = "ping t
 
 
 def buttons(html: str) -> list[str]:
-    return re.findall(r"<button[^>]*>([^<]+)</button>", html)
+    """The decision buttons of the cards (not the edit form's, nor sign-out)."""
+    forms = re.findall(r'<form class="decide".*?</form>', html)
+    return [b for f in forms for b in re.findall(r"<button[^>]*>([^<]+)</button>", f)]
 
 
 def csrf(html: str) -> str:

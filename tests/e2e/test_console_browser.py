@@ -88,7 +88,7 @@ async def test_approve_from_a_phone_sized_console(tmp_path: Path, echo: HttpEcho
             assert reloads == [], "the card must appear live, not by reloading"
             assert await card.locator(".risk").inner_text() == "SEND"
             assert hook in await card.locator(".targets").inner_text()
-            assert await card.locator("button").all_inner_texts() == [
+            assert await card.locator(".decide button").all_inner_texts() == [
                 "Once", "Session", "Always", "Deny"]
             assert "expires in" in await card.locator(".expires").inner_text()
             width = await page.evaluate("document.documentElement.scrollWidth")
@@ -113,5 +113,59 @@ async def test_approve_from_a_phone_sized_console(tmp_path: Path, echo: HttpEcho
             assert sum(1 for r in echo.requests if r.path == "/hook") == 1
 
             await page.screenshot(path=str(ARTIFACTS / "console.png"), full_page=True)
+        finally:
+            await browser.close()
+
+
+async def test_hold_countdown_and_undo_on_a_phone(tmp_path: Path, echo: HttpEcho) -> None:
+    """With approvals.hold SEND = 30s, Once turns the card into a held one: a countdown
+    that ticks down and one Undo button; Undo denies ("undone by web:admin") and nothing
+    is sent."""
+    need_browser()
+    from playwright.async_api import async_playwright
+
+    from tests.api.helpers import make_settings
+
+    settings = make_settings(tmp_path, approvals={"hold": {"SEND": "30s"}})
+    async with running_node(tmp_path, settings=settings) as node, serve(node.app) as base, \
+            httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {KEY}"},
+                              timeout=10) as api, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            context = await browser.new_context(viewport={"width": WIDTH, "height": HEIGHT},
+                                                device_scale_factor=2)
+            page = await context.new_page()
+            await page.goto(f"{base}/?key={KEY}")
+            await page.locator("body.connected").wait_for(timeout=10_000)
+            submitted = await api.post("/tasks", json={"goal": "tell the team",
+                                                       "steps": webhook_steps(echo.url("/hook"))})
+            task = await wait_state(api, submitted.json()["id"], "waiting_approval")
+            approval_id = task["approval"]["id"]
+            card = page.locator(f"#card-{approval_id}")
+            await card.wait_for(timeout=10_000)
+            await card.get_by_role("button", name="Once").click()
+
+            held = page.locator(f"#card-{approval_id}.status-held")
+            await held.wait_for(timeout=10_000)
+            assert await held.locator("button").all_inner_texts() == ["Undo"]
+            assert "unless undone" in await held.locator(".outcome").inner_text()
+            first = await held.locator(".hold").inner_text()
+            assert first.startswith("runs in ")
+            # console.js counts down every second, without a reload.
+            await page.wait_for_function(
+                "t => document.querySelector('.hold') && "
+                "document.querySelector('.hold').textContent !== t", arg=first,
+                timeout=10_000)
+            width = await page.evaluate("document.documentElement.scrollWidth")
+            assert width <= WIDTH, f"the page scrolls sideways at {WIDTH} px ({width})"
+            ARTIFACTS.mkdir(exist_ok=True)
+            await page.screenshot(path=str(ARTIFACTS / "console-held.png"), full_page=True)
+
+            await held.get_by_role("button", name="Undo").click()
+            denied = page.locator(f"#card-{approval_id}.status-denied")
+            await denied.wait_for(timeout=10_000)
+            assert "undone by web:admin" in await denied.locator(".outcome").inner_text()
+            await wait_state(api, task["id"], "failed")
+            assert sum(1 for r in echo.requests if r.path == "/hook") == 0
         finally:
             await browser.close()

@@ -14,6 +14,13 @@ by `push_update`, honouring ``offset``), close, logOut. Answers are
 ``{"ok": true, "result": ...}`` or ``{"ok": false, "error_code", "description",
 "parameters"?}`` as Telegram sends them.
 
+Like the real Bot API, getUpdates has one consumer at a time: a second long poll while
+one is open is answered 409 "Conflict: terminated by other getUpdates request" (counted
+in `conflicts`); `max_consumers` is the most that were ever open at once, `offsets` the
+offset of every poll in order, and `delivered` how many answers carried each update id
+(an update not confirmed by a higher offset is handed out again, as Telegram does). A
+poll whose client hung up (a killed process) stops counting as a consumer at once.
+
 Knobs: a wrong token gets 401; `forbidden_chats` get 403; `fail_next` answers the next N
 calls (of one method, if given) with a 5xx, or a 429 with ``retry_after``, until
 `clear_failures`; `set_rate_limit` answers 429 with ``retry_after`` once a chat exceeds N
@@ -28,7 +35,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -161,6 +168,11 @@ class FakeTelegramApi:
         self.forbidden_chats: set[str] = set()
         self.webhook: dict[str, Any] | None = None
         self.rate_limited = 0  # how many 429s were sent
+        self.consumers = 0  # getUpdates long polls open right now
+        self.max_consumers = 0
+        self.conflicts = 0  # getUpdates answered 409 because another poll was open
+        self.offsets: list[int] = []
+        self.delivered: Counter[int] = Counter()  # update id -> answers that carried it
         self._fail: list[tuple[int, str | None, int]] = []  # (status, method, retry_after)
         self._limit: tuple[int, float, float] | None = None
         self._sent: dict[str, deque[float]] = {}
@@ -312,7 +324,10 @@ class FakeTelegramApi:
             handler = self._methods().get(method.lower())
             if handler is None:
                 raise ApiError(404, "Not Found")
-            result = await handler(params)
+            if method.lower() == "getupdates":
+                result = await self._consume(params, request)
+            else:
+                result = await handler(params)
             body = {"ok": True, "result": result}
         except ApiError as exc:
             status = exc.code
@@ -416,11 +431,29 @@ class FakeTelegramApi:
         self.answers[query_id] = text
         return True
 
-    async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _consume(self, params: dict[str, Any],
+                       request: web.Request) -> list[dict[str, Any]]:
+        """getUpdates as one consumer: 409 while another is polling."""
+        if self.consumers:
+            self.conflicts += 1
+            raise ApiError(409, "Conflict: terminated by other getUpdates request; make sure "
+                                "that only one bot instance is running")
+        self.consumers += 1
+        self.max_consumers = max(self.max_consumers, self.consumers)
+        try:
+            updates = await self._get_updates(params, request)
+        finally:
+            self.consumers -= 1
+        self.delivered.update(u["update_id"] for u in updates)
+        return updates
+
+    async def _get_updates(self, params: dict[str, Any],
+                           request: web.Request | None = None) -> list[dict[str, Any]]:
         if self.webhook:
             raise ApiError(409, "Conflict: can't use getUpdates method while webhook is "
                                 "active; use deleteWebhook to delete the webhook first")
         offset = int(params.get("offset") or 0)
+        self.offsets.append(offset)
         limit = int(params.get("limit") or 100)
         deadline = time.monotonic() + float(params.get("timeout") or 0)
         while True:
@@ -429,12 +462,15 @@ class FakeTelegramApi:
             if self._updates or self._closed:
                 return self._updates[:limit]
             left = deadline - time.monotonic()
-            if left <= 0:
-                return []
+            transport = request.transport if request is not None else None
+            if left <= 0 or (request is not None and (transport is None
+                                                       or transport.is_closing())):
+                return []  # timed out, or nobody is listening for the answer any more
             try:
-                await asyncio.wait_for(self._pushed.wait(), left)
+                # In slices: a client that hung up is noticed within one.
+                await asyncio.wait_for(self._pushed.wait(), min(left, 0.2))
             except TimeoutError:
-                return []
+                continue
 
     # --- helpers ------------------------------------------------------------------------
 

@@ -80,7 +80,12 @@ def card_message(card: ApprovalCard, *, sender: str, to: str,
     lines = [f"{label}: {value}" for label, value in facts]
     lines.extend(_preview_text(card))
     lines.append("")
-    lines.append("Each link opens a page where you confirm; opening it decides nothing.")
+    hint = "Each link opens a page where you confirm; opening it decides nothing."
+    if card.step_up:  # approvals.step_up: only a signed-in console key decides this one
+        links = {}
+        hint = (f"This request is decided in the signoff console only (step-up): "
+                f"{card.confirm_url or 'open the console'}")
+    lines.append(hint)
     for scope, url in links.items():
         lines.append(f"{LINK_WORDS[scope]}: {url}")
     msg.set_content("\n".join(lines) + "\n")
@@ -92,7 +97,7 @@ def card_message(card: ApprovalCard, *, sender: str, to: str,
     msg.add_alternative(
         f"<!doctype html><html><body><h2>{e(card.title)}</h2><table>{rows}</table>"
         f"{_preview_html(card)}"
-        f"<p>Each link opens a page where you confirm; opening it decides nothing.</p>"
+        f"<p>{e(hint)}</p>"
         f"<p>{buttons}</p></body></html>", subtype="html")
     return msg
 

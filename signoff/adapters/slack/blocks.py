@@ -7,6 +7,7 @@ Slack refuse the whole message (``invalid_blocks``).
 
 Buttons carry the approval id as their ``value`` and ``signoff_<scope>`` as their
 ``action_id``; `ACTION_PREFIX` and `scope_of_action` are the other half of that format.
+A held card (approved, in its undo window) has one button, `UNDO_ACTION`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re
 from datetime import datetime
 from typing import Any
 
-from signoff.bot.cards import BUTTON_LABELS, why_line
+from signoff.bot.cards import BUTTON_LABELS, UNDO_LABEL, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -23,6 +24,11 @@ Block = dict[str, Any]
 
 ACTION_PREFIX = "signoff_"
 ACTIONS_BLOCK_ID = "signoff_decide"
+# A step-up card's only button: a link to the console (Slack opens it; the click it also
+# reports is acked and ignored, it decides nothing).
+CONSOLE_ACTION = f"{ACTION_PREFIX}console"
+STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
+UNDO_ACTION = "signoff_undo"
 
 # Slack's documented limits (Block Kit reference).
 MAX_BLOCKS = 50
@@ -33,7 +39,7 @@ MAX_CONFIRM_TEXT = 300
 MAX_CONTEXT_ELEMENTS = 10
 
 _RISK_ICON = {"READ": "📖", "DRAFT": "📝", "SEND": "📤", "DESTRUCTIVE": "🧨"}
-_STATUS_ICON = {"approved": "✅", "denied": "⛔", "expired": "⌛"}
+_STATUS_ICON = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛"}
 _SLACK_ACTOR = re.compile(r"\bslack:([UW][A-Z0-9]{2,})\b")
 
 
@@ -143,6 +149,8 @@ def _context(card: ApprovalCard) -> Block:
         if card.schedule:
             parts.append(f"Schedule: {escape(card.schedule)}")
         parts.append(f"Step {card.step}/{card.steps_total}")
+    if card.open and card.progress:
+        parts.append(f"*{escape(card.progress)}*")
     if card.open:
         parts.append(f"Expires {_when(card.expires_at)}")
     if card.console_url:
@@ -186,6 +194,16 @@ def _button(card: ApprovalCard, scope: Scope) -> dict[str, Any]:
     return button
 
 
+def _step_up(card: ApprovalCard, blocks: list[Block]) -> list[dict[str, Any]]:
+    """A step-up card says where it is decided and links there, with no decision button."""
+    blocks.append({"type": "context", "elements": [_mrkdwn(STEP_UP_TEXT)]})
+    if not card.confirm_url:
+        return []
+    return [{"type": "button", "action_id": CONSOLE_ACTION,
+             "text": _plain("Open in console to decide", 75), "url": card.confirm_url,
+             "value": card.approval_id}]
+
+
 def _outcome(card: ApprovalCard) -> Block:
     icon = _STATUS_ICON.get(card.status, "ℹ️")
     text = card.outcome or f"{card.status.capitalize()}"
@@ -219,11 +237,17 @@ def card_blocks(card: ApprovalCard) -> list[Block]:
     if card.open:
         if card.note:
             blocks.append({"type": "context", "elements": [_mrkdwn(escape(card.note))]})
-        buttons = [_button(card, scope) for scope in card.allowed]
+        buttons = _step_up(card, blocks) if card.step_up else [
+            _button(card, scope) for scope in card.allowed]
         if buttons:
             blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": buttons})
     else:
         blocks.append(_outcome(card))
+        if card.held:
+            undo = {"type": "button", "action_id": UNDO_ACTION, "value": card.approval_id,
+                    "text": _plain(UNDO_LABEL, 75), "style": "danger"}
+            blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK_ID,
+                           "elements": [undo]})
     return blocks[:MAX_BLOCKS]
 
 
@@ -231,6 +255,8 @@ def card_text(card: ApprovalCard) -> str:
     """The plain fallback text: what a phone notification or a screen reader says."""
     if card.open:
         text = f"Approval needed ({escape(card.risk)}): {escape(card.title)}"
+        if card.progress:
+            text += f" — {escape(card.progress)}"
         people = _mentions(card)
         if people:
             text = f"{people} {text}"

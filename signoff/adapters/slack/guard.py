@@ -9,8 +9,14 @@ with ``X-Slack-Request-Timestamp: ts``. We refuse:
 - a replay: the same (timestamp, signature) pair seen before while it is still inside the
   window. A signature covers the timestamp and the body, so an identical pair is the same
   request sent twice; Slack never does that for an interaction, an attacker who captured
-  one might. The pairs live in a small bounded in-memory set: per process, forgotten on
-  restart, which the 5-minute window makes harmless for all but the last minutes.
+  one might — nor, for the Events API, the same ``event_id`` again (Slack retries an
+  event it thinks was not acknowledged, with a new timestamp and signature).
+
+Where the request was seen before is the node's `ReplayLedger` when the daemon gives one
+(on PostgreSQL a table every node shares, so a copy sent to another node of the cluster
+is refused too); without one, a small bounded in-memory set of (timestamp, signature)
+pairs: per process, forgotten on restart, which the 5-minute window makes harmless for
+all but the last minutes.
 
 The check is ours rather than bolt's middleware so that a refusal is logged without the
 request body and the replay set only ever holds authentic requests.
@@ -22,11 +28,28 @@ import enum
 import heapq
 import time
 from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
 
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from signoff.runtime.replay import ReplayLedger
+
 WINDOW_SECONDS = 300
 REPLAY_CAPACITY = 10_000
+# A copy is refused by the timestamp window once its timestamp is 5 minutes old, and the
+# original was accepted at most 5 minutes from its timestamp: keys need not live longer.
+REPLAY_TTL = timedelta(seconds=2 * WINDOW_SECONDS)
+
+
+def replay_keys(headers: Mapping[str, str], payload: Mapping[str, Any]) -> list[str]:
+    """The ledger keys of an authentic request: its (timestamp, signature) pair, and its
+    ``event_id`` when it is an Events API callback."""
+    keys = [f"slack:sig:{headers['x-slack-request-timestamp']}:{headers['x-slack-signature']}"]
+    event_id = payload.get("event_id")
+    if isinstance(event_id, str) and event_id:
+        keys.append(f"slack:event:{event_id}")
+    return keys
 
 
 class Refusal(enum.StrEnum):
@@ -88,10 +111,11 @@ class RequestGuard:
     """Signature, time window and replay checks for one signing secret."""
 
     def __init__(self, signing_secret: str, *, now: Callable[[], float] = time.time,
-                 capacity: int = REPLAY_CAPACITY) -> None:
+                 capacity: int = REPLAY_CAPACITY, ledger: ReplayLedger | None = None) -> None:
         self._now = now
         self._verifier = SignatureVerifier(signing_secret, clock=_CallableClock(now))
         self.replays = ReplayGuard(capacity=capacity, now=now)
+        self.ledger = ledger
 
     def authentic(self, body: bytes, headers: Mapping[str, str]) -> Refusal | None:
         """None when ``body`` was signed by Slack recently; otherwise why not.
@@ -115,6 +139,15 @@ class RequestGuard:
         return None if valid else Refusal.BAD_SIGNATURE
 
     def first_time(self, headers: Mapping[str, str]) -> bool:
-        """Record an authentic request; False if the very same one came before."""
+        """Record an authentic request in this process; False if the very same one came
+        before."""
         timestamp = int(headers["x-slack-request-timestamp"])
         return self.replays.first_time(timestamp, headers["x-slack-signature"])
+
+    async def record(self, headers: Mapping[str, str], payload: Mapping[str, Any]) -> bool:
+        """Record an authentic request where the node keeps them (the shared ledger, else
+        this process); False if it, or its event, came before. The ledger's
+        `StoreError` propagates: the request must then be refused, not acted on."""
+        if self.ledger is None:
+            return self.first_time(headers)
+        return await self.ledger.first_time(replay_keys(headers, payload), ttl=REPLAY_TTL)

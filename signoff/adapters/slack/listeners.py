@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-from signoff.adapters.slack.blocks import scope_of_action
+from signoff.adapters.slack.blocks import CONSOLE_ACTION, UNDO_ACTION, scope_of_action
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
+from signoff.runtime.models import Scope
 
 SURFACE = "slack"
 # Our approval ids are short; a longer button value was not written by us.
@@ -106,6 +107,13 @@ def card_ref(body: Mapping[str, Any]) -> CardRef | None:
     return CardRef(surface=SURFACE, channel=channel, message_id=ts)
 
 
+def is_console_link(body: Mapping[str, Any]) -> bool:
+    """True for a click on a step-up card's console link (not a decision)."""
+    actions = body.get("actions")
+    first = _mapping(actions[0]) if isinstance(actions, list) and actions else {}
+    return first.get("action_id") == CONSOLE_ACTION
+
+
 def decision_from_action(body: Mapping[str, Any]) -> DecisionEvent | None:
     """The decision a ``block_actions`` payload stands for, or None if it is malformed."""
     user = _mapping(body.get("user"))
@@ -113,7 +121,9 @@ def decision_from_action(body: Mapping[str, Any]) -> DecisionEvent | None:
     if not isinstance(actions, list) or not actions:
         return None
     action = _mapping(actions[0])
-    scope = scope_of_action(_text(action.get("action_id")) or "")
+    name = _text(action.get("action_id")) or ""
+    undo = name == UNDO_ACTION  # the Undo button of a held card: a deny of another kind
+    scope = Scope.DENY if undo else scope_of_action(name)
     approval_id = _text(action.get("value"))
     user_id = _text(user.get("id"))
     if scope is None or approval_id is None or user_id is None:
@@ -127,4 +137,5 @@ def decision_from_action(body: Mapping[str, Any]) -> DecisionEvent | None:
         actor=Actor(platform=SURFACE, user_id=user_id, display=display),
         surface=SURFACE,
         ref=card_ref(body),
+        undo=undo,
     )

@@ -38,7 +38,7 @@ from signoff.adapters.slack.blocks import (
 from signoff.adapters.slack.calls import call, error_code, token_problem
 from signoff.adapters.slack.guard import RequestGuard
 from signoff.adapters.slack.history import HISTORY_SCOPES, card_metadata, find_copies
-from signoff.adapters.slack.listeners import decision_from_action, parse_http_body
+from signoff.adapters.slack.listeners import decision_from_action, is_console_link, parse_http_body
 from signoff.adapters.slack.socketmode import run_socket
 from signoff.bot.ports import (
     ApprovalCard,
@@ -55,8 +55,10 @@ from signoff.errors import (
     PlatformRejected,
     PlatformUnavailable,
     RateLimited,
+    StoreError,
 )
 from signoff.runtime.models import DecisionCode
+from signoff.runtime.replay import ReplayLedger
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +86,7 @@ class SlackPlatform:
         signing_secret: str | None = None,
         api_url: str = DEFAULT_API_URL,
         timeout: float = 10.0,
+        replay: ReplayLedger | None = None,
     ) -> None:
         if not bot_token:
             raise ConfigError("slack.bot_token is empty")
@@ -126,7 +129,7 @@ class SlackPlatform:
         )
         self._app.action(re.compile(f"^{ACTION_PREFIX}"))(self._on_action)
         self._http = AsyncSlackRequestHandler(self._app)
-        self._guard = (RequestGuard(signing_secret)
+        self._guard = (RequestGuard(signing_secret, ledger=replay)
                        if self._mode == "http" and signing_secret else None)
         self._active = False
         self._group: asyncio.TaskGroup | None = None
@@ -301,6 +304,8 @@ class SlackPlatform:
     async def _on_action(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """Bolt listener for every ``signoff_*`` button: ack at once, decide afterwards."""
         await ack()
+        if is_console_link(body):
+            return  # Slack opened the console page itself; the click decides nothing
         event = decision_from_action(body)
         if event is None:
             logger.warning("slack_action_malformed: a signoff button click without a"
@@ -326,7 +331,9 @@ class SlackPlatform:
         logger.info("slack_decision approval_id=%s scope=%s actor=%s accepted=%s code=%s",
                     event.approval_id, event.scope.value, event.actor.key,
                     outcome.accepted, outcome.code)
-        if not outcome.accepted:
+        # A refusal, and a partial approval of a quorum ("1 of 2 approvals — waiting for
+        # one more"), are told to the clicker; a decision shows on the card itself.
+        if not outcome.accepted or outcome.code is DecisionCode.PARTIAL:
             await self._tell(event, outcome.message)
 
     async def _tell(self, event: DecisionEvent, message: str) -> None:
@@ -366,7 +373,7 @@ class SlackPlatform:
             logger.warning("slack_request_refused reason=%s", refusal.value)
             return PlainTextResponse("invalid request", status_code=401)
         try:
-            parse_http_body(body, request.headers.get("content-type"))
+            payload = parse_http_body(body, request.headers.get("content-type"))
         except ValueError as exc:
             # The reason names a field, never its value: the body stays out of the log.
             logger.warning("slack_request_malformed reason=%r: signed body is not a usable"
@@ -375,7 +382,12 @@ class SlackPlatform:
         if self._group is None:
             logger.warning("slack_request_before_run: refused, decisions are not being received")
             return PlainTextResponse("not ready", status_code=503, headers={"Retry-After": "1"})
-        if not self._guard.first_time(request.headers):
+        try:
+            first = await self._guard.record(request.headers, payload)
+        except StoreError as exc:  # unrecorded, it could be acted on twice: Slack retries
+            logger.warning("slack_request_deferred reason=replay_ledger error=%s", exc)
+            return PlainTextResponse("try again", status_code=503, headers={"Retry-After": "1"})
+        if not first:
             logger.warning("slack_request_refused reason=replayed")
             return PlainTextResponse("replayed request", status_code=401)
         return await self._bolt(request)

@@ -15,7 +15,8 @@ def build(section: SlackSettings | None, deps: SurfaceDeps) -> Surface:
         raise ConfigError("slack: the surface needs a [slack] section")
     return SlackPlatform(bot_token=section.bot_token, channel=section.channel,
                          mode=str(section.mode), app_token=section.app_token,
-                         signing_secret=section.signing_secret, api_url=section.api_url)
+                         signing_secret=section.signing_secret, api_url=section.api_url,
+                         replay=deps.replay)
 
 
 PLUGIN = SurfacePlugin(

@@ -31,7 +31,7 @@ from signoff.bot.ports import (
 )
 from signoff.runtime.models import Scope
 
-from .keyboards import MAX_TEXT, decode_callback
+from .keyboards import MAX_TEXT, decode_callback, decode_undo
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,8 @@ class UpdateRouter:
             log.warning("telegram_callback_anonymous query_id=%s: no sender; ignored", query.id)
             await _answer(query, ANONYMOUS)
             return
-        decoded = decode_callback(query.data)
+        undo_of = decode_undo(query.data)
+        decoded = (undo_of, Scope.DENY) if undo_of else decode_callback(query.data)
         if decoded is None:
             log.info("telegram_callback_unknown user_id=%s", sender.id)
             await _answer(query, UNKNOWN_REQUEST)
@@ -107,7 +108,8 @@ class UpdateRouter:
         ref = (CardRef(surface=SURFACE, channel=str(message.chat.id),
                        message_id=str(message.message_id)) if message else None)
         event = DecisionEvent(approval_id=approval_id, scope=scope,
-                              actor=actor_of(sender), surface=SURFACE, ref=ref)
+                              actor=actor_of(sender), surface=SURFACE, ref=ref,
+                              undo=undo_of is not None)
         await _answer(query, await self._decide(event))
 
     async def on_approve(self, update: Update, context: Context) -> None:

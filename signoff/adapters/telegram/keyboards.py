@@ -4,9 +4,9 @@ Pure functions only, so the rendering is testable without a bot. Everything that
 from a task (goal, targets, content) is escaped with `html.escape`: the message is sent
 with ``parse_mode=HTML`` and Telegram refuses the whole message on an unknown tag.
 
-Callback data is ``so:<approval_id>:<o|s|a|d>``. Telegram allows 1–64 bytes and
-python-telegram-bot does not check, so `encode_callback` does; the details of a request
-live in the store, never in the button.
+Callback data is ``so:<approval_id>:<o|s|a|d>`` (``:u``: the Undo of a held card).
+Telegram allows 1–64 bytes and python-telegram-bot does not check, so `encode_callback`
+does; the details of a request live in the store, never in the button.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from datetime import datetime
 
-from signoff.bot.cards import BUTTON_LABELS, why_line  # one wording for every surface
+from signoff.bot.cards import BUTTON_LABELS, UNDO_LABEL, why_line  # one wording for every surface
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -29,9 +29,10 @@ _CODES: dict[Scope, str] = {
     Scope.DENY: "d",
 }
 _SCOPES_BY_CODE = {code: scope for scope, code in _CODES.items()}
+UNDO_CODE = "u"
 
 _RISK_MARK = {"READ": "🟢", "DRAFT": "🟡", "SEND": "🟠", "DESTRUCTIVE": "🔴"}
-_STATUS_MARK = {"approved": "✅", "denied": "⛔", "expired": "⌛"}
+_STATUS_MARK = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛"}
 
 # Per-field length budgets, tried in order until the message fits in MAX_TEXT. Cards are
 # already shortened in bot/cards.py; this is the last guard against odd data.
@@ -71,12 +72,37 @@ def decode_callback(data: str | None) -> tuple[str, Scope] | None:
     return approval_id, scope
 
 
+STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
+
+
+def decode_undo(data: str | None) -> str | None:
+    """The approval id of an Undo button's data (``so:<id>:u``), else None."""
+    if not data or len(data.encode("utf-8")) > MAX_CALLBACK_BYTES:
+        return None
+    prefix, sep, rest = data.partition(":")
+    approval_id, sep2, code = rest.rpartition(":")
+    if prefix != CALLBACK_PREFIX or not sep or not sep2 or not approval_id or code != UNDO_CODE:
+        return None
+    return approval_id
+
+
 def card_keyboard(card: ApprovalCard) -> Keyboard:
-    """One row of (label, callback data) for the allowed decisions; empty once decided."""
-    if not card.open:
+    """One row of (label, callback data) for the allowed decisions; Undo while held;
+    empty once decided, and for a step-up card (its only button is `console_button`)."""
+    if card.held:
+        data = f"{CALLBACK_PREFIX}:{card.approval_id}:{UNDO_CODE}"
+        return [[(UNDO_LABEL, data)]] if len(data.encode()) <= MAX_CALLBACK_BYTES else []
+    if not card.open or card.step_up:
         return []
     row = [(BUTTON_LABELS[s], encode_callback(card.approval_id, s)) for s in card.allowed]
     return [row] if row else []
+
+
+def console_button(card: ApprovalCard) -> tuple[str, str] | None:
+    """(label, url) of a pending step-up card's URL button to its console page."""
+    if not card.open or not card.step_up or not card.confirm_url:
+        return None
+    return "Open in console to decide", card.confirm_url
 
 
 def card_html(card: ApprovalCard) -> str:
@@ -134,9 +160,13 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
         lines.append(task)
     if card.note:
         lines.append(f"Note: {_e(card.note, limit)}")
+    if card.open and card.progress:
+        lines.append(f"<b>{_e(card.progress, limit)}</b>")
     if card.open:
         lines.append(f"Expires {_hhmm(card.expires_at)} · request "
                      f"<code>{_e(card.approval_id, 80)}</code>")
+    if card.open and card.step_up:
+        lines.append(html.escape(STEP_UP_TEXT))
     if card.console_url:
         url = html.escape(card.console_url, quote=True)
         lines.append(f'<a href="{url}">Open in console</a>')

@@ -3,9 +3,17 @@
 Built on python-telegram-bot's `Application`, pointed at ``base_url`` (the public Bot API,
 a self-hosted Bot API server, or the tests' fake). Two ways to receive taps:
 
-- ``polling``: `run` long-polls getUpdates inside the daemon's event loop;
+- ``polling``: `run` long-polls getUpdates inside the daemon's event loop — while this
+  node holds the ``telegram-polling`` lease of its `Leadership` port. The Bot API allows
+  one getUpdates consumer per token, so of several nodes on one database one polls and
+  the others stand by (they still post and edit cards); when the leader dies, another
+  takes the lease over and polls, from the offset Telegram kept;
 - ``webhook``: Telegram POSTs updates to the daemon's ``/telegram/webhook``, which calls
   `TelegramPlatform.handle_webhook`; `run` calls setWebhook when ``webhook_url`` is set.
+
+Every update, however it arrived, is first recorded in the node's replay ledger by its
+update id: one Telegram handed again to a new consumer (the old one died before
+confirming it) or retried to the webhook is handled by one node, once.
 
 Outbound calls go through `AIORateLimiter` with no retries of its own: a 429 surfaces
 at once as `RateLimited` so the caller's durable outbox owns the retry.
@@ -37,15 +45,23 @@ from telegram import (
 )
 from telegram import error as tg
 from telegram.constants import ParseMode
-from telegram.ext import AIORateLimiter, Application, ApplicationBuilder
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    ApplicationBuilder,
+    ApplicationHandlerStop,
+    TypeHandler,
+)
 
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, Route
-from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable
+from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable, StoreError
+from signoff.runtime.leadership import Leadership, SoleLeadership
+from signoff.runtime.replay import ReplayLedger
 
 from . import logfilters
 from .failures import BAD_TOKEN, is_not_modified, translate
 from .handlers import SURFACE, PendingLister, UpdateRouter
-from .keyboards import MAX_TEXT, card_html, card_keyboard
+from .keyboards import MAX_TEXT, card_html, card_keyboard, console_button
 from .mentions import with_mentions
 
 # PTB 22 warns on every RetryAfter unless time periods are opted in as timedelta; we read
@@ -59,6 +75,8 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_UPDATE_BYTES = 1 << 20
 POLL_TIMEOUT = timedelta(seconds=10)  # getUpdates long-poll length
 ALLOWED_UPDATES = ["message", "callback_query"]
+POLLING_LEASE = "telegram-polling"
+UPDATE_TTL = timedelta(hours=24)  # Telegram keeps an unconfirmed update this long
 # The rate limiter may hold a call for up to one per-group window (60 s) before sending it.
 _LIMITER_GRACE = 65.0
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")  # what setWebhook accepts
@@ -84,11 +102,15 @@ class TelegramPlatform:
         timeout: float = 10.0,
         max_per_second: float = 30.0,
         max_per_minute_per_group: float = 20.0,
+        leadership: Leadership | None = None,
+        replay: ReplayLedger | None = None,
     ) -> None:
         """Build the bot; nothing touches the network until the first call.
 
         ``max_per_second`` and ``max_per_minute_per_group`` feed `AIORateLimiter` (Telegram's
         published limits by default; 0 turns a limit off, e.g. for a local Bot API server).
+        ``leadership`` decides when this node polls (default: always, a sole node);
+        ``replay`` remembers the update ids handled (default: none are checked).
         """
         if not bot_token:
             raise ConfigError("telegram.bot_token is empty (ask @BotFather for one)")
@@ -109,6 +131,9 @@ class TelegramPlatform:
         self._router = UpdateRouter(chat_id=self.chat_id, pending_lister=pending_lister)
         self._init_lock = asyncio.Lock()
         self._accepting = False
+        self._leadership: Leadership = leadership or SoleLeadership()
+        self._replay = replay
+        self.polling = False  # this node is the one long-polling right now
         limiter = AIORateLimiter(overall_max_rate=max_per_second,
                                  group_max_rate=max_per_minute_per_group, max_retries=0)
         builder = (
@@ -127,6 +152,8 @@ class TelegramPlatform:
         if mode == "webhook":
             builder = builder.updater(None)  # updates arrive through handle_webhook
         self._app: Application[Any, Any, Any, Any, Any, Any] = builder.build()
+        # Group -1 runs before the router's handlers: a replayed update stops there.
+        self._app.add_handler(TypeHandler(Update, self._first_time), group=-1)
         self._app.add_handlers(self._router.handlers())
         self._app.add_error_handler(self._router.on_error)
 
@@ -215,9 +242,12 @@ class TelegramPlatform:
         try:
             await app.start()
             try:
-                await self._start_receiving()
                 log.info("telegram_running mode=%s chat_id=%s", self.mode, self.chat_id)
-                await asyncio.Event().wait()  # until cancelled
+                if self.mode == "polling":
+                    await self._poll_while_leading()
+                else:
+                    await self._start_webhook()
+                    await asyncio.Event().wait()  # until cancelled
             finally:
                 self._accepting = False
                 if app.updater is not None and app.updater.running:
@@ -229,15 +259,47 @@ class TelegramPlatform:
             await app.shutdown()
             log.info("telegram_stopped mode=%s", self.mode)
 
-    async def _start_receiving(self) -> None:
-        app = self._app
-        if self.mode == "polling":
-            assert app.updater is not None  # built with an updater in polling mode
-            async with self._call("getUpdates"):
-                await app.updater.start_polling(
-                    timeout=POLL_TIMEOUT, allowed_updates=ALLOWED_UPDATES,
-                    error_callback=_log_polling_error)
+    async def _poll_while_leading(self) -> None:
+        """Long-poll while this node holds the polling lease; stand by otherwise."""
+        updater = self._app.updater
+        assert updater is not None  # built with an updater in polling mode
+        while True:
+            async with self._leadership.hold(POLLING_LEASE) as lease:
+                async with self._call("getUpdates"):
+                    await updater.start_polling(
+                        timeout=POLL_TIMEOUT, allowed_updates=ALLOWED_UPDATES,
+                        error_callback=_log_polling_error)
+                self.polling = True
+                log.info("telegram_polling_started chat_id=%s", self.chat_id)
+                try:
+                    await lease.wait_lost()
+                finally:
+                    self.polling = False
+                    if updater.running:
+                        # Confirms the offset of what was fetched, so a successor does
+                        # not get it again (the ledger catches it if it does).
+                        await updater.stop()
+                log.warning("telegram_polling_stopped reason=leadership_lost chat_id=%s",
+                            self.chat_id)
+
+    async def _first_time(self, update: Update, context: object) -> None:
+        """Stop a replayed update before any handler sees it."""
+        if self._replay is None:
             return
+        try:
+            new = await self._replay.first_time(
+                [f"telegram:update:{update.update_id}"], ttl=UPDATE_TTL)
+        except StoreError as exc:
+            # Unrecorded means possibly handled twice: drop it; the person taps again.
+            log.warning("telegram_update_dropped update_id=%s error=%s", update.update_id, exc)
+            raise ApplicationHandlerStop from exc
+        if not new:
+            log.info("telegram_update_replayed update_id=%s: already handled",
+                     update.update_id)
+            raise ApplicationHandlerStop
+
+    async def _start_webhook(self) -> None:
+        app = self._app
         self._accepting = True  # before setWebhook: Telegram may deliver at once
         if self._webhook_url:
             async with self._call("setWebhook"):
@@ -307,6 +369,9 @@ def _markup(card: ApprovalCard) -> InlineKeyboardMarkup | None:
     except ValueError as exc:
         raise PlatformRejected(f"telegram: cannot post approval {card.approval_id}: {exc}") \
             from exc
+    link = console_button(card)
+    if link is not None:  # step-up: the console decides, the chat only links there
+        return InlineKeyboardMarkup([[InlineKeyboardButton(link[0], url=link[1])]])
     if not rows:
         return None
     return InlineKeyboardMarkup(

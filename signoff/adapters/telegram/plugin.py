@@ -18,7 +18,7 @@ def build(section: TelegramSettings | None, deps: SurfaceDeps) -> Surface:
         mode="webhook" if section.mode is TelegramMode.WEBHOOK else "polling",
         base_url=section.base_url, base_file_url=section.base_file_url,
         webhook_secret=section.webhook_secret, webhook_url=section.webhook_url,
-        pending_lister=deps.pending)
+        pending_lister=deps.pending, leadership=deps.lead(), replay=deps.ledger())
 
 
 PLUGIN = SurfacePlugin(

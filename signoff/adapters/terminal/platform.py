@@ -174,10 +174,12 @@ class TerminalPlatform:
         self.show_outcome(card)
 
     def show_outcome(self, card: ApprovalCard) -> None:
-        """Print a decided card's outcome unless it was printed already."""
-        if card.outcome and (card.approval_id, card.outcome) not in self._outcomes:
-            self._outcomes.add((card.approval_id, card.outcome))
-            self._print(f"  → {card.outcome}")
+        """Print a decided card's outcome (or a quorum's progress, "1 of 2 approvals")
+        unless it was printed already."""
+        line = card.outcome or (card.progress if card.open else None)
+        if line and (card.approval_id, line) not in self._outcomes:
+            self._outcomes.add((card.approval_id, line))
+            self._print(f"  → {line}")
 
     def show_action(self, record: ActionRecord) -> None:
         """Print what one action did (what `read_file` read, a command's output)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +20,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-from signoff.bot.cards import why_line
+from signoff.bot.cards import UNDO_LABEL, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import AuditEvent, Scope, Task
 from signoff.runtime.transcript import TranscriptEntry, call_summary, shorten_text
@@ -48,6 +49,9 @@ class CardView:
     card: ApprovalCard
     asked_by: str | None = None
     task_state: str | None = None
+    # The asked action's args as JSON, for the edit form (a task's pending request only:
+    # an outside agent runs its own call, so its requests are not editable).
+    args_json: str | None = None
 
 
 def time_left(expires_at: datetime, now: datetime) -> str:
@@ -81,7 +85,57 @@ def task_link(task_id: str) -> str:
     return f'<a href="/console/tasks/{e(task_id)}">{e(task_id)}</a>'
 
 
-def _form(card: ApprovalCard, csrf: str, next_path: str) -> str:
+# What the console offers for "for" (a time box on a Session or Always grant); the
+# empty choice keeps the default (a session's own end; approvals.grant_ttl for Always).
+LASTS = (("", "until the default end"), ("30m", "for 30 minutes"), ("1h", "for 1 hour"),
+         ("8h", "for 8 hours"), ("1d", "for 1 day"), ("7d", "for 7 days"))
+
+
+def _hidden(card: ApprovalCard, csrf: str, next_path: str) -> str:
+    return (f'<input type="hidden" name="approval_id" value="{e(card.approval_id)}">'
+            f'<input type="hidden" name="csrf" value="{e(csrf)}">'
+            f'<input type="hidden" name="next" value="{e(next_path)}">')
+
+
+def _lasts(card: ApprovalCard) -> str:
+    """The optional time box, shown when Session or Always is offered."""
+    if not {Scope.SESSION, Scope.ALWAYS} & set(card.allowed):
+        return ""
+    options = "".join(f'<option value="{e(v)}">{e(label)}</option>' for v, label in LASTS)
+    return (f'<label class="lasts">Session / Always lasts '
+            f'<select name="for" aria-label="How long a Session or Always grant lasts">'
+            f'{options}</select></label>')
+
+
+def _edit_form(view: CardView, csrf: str, next_path: str) -> str:
+    """Edit before approve: the args as JSON; the edited action is what runs."""
+    card = view.card
+    approving = [s for s in card.allowed if s.approves]
+    if view.args_json is None or not approving:
+        return ""
+    buttons = "".join(
+        f'<button type="submit" name="scope" value="{e(s.value)}" '
+        f'class="btn btn-{e(s.value)}">{e(BUTTONS[s])} (edited)</button>' for s in approving)
+    field = f"args-{card.approval_id}"
+    return (f'<details class="edit"><summary>Edit before approving</summary>'
+            f'<form class="edit-form" method="post" action="/console/decide">'
+            f'{_hidden(card, csrf, next_path)}'
+            f'<label for="{e(field)}">Arguments (JSON); the risk is checked again and is '
+            f'never lower than asked</label>'
+            f'<textarea id="{e(field)}" name="args" rows="8" spellcheck="false">'
+            f'{e(view.args_json)}</textarea>'
+            f'<div class="buttons">{buttons}</div></form></details>')
+
+
+def _step_up_note(card: ApprovalCard) -> str:
+    if not card.step_up:
+        return ""
+    return ('<p class="step-up">Step-up: this request is decided here in the console; '
+            'chat buttons only link to this page.</p>')
+
+
+def _form(view: CardView, csrf: str, next_path: str) -> str:
+    card = view.card
     buttons = "".join(
         f'<button type="submit" name="scope" value="{e(s.value)}" '
         f'class="btn btn-{e(s.value)}">{e(BUTTONS[s])}</button>'
@@ -90,11 +144,34 @@ def _form(card: ApprovalCard, csrf: str, next_path: str) -> str:
     if Scope.DENY in card.allowed:
         reason = ('<input class="reason" type="text" name="reason" maxlength="500" '
                   'placeholder="Reason (optional, for Deny)" aria-label="Reason for a denial">')
-    return (f'<form class="decide" method="post" action="/console/decide">'
+    return (f'{_step_up_note(card)}<form class="decide" method="post" action="/console/decide">'
+            f'{_hidden(card, csrf, next_path)}'
+            f'{reason}{_lasts(card)}<div class="buttons">{buttons}</div></form>'
+            f'{_edit_form(view, csrf, next_path)}')
+
+
+def hold_left(until: datetime, now: datetime) -> str:
+    """"runs in 25 s" (console.js keeps it counting down)."""
+    seconds = math.ceil((until - now).total_seconds())  # as console.js counts
+    if seconds <= 0:
+        return "running now"
+    if seconds < 60:
+        return f"runs in {seconds} s"
+    return f"runs in {seconds // 60} min {seconds % 60} s"
+
+
+def _undo_form(card: ApprovalCard, csrf: str, next_path: str, now: datetime) -> str:
+    """The one button of a held card, with the countdown to its release (rendered here
+    too, so the page works without script)."""
+    until = card.hold_until
+    left = (f'<span class="hold" data-hold="{e(until.isoformat())}">'
+            f'{e(hold_left(until, now))}</span>' if until is not None else "")
+    return (f'<form class="decide undo" method="post" action="/console/decide">'
             f'<input type="hidden" name="approval_id" value="{e(card.approval_id)}">'
             f'<input type="hidden" name="csrf" value="{e(csrf)}">'
-            f'<input type="hidden" name="next" value="{e(next_path)}">'
-            f'{reason}<div class="buttons">{buttons}</div></form>')
+            f'<input type="hidden" name="next" value="{e(next_path)}">{left}'
+            f'<div class="buttons"><button type="submit" name="scope" value="undo" '
+            f'class="btn btn-undo">{e(UNDO_LABEL)}</button></div></form>')
 
 
 def _whose(card: ApprovalCard) -> str:
@@ -141,9 +218,15 @@ def _diff_row(line: str) -> str:
     return f'<span class="d-{cls}">{e(line)}</span>\n'
 
 
-def confirm_always_page(card: ApprovalCard, *, csrf: str, next_path: str) -> str:
+def confirm_always_page(card: ApprovalCard, *, csrf: str, next_path: str,
+                        carry: dict[str, str] | None = None) -> str:
     """The second step of an Always answer: what it means, then a form that really
-    decides — a page, not a script dialog, so it works without JavaScript."""
+    decides — a page, not a script dialog, so it works without JavaScript. ``carry``:
+    the first press's "for" and edited args, sent on unchanged."""
+    kept = "".join(f'<input type="hidden" name="{e(k)}" value="{e(v)}">'
+                   for k, v in (carry or {}).items())
+    edited = ('<p class="edited">You edited the arguments: the edited action is what '
+              'Always approves.</p>' if "args" in (carry or {}) else "")
     body = (f'<section class="confirm-always"><h1>Approve always?</h1>'
             f'<p class="title">{e(card.title)}</p>{preview_html(card)}'
             f'<p>This approves <b>this exact action</b> now and <b>from now on</b> for '
@@ -154,7 +237,7 @@ def confirm_always_page(card: ApprovalCard, *, csrf: str, next_path: str) -> str
             f'<input type="hidden" name="approval_id" value="{e(card.approval_id)}">'
             f'<input type="hidden" name="csrf" value="{e(csrf)}">'
             f'<input type="hidden" name="next" value="{e(next_path)}">'
-            f'<input type="hidden" name="confirm" value="always">'
+            f'<input type="hidden" name="confirm" value="always">{kept}{edited}'
             f'<div class="buttons"><button type="submit" name="scope" value="always" '
             f'class="btn btn-always">Yes, approve always</button>'
             f'<a class="btn btn-cancel" href="{e(next_path)}">Cancel</a></div></form>'
@@ -184,8 +267,13 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/")
     details += f'<p class="why">{e(why)}</p>' if why else ""
     note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
     details += preview_html(card)
+    if card.open and card.progress:
+        note += f'<p class="progress">{e(card.progress)}</p>'
     if card.open:
-        tail = scope_help(card) + _form(card, csrf, next_path)
+        tail = scope_help(card) + _form(view, csrf, next_path)
+    elif card.held:
+        undo = _undo_form(card, csrf, next_path, now)
+        tail = f'<p class="outcome">{e(card.outcome or card.status)}</p>{undo}'
     else:
         state = ""
         if view.task_state:

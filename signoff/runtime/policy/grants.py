@@ -1,11 +1,15 @@
 """Grants: the key an approval is remembered under, and which stored grant still covers
 an action — the one place that rule is written (stores only return candidates by key).
+
+A grant may lapse (``expires_at``: an answer's ``"for": "30m"``, or
+``approvals.grant_ttl`` for an always grant): from then on it covers nothing, on every
+store, because `covers` is given the Clock's time and the stores never filter by it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from signoff.runtime.ids import grant_id
 from signoff.runtime.models import Action, Grant, Scope, Task, TaskState
@@ -25,18 +29,20 @@ def grant_key(policy_id: str, action: Action) -> str:
     return f"signoff:{policy_id}:{digest}"
 
 
-def make_grant(task: Task, action: Action, scope: Scope, *, actor: str, now: datetime) -> Grant:
+def make_grant(task: Task, action: Action, scope: Scope, *, actor: str, now: datetime,
+               lasts: timedelta | None = None) -> Grant:
     """The grant a person's approval of a task's action creates."""
     return grant_for(action, scope, policy_id=task.policy_id, task_id=task.id, actor=actor,
-                     now=now)
+                     now=now, lasts=lasts)
 
 
 def grant_for(action: Action, scope: Scope, *, policy_id: str, task_id: str | None,
-              actor: str, now: datetime) -> Grant:
+              actor: str, now: datetime, lasts: timedelta | None = None) -> Grant:
     """The grant an approval creates; `once` is used up by the action it approves.
 
     ``task_id`` None: the grant of an outside request (POST /v1/approvals), which covers
-    later requests of the same ``policy_id`` only (see `covers`).
+    later requests of the same ``policy_id`` only (see `covers`). ``lasts``: it lapses
+    that long after ``now`` (None: it lasts as long as its scope does).
     """
     if action.capability is None or action.risk is None or action.fingerprint is None:
         raise ValueError("only prepared actions can be granted")
@@ -45,38 +51,48 @@ def grant_for(action: Action, scope: Scope, *, policy_id: str, task_id: str | No
         task_id=task_id, scope=scope, tool=action.tool, capability=action.capability,
         risk=action.risk, fingerprint=action.fingerprint, targets=list(action.targets),
         max_calls=1 if scope is Scope.ONCE else None, used=1, created_at=now,
-        created_by=actor)
+        created_by=actor, expires_at=now + lasts if lasts is not None else None)
 
 
-def covers(grant: Grant, *, task_id: str | None) -> bool:
+def lapsed(grant: Grant, now: datetime) -> bool:
+    """True once a time-boxed grant's time is over (its ``expires_at`` is not after now)."""
+    return grant.expires_at is not None and grant.expires_at <= now
+
+
+def covers(grant: Grant, *, task_id: str | None, now: datetime) -> bool:
     """True while ``grant`` allows its action again in task ``task_id``: not revoked, not
-    used up, and either remembered (``always``, already scoped by its key's policy_id) or
-    made in this very task (``session``; a ``once`` grant is used up by its own action).
+    used up, not lapsed at ``now`` (the Clock's time), and either remembered (``always``,
+    already scoped by its key's policy_id) or made in this very task (``session``; a
+    ``once`` grant is used up by its own action).
 
     ``task_id`` None asks for an outside request: then only grants made by outside
     requests count (``session`` and ``always`` both last for the key's policy_id). A
     task's grants and an outside request's never cover each other, even when a caller
     names a policy_id that is also a schedule's name or a task's id.
     """
-    if not grant.live:
+    if not grant.live or lapsed(grant, now):
         return False
     if task_id is None or grant.task_id is None:
         return task_id is None and grant.task_id is None
     return grant.scope is Scope.ALWAYS or grant.task_id == task_id
 
 
-def status(grant: Grant, task_state: TaskState | None) -> str:
-    """For people: ``live``, ``revoked``, ``used`` (a once grant), or ``ended`` — a session
-    grant whose task finished, which `covers` only ever allowed inside that task."""
+def status(grant: Grant, task_state: TaskState | None, now: datetime) -> str:
+    """For people: ``live``, ``revoked``, ``used`` (a once grant), ``lapsed`` (its time is
+    over), or ``ended`` — a session grant whose task finished, which `covers` only ever
+    allowed inside that task."""
     if grant.revoked_at is not None:
         return "revoked"
     if not grant.live:
         return "used"
+    if lapsed(grant, now):
+        return "lapsed"
     ended = task_state in (TaskState.COMPLETED, TaskState.FAILED)
     return "ended" if grant.scope is Scope.SESSION and ended else "live"
 
 
-def first_valid(candidates: Iterable[Grant], *, task_id: str | None) -> Grant | None:
-    """The oldest candidate (stored order) that covers the action in this task (or, with
-    ``task_id`` None, in this outside request)."""
-    return next((g for g in candidates if covers(g, task_id=task_id)), None)
+def first_valid(candidates: Iterable[Grant], *, task_id: str | None,
+                now: datetime) -> Grant | None:
+    """The oldest candidate (stored order) that covers the action at ``now`` in this task
+    (or, with ``task_id`` None, in this outside request)."""
+    return next((g for g in candidates if covers(g, task_id=task_id, now=now)), None)

@@ -68,17 +68,19 @@ class Policy:
             used += 1
         return self.budgets[cap] - used
 
-    async def evaluate(self, task: Task, action: Action, store: TaskStore) -> Evaluation:
-        """ALLOW, ASK_USER or BLOCK for a prepared action of a task."""
+    async def evaluate(self, task: Task, action: Action, store: TaskStore, *,
+                       now: datetime) -> Evaluation:
+        """ALLOW, ASK_USER or BLOCK for a prepared action of a task at ``now`` (the
+        Clock's time, which decides whether a time-boxed grant still covers it)."""
         hit = _prohibited(action, task.prohibit)
         if hit:
             return Evaluation(Verdict.BLOCK, f"prohibited by the task ({hit})")
         left = self.budget_left(task, action)
         return await self._judge(action, store, policy_id=task.policy_id, task_id=task.id,
-                                 schedule=task.schedule, budget_left=left, per="task")
+                                 schedule=task.schedule, budget_left=left, per="task", now=now)
 
     async def evaluate_request(self, action: Action, store: TaskStore, *,
-                               policy_id: str) -> Evaluation:
+                               policy_id: str, now: datetime) -> Evaluation:
         """The same evaluation for an outside request: budgets count the requests of its
         ``policy_id`` (pending ones reserve a unit), grants are those of that policy_id,
         and no schedule pre-authorizes anything."""
@@ -87,11 +89,11 @@ class Policy:
         if cap is not None and cap in self.budgets:
             left = self.budgets[cap] - await store.count_requests(policy_id, cap)
         return await self._judge(action, store, policy_id=policy_id, task_id=None,
-                                 schedule=None, budget_left=left, per="policy_id")
+                                 schedule=None, budget_left=left, per="policy_id", now=now)
 
     async def _judge(self, action: Action, store: TaskStore, *, policy_id: str,
                      task_id: str | None, schedule: str | None, budget_left: int | None,
-                     per: str) -> Evaluation:
+                     per: str, now: datetime) -> Evaluation:
         hit = _prohibited(action, self.prohibit)
         if hit:
             return Evaluation(Verdict.BLOCK, f"prohibited by policy ({hit})")
@@ -101,7 +103,7 @@ class Policy:
         if action.risk in self.autonomous_risks:
             return Evaluation(Verdict.ALLOW, "autonomous risk class")
         key = grant_key(policy_id, action)
-        grant = first_valid(await store.grant_candidates(key), task_id=task_id)
+        grant = first_valid(await store.grant_candidates(key), task_id=task_id, now=now)
         if grant is not None:
             return Evaluation(Verdict.ALLOW, f"{grant.scope.value} grant {grant.id}",
                               actor="auto:grant", grant=grant)
@@ -114,9 +116,10 @@ class Policy:
 
 def new_approval(task: Task, action: Action, *, approval_id: str, now: datetime,
                  expires_at: datetime, allowed: list[Scope], note: str | None = None,
-                 approvers: list[str] | None = None, why: str | None = None) -> Approval:
-    """A fresh pending request for one action of a task."""
+                 approvers: list[str] | None = None, why: str | None = None,
+                 needed: int = 1) -> Approval:
+    """A fresh pending request for one action of a task (``needed``: its quorum)."""
     return Approval(id=approval_id, task_id=task.id, action=action, step=task.step_index,
                     allowed_scopes=allowed, requested_at=now, expires_at=expires_at,
                     note=note, approvers=approvers or [], why=why, policy_id=task.policy_id,
-                    submitted_by=task.submitted_by)
+                    submitted_by=task.submitted_by, needed=needed)

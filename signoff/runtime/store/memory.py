@@ -93,6 +93,8 @@ class MemTaskStore:
             current = self._approvals.get(ch.approval.id)
             if current is None or current.status is not ch.approval_expect:
                 raise _Lost
+            if ch.approval_votes is not None and len(current.votes) != ch.approval_votes:
+                raise _Lost
         if ch.approval is not None and ch.insert_approval and (
                 ch.approval.id in self._approvals
                 or ch.approval.idempotency_key in self._request_keys):
@@ -272,10 +274,16 @@ class MemTaskStore:
 
     async def count_requests(self, policy_id: str, capability: str) -> int:
         """Pending or approved outside requests of a policy_id for a capability."""
-        live = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
+        live = (ApprovalStatus.PENDING, ApprovalStatus.HELD, ApprovalStatus.APPROVED)
         return sum(1 for a in self._approvals.values()
                    if a.task_id is None and a.policy_id == policy_id
                    and a.action.capability == capability and a.status in live)
+
+    async def held_approvals(self) -> list[Approval]:
+        """Requests in their hold, soonest release first."""
+        held = [a.model_copy(deep=True) for a in self._approvals.values()
+                if a.status is ApprovalStatus.HELD]
+        return sorted(held, key=lambda a: (a.hold_until or a.requested_at))
 
     async def due_approvals(self, now: datetime) -> list[Approval]:
         """Expired pending approvals."""

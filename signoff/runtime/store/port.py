@@ -53,6 +53,8 @@ class Change:
     ``task`` is inserted when ``expect_version`` is None and ``insert`` is True, else
     updated only if its stored version equals ``expect_version`` (its version is then
     bumped). ``approval_expect`` makes the approval write a compare-and-set on status;
+    ``approval_votes`` also on how many quorum approvals (`Approval.votes`) the stored
+    request holds, so two racing partial approvals of one request never lose one;
     ``insert_approval`` says the approval is new (a duplicate id or idempotency key
     loses). ``outcome_for`` records the outcome of that outside request once: the change
     loses if one was recorded before.
@@ -67,6 +69,7 @@ class Change:
     expect_state: TaskState | None = None
     approval: Approval | None = None
     approval_expect: ApprovalStatus | None = None
+    approval_votes: int | None = None
     insert_approval: bool = False
     outcome_for: str | None = None
     grants: list[Grant] = field(default_factory=list)
@@ -221,6 +224,10 @@ class TaskStore(Protocol):
 
     async def due_approvals(self, now: datetime) -> list[Approval]:
         """Pending approvals whose expires_at has passed."""
+        ...
+
+    async def held_approvals(self) -> list[Approval]:
+        """Approved requests waiting out their hold (status held), soonest first."""
         ...
 
     async def grant_candidates(self, key: str) -> list[Grant]:

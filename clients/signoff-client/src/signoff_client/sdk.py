@@ -59,7 +59,7 @@ Why = str | Callable[..., str] | None
 class Decision:
     """The daemon's answer about one action.
 
-    ``status``: approved | denied | expired | pending (not waited for) | unreachable
+    ``status``: approved | denied | expired | pending or held (not waited for) | unreachable
     (the daemon could not be reached) | error (the daemon refused the call itself).
     ``decision`` is the policy's verdict: ALLOW or BLOCK when it settled the request,
     ASK_USER when a person was asked.
@@ -81,8 +81,9 @@ class Decision:
 
     @property
     def pending(self) -> bool:
-        """True while a person may still answer."""
-        return self.status == "pending"
+        """True while a person may still answer, or still undo an approval that waits out
+        its hold (status "held"): keep waiting, it is not approved yet."""
+        return self.status in ("pending", "held")
 
     def describe(self) -> str:
         """One line for logs and block messages: "denied by slack:U1: not now"."""

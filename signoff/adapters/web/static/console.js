@@ -18,12 +18,25 @@
     return "expires in " + h + " h" + (m ? " " + m + " min" : "");
   }
 
-  function tick() {
-    var nodes = document.querySelectorAll("[data-expires]");
+  // A held card's countdown to its release (its Undo window); "running now" at zero.
+  function formatHold(ms) {
+    var s = Math.ceil(ms / 1000);
+    if (s <= 0) { return "running now"; }
+    if (s < 60) { return "runs in " + s + " s"; }
+    return "runs in " + Math.floor(s / 60) + " min " + (s % 60) + " s";
+  }
+
+  function countdown(attribute, format) {
+    var nodes = document.querySelectorAll("[" + attribute + "]");
     for (var i = 0; i < nodes.length; i++) {
-      var at = Date.parse(nodes[i].getAttribute("data-expires"));
-      if (!isNaN(at)) { nodes[i].textContent = formatLeft(at - Date.now()); }
+      var at = Date.parse(nodes[i].getAttribute(attribute));
+      if (!isNaN(at)) { nodes[i].textContent = format(at - Date.now()); }
     }
+  }
+
+  function tick() {
+    countdown("data-expires", formatLeft);
+    countdown("data-hold", formatHold);
   }
 
   var live = document.getElementById("live");
@@ -43,9 +56,7 @@
       if (response.status === 401) { window.location.reload(); return null; }
       return response.ok ? response.text() : null;
     }).then(function (html) {
-      var typing = document.activeElement && live.contains(document.activeElement) &&
-        document.activeElement.tagName === "INPUT" && document.activeElement.value;
-      if (html !== null && html !== live.innerHTML && !typing) {
+      if (html !== null && html !== live.innerHTML && !editing()) {
         live.innerHTML = html;
         tick();
       }
@@ -53,6 +64,20 @@
       busy = false;
       if (again) { again = false; schedule(); }
     });
+  }
+
+  // Someone typing a reason, choosing how long a grant lasts or editing args: a refresh
+  // would throw their work away, so it waits (the next event after they are done shows it).
+  function editing() {
+    var el = document.activeElement;
+    if (el && live.contains(el) && (el.tagName === "TEXTAREA" || el.tagName === "SELECT" ||
+        (el.tagName === "INPUT" && el.value))) { return true; }
+    if (live.querySelector("details.edit[open]")) { return true; }
+    var choices = live.querySelectorAll("select");
+    for (var i = 0; i < choices.length; i++) {
+      if (choices[i].selectedIndex > 0) { return true; }
+    }
+    return false;
   }
 
   function schedule() {

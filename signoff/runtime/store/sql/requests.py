@@ -51,7 +51,8 @@ def by_key(conn: Connection, idempotency_key: str) -> Approval | None:
 
 def count_live(conn: Connection, policy_id: str, capability: str) -> int:
     """Pending or approved outside requests of a policy_id for a capability."""
-    live = (ApprovalStatus.PENDING.value, ApprovalStatus.APPROVED.value)
+    live = (ApprovalStatus.PENDING.value, ApprovalStatus.HELD.value,
+            ApprovalStatus.APPROVED.value)
     q = (sa.select(sa.func.count())
          .select_from(requests_t.join(approvals_t, approvals_t.c.id == requests_t.c.approval_id))
          .where(requests_t.c.policy_id == policy_id, requests_t.c.capability == capability,

@@ -351,6 +351,17 @@ class SqlTaskStore:
         """Pending approvals past their expiry."""
         return await self._run(self._due_approvals, now)
 
+    async def held_approvals(self) -> list[Approval]:
+        """Requests in their hold, soonest release first (few: a hold lasts seconds)."""
+        return await self._run(self._held_approvals)
+
+    def _held_approvals(self) -> list[Approval]:
+        q = sa.select(approvals_t.c.data).where(
+            approvals_t.c.status == ApprovalStatus.HELD.value)
+        with self._tx(write=False) as conn:
+            held = [Approval.model_validate_json(r.data) for r in conn.execute(q)]
+        return sorted(held, key=lambda a: (a.hold_until or a.requested_at))
+
     def _due_approvals(self, now: datetime) -> list[Approval]:
         q = sa.select(approvals_t.c.data).where(
             approvals_t.c.status == ApprovalStatus.PENDING.value, approvals_t.c.expires_at <= now)

@@ -46,6 +46,8 @@ class Lost(Exception):
 def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditEvent]:
     """Write everything a Change holds; return its audit events, sealed."""
     if ch.approval is not None:
+        if ch.approval_votes is not None:
+            check_votes(conn, ch.approval.id, ch.approval_votes, postgres=postgres)
         write_approval(conn, ch.approval, ch.approval_expect, insert=ch.insert_approval)
     if ch.outcome_for is not None:
         record_outcome(conn, ch.outcome_for)
@@ -90,6 +92,21 @@ def record_outcome(conn: Connection, approval_id: str) -> None:
                               requests_t.c.reported.is_(False))
                        .values(reported=True))
     if res.rowcount != 1:
+        raise Lost
+
+
+def check_votes(conn: Connection, approval_id: str, votes: int, *, postgres: bool) -> None:
+    """Lose unless the stored request holds exactly ``votes`` quorum approvals.
+
+    The count lives in the JSON of the row, so it is read under a row lock (FOR UPDATE on
+    PostgreSQL: a racing writer waits and then reads the committed row; SQLite's BEGIN
+    IMMEDIATE already serializes writers) and compared here, in the same transaction.
+    """
+    q = sa.select(approvals_t.c.data).where(approvals_t.c.id == approval_id)
+    if postgres:
+        q = q.with_for_update()
+    row = conn.execute(q).first()
+    if row is None or len(Approval.model_validate_json(row.data).votes) != votes:
         raise Lost
 
 

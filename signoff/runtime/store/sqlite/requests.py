@@ -27,6 +27,7 @@ INSERT_APPROVAL = ("INSERT INTO approvals (id, task_id, status, expires_at, data
                    "VALUES (?, ?, ?, ?, ?)")
 INSERT_REQUEST = ("INSERT INTO requests (approval_id, idempotency_key, policy_id, capability, "
                   "reported) VALUES (?, ?, ?, ?, 0)")
+GET_DATA = "SELECT data FROM approvals WHERE id = ?"
 UPDATE_APPROVAL = "UPDATE approvals SET status = ?, expires_at = ?, data = ? WHERE id = ?"
 REPORTED = "UPDATE requests SET reported = 1 WHERE approval_id = ? AND reported = 0"
 INSERT_GRANT = ("INSERT INTO grants (id, key, policy_id, task_id, scope, max_calls, used, "
@@ -74,6 +75,11 @@ def _write_approval(conn: sqlite3.Connection, ch: Change, ap: Approval) -> None:
         conn.execute(INSERT_REQUEST, (ap.id, ap.idempotency_key, ap.policy_id or "",
                                       ap.action.capability or ""))
         return
+    if ch.approval_votes is not None:
+        # Inside the write transaction (BEGIN IMMEDIATE): nobody writes between the two.
+        row = conn.execute(GET_DATA, (ap.id,)).fetchone()
+        if row is None or len(Approval.model_validate_json(row[0]).votes) != ch.approval_votes:
+            raise Lost
     sql = UPDATE_APPROVAL
     params: tuple[object, ...] = (*cols, ap.id)
     if ch.approval_expect is not None:

@@ -146,12 +146,12 @@ async def test_grants_are_found_by_key_and_scope(store: TaskStore) -> None:
     once = Grant(id="g-3", key="k3", policy_id="t-1", task_id="t-1", scope=Scope.ONCE,
                  max_calls=1, used=1, **base)
     assert await store.commit(Change(at=NOW, grants=[session, always, once]))
-    assert first_valid(await store.grant_candidates("k1"), task_id="t-1") is not None
-    assert first_valid(await store.grant_candidates("k1"), task_id="t-2") is None
-    assert first_valid(await store.grant_candidates("k2"), task_id="t-5") is not None
-    assert first_valid(await store.grant_candidates("k3"), task_id="t-1") is None, "used up"
+    assert first_valid(await store.grant_candidates("k1"), task_id="t-1", now=NOW) is not None
+    assert first_valid(await store.grant_candidates("k1"), task_id="t-2", now=NOW) is None
+    assert first_valid(await store.grant_candidates("k2"), task_id="t-5", now=NOW) is not None
+    assert first_valid(await store.grant_candidates("k3"), task_id="t-1", now=NOW) is None, "used up"
     assert await store.commit(Change(at=NOW, grant_revokes=["g-2"]))
-    assert first_valid(await store.grant_candidates("k2"), task_id="t-5") is None
+    assert first_valid(await store.grant_candidates("k2"), task_id="t-5", now=NOW) is None
     revoked = await store.get_grant("g-2")
     assert revoked is not None and revoked.revoked_at is not None
 

@@ -123,7 +123,7 @@ async def test_grants_of_tasks_and_outside_requests_never_cross(store: TaskStore
     assert await store.commit(Change(at=NOW, grants=[by_task]))
 
     async def covering(task_id: str | None) -> str | None:
-        found = first_valid(await store.grant_candidates("signoff:p:k"), task_id=task_id)
+        found = first_valid(await store.grant_candidates("signoff:p:k"), task_id=task_id, now=NOW)
         return found.id if found else None
 
     assert await covering("t-1") == "g-1"
@@ -162,5 +162,5 @@ async def test_a_decision_stores_its_grant_and_loses_a_second_time(store: TaskSt
     [listed] = await store.list_grants()
     assert listed == grant
     assert await store.get_grant("g-9") == grant
-    assert first_valid(await store.grant_candidates("signoff:s-1:k"), task_id=None) == grant
+    assert first_valid(await store.grant_candidates("signoff:s-1:k"), task_id=None, now=NOW) == grant
     assert (await store.audit_head())[0] == 1 and (await audit.verify(store)).ok

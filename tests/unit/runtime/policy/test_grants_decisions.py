@@ -7,6 +7,7 @@ enforced by the server, refusals are audited, grants can be listed and revoked.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from signoff.runtime.policy.grants import covers
 from signoff.runtime.store.memory import MemTaskStore
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, answer, audit_log, card_ref, delete, noop, start
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 async def _node(node_factory: NodeFactory, overrides: dict[str, Any] | None = None,
@@ -216,8 +219,8 @@ def test_grants_of_outside_requests_and_tasks_never_cover_each_other() -> None:
     of_request = Grant(id="g-1", task_id=None, scope=Scope.ALWAYS, **base)
     of_task = Grant(id="g-2", task_id="t-1", scope=Scope.ALWAYS, **base)
     session = Grant(id="g-3", task_id=None, scope=Scope.SESSION, **base)
-    assert covers(of_request, task_id=None) and covers(session, task_id=None)
-    assert not covers(of_request, task_id="t-1")
-    assert not covers(of_task, task_id=None) and covers(of_task, task_id="t-2")
+    assert covers(of_request, task_id=None, now=NOW) and covers(session, task_id=None, now=NOW)
+    assert not covers(of_request, task_id="t-1", now=NOW)
+    assert not covers(of_task, task_id=None, now=NOW) and covers(of_task, task_id="t-2", now=NOW)
     used = Grant(id="g-4", task_id=None, scope=Scope.ONCE, max_calls=1, used=1, **base)
-    assert not covers(used, task_id=None)
+    assert not covers(used, task_id=None, now=NOW)

@@ -141,7 +141,7 @@ async def _verdict(grant_for: Action, candidate: Action, *, scope: Scope = Scope
     judged_in = judged_in or granted_in
     store = await _store_with([(granted_in, REGISTRY.prepare(grant_for), scope)])
     prepared = registry.prepare(candidate)
-    return (await POLICY.evaluate(judged_in, prepared, store)).verdict
+    return (await POLICY.evaluate(judged_in, prepared, store, now=NOW)).verdict
 
 
 # --- properties ------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ def test_once_never_allows_twice(granted: Action, tries: int) -> None:
         task = _task()
         store = await _store_with([(task, REGISTRY.prepare(granted), Scope.ONCE)])
         prepared = REGISTRY.prepare(granted)
-        return [(await POLICY.evaluate(task, prepared, store)).verdict for _ in range(tries)]
+        return [(await POLICY.evaluate(task, prepared, store, now=NOW)).verdict for _ in range(tries)]
 
     assert run(scenario()) == [Verdict.ASK_USER] * tries
 
@@ -257,6 +257,6 @@ def test_a_prohibition_beats_any_grant(granted: Action) -> None:
     async def scenario() -> Verdict:
         task = _task().model_copy(update={"prohibit": [granted.tool]})
         store = await _store_with([(task, REGISTRY.prepare(granted), Scope.ALWAYS)])
-        return (await POLICY.evaluate(task, REGISTRY.prepare(granted), store)).verdict
+        return (await POLICY.evaluate(task, REGISTRY.prepare(granted), store, now=NOW)).verdict
 
     assert run(scenario()) is Verdict.BLOCK

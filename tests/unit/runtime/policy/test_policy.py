@@ -42,7 +42,7 @@ def prepared(action: Action) -> Action:
 async def evaluate(policy: Policy, action: Action, t: Task | None = None,
                    store: MemTaskStore | None = None) -> tuple[Verdict, str]:
     """(verdict, reason) of one prepared action."""
-    ev = await policy.evaluate(t or task(), prepared(action), store or MemTaskStore())
+    ev = await policy.evaluate(t or task(), prepared(action), store or MemTaskStore(), now=NOW)
     return ev.verdict, ev.reason
 
 
@@ -153,7 +153,7 @@ async def test_a_live_grant_allows_and_says_so() -> None:
     """A matching grant gives ALLOW with actor auto:grant and the grant itself."""
     t = task()
     store = await granted_store(t, email())
-    ev = await Policy().evaluate(t, prepared(email(body="other")), store)
+    ev = await Policy().evaluate(t, prepared(email(body="other")), store, now=NOW)
     assert ev.verdict is Verdict.ALLOW and ev.actor == "auto:grant"
     assert ev.grant is not None and ev.grant.scope is Scope.SESSION
 

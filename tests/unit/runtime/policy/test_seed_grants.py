@@ -410,7 +410,7 @@ async def test_while_you_decide_the_calls_budget_is_reserved(make: NodeFactory,
     waiting = await node.store.get_task(task.id)
     assert waiting is not None
     other = node.registry.prepare(email(MARY))
-    ev = await node.engine.policy.evaluate(waiting, other, node.store)
+    ev = await node.engine.policy.evaluate(waiting, other, node.store, now=node.clock.now())
     assert ev.verdict is Verdict.BLOCK and "budget" in ev.reason
     # Approving spends the reserved unit; the session grant cannot slip past the cap.
     _, task = await answer(node, task.id, Scope.SESSION)
@@ -428,7 +428,7 @@ async def test_denying_releases_the_budget(make: NodeFactory, how: str) -> None:
     other = node.registry.prepare(email(MARY))
     waiting = await node.store.get_task(task.id)
     assert waiting is not None
-    assert (await node.engine.policy.evaluate(waiting, other, node.store)).verdict is Verdict.BLOCK
+    assert (await node.engine.policy.evaluate(waiting, other, node.store, now=node.clock.now())).verdict is Verdict.BLOCK
     if how == "deny":
         await answer(node, task.id, Scope.DENY)
     else:
@@ -437,7 +437,7 @@ async def test_denying_releases_the_budget(make: NodeFactory, how: str) -> None:
     after = await node.store.get_task(task.id)
     assert after is not None and after.state is TaskState.FAILED
     assert node.engine.policy.budget_left(after, other) == 1
-    assert (await node.engine.policy.evaluate(after, other, node.store)).verdict is Verdict.ASK_USER
+    assert (await node.engine.policy.evaluate(after, other, node.store, now=node.clock.now())).verdict is Verdict.ASK_USER
 
 
 # --- the answers -----------------------------------------------------------------------------

@@ -1,0 +1,126 @@
+"""What every decision shares: its result, the moves it makes on a waiting task, and
+the announcement after its commit.
+
+The base of `signoff.runtime.decisions.Decider` (through `signoff.runtime.hold`): split
+off so that the one writer of decisions stays one class while its modules stay small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from signoff.runtime.engine import Engine
+from signoff.runtime.events import TaskEvent, audit_event
+from signoff.runtime.models import (
+    ActionRecord,
+    Approval,
+    ApprovalStatus,
+    DecisionCode,
+    Scope,
+    Task,
+    TaskState,
+)
+from signoff.runtime.store.port import Change
+from signoff.runtime.watch import ApprovalWatch
+
+Runnable = Callable[[Task], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """What happened to one answer."""
+
+    accepted: bool
+    code: DecisionCode
+    message: str
+    task: Task | None = None
+    approval: Approval | None = None
+
+
+DONE_WORDS = {Scope.ONCE: "Approved once", Scope.SESSION: "Approved for this session",
+               Scope.ALWAYS: "Approved always", Scope.DENY: "Denied"}
+
+
+def refusal_reason(approval: Approval) -> str:
+    """Why a decided request did not approve: "user denied[: why]" or "approval timed out"."""
+    if approval.status is ApprovalStatus.EXPIRED:
+        return "approval timed out"
+    return f"user denied: {approval.reason}" if approval.reason else "user denied"
+
+
+
+class Settler:
+    """The state and task moves of the decider (see `signoff.runtime.decisions.Decider`)."""
+
+    def __init__(self, *, engine: Engine, on_runnable: Runnable | None = None,
+                 watch: ApprovalWatch | None = None) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.on_runnable = on_runnable
+        self.watch = watch or ApprovalWatch()
+
+    async def _commit(self, change: Change) -> bool:
+        """Commit one unit of work."""
+        return await self.store.commit(change)
+
+    def _now(self) -> datetime:
+        return self.engine.clock.now()
+
+    async def refuse(self, approval_id: str, actor: str, why: str, *,
+                     channel: str | None = None, task: Task | None = None) -> None:
+        """Audit an attempt that was not allowed (unauthorized, too late, bad scope)."""
+        approval = await self.store.get_approval(approval_id)
+        if task is None and approval is not None and approval.task_id:
+            task = await self.store.get_task(approval.task_id)
+        event = audit_event("refused", task, approval.action if approval else None,
+                            decision="refused", actor=actor, reason=why, approval=approval,
+                            channel=channel)
+        if approval is None:
+            event = event.model_copy(update={"approval_id": approval_id})
+        await self._commit(Change(at=self._now(), audit=[event]))
+
+    def _take_back(self, task: Task, now: datetime) -> None:
+        """The task runs again on this node (its runnable hook hands it to the worker)."""
+        task.state = TaskState.IN_PROGRESS
+        task.claimed_by = self.engine.config.node_id
+        task.lease_until = now + self.engine.config.lease
+
+    def _refused(self, task: Task, approval: Approval, outcome: str, actor: str,
+                 reason: str) -> bool:
+        """Record a deny or a timeout; True when the task goes on (an agent told to find
+        another way, `on_deny = "tell_model"`), False when it failed."""
+        if task.agent is None or not task.agent.tells_model:
+            self._end_denied(task, approval, outcome, actor, reason)
+            return False
+        self._record_refusal(task, approval, outcome, actor, reason)
+        task.pending_action = None  # the agent loop tells the model on its next run
+        self._take_back(task, self.engine.clock.now())
+        return True
+
+    def _record_refusal(self, task: Task, approval: Approval, outcome: str, actor: str,
+                        reason: str) -> None:
+        action = approval.action
+        task.actions.append(ActionRecord(
+            step=task.step_index, tool=action.tool, args=action.args, risk=action.risk,
+            capability=action.capability, targets=list(action.targets), decision=outcome,
+            decided_by=actor, outcome=outcome, error=reason, at=self.engine.clock.now()))
+
+    def _end_denied(self, task: Task, approval: Approval, outcome: str, actor: str,
+                    reason: str) -> None:
+        self._record_refusal(task, approval, outcome, actor, reason)
+        task.state = TaskState.FAILED
+        task.pending_action = None
+        task.claimed_by = task.lease_until = None
+        task.result = {"reason": reason, "step": task.step_index}
+
+    async def _announce(self, task: Task | None, approval: Approval, kind: TaskEvent) -> None:
+        self.watch.fire(approval.id)
+        listener = self.engine.listener
+        await listener.approval_decided(task, approval)
+        if task is None:
+            return
+        await listener.task_event(kind, task, approval.reason)
+        if task.state is TaskState.FAILED:
+            await listener.task_event(TaskEvent.FAILED, task, (task.result or {}).get("reason"))

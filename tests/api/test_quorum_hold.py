@@ -1,0 +1,185 @@
+"""Quorum ([policy.quorum]) and the undo window (approvals.hold) over the HTTP API."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from signoff.config.settings import Settings
+from signoff.runtime.clock import FakeClock
+from tests.api.helpers import KEY, eventually, running_node, wait_state, webhook_steps
+from tests.fakes.http_echo import HttpEcho
+
+CAROL_KEY = "carol-key-0123456789abcdef"
+ASK = {"tool": "send_email", "args": {"to": "john@example.com", "subject": "hi", "body": "x"},
+       "requester": "hermes:alice@laptop", "policy_id": "s-1"}
+
+
+def settings_with(tmp_path: Path, **sections: Any) -> Settings:
+    """A node with three API keys (admin, bob, carol) and the given sections."""
+    data: dict[str, Any] = {
+        "daemon": {"work_dir": str(tmp_path), "host": "127.0.0.1", "node_id": "test-node"},
+        "api": {"key": KEY, "keys": [{"name": "bob", "key": "bob-key-0123456789abcdef"},
+                                     {"name": "carol", "key": CAROL_KEY}]},
+        **sections}
+    return Settings.model_validate(data)
+
+
+async def ask(client: httpx.AsyncClient) -> str:
+    response = await client.post("/v1/approvals", json=ASK)
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+async def submit_goal(client: httpx.AsyncClient, url: str) -> str:
+    response = await client.post("/tasks", json={"goal": "hook", "steps": webhook_steps(url)})
+    assert response.status_code == 202, response.text
+    return str(response.json()["id"])
+
+
+async def kinds(client: httpx.AsyncClient, approval_id: str) -> list[tuple[str, str | None]]:
+    events = (await client.get("/audit", params={"limit": 500})).json()["items"]
+    return [(e["kind"], e["actor"]) for e in events if e["approval_id"] == approval_id]
+
+
+async def test_two_people_must_approve_an_outside_request(tmp_path: Path) -> None:
+    """Under a quorum of 2 the first approval answers 200 pending 1 of 2, the requester
+    is refused (403), a repeat counts once (409), the second approval decides."""
+    settings = settings_with(tmp_path, policy={"quorum": {"SEND": 2}})
+    async with running_node(tmp_path, settings=settings) as node, \
+            node.client() as admin, node.client(key="bob-key-0123456789abcdef") as bob, \
+            node.client(key=CAROL_KEY) as carol:
+        approval_id = await ask(carol)
+        own = await carol.post(f"/approvals/{approval_id}/approve")
+        assert own.status_code == 403, own.text
+        first = await admin.post(f"/approvals/{approval_id}/approve")
+        assert first.status_code == 200, first.text
+        body = first.json()
+        assert (body["status"], body["approvals"], body["needed"]) == ("pending", 1, 2)
+        again = await admin.post(f"/approvals/{approval_id}/approve")
+        assert again.status_code == 409 and "counts once" in again.json()["detail"]
+        listed = (await admin.get("/approvals")).json()["items"]
+        assert [(i["id"], i["approvals"], i["needed"]) for i in listed] == [(approval_id, 1, 2)]
+        second = await bob.post(f"/approvals/{approval_id}/approve", json={"scope": "session"})
+        assert second.status_code == 200
+        done = second.json()
+        assert (done["status"], done["approvals"], done["scope"]) == ("approved", 2, "once")
+        assert await kinds(admin, approval_id) == [
+            ("evaluation", None), ("refused", "web:carol"), ("approval_partial", "web:admin"),
+            ("refused", "web:admin"), ("decision", "web:bob")]
+        card = node.web.card(approval_id)
+        assert card is not None
+
+
+async def test_one_deny_denies_a_quorum(tmp_path: Path) -> None:
+    """After one approval of two, a single deny denies the request."""
+    settings = settings_with(tmp_path, policy={"quorum": {"email.send": 2}})
+    async with running_node(tmp_path, settings=settings) as node, \
+            node.client() as admin, node.client(key=CAROL_KEY) as carol:
+        approval_id = await ask(carol)
+        assert (await admin.post(f"/approvals/{approval_id}/approve")).json()["approvals"] == 1
+        denied = await carol.post(f"/approvals/{approval_id}/deny", json={"reason": "no"})
+        assert denied.status_code == 200 and denied.json()["status"] == "denied"
+        late = await admin.post(f"/approvals/{approval_id}/approve")
+        assert late.status_code == 409
+
+
+async def test_racing_approvals_of_a_quorum_are_all_counted(tmp_path: Path) -> None:
+    """Three approvals at once under a quorum of 3: none is lost, the request is approved
+    by exactly the three of them."""
+    settings = settings_with(tmp_path, policy={"quorum": {"SEND": 3}})
+    async with running_node(tmp_path, settings=settings) as node, \
+            node.client() as admin, node.client(key="bob-key-0123456789abcdef") as bob, \
+            node.client(key=CAROL_KEY) as carol:
+        approval_id = (await admin.post("/v1/approvals", json={**ASK})).json()["id"]
+        # The requester (admin) never counts; bob and carol approve at the same moment.
+        answers = await asyncio.gather(*(c.post(f"/approvals/{approval_id}/approve")
+                                         for c in (bob, carol)))
+        assert sorted(a.json()["approvals"] for a in answers) == [1, 2]
+        status = (await admin.get(f"/v1/approvals/{approval_id}")).json()
+        assert (status["status"], status["approvals"]) == ("pending", 2)
+
+
+async def test_a_held_outside_request_reads_held_then_approved(tmp_path: Path) -> None:
+    """With a 30s hold the approval answers "held" with hold_until; a long poll keeps
+    waiting through the hold and answers approved once it is released."""
+    clock = FakeClock()
+    settings = settings_with(tmp_path, approvals={"hold": {"SEND": "30s"}})
+    async with running_node(tmp_path, settings=settings, clock=clock) as node, \
+            node.client() as admin:
+        node.node.decider.watch.recheck = 3600.0
+        approval_id = await ask(admin)
+        held = (await admin.post(f"/approvals/{approval_id}/approve")).json()
+        assert held["status"] == "held" and held["hold_until"]
+        waiter = asyncio.create_task(admin.get(f"/v1/approvals/{approval_id}",
+                                               params={"wait": "60s"}, timeout=120))
+        await eventually(lambda: _true(node.node.decider.watch.waiting > 0), what="a waiter")
+        clock.advance(29)
+        await node.node.decider.release_due()
+        assert not waiter.done()
+        clock.advance(2)
+        await node.node.decider.release_due()
+        answer = (await waiter).json()
+        assert answer["status"] == "approved" and answer["decided_by"] == "web:admin"
+        late = await admin.post(f"/approvals/{approval_id}/undo")
+        assert late.status_code == 409, late.text
+        assert [k for k, _ in await kinds(admin, approval_id)] == [
+            "evaluation", "decision", "released", "refused"]
+
+
+async def test_undo_within_the_hold_denies_the_task(tmp_path: Path) -> None:
+    """A task's approved SEND action waits out its hold; Undo in time denies it ("undone
+    by …"), the action never runs and the audit log has the approval and the undo."""
+    clock = FakeClock()
+    settings = settings_with(tmp_path, approvals={"hold": {"SEND": "1m"}})
+    async with HttpEcho() as echo, \
+            running_node(tmp_path, settings=settings, clock=clock) as node, \
+            node.client() as admin:
+        task_id = await submit_goal(admin, echo.url("/hook"))
+        task = await wait_state(admin, task_id, "waiting_approval")
+        approval_id = task["approval"]["id"]
+        held = (await admin.post(f"/approvals/{approval_id}/approve")).json()
+        assert held["status"] == "held"
+        task = (await admin.get(f"/tasks/{task_id}")).json()
+        assert task["state"] == "waiting_approval" and task["approval"]["status"] == "held"
+        clock.advance(30)
+        undone = await admin.post(f"/approvals/{approval_id}/undo")
+        assert undone.status_code == 200, undone.text
+        assert undone.json()["status"] == "denied"
+        assert undone.json()["reason"] == "undone by web:admin"
+        task = await wait_state(admin, task_id, "failed")
+        clock.advance(60)
+        await node.node.decider.release_due()
+        assert [r for r in echo.requests if r.path == "/hook"] == []
+        assert [k for k, _ in await kinds(admin, approval_id)] == [
+            "evaluation", "decision", "undo"]
+
+
+async def test_a_held_task_runs_once_after_its_window(tmp_path: Path) -> None:
+    """Not before hold_until, then exactly once."""
+    clock = FakeClock()
+    settings = settings_with(tmp_path, approvals={"hold": {"SEND": "10s"}})
+    async with HttpEcho() as echo, \
+            running_node(tmp_path, settings=settings, clock=clock) as node, \
+            node.client() as admin:
+        task_id = await submit_goal(admin, echo.url("/hook"))
+        task = await wait_state(admin, task_id, "waiting_approval")
+        approval_id = task["approval"]["id"]
+        await admin.post(f"/approvals/{approval_id}/approve")
+        await node.node.decider.release_due()
+        await asyncio.sleep(0.2)
+        assert [r for r in echo.requests if r.path == "/hook"] == []
+        clock.advance(11)
+        await asyncio.gather(node.node.decider.release_due(), node.node.decider.release_due())
+        await wait_state(admin, task_id, "completed")
+        assert len([r for r in echo.requests if r.path == "/hook"]) == 1
+        never = await admin.post(f"/approvals/{approval_id}/undo")
+        assert never.status_code == 409
+
+
+async def _true(value: bool) -> bool:
+    return value
+
