@@ -15,6 +15,14 @@ Run: ``python bench/api.py [--tasks N] [--requests N]``.
 
 Prints p50/p99 per route, their ratio to the /health baseline, RSS, and last ``ok`` when
 both API p99s are under 50 ms and RSS is under 150 MB, ``over`` otherwise.
+
+5. What a /metrics scrape costs as the history grows (``--finished N``, default 50,000):
+   the gauges' refresh (`MetricsListener.render`, what the route runs) on the SQLite store
+   of an empty database, then on the same database after N completed tasks were added,
+   ``--scrapes`` times each, the node's FakeClock 15 s further per scrape (a Prometheus
+   interval). Prints the p50 of both and their ratio (target: about 1, the same at any
+   size), and, honestly, the full recount of the finished states that one scrape in four
+   pays (once per ``finished_every`` = 60 s) with its own ratio.
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ from signoff.runtime.tools.registry import builtin_registry
 
 TASKS = 10_000
 REQUESTS = 400
+FINISHED = 50_000
+SCRAPES = 200
 P99_TARGET_MS = 50.0
 RSS_TARGET_MB = 150.0
 KEY = "bench-key-0123456789abcdef"
@@ -175,10 +185,59 @@ def wait_ready(base: str, process: subprocess.Popen[bytes], timeout: float = 30.
     raise RuntimeError("the server did not start")
 
 
+async def scrape_costs(work_dir: Path, finished: int, scrapes: int
+                       ) -> tuple[list[float], list[float], list[float], list[float]]:
+    """ms per steady scrape and per recounting scrape, empty and with ``finished`` rows."""
+    from signoff.api.metrics import MetricsListener
+    from signoff.runtime.clock import FakeClock
+
+    store = make_store(settings_for(work_dir).database_url())
+    await store.open()
+    clock = FakeClock(utcnow())
+
+    async def costs() -> tuple[list[float], list[float]]:
+        listener = MetricsListener()
+        steady, recount = [], []
+        for _ in range(scrapes):
+            due = listener._finished_at is None or (
+                clock.now() - listener._finished_at >= listener.finished_every)
+            began = time.perf_counter()
+            await listener.render(store, clock.now())
+            (recount if due else steady).append((time.perf_counter() - began) * 1000)
+            clock.advance(15)
+        return steady, recount
+
+    try:
+        empty = await costs()
+        now = clock.now()
+        for start in range(0, finished, 500):  # concurrent commits: one group commit each
+            await asyncio.gather(*(store.commit(Change(at=now, insert=True, task=Task(
+                id=f"t-done{i:07d}", goal="done", state=TaskState.COMPLETED, steps=[],
+                created_at=now, updated_at=now))) for i in range(start,
+                                                                 min(start + 500, finished))))
+        full = await costs()
+    finally:
+        await store.close()
+    return empty[0], empty[1], full[0], full[1]
+
+
+def report_scrapes(work_dir: Path, finished: int, scrapes: int) -> None:
+    e_steady, e_recount, f_steady, f_recount = asyncio.run(
+        scrape_costs(work_dir, finished, scrapes))
+    s0, s1 = percentile(e_steady, 50), percentile(f_steady, 50)
+    r0, r1 = percentile(e_recount, 50), percentile(f_recount, 50)
+    print(f"/metrics scrape (gauges' refresh), p50 of {len(f_steady)}: empty {s0:.2f} ms, "
+          f"with {finished:,} finished tasks {s1:.2f} ms -> ratio {s1 / s0:.2f}")
+    print(f"  the recount of finished states (1 scrape in 4, p50 of {len(f_recount)}): "
+          f"empty {r0:.2f} ms, with {finished:,} {r1:.2f} ms -> ratio {r1 / r0:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=TASKS)
     parser.add_argument("--requests", type=int, default=REQUESTS)
+    parser.add_argument("--finished", type=int, default=FINISHED)
+    parser.add_argument("--scrapes", type=int, default=SCRAPES)
     parser.add_argument("--serve", nargs=2, metavar=("WORK_DIR", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -214,6 +273,8 @@ def main() -> int:
     print(f"targets: p99 < {P99_TARGET_MS:.0f} ms (worst {worst:.1f}), "
           f"RSS < {RSS_TARGET_MB:.0f} MB ({rss:.1f})")
     print("ok" if good else "over")
+    with tempfile.TemporaryDirectory(prefix="signoff-bench-metrics-") as tmp:
+        report_scrapes(Path(tmp), args.finished, args.scrapes)
     return 0
 
 

@@ -313,7 +313,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                                  "description": "Prometheus text format"}, **responses(401)})
     async def prometheus() -> Response:
         """Prometheus metrics."""
-        body = await metrics.render(ctx.store)
+        body = await metrics.render(ctx.store, ctx.clock.now())
         return Response(body, media_type=PROMETHEUS_CONTENT_TYPE)
 
     return router

@@ -1,12 +1,14 @@
 """Which store serves a database URL: the one place that decides.
 
-A SQLite file gets `SqliteTaskStore` (one thread, group commit, named hot queries); every
-other URL — PostgreSQL, SQLite in memory or by URI filename — the plain `SqlTaskStore`.
+A SQLite file gets `SqliteTaskStore` (one thread, group commit, named hot queries);
+PostgreSQL gets `PgTaskStore` (its per-task statements on async psycopg); every other
+URL — SQLite in memory or by URI filename, other drivers — the plain `SqlTaskStore`.
 """
 
 from __future__ import annotations
 
 from signoff.runtime.store.port import TaskStore
+from signoff.runtime.store.sql.pg import PgTaskStore, is_psycopg
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sqlite.store import SqliteTaskStore, sqlite_path
 
@@ -15,4 +17,6 @@ def make_store(url: str) -> TaskStore:
     """The store for ``url`` (not opened yet: call ``await store.open()``)."""
     if sqlite_path(url) is not None:
         return SqliteTaskStore(url=url)
+    if is_psycopg(url):
+        return PgTaskStore(url=url)
     return SqlTaskStore(url=url)

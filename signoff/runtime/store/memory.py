@@ -8,7 +8,7 @@ by accident — the SQL store gives the same guarantee by serializing.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -188,11 +188,13 @@ class MemTaskStore:
                 and (cursor is None or s < int(cursor))]
         return _page(rows, limit, self._copy)
 
-    async def count_by_state(self) -> dict[str, int]:
-        """Tasks per state."""
+    async def count_by_state(self, states: Collection[TaskState] | None = None
+                             ) -> dict[str, int]:
+        """Tasks per state (only ``states``, when given)."""
         counts: dict[str, int] = {}
         for _, t in self._tasks.values():
-            counts[t.state.value] = counts.get(t.state.value, 0) + 1
+            if states is None or t.state in states:
+                counts[t.state.value] = counts.get(t.state.value, 0) + 1
         return counts
 
     async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:

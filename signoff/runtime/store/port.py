@@ -8,7 +8,7 @@ False and writes nothing, which is how "exactly once" is built on every backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar
@@ -168,8 +168,10 @@ class TaskStore(Protocol):
         """Tasks, newest first."""
         ...
 
-    async def count_by_state(self) -> dict[str, int]:
-        """How many tasks are in each state."""
+    async def count_by_state(self, states: Collection[TaskState] | None = None
+                             ) -> dict[str, int]:
+        """How many tasks are in each state (only ``states``, when given: counting a few
+        live states costs what they hold, not what the whole history holds)."""
         ...
 
     async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:

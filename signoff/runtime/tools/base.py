@@ -12,7 +12,7 @@ import codecs
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from signoff.runtime.models import RiskClass
 
@@ -167,10 +167,33 @@ def content_names(tool: Tool) -> tuple[str, ...]:
     return tuple(p.name for p in tool.params if p.name in CONTENT_KEYS)
 
 
+_KINDS: dict[tuple[int, type], tuple[object, bool]] = {}
+_KINDS_MAX = 4096  # tools are few and long-lived; a bound all the same
+
+
+def is_a(tool: object, kind: type) -> bool:
+    """``isinstance(tool, kind)`` for the runtime-checkable tool protocols, remembered per
+    tool object.
+
+    On Python 3.11 such a check walks every member of the protocol (~50 µs); a task made
+    about seven of them (prepare, check, run), a tenth of the daemon's work per task. A
+    tool's methods do not come and go, so the first answer stays right.
+    """
+    key = (id(tool), kind)
+    hit = _KINDS.get(key)
+    if hit is not None and hit[0] is tool:  # the object itself: an id may be reused
+        return hit[1]
+    if len(_KINDS) >= _KINDS_MAX:
+        _KINDS.clear()
+    answer = isinstance(tool, kind)
+    _KINDS[key] = (tool, answer)
+    return answer
+
+
 def summary_of(tool: Tool, args: dict[str, Any], targets: tuple[str, ...]) -> str:
     """What a card calls this call: the tool's own summary, else "Run <tool> on …"."""
-    if isinstance(tool, DescribedTool):
-        return tool.summary(args)
+    if is_a(tool, DescribedTool):
+        return cast("DescribedTool", tool).summary(args)
     return f"Run {tool.name}" + (f" on {', '.join(targets)}" if targets else "")
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from signoff.errors import BadArguments, ToolError, UnknownTool
 from signoff.runtime.models import Action, RiskClass
@@ -37,6 +37,7 @@ from signoff.runtime.tools.base import (
     ToolContext,
     args_preview,
     content_names,
+    is_a,
     summary_of,
 )
 from signoff.runtime.tools.builtin.fs import (
@@ -269,8 +270,8 @@ class ToolRegistry:
         A null optional argument counts as absent (planners often emit ``"cc": null``).
         A tool with a JSON schema (MCP) cleans and validates its own arguments.
         """
-        if isinstance(tool, SchemaTool):
-            return tool.clean_args(args)
+        if is_a(tool, SchemaTool):
+            return cast(SchemaTool, tool).clean_args(args)
         clean: dict[str, Any] = {}
         for param in tool.params:
             value = args.get(param.name)
@@ -331,10 +332,10 @@ class ToolRegistry:
         """
         tool = self.get(action.tool)
         args = self.clean_args(tool, action.args)
-        if not isinstance(tool, CheckedTool):
+        if not is_a(tool, CheckedTool):
             return
         try:
-            await tool.check(args, ctx)
+            await cast(CheckedTool, tool).check(args, ctx)
         except ToolError:
             raise
         except Exception as exc:  # a plugin's hooks are not type-checked

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
@@ -77,6 +77,7 @@ from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+SCHEMA_LOCK = 0x5167_6E6F_6666  # advisory lock key of table creation ("signoff")
 
 
 class SqlTaskStore:
@@ -126,11 +127,17 @@ class SqlTaskStore:
         await self._run(self._open)
 
     def _open(self) -> None:
+        tables = [tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
+                  requests_t, transcript_t, node_rows.nodes_t, undelivered_rows.undelivered_t,
+                  coalesce_t]
         try:
-            SQLModel.metadata.create_all(self._write, tables=[
-                tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
-                requests_t, transcript_t, node_rows.nodes_t,
-                undelivered_rows.undelivered_t, coalesce_t])
+            with self._tx() as conn:
+                if not self.is_sqlite:
+                    # Nodes started together would both find a table missing and both
+                    # create it (DuplicateTable): one creates, the others then see it.
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
+                                 {"key": SCHEMA_LOCK})
+                SQLModel.metadata.create_all(conn, tables=tables)
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
@@ -213,12 +220,15 @@ class SqlTaskStore:
         rows = rows[:limit]
         return Page([task_from(r) for r in rows], str(rows[-1].seq) if more else None)
 
-    async def count_by_state(self) -> dict[str, int]:
-        """Tasks per state."""
-        return await self._run(self._count_by_state)
+    async def count_by_state(self, states: Collection[TaskState] | None = None
+                             ) -> dict[str, int]:
+        """Tasks per state (only ``states``, when given: an index range per state)."""
+        return await self._run(self._count_by_state, states)
 
-    def _count_by_state(self) -> dict[str, int]:
+    def _count_by_state(self, states: Collection[TaskState] | None) -> dict[str, int]:
         q = sa.select(tasks_t.c.state, sa.func.count()).group_by(tasks_t.c.state)
+        if states is not None:
+            q = q.where(tasks_t.c.state.in_([s.value for s in states]))
         with self._tx(write=False) as conn:
             return {row[0]: int(row[1]) for row in conn.execute(q)}
 

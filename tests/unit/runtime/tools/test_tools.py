@@ -355,6 +355,20 @@ async def test_write_read_list_delete_round_trip(registry: ToolRegistry, work: P
 
 
 @pytest.mark.asyncio
+async def test_a_large_write_lands_whole_and_confined(registry: ToolRegistry, work: Path) -> None:
+    """A write over the inline size (written by a thread) is as whole and as confined as a
+    small one."""
+    ctx = make_ctx(work)
+    big = "é" * 100_000
+    out = await run(registry, ctx, "write_file", path="big/b.txt", content=big)
+    assert out == {"path": "big/b.txt", "bytes": 200_000, "created": True}
+    assert (work / "big" / "b.txt").read_text(encoding="utf-8") == big
+    with pytest.raises(PathEscape):
+        await run(registry, ctx, "write_file", path="../b.txt", content=big)
+    assert not (work.parent / "b.txt").exists()
+
+
+@pytest.mark.asyncio
 async def test_read_file_truncates_and_says_so(registry: ToolRegistry, work: Path) -> None:
     """read_file keeps output_limit bytes and reports truncation and the full size."""
     (work / "big.txt").write_text("y" * 100)
