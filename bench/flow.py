@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import coalesce  # bench/coalesce.py, the coalescing case
 import httpx
 
 from signoff.runtime.models import Scope
@@ -288,6 +290,8 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=BURST)
     parser.add_argument("--budget", type=float, default=900.0,
                         help="seconds for the one-at-a-time requests; fewer if exceeded")
+    parser.add_argument("--identical", type=int, default=coalesce.REQUESTS,
+                        help="identical requests for the coalescing case (0 skips it)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         figures = asyncio.run(measure(args.requests, args.burst, args.budget, Path(tmp)))
@@ -296,6 +300,10 @@ def main() -> None:
         print(f"note: only {len(figures.to_card)} one-at-a-time samples (time budget)")
     print(f"{'ok' if met else 'over'} (burst card lag p50 <= {BURST_RATIO:g}x and p99 <= "
           f"{BURST_P99_RATIO:g}x the idle card lag p50)")
+    if args.identical:
+        # The coalescing case (1,000 identical requests -> 1 card, one decision resumes all)
+        # lives in bench/coalesce.py so it can also run alone.
+        coalesce.report_identical(args.identical)
 
 
 if __name__ == "__main__":
