@@ -168,6 +168,10 @@ class Decider(HoldDecisions):
             # Every approver of a quorum must approve the same action.
             refusal = (DecisionCode.INVALID, f"args: a request that needs {approval.needed} "
                                              f"approvals cannot be edited")
+        elif args is not None and await self._shared(approval):
+            # The members asked their own content; an edit of the card would replace it.
+            refusal = (DecisionCode.INVALID, "args: a card shared by identical requests "
+                                             "cannot be edited; decide one by its own id")
         elif args is not None:
             task = await self.store.get_task(approval.task_id) if approval.task_id else None
             try:
@@ -258,11 +262,16 @@ class Decider(HoldDecisions):
             votes = [*approval.votes, Vote(actor=actor, scope=scope, at=now, channel=channel)]
             scope = narrowest([v.scope for v in votes])
             update |= {"votes": votes, "scope": scope}
-        hold = self.engine.config.rules.hold_for(approval.action) if scope.approves else None
+        if scope.approves:
+            # Kept on the request: the grant is made on release after a hold, and the
+            # members of a group take the same time box as the answer on their card.
+            update["grant_lasts"] = lasts
+        # A member of a group follows its leader's final answer, which has waited out the
+        # undo window already: it is not held a second time.
+        hold = (self.engine.config.rules.hold_for(approval.action)
+                if scope.approves and not in_group else None)
         if hold:
-            # The grant is made on release: keep its time box until then.
-            update |= {"status": ApprovalStatus.HELD, "hold_until": now + hold,
-                       "grant_lasts": lasts}
+            update |= {"status": ApprovalStatus.HELD, "hold_until": now + hold}
         outbox = [approval_event(ApprovalEvent.DECIDED, approval.id)]
         if not coalesce.has_own_card(approval):
             outbox = []  # no card of its own to edit
@@ -373,6 +382,13 @@ class Decider(HoldDecisions):
         return task
 
     # -- groups of identical requests (signoff.runtime.coalesce) --------------------------
+    async def _shared(self, approval: Approval) -> bool:
+        """True when pending identical requests share this request's card."""
+        if approval.coalesce_key is None or not coalesce.has_own_card(approval):
+            return False
+        return any(m.status is ApprovalStatus.PENDING
+                   for m in await self.store.coalesced(approval.id))
+
     async def _decide_members(self, leader: Approval, channel: str | None) -> None:
         """Give the leader's committed answer to every pending request sharing its card."""
         for member in await self.store.coalesced(leader.id):
@@ -394,7 +410,7 @@ class Decider(HoldDecisions):
                     await self._detach(member)  # its submitter answered: someone else must
                 return  # NOT_WAITING: the task moved on; nothing of it is pending here
             if await self._apply(task, member, scope, actor, leader.reason, channel,
-                                 in_group=True) is not None:
+                                 lasts=leader.grant_lasts, in_group=True) is not None:
                 return
             current = await self.store.get_approval(member.id)
             if current is None or current.status is not ApprovalStatus.PENDING:

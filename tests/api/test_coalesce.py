@@ -169,3 +169,35 @@ async def test_coalescing_off_gives_each_request_its_card(tmp_path: Path) -> Non
             return len(open_cards(node)) == 2
         await eventually(two, what="two cards")
         assert all("identical" not in c.title for c in open_cards(node))
+
+
+async def test_a_time_boxed_answer_on_a_shared_card_boxes_every_grant(
+        node: Running, client: httpx.AsyncClient) -> None:
+    """Always "for 30m" on a shared card: each request's own grant lapses 30 minutes after
+    the answer, not never (the members take the card's time box)."""
+    ids = []
+    for policy in ("s-1", "s-2"):
+        answer = await client.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
+        ids.append(answer.json()["id"])
+    await one_card_saying(node, "2 identical requests")
+    answer = await client.post(f"/approvals/{ids[0]}/approve",
+                               json={"scope": "always", "for": "30m"})
+    assert answer.status_code == 200, answer.text
+    grants = [g for g in await node.node.store.list_grants() if g.scope is Scope.ALWAYS]
+    assert sorted(g.policy_id for g in grants) == ["s-1", "s-2"]
+    lapses = [round((g.expires_at - g.created_at).total_seconds()) if g.expires_at else None
+              for g in grants]
+    assert lapses == [1800, 1800]
+
+
+async def test_a_shared_card_cannot_be_edited(
+        node: Running, client: httpx.AsyncClient, echo: HttpEcho) -> None:
+    """Edited args on a card two tasks share are refused (each asked its own content) and
+    decide nothing; the card stays open for a plain answer."""
+    tasks = await submit_tasks(client, echo, 2)
+    card = await one_card_saying(node, "2 identical requests")
+    answer = await client.post(f"/approvals/{card.approval_id}/approve", json={
+        "scope": "once", "args": {"url": echo.url("/other"), "payload": {"n": 2}}})
+    assert answer.status_code == 422 and "shared by identical requests" in answer.text
+    assert [(await client.get(f"/tasks/{t}")).json()["state"] for t in tasks] == [
+        "waiting_approval", "waiting_approval"]
