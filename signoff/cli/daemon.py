@@ -40,6 +40,12 @@ from signoff.wiring import (
 
 log = logging.getLogger(__name__)
 GRACE_SECONDS = 10.0
+# How long an idle keep-alive connection stays open. uvicorn's default (5 s) is exactly
+# httpx's `keepalive_expiry` (5 s): a client reusing a connection near 5 s idle sent its
+# request just as the server closed it, and got a ReadError for a request never read
+# (about once in 2,000-4,000 POST /tasks under bench/cluster.py). The server must keep an
+# idle connection longer than clients do, so that the client is the one to drop it.
+KEEP_ALIVE_SECONDS = 75
 
 
 class _Server(uvicorn.Server):
@@ -50,12 +56,16 @@ class _Server(uvicorn.Server):
         yield
 
 
+def server_config(app: Any, host: str, port: int) -> uvicorn.Config:
+    """uvicorn's settings for the daemon (see `KEEP_ALIVE_SECONDS`)."""
+    return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
+                          access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS)
+
+
 def http_service(node: Node, app: Any, host: str, port: int) -> Service:
     """Serve the API and console inside the daemon's event loop."""
     async def serve() -> None:
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                lifespan="off", access_log=False)
-        server = _Server(config)
+        server = _Server(server_config(app, host, port))
         try:
             await server.serve()
         finally:
