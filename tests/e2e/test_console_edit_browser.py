@@ -7,19 +7,11 @@ import json
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.api.helpers import KEY, running_node, serve, wait_state, webhook_steps
-from tests.e2e.test_console_browser import (
-    ARGS,
-    ARTIFACTS,
-    CHROMIUM,
-    HEIGHT,
-    WIDTH,
-    echo,  # noqa: F401  (the fixture)
-    need_browser,
-)
+from tests.api.helpers import KEY, wait_state, webhook_steps
+from tests.e2e.phone import fits, phone_console, snapshot
+from tests.e2e.test_console_browser import echo  # noqa: F401  (the fixture)
 from tests.fakes.http_echo import HttpEcho
 
 pytestmark = pytest.mark.browser
@@ -30,61 +22,48 @@ async def test_edit_the_args_then_approve_on_the_cards_own_page(tmp_path: Path,
     """On /console/cards/{id} at 375×812: open the edit form, change the webhook's URL and
     payload, press Once (edited): the edited call is the one made; then a second card
     answered Session "for 30 minutes" makes a grant that lapses 30 minutes later."""
-    need_browser()
-    from playwright.async_api import async_playwright
+    async with phone_console(tmp_path) as phone:
+        base, api, page = phone.base, phone.api, phone.page
+        await page.goto(f"{base}/?key={KEY}")
 
-    async with running_node(tmp_path) as node, serve(node.app) as base, \
-            httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {KEY}"},
-                              timeout=10) as api, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            context = await browser.new_context(viewport={"width": WIDTH, "height": HEIGHT},
-                                                device_scale_factor=2)
-            page = await context.new_page()
-            await page.goto(f"{base}/?key={KEY}")
+        submitted = await api.post("/tasks", json={
+            "goal": "tell the team", "steps": webhook_steps(echo.url("/hook"))})
+        task = await wait_state(api, submitted.json()["id"], "waiting_approval")
+        approval_id = task["approval"]["id"]
 
-            submitted = await api.post("/tasks", json={
-                "goal": "tell the team", "steps": webhook_steps(echo.url("/hook"))})
-            task = await wait_state(api, submitted.json()["id"], "waiting_approval")
-            approval_id = task["approval"]["id"]
+        await page.goto(f"{base}/console/cards/{approval_id}")  # where a chat link lands
+        card = page.locator(f"#card-{approval_id}")
+        await card.wait_for(timeout=10_000)
+        await card.locator("details.edit summary").click()
+        area = card.locator("textarea[name=args]")
+        asked = json.loads(await area.input_value())
+        assert asked == {"url": echo.url("/hook"), "payload": {"n": 1}}
+        await area.fill(json.dumps({"url": echo.url("/status/200"), "payload": {"n": 2}}))
+        await fits(page)
+        await snapshot(page, "console-edit.png")
 
-            await page.goto(f"{base}/console/cards/{approval_id}")  # where a chat link lands
-            card = page.locator(f"#card-{approval_id}")
-            await card.wait_for(timeout=10_000)
-            await card.locator("details.edit summary").click()
-            area = card.locator("textarea[name=args]")
-            asked = json.loads(await area.input_value())
-            assert asked == {"url": echo.url("/hook"), "payload": {"n": 1}}
-            await area.fill(json.dumps({"url": echo.url("/status/200"), "payload": {"n": 2}}))
-            width = await page.evaluate("document.documentElement.scrollWidth")
-            assert width <= WIDTH, f"the page scrolls sideways at {WIDTH} px ({width})"
-            ARTIFACTS.mkdir(exist_ok=True)
-            await page.screenshot(path=str(ARTIFACTS / "console-edit.png"), full_page=True)
+        await card.get_by_role("button", name="Once (edited)").click()
+        await page.locator(f"#card-{approval_id}.status-approved").wait_for(timeout=10_000)
+        assert page.url == f"{base}/console/cards/{approval_id}"
+        assert "(edited)" in await page.locator(".flash").inner_text()
+        done = await wait_state(api, task["id"], "completed")
+        assert done["actions"][0]["args"]["url"] == echo.url("/status/200")
+        assert [r.path for r in echo.requests] == ["/status/200"]
+        audit = (await api.get("/audit", params={"task": task["id"]})).json()["items"]
+        [decision] = [ev for ev in audit if ev["kind"] == "decision"]
+        assert decision["original_fingerprint"] not in (None, decision["fingerprint"])
 
-            await card.get_by_role("button", name="Once (edited)").click()
-            await page.locator(f"#card-{approval_id}.status-approved").wait_for(timeout=10_000)
-            assert page.url == f"{base}/console/cards/{approval_id}"
-            assert "(edited)" in await page.locator(".flash").inner_text()
-            done = await wait_state(api, task["id"], "completed")
-            assert done["actions"][0]["args"]["url"] == echo.url("/status/200")
-            assert [r.path for r in echo.requests] == ["/status/200"]
-            audit = (await api.get("/audit", params={"task": task["id"]})).json()["items"]
-            [decision] = [ev for ev in audit if ev["kind"] == "decision"]
-            assert decision["original_fingerprint"] not in (None, decision["fingerprint"])
-
-            second = await api.post("/tasks", json={
-                "goal": "tell the team again", "steps": webhook_steps(echo.url("/hook"))})
-            task2 = await wait_state(api, second.json()["id"], "waiting_approval")
-            await page.goto(f"{base}/console/cards/{task2['approval']['id']}")
-            card2 = page.locator(f"#card-{task2['approval']['id']}")
-            await card2.locator("select[name=for]").select_option("30m")
-            await card2.locator(".decide").get_by_role("button", name="Session").click()
-            await wait_state(api, task2["id"], "completed")
-            grants = (await api.get("/grants")).json()["items"]
-            [grant] = [g for g in grants if g["scope"] == "session"]
-            decided = (await api.get(f"/v1/approvals/{task2['approval']['id']}")).json()
-            lasted = (datetime.fromisoformat(grant["expires_at"])
-                      - datetime.fromisoformat(decided["decided_at"]))
-            assert lasted == timedelta(minutes=30)
-        finally:
-            await browser.close()
+        second = await api.post("/tasks", json={
+            "goal": "tell the team again", "steps": webhook_steps(echo.url("/hook"))})
+        task2 = await wait_state(api, second.json()["id"], "waiting_approval")
+        await page.goto(f"{base}/console/cards/{task2['approval']['id']}")
+        card2 = page.locator(f"#card-{task2['approval']['id']}")
+        await card2.locator("select[name=for]").select_option("30m")
+        await card2.locator(".decide").get_by_role("button", name="Session").click()
+        await wait_state(api, task2["id"], "completed")
+        grants = (await api.get("/grants")).json()["items"]
+        [grant] = [g for g in grants if g["scope"] == "session"]
+        decided = (await api.get(f"/v1/approvals/{task2['approval']['id']}")).json()
+        lasted = (datetime.fromisoformat(grant["expires_at"])
+                  - datetime.fromisoformat(decided["decided_at"]))
+        assert lasted == timedelta(minutes=30)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.api.helpers import KEY, make_settings, running_node, serve, wait_state
-from tests.e2e.test_console_browser import ARGS, ARTIFACTS, CHROMIUM, HEIGHT, WIDTH, need_browser
+from tests.api.helpers import KEY, make_settings, wait_state
+from tests.e2e.phone import fits, phone_console, snapshot
 
 pytestmark = pytest.mark.browser
 
@@ -22,58 +21,44 @@ async def test_diff_preview_and_always_confirmation_on_a_phone(tmp_path: Path,
                                                                javascript: bool) -> None:
     """See the diff on the card, press Always, read what it means, confirm: the task runs
     once, with an always grant; the page never scrolls sideways."""
-    need_browser()
-    from playwright.async_api import async_playwright
-
     settings = make_settings(tmp_path, approvals={"autonomous_risks": ["READ"]})
     (tmp_path / "app.py").write_text("import os\nprint('old')\n")
-    async with running_node(tmp_path, settings=settings) as node, serve(node.app) as base, \
-            httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {KEY}"},
-                              timeout=10) as api, async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            context = await browser.new_context(viewport={"width": WIDTH, "height": HEIGHT},
-                                                java_script_enabled=javascript)
-            page = await context.new_page()
-            submitted = await api.post("/tasks", json={"goal": "update app.py", "steps": [
-                {"tool": "write_file", "args": {"path": "app.py",
-                                                "content": f"import os\nprint('new')\n{LONG}"}}]})
-            task = await wait_state(api, submitted.json()["id"], "waiting_approval")
-            approval_id = task["approval"]["id"]
-            await page.goto(f"{base}/?key={KEY}")
-            card = page.locator(f"#card-{approval_id}")
-            await card.wait_for(timeout=10_000)
 
-            preview = card.locator(".preview")
-            assert await preview.locator("h3").inner_text() == "Changes to app.py"
-            assert await preview.locator(".d-del").all_inner_texts() == ["-print('old')"]
-            added = await preview.locator(".d-add").all_inner_texts()
-            assert added[0] == "+print('new')" and added[1] == "+" + LONG.rstrip("\n")
-            assert await preview.locator("pre").is_visible()
-            help_text = await card.locator(".scope-help").inner_text()
-            assert "from now on" in help_text and "this one time" in help_text
-            width = await page.evaluate("document.documentElement.scrollWidth")
-            assert width <= WIDTH, f"the page scrolls sideways at {WIDTH} px ({width})"
-            ARTIFACTS.mkdir(exist_ok=True)
-            suffix = "js" if javascript else "nojs"
-            await page.screenshot(path=str(ARTIFACTS / f"console-diff-{suffix}.png"),
-                                  full_page=True)
+    async with phone_console(tmp_path, settings=settings, javascript=javascript) as phone:
+        base, api, page = phone.base, phone.api, phone.page
+        submitted = await api.post("/tasks", json={"goal": "update app.py", "steps": [
+            {"tool": "write_file", "args": {"path": "app.py",
+                                            "content": f"import os\nprint('new')\n{LONG}"}}]})
+        task = await wait_state(api, submitted.json()["id"], "waiting_approval")
+        approval_id = task["approval"]["id"]
+        await page.goto(f"{base}/?key={KEY}")
+        card = page.locator(f"#card-{approval_id}")
+        await card.wait_for(timeout=10_000)
 
-            await card.get_by_role("button", name="Always").click()
-            await page.get_by_role("heading", name="Approve always?").wait_for(timeout=10_000)
-            confirm = page.locator(".confirm-always")
-            assert "from now on" in await confirm.inner_text()
-            assert await confirm.locator(".preview h3").inner_text() == "Changes to app.py"
-            await page.screenshot(path=str(ARTIFACTS / f"console-always-{suffix}.png"),
-                                  full_page=True)
-            assert (await api.get(f"/tasks/{task['id']}")).json()["state"] == \
-                "waiting_approval", "the first press decides nothing"
+        preview = card.locator(".preview")
+        assert await preview.locator("h3").inner_text() == "Changes to app.py"
+        assert await preview.locator(".d-del").all_inner_texts() == ["-print('old')"]
+        added = await preview.locator(".d-add").all_inner_texts()
+        assert added[0] == "+print('new')" and added[1] == "+" + LONG.rstrip("\n")
+        assert await preview.locator("pre").is_visible()
+        help_text = await card.locator(".scope-help").inner_text()
+        assert "from now on" in help_text and "this one time" in help_text
+        await fits(page)
+        suffix = "js" if javascript else "nojs"
+        await snapshot(page, f"console-diff-{suffix}.png")
 
-            await confirm.get_by_role("button", name="Yes, approve always").click()
-            done = await wait_state(api, task["id"], "completed")
-            assert done["actions"][0]["decision"] == "approved:always"
-            assert "print('new')" in (tmp_path / "app.py").read_text()
-            grants = (await api.get("/grants")).json()["items"]
-            assert [g["scope"] for g in grants] == ["always"]
-        finally:
-            await browser.close()
+        await card.get_by_role("button", name="Always").click()
+        await page.get_by_role("heading", name="Approve always?").wait_for(timeout=10_000)
+        confirm = page.locator(".confirm-always")
+        assert "from now on" in await confirm.inner_text()
+        assert await confirm.locator(".preview h3").inner_text() == "Changes to app.py"
+        await snapshot(page, f"console-always-{suffix}.png")
+        assert (await api.get(f"/tasks/{task['id']}")).json()["state"] == \
+            "waiting_approval", "the first press decides nothing"
+
+        await confirm.get_by_role("button", name="Yes, approve always").click()
+        done = await wait_state(api, task["id"], "completed")
+        assert done["actions"][0]["decision"] == "approved:always"
+        assert "print('new')" in (tmp_path / "app.py").read_text()
+        grants = (await api.get("/grants")).json()["items"]
+        assert [g["scope"] for g in grants] == ["always"]
