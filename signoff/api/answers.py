@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from signoff.api.errors import ApiError, invalid
+from signoff.api.errors import ApiError, duration_field, invalid
 from signoff.api.schemas import ApproveBody
 from signoff.bot.ports import DecisionOutcome
 from signoff.runtime.models import DecisionCode, JsonDict, Scope
-from signoff.runtime.schedule.durations import parse_duration
 
 
 @dataclass(frozen=True)
@@ -34,12 +33,7 @@ def terms_of(body: ApproveBody | None) -> tuple[Scope, Terms]:
     """The scope and terms of an approve body; 422 naming ``for`` for a bad duration
     (whether the answer may be time-boxed at all is the decider's rule)."""
     body = body or ApproveBody()
-    lasts = None
-    if body.lasts is not None:
-        try:
-            lasts = parse_duration(body.lasts)
-        except ValueError as exc:
-            raise invalid("for", str(exc)) from exc
+    lasts = duration_field("for", body.lasts) if body.lasts is not None else None
     return Scope(body.scope), Terms(lasts=lasts, args=body.args)
 
 

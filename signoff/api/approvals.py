@@ -29,7 +29,7 @@ from starlette.responses import Response
 from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.batch import decide_all
 from signoff.api.context import ApiContext
-from signoff.api.errors import ApiError, invalid, responses
+from signoff.api.errors import ApiError, duration_field, invalid, responses
 from signoff.api.routes import identity_of
 from signoff.api.schemas import (
     ApprovalList,
@@ -47,7 +47,6 @@ from signoff.bot.ports import Actor, DecisionEvent
 from signoff.errors import ToolError
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, RiskClass, Scope
 from signoff.runtime.outside import OutcomeConflict, OutsideRequests, RequestSpec
-from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest
 
 MAX_WAIT = 60.0  # seconds a long poll may hold a connection; longer waits are shortened
@@ -129,20 +128,14 @@ def wait_seconds(text: str | None) -> float:
     """The long-poll wait, capped at MAX_WAIT (0 without ``wait``)."""
     if text is None:
         return 0.0
-    try:
-        return min(parse_duration(text).total_seconds(), MAX_WAIT)
-    except ValueError as exc:
-        raise invalid("wait", str(exc)) from exc
+    return min(duration_field("wait", text).total_seconds(), MAX_WAIT)
 
 
 def spec_of(body: RequestIn, *, actor: str, key: str | None) -> RequestSpec:
     """The runtime's view of a request body; a 422 names a bad field."""
     timeout = None
     if body.timeout is not None:
-        try:
-            timeout = parse_duration(body.timeout)
-        except ValueError as exc:
-            raise invalid("timeout", str(exc)) from exc
+        timeout = duration_field("timeout", body.timeout)
         if timeout.total_seconds() < MIN_TIMEOUT:
             raise invalid("timeout", f"must be at least {MIN_TIMEOUT:.0f} s")
     for field, values in (("targets", body.targets), ("content", body.content)):

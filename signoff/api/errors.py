@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -21,6 +22,7 @@ from starlette.responses import JSONResponse
 
 from signoff.api.schemas import ConflictOut, ErrorOut, ValidationOut
 from signoff.errors import StoreError
+from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.text import mask
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,14 @@ class ApiError(Exception):
 def invalid(field: str, message: str) -> ApiError:
     """A 422 naming one field."""
     return ApiError(422, f"{field}: {message}", errors=[{"field": field, "message": message}])
+
+
+def duration_field(field: str, text: str) -> timedelta:
+    """A duration a request gives in ``field`` ("30m", "2h"); a 422 naming it otherwise."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise invalid(field, str(exc)) from exc
 
 
 def field_name(loc: Sequence[Any]) -> str:
