@@ -183,3 +183,53 @@ async def test_a_held_task_runs_once_after_its_window(tmp_path: Path) -> None:
 async def _true(value: bool) -> bool:
     return value
 
+
+
+async def test_under_a_quorum_each_approval_counts_for_the_whole_group(
+        tmp_path: Path) -> None:
+    """Two identical requests share one card under a quorum of 2: one approval leaves both
+    pending, the second (another person) approves both, each audited."""
+    settings = settings_with(tmp_path, policy={"quorum": {"SEND": 2}})
+    async with running_node(tmp_path, settings=settings) as node, \
+            node.client() as admin, node.client(key="bob-key-0123456789abcdef") as bob, \
+            node.client(key=CAROL_KEY) as carol:
+        ids = [(await carol.post("/v1/approvals", json={**ASK, "policy_id": p})).json()["id"]
+               for p in ("s-1", "s-2")]
+        listed = (await admin.get("/approvals")).json()["items"]
+        assert {i["id"]: i["coalesced_into"] for i in listed} == {ids[0]: None, ids[1]: ids[0]}
+        first = (await admin.post(f"/approvals/{ids[0]}/approve")).json()
+        assert (first["status"], first["approvals"], first["needed"]) == ("pending", 1, 2)
+        assert (await admin.get(f"/v1/approvals/{ids[1]}")).json()["status"] == "pending"
+        assert (await bob.post(f"/approvals/{ids[0]}/approve")).status_code == 200
+        states = [(await admin.get(f"/v1/approvals/{i}")).json()["status"] for i in ids]
+        assert states == ["approved", "approved"]
+        assert ("decision", "web:bob") in await kinds(admin, ids[1])
+        assert node.web.card(ids[1]) is None  # the member never had a card of its own
+
+
+async def test_a_shared_card_held_then_released_runs_every_member_once(
+        tmp_path: Path) -> None:
+    """Two tasks share a card under a hold: approving holds it and runs neither; after the
+    window the leader runs and the member follows (not held a second time), each once."""
+    clock = FakeClock()
+    settings = settings_with(tmp_path, approvals={"hold": {"SEND": "10s"}})
+    async with HttpEcho() as echo, \
+            running_node(tmp_path, settings=settings, clock=clock) as node, \
+            node.client() as admin:
+        tasks = [await submit_goal(admin, echo.url("/hook")) for _ in range(2)]
+        approvals = [(await wait_state(admin, t, "waiting_approval"))["approval"]["id"]
+                     for t in tasks]
+        held = (await admin.post(f"/approvals/{approvals[0]}/approve")).json()
+        assert held["status"] == "held"
+        await node.node.decider.settle_coalesced()
+        await asyncio.sleep(0.2)
+        assert [r for r in echo.requests if r.path == "/hook"] == []
+        assert (await admin.get(f"/tasks/{tasks[1]}")).json()["state"] == "waiting_approval"
+        clock.advance(11)
+        await node.node.decider.release_due()
+        await node.node.decider.settle_coalesced()
+        for task_id in tasks:
+            await wait_state(admin, task_id, "completed")
+        assert len([r for r in echo.requests if r.path == "/hook"]) == 2
+        member = (await admin.get(f"/tasks/{tasks[1]}")).json()
+        assert member["approval"]["status"] == "approved"
