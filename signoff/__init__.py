@@ -13,7 +13,7 @@ from signoff.runtime.planning.planner import Planner
 if TYPE_CHECKING:
     from signoff.cli.handle import Agent
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["Action", "Agent", "Planner", "RiskClass", "__version__"]
 
 
