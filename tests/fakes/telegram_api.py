@@ -257,8 +257,15 @@ class FakeTelegramApi:
         return self.answers[query_id]
 
     async def wait_call(self, method: str, count: int = 1, timeout: float = 5.0) -> None:
-        """Wait until ``method`` was called at least ``count`` times."""
-        await self.wait_until(lambda: len(self.calls_to(method)) >= count, timeout)
+        """Wait until ``method`` was answered at least ``count`` times.
+
+        Answered, not arrived: a call is recorded on arrival and its message stored only
+        when handled, so a test reading the chat right after must wait for the answer.
+        getUpdates counts on arrival, since a long poll is answered only when it ends."""
+        def done(c: Call) -> bool:
+            return c.status is not None or c.method == "getUpdates"
+        await self.wait_until(
+            lambda: sum(1 for c in self.calls_to(method) if done(c)) >= count, timeout)
 
     # --- updates ------------------------------------------------------------------------
 
