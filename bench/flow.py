@@ -12,9 +12,15 @@ Every figure goes through the daemon's real HTTP intake and Slack endpoint:
    → the action's own ``chat.postMessage`` to the team channel received by the fake.
 3. card lag, idle and in a burst: the request's commit (``approval.requested_at`` from
    ``GET /tasks/{id}``, the daemon's clock) → its card received. Idle: the N requests
-   of 1, one at a time. Burst: B gated requests submitted as fast as the API takes them,
-   so the worker evaluates a deep queue while the outbox posts their cards. 0.1 let
-   cards wait behind that work (~57 cards/s while the worker ran, ~320/s after it).
+   of 1, one at a time. Burst: B gated requests submitted as fast as the API takes them
+   (16 in flight), so the worker evaluates a deep queue while the outbox posts their
+   cards. Each burst request asks a different action (a channel of its own): identical
+   ones would share one card (coalescing, bench/coalesce.py). 0.1 let cards wait behind
+   that work (~57 cards/s while the worker ran, ~320/s after it).
+
+This process's HTTP calls go through aiohttp, not httpx: this process also serves the
+fake Slack, and httpx's client CPU per request (~9x aiohttp's) delayed the fake's
+answers during the burst, which the bench counted as card lag.
 
 Absolute milliseconds swing 5x on a shared machine, so each figure is also given as a
 ratio to baselines measured in the same run: one bare ``GET /health`` round trip to the
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import tempfile
 import time
@@ -39,8 +46,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import aiohttp
 import coalesce  # bench/coalesce.py, the coalescing case
-import httpx
 
 from signoff.runtime.models import Scope
 from tests.e2e.daemons import DaemonProcess, toml_value
@@ -118,30 +125,59 @@ def config(fake: FakeSlack) -> str:
         f"api_url = {toml_value(fake.api_url)}", ""])
 
 
-def gated(n: int) -> dict[str, Any]:
+def gated(n: int, channel: str = TEAM) -> dict[str, Any]:
     return {"goal": f"bench {n}", "steps": [
-        {"tool": "post_message", "args": {"channel": f"slack:{TEAM}", "text": f"go-{n}"}}]}
+        {"tool": "post_message", "args": {"channel": f"slack:{channel}", "text": f"go-{n}"}}]}
 
 
-async def again(call: Any) -> httpx.Response:
-    """``call()``, once more if the server had closed a kept-alive connection (uvicorn
-    drops idle ones after 5 s; httpx may reuse one in that moment)."""
-    try:
-        return await call()  # type: ignore[no-any-return]
-    except (httpx.ReadError, httpx.RemoteProtocolError):
-        return await call()  # type: ignore[no-any-return]
+def distinct(n: int) -> str:
+    """A channel of its own for burst request ``n``: the text is content, left out of the
+    fingerprint, so requests that differ only in it are identical and coalesce into one
+    card (`approvals.coalesce`, on by default; bench/coalesce.py measures that). A burst
+    of different actions is the case where every request needs its own card."""
+    return f"C0B{n:06d}"
 
 
-async def submit(http: httpx.AsyncClient, n: int) -> dict[str, Any]:
-    r = await again(lambda: http.post("/tasks", json=gated(n)))
-    assert r.status_code == 202, r.text
-    return dict(r.json())
+@dataclass
+class Http:
+    """HTTP calls from this process, through aiohttp.
+
+    Not httpx: it costs ~2.6 ms of client CPU a request against aiohttp's ~0.3 ms, and
+    this process also serves the fake Slack. Submitting a burst with httpx kept this
+    process's loop so busy that the fake answered cards late: the bench measured its own
+    client, counted as card lag.
+    """
+
+    session: aiohttp.ClientSession
+
+    async def call(self, method: str, url: str, **options: Any) -> tuple[int, bytes]:
+        """(status, body); once more if the server had closed a kept-alive connection
+        (uvicorn drops idle ones after 5 s; a client may reuse one in that moment)."""
+        for attempt in (1, 2):
+            try:
+                async with self.session.request(method, url, **options) as r:
+                    return r.status, await r.read()
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def json(self, method: str, url: str, status: int = 200,
+                   **options: Any) -> dict[str, Any]:
+        """The JSON body of a call that must answer ``status``."""
+        got, body = await self.call(method, url, **options)
+        assert got == status, (got, body[:500])
+        return dict(json.loads(body))
 
 
-async def approval_of(http: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
+async def submit(http: Http, n: int, channel: str = TEAM) -> dict[str, Any]:
+    return await http.json("POST", "/tasks", 202, json=gated(n, channel))
+
+
+async def approval_of(http: Http, task_id: str) -> dict[str, Any]:
     """The task's approval once it waits for one (the worker may not have got to it)."""
     while True:
-        approval = (await again(lambda: http.get(f"/tasks/{task_id}"))).json().get("approval")
+        approval = (await http.json("GET", f"/tasks/{task_id}")).get("approval")
         if approval:
             return dict(approval)
         await asyncio.sleep(0.005)
@@ -163,24 +199,20 @@ class Figures:
     submit_seconds: float = 0.0
 
 
-async def baseline(http: httpx.AsyncClient, fake: FakeSlack, samples: int) -> list[float]:
+async def baseline(http: Http, fake: FakeSlack, samples: int) -> list[float]:
     """One bare GET /health to the daemon + one bare chat.postMessage to the fake."""
-    slack = httpx.AsyncClient(base_url=fake.api_url,
-                              headers={"Authorization": f"Bearer {BOT_TOKEN}"})
+    post = fake.api_url + "chat.postMessage"
+    auth = {"Authorization": f"Bearer {BOT_TOKEN}"}
     times = []
-    try:
-        for _ in range(samples):
-            began = time.perf_counter()
-            assert (await http.get("/health")).status_code == 200
-            r = await slack.post("chat.postMessage", json={"channel": "C0BASE", "text": "x"})
-            assert r.status_code == 200
-            times.append(time.perf_counter() - began)
-    finally:
-        await slack.aclose()
+    for _ in range(samples):
+        began = time.perf_counter()
+        await http.json("GET", "/health")
+        await http.json("POST", post, json={"channel": "C0BASE", "text": "x"}, headers=auth)
+        times.append(time.perf_counter() - began)
     return times
 
 
-async def idle(http: httpx.AsyncClient, watch: Watch, clocks: Clocks, figures: Figures,
+async def idle(http: Http, watch: Watch, clocks: Clocks, figures: Figures,
                requests: int, budget: float) -> None:
     """Request → card and decision → action, one request at a time."""
     deadline = time.perf_counter() + budget
@@ -196,8 +228,8 @@ async def idle(http: httpx.AsyncClient, watch: Watch, clocks: Clocks, figures: F
         figures.idle_lag.append(lag(clocks, approval, card_at))
         body, headers = signed_interaction(SECRET, click(watch, approval["id"]))
         began = time.perf_counter()
-        r = await http.post("/slack/events", content=body, headers=headers)
-        assert r.status_code == 200, r.text
+        status, text = await http.call("POST", "/slack/events", data=body, headers=headers)
+        assert status == 200, text
         await watch.until(lambda t=f"go-{n}": t in watch.posts)
         figures.to_action.append(watch.posts[f"go-{n}"] - began)
 
@@ -215,7 +247,7 @@ def click(watch: Watch, approval_id: str) -> dict[str, Any]:
                                  value=str(value), message=message)
 
 
-async def burst(http: httpx.AsyncClient, watch: Watch, clocks: Clocks, figures: Figures,
+async def burst(http: Http, watch: Watch, clocks: Clocks, figures: Figures,
                 count: int, first: int) -> None:
     """``count`` gated requests at once (16 in flight); the lag of every card."""
     began = time.perf_counter()
@@ -224,7 +256,7 @@ async def burst(http: httpx.AsyncClient, watch: Watch, clocks: Clocks, figures: 
 
     async def sender() -> None:
         for n in numbers:
-            tasks.append(await submit(http, n))
+            tasks.append(await submit(http, n, distinct(n)))
 
     await asyncio.gather(*(sender() for _ in range(16)))
     figures.submit_seconds = time.perf_counter() - began
@@ -245,8 +277,9 @@ async def measure(requests: int, count: int, budget: float, root: Path) -> Figur
         daemon.start(wait=False)
         try:
             await asyncio.to_thread(daemon.wait_healthy)
-            async with httpx.AsyncClient(base_url=daemon.url, timeout=60) as http:
-                watch, clocks = Watch(fake), Clocks()
+            async with aiohttp.ClientSession(
+                    daemon.url, timeout=aiohttp.ClientTimeout(total=60)) as session:
+                http, watch, clocks = Http(session), Watch(fake), Clocks()
                 figures.baseline = await baseline(http, fake, min(requests, 500))
                 await idle(http, watch, clocks, figures, requests, budget)
                 await burst(http, watch, clocks, figures, count, first=requests)
