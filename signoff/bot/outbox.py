@@ -16,11 +16,17 @@ arrive (`signoff.bot.failover`, `undelivered_notes`).
 Cards come before autonomous work. The dispatcher and the worker share one event loop
 and one store; left alone, a burst of gated tasks kept the worker's consumers so busy
 that cards went out at a fifth of the rate they reached once the worker was done. So
-the worker asks `Dispatcher.room` before it claims another queued task: while more card
-jobs (those of an approval) are due and deliverable than `BACKLOG_LIMIT`, it waits (at
-most `ROOM_WAIT` per claim, so that a slow platform slows autonomous work down but
-never stops it). Jobs waiting for a retry or a 429's ``retry_after``, and jobs of a held
-surface, are not due: a platform's own rate limit never holds the worker back.
+the worker asks `Dispatcher.room` before it claims another queued task: while the card
+backlog is over `BACKLOG_LIMIT`, it waits (at most `ROOM_WAIT` per claim, so that a slow
+platform slows autonomous work down but never stops it). The backlog is what a new card
+would queue behind: the due, deliverable card jobs (those of an approval) of the round
+not yet delivered, on the surface with the most of them (surfaces deliver side by side),
+plus every wake-up since the round read the outbox (each one is a job written since,
+most often a request's card, that the next round will post). Counting only the round's
+own jobs let requests pile up unseen while a round ran: a burst's cards then waited
+behind 30 others with a limit of 16. Jobs waiting for a retry or a 429's
+``retry_after``, and jobs of a held surface, are not due: a platform's own rate limit
+never holds the worker back.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 15
 MAX_BACKOFF = 60.0
 FOREVER = datetime(9999, 1, 1, tzinfo=UTC)  # "every undelivered job"
-BACKLOG_LIMIT = 16  # due card jobs beyond which the worker waits before claiming more
+BACKLOG_LIMIT = 4  # card jobs ahead of a new card beyond which the worker waits
 ROOM_WAIT = 1.0  # seconds a claim waits for the card backlog at most
 
 CardJob = Callable[[OutboxItem, ChatPlatform], Awaitable[None]]
@@ -73,12 +79,20 @@ class Dispatcher:
         self.interval = interval
         self._wake = asyncio.Event()
         self._held: set[str] = set()
-        self.backlog = 0  # due, deliverable card jobs not yet delivered (see `room`)
+        self._due: dict[str, int] = {}  # surface -> the round's card jobs not yet delivered
+        self._unread = 0  # wake-ups since the round read the outbox (see `backlog`)
         self._drained = asyncio.Event()
         self._drained.set()
 
+    @property
+    def backlog(self) -> int:
+        """Card jobs a card requested now would wait behind (see the module docstring)."""
+        return max(self._due.values(), default=0) + self._unread
+
     def wake(self) -> None:
-        """Look at the outbox now."""
+        """Look at the outbox now: something was written to it."""
+        self._unread += 1
+        self._recount()
         self._wake.set()
 
     async def room(self) -> None:
@@ -90,8 +104,7 @@ class Dispatcher:
             async with asyncio.timeout(ROOM_WAIT):
                 await self._drained.wait()
 
-    def _count(self, delta: int) -> None:
-        self.backlog = max(0, self.backlog + delta)
+    def _recount(self) -> None:
         if self.backlog <= BACKLOG_LIMIT:
             self._drained.set()
         else:
@@ -128,6 +141,10 @@ class Dispatcher:
         back the later jobs of its surface (so an edit never overtakes its post, and a
         burst arrives in order), but never another surface's. A held surface's jobs wait.
         """
+        # The wake-ups so far are of jobs this read sees; later ones, of jobs it may not.
+        # They stay counted until the read's own count replaces them (a round's reads
+        # take a while, and the gate must not open meanwhile).
+        seen = self._unread
         pending = await self.store.due_outbox(FOREVER, limit=1000)
         fanouts = [i for i in pending if i.surface == "*"]
         if fanouts:
@@ -143,15 +160,18 @@ class Dispatcher:
                 held.add(item.surface)  # its retry time has not come: later ones wait too
                 continue
             by_surface.setdefault(item.surface, []).append(item)
-        self.backlog = 0
-        self._count(sum(1 for items in by_surface.values() for i in items if i.approval_id))
+        self._due = {name: sum(1 for i in items if i.approval_id)
+                     for name, items in by_surface.items()}
+        self._unread -= seen
+        self._recount()
         if self.prepare is not None and by_surface:
             await self.prepare([i for items in by_surface.values() for i in items])
         try:
             counts = await asyncio.gather(*(self._surface(name, items)
                                             for name, items in by_surface.items()))
         finally:
-            self._count(-self.backlog)  # whatever was not delivered is counted afresh
+            self._due = {}  # whatever was not delivered is counted afresh by the next read
+            self._recount()
         return sum(counts)
 
     async def _expand(self, items: list[OutboxItem]) -> None:
@@ -174,7 +194,8 @@ class Dispatcher:
                 break  # keep this surface's order: later items wait for this one
             delivered += 1
             if item.approval_id:
-                self._count(-1)
+                self._due[name] = self._due.get(name, 1) - 1
+                self._recount()
         return delivered
 
     async def _skip_stale_edits(self, items: list[OutboxItem]) -> list[OutboxItem]:

@@ -1,12 +1,14 @@
 """Approval cards before autonomous work: while more card jobs are due than the outbox's
-limit, the worker claims no more queued tasks; jobs that only wait for a platform's
-retry time never hold it back."""
+limit, the worker claims no more queued tasks (requests made while a round delivers
+count too); jobs that only wait for a platform's retry time never hold it back."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from signoff.bot.outbox import BACKLOG_LIMIT
 from signoff.bot.ports import ApprovalCard, CardRef
@@ -21,14 +23,17 @@ AUTONOMOUS = [Action(tool="list_dir", args={"path": "."})]
 
 @dataclass
 class SlowPlatform(RecordingPlatform):
-    """Posts wait for `opened` (a platform that is slow right now), or answer 429."""
+    """Posts wait for `opened` (a platform that is slow right now), or answer 429;
+    `posting` is set once a post has begun."""
 
     opened: asyncio.Event = field(default_factory=asyncio.Event)
+    posting: asyncio.Event = field(default_factory=asyncio.Event)
     rate_limited: bool = False
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
         if self.rate_limited:
             raise RateLimited("recording: slow down", retry_after=60)
+        self.posting.set()
         await self.opened.wait()
         return await super().post_card(card)
 
@@ -92,3 +97,29 @@ async def test_card_jobs_waiting_for_a_rate_limit_do_not_hold_the_worker(
     await node.flow.dispatcher.run_once()
     assert node.flow.dispatcher.backlog == 0
     await asyncio.wait_for(node.flow.dispatcher.room(), 0.5)
+
+
+async def test_requests_made_while_a_round_delivers_close_the_gate(
+        node_factory: NodeFactory) -> None:
+    """One card is being posted (the platform is slow) when more requests than the limit
+    come in: the round has not read them, yet the worker waits for them to go out."""
+    platform = SlowPlatform()
+    node = await node_factory(SEPARATE, platforms={"recording": platform})
+    dispatcher = node.flow.dispatcher
+    await requests(node, 1)
+    delivering = asyncio.create_task(dispatcher.run_once())
+    try:
+        await asyncio.wait_for(platform.posting.wait(), 10)  # the round read one card
+        assert dispatcher.backlog == 1
+        await requests(node, BACKLOG_LIMIT + 1)
+        assert dispatcher.backlog > BACKLOG_LIMIT
+        with pytest.raises(TimeoutError):  # the gate holds (for up to ROOM_WAIT)
+            await asyncio.wait_for(dispatcher.room(), 0.3)
+        platform.opened.set()
+        assert await delivering == 1
+        await dispatcher.run_once()  # the next round posts what came in meanwhile
+        assert dispatcher.backlog == 0
+        assert len(platform.messages) == BACKLOG_LIMIT + 2
+    finally:
+        platform.opened.set()
+        await asyncio.gather(delivering, return_exceptions=True)
