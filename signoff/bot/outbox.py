@@ -38,6 +38,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+from signoff.bot import turns
 from signoff.bot.ports import ApprovalCard, CardFinder, CardRef, ChatPlatform
 from signoff.errors import PlatformRejected, RateLimited, SignoffError
 from signoff.runtime.clock import Clock
@@ -55,6 +56,20 @@ ROOM_WAIT = 1.0  # seconds a claim waits for the card backlog at most
 CardJob = Callable[[OutboxItem, ChatPlatform], Awaitable[None]]
 Prepare = Callable[[list[OutboxItem]], Awaitable[None]]
 GivenUp = Callable[[OutboxItem, str], Awaitable[None]]  # (job, why): before it is given up
+
+
+def _groups(items: list[OutboxItem]) -> list[list[OutboxItem]]:
+    """``items`` in order, consecutive card posts up to `turns.WINDOW` together, every
+    other job alone (an edit or a reply must find its card posted and stored)."""
+    groups: list[list[OutboxItem]] = []
+    for item in items:
+        last = groups[-1] if groups else None
+        if (last is not None and item.kind == Job.POST and last[-1].kind == Job.POST
+                and len(last) < turns.WINDOW):
+            last.append(item)
+        else:
+            groups.append([item])
+    return groups
 
 
 def backoff(attempts: int) -> float:
@@ -186,17 +201,44 @@ class Dispatcher:
         platform = self.platforms.get(name)
         items = await self._skip_stale_edits(items)
         delivered = 0
-        for item in items:
+        for group in _groups(items):
             if platform is None:
-                await self._give_up(item, f"no platform {name}")
+                for item in group:
+                    await self._give_up(item, f"no platform {name}")
                 continue
-            if not await self._one(item, platform):
-                break  # keep this surface's order: later items wait for this one
-            delivered += 1
-            if item.approval_id:
-                self._due[name] = self._due.get(name, 1) - 1
-                self._recount()
+            results = await self._together(group, platform)
+            for item, ok in zip(group, results, strict=True):
+                if ok and item.approval_id:
+                    self._due[name] = self._due.get(name, 1) - 1
+                    self._recount()
+            delivered += sum(results)
+            if not all(results):
+                break  # keep this surface's order: later items wait for the failed one
         return delivered
+
+    async def _together(self, group: list[OutboxItem], platform: ChatPlatform) -> list[bool]:
+        """Deliver ``group`` (one job, or consecutive posts) side by side, each platform
+        call in its turn (see `signoff.bot.turns`); every job ends before this returns."""
+        if len(group) == 1:
+            return [await self._one(group[0], platform)]
+
+        async def in_turn(item: OutboxItem, turn: turns.Turn) -> bool:
+            turns.current.set(turn)  # this task's own context
+            ok = False
+            try:
+                ok = await self._one(item, platform)
+            finally:
+                turn.finish(ok=ok)  # no platform call was needed, or it failed before one
+            return ok
+
+        outcomes = await asyncio.gather(
+            *(in_turn(item, turn) for item, turn in zip(group, turns.chain(len(group)),
+                                                        strict=True)),
+            return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome  # a store failure: the round fails, as one after another
+        return [bool(outcome) for outcome in outcomes]
 
     async def _skip_stale_edits(self, items: list[OutboxItem]) -> list[OutboxItem]:
         """Drop an edit directly followed by another edit of the same card: an edit shows
@@ -219,6 +261,8 @@ class Dispatcher:
         now = self.clock.now()
         try:
             await self.deliver(item, platform)
+        except turns.OutOfTurn:
+            return False  # not tried: the post before it failed
         except RateLimited as exc:
             log.info("platform_rate_limited", extra={"surface": platform.name,
                                                      "retry_after": exc.retry_after})
@@ -331,11 +375,14 @@ async def post_card(store: TaskStore, platform: ChatPlatform, card: ApprovalCard
     message (a 5xx or a timeout tells nothing): a surface that can look (`CardFinder`)
     is asked first, and the oldest copy it finds is adopted instead of posting again.
     """
-    found = await platform.find_cards(card) if retry and isinstance(platform, CardFinder) else []
+    # In its turn (`signoff.bot.turns`): the platform sees posts one at a time, in order.
+    async with turns.platform_call():
+        found = (await platform.find_cards(card) if retry and isinstance(platform, CardFinder)
+                 else [])
+        ref = found[0] if found else await platform.post_card(card)
     if found:
         log.info("card_adopted", extra={"surface": platform.name, "copies": len(found),
                                         "approval_id": card.approval_id})
-    ref = found[0] if found else await platform.post_card(card)
     await remember_card(store, card.approval_id, ref)
     return ref
 
