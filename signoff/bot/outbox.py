@@ -5,13 +5,15 @@ bot's reminders add reminded) to the outbox in the same transaction as the state
 this dispatcher turns each into the card jobs of every surface (`jobs_for`: a post, an
 edit, a reply that notifies — the only place outbox job keys are made besides the
 runtime's event keys and team notices) and delivers each with backoff. 429s wait
-exactly as long as the platform asked. Items of one surface go out in order and one
-failing surface never holds up the others. A card is posted once per (approval,
-surface): the idempotency key prevents a second job and the stored CardRef turns a later
-retry into a no-op; a retry after an ambiguous failure looks for the card first where
-the surface can (`post_card`). A job given up (refused, out of attempts, its surface
-disabled) is first handed to ``given_up``: the flow announces a card that will never
-arrive (`signoff.bot.failover`, `undelivered_notes`).
+exactly as long as the platform asked. Items of one surface go out in order (a few
+consecutive card posts are delivered side by side, their platform calls still one at a
+time in order: `signoff.bot.turns`) and one failing surface never holds up the others.
+A card is posted once per (approval, surface): the idempotency key prevents a second
+job and the stored CardRef turns a later retry into a no-op; a retry after an ambiguous
+failure looks for the card first where the surface can (`post_card`). A job given up
+(refused, out of attempts, its surface disabled) is first handed to ``given_up``: the
+flow announces a card that will never arrive (`signoff.bot.failover`,
+`undelivered_notes`).
 
 Cards come before autonomous work. The dispatcher and the worker share one event loop
 and one store; left alone, a burst of gated tasks kept the worker's consumers so busy
