@@ -60,20 +60,6 @@ Prepare = Callable[[list[OutboxItem]], Awaitable[None]]
 GivenUp = Callable[[OutboxItem, str], Awaitable[None]]  # (job, why): before it is given up
 
 
-def _groups(items: list[OutboxItem]) -> list[list[OutboxItem]]:
-    """``items`` in order, consecutive card posts up to `turns.WINDOW` together, every
-    other job alone (an edit or a reply must find its card posted and stored)."""
-    groups: list[list[OutboxItem]] = []
-    for item in items:
-        last = groups[-1] if groups else None
-        if (last is not None and item.kind == Job.POST and last[-1].kind == Job.POST
-                and len(last) < turns.WINDOW):
-            last.append(item)
-        else:
-            groups.append([item])
-    return groups
-
-
 def backoff(attempts: int) -> float:
     """Seconds to wait after ``attempts`` failures: 0.2, 0.4, 0.8 … capped at a minute."""
     return min(0.2 * (2 ** attempts), MAX_BACKOFF)
@@ -203,7 +189,7 @@ class Dispatcher:
         platform = self.platforms.get(name)
         items = await self._skip_stale_edits(items)
         delivered = 0
-        for group in _groups(items):
+        for group in turns.groups(items, post=Job.POST.value):
             if platform is None:
                 for item in group:
                     await self._give_up(item, f"no platform {name}")

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from contextvars import ContextVar
 
 from signoff.errors import PlatformRejected
+from signoff.runtime.store.port import OutboxItem
 
 WINDOW = 4  # consecutive card posts of one surface in flight at once
 
@@ -50,6 +51,20 @@ class Turn:
 
 
 current: ContextVar[Turn | None] = ContextVar("signoff_outbox_turn", default=None)
+
+
+def groups(items: list[OutboxItem], *, post: str) -> list[list[OutboxItem]]:
+    """``items`` in order, consecutive card posts (kind ``post``) up to `WINDOW` together,
+    every other job alone (an edit or a reply must find its card posted and stored)."""
+    grouped: list[list[OutboxItem]] = []
+    for item in items:
+        last = grouped[-1] if grouped else None
+        if (last is not None and item.kind == post and last[-1].kind == post
+                and len(last) < WINDOW):
+            last.append(item)
+        else:
+            grouped.append([item])
+    return grouped
 
 
 def chain(count: int) -> list[Turn]:
