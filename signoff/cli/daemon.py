@@ -57,9 +57,13 @@ class _Server(uvicorn.Server):
 
 
 def server_config(app: Any, host: str, port: int) -> uvicorn.Config:
-    """uvicorn's settings for the daemon (see `KEEP_ALIVE_SECONDS`)."""
+    """uvicorn's settings for the daemon (see `KEEP_ALIVE_SECONDS`).
+
+    ``httptools`` (a dependency), not uvicorn's pure-Python h11: it parses a request in C,
+    and parsing was a large share of a small request's cost (bench/cluster.py)."""
     return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
-                          access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS)
+                          access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                          http="httptools")
 
 
 def http_service(node: Node, app: Any, host: str, port: int) -> Service:
