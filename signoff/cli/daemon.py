@@ -86,7 +86,10 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     Refuses to start (ConfigError listing every problem) on what `signoff config check`
     reports: both run `signoff.config.preflight`.
     """
-    preflight.check(settings, build_registry(settings, work_dir), path=config_path, host=host)
+    registry = build_registry(settings, work_dir)
+    preflight.check(settings, registry, path=config_path, host=host)
+    for notice in preflight.notices(settings, registry, path=config_path):
+        log.warning(f"config_notice {notice}")
     host = host or settings.daemon.host
     port = port or settings.daemon.port
     node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
