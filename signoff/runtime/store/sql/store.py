@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import secrets
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -86,6 +87,7 @@ class SqlTaskStore:
     def __init__(self, *, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self.wakeup_sender = secrets.token_hex(8)  # payload of this store's wake-ups
         try:
             self._write = make_engine(url, immediate=True)
             # Readers of a SQLite file use their own plain-BEGIN engine; an in-memory
@@ -188,7 +190,8 @@ class SqlTaskStore:
 
     def _commit(self, ch: Change) -> list[AuditEvent]:
         with self._tx() as conn:
-            return apply_change(conn, ch, postgres=not self.is_sqlite)
+            return apply_change(conn, ch, postgres=not self.is_sqlite,
+                                sender=self.wakeup_sender)
 
     # -- tasks ---------------------------------------------------------------------------
     async def get_task(self, task_id: str) -> Task | None:
