@@ -205,9 +205,12 @@ def config_check(
 
     try:
         settings = load_settings(path)
-        preflight.check(settings, build_registry(settings), path=path)
+        registry = build_registry(settings)
+        preflight.check(settings, registry, path=path)
     except ConfigError as exc:
         fail(str(exc))
+    for notice in preflight.notices(settings, registry, path=path):
+        typer.echo(f"warning: {notice}", err=True)
     typer.echo(summary(settings, path))
 
 
