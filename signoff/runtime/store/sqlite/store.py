@@ -69,7 +69,7 @@ class SqliteTaskStore(SqlTaskStore):
         self.url = url
         self.is_sqlite = True
         self.path = path
-        self.grant_cache = GrantCache()
+        self.grant_cache = GrantCache(path)
         self._thread = StoreThread(connect=self._connect, close=self._disconnect,
                                    label=safe_url(url), after_batch=self._after_batch)
         # SQLAlchemy compiles and runs statements over the thread's own connection; the
@@ -93,11 +93,11 @@ class SqliteTaskStore(SqlTaskStore):
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={BUSY_MS}",
                        "foreign_keys=ON"):
             conn.execute(f"PRAGMA {pragma}")
-        self.grant_cache.attach(conn, self.path)
+        self.grant_cache.attach(conn)
         return conn
 
     def _after_batch(self) -> None:
-        self.grant_cache.refresh(self._thread.conn)  # re-stamp after our own commits
+        self.grant_cache.refresh(self._thread.conn)  # see GrantCache.refresh
 
     def _disconnect(self) -> None:
         self.grant_cache.detach()
@@ -138,8 +138,15 @@ class SqliteTaskStore(SqlTaskStore):
                 self._thread.commits += 1
 
     def _reset(self) -> dict[str, int]:
-        self.grant_cache.invalidate()  # every grant is about to go
+        self._grants_changing()  # every grant is about to go
         return super()._reset()
+
+    def _grants_changing(self) -> None:
+        """Before grants change: move the grant mark (see grants.py), or change nothing."""
+        try:
+            self.grant_cache.changing()
+        except OSError as exc:
+            raise StoreError(f"cannot write {self.grant_cache.mark_path}: {exc}") from exc
 
     async def close(self) -> None:
         """Close the connection in its thread and end the thread."""
@@ -154,7 +161,7 @@ class SqliteTaskStore(SqlTaskStore):
 
     def _unit(self, ch: Change) -> list[AuditEvent]:
         if ch.grants or ch.grant_revokes:
-            self.grant_cache.invalidate()  # before the grants change (see grants.py)
+            self._grants_changing()
         if ch.task is not None and only_task(ch):  # one statement: atomic by itself
             try:
                 if ch.insert:
@@ -218,9 +225,9 @@ class SqliteTaskStore(SqlTaskStore):
         unchanged (no hand-over to the thread), else read on the thread and remembered."""
         found = self.grant_cache.lookup(key)
         if found is None:
-            generation, read = await self._query(self.grant_cache.load, key)
-            self.grant_cache.remember(key, generation, read)
-            found = read
+            read = await self._query(self.grant_cache.load, key)
+            self.grant_cache.remember(key, read)
+            found = read.grants
         # A Grant holds only immutable values: a shallow copy cannot leak cached state.
         return [g.model_copy() for g in found]
 

@@ -1,6 +1,6 @@
-"""`SqliteTaskStore`'s grant cache: answers on the loop while the file is unchanged, and
-never returns a grant that a write — its own, another store's, another process's — has
-revoked, nor misses one that a write has added."""
+"""`SqliteTaskStore`'s grant cache: answers on the loop while no grant changed, and never
+returns a grant that a store's write — its own, another store's, another process's — has
+revoked, nor misses one such a write has added."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from signoff.runtime.models import Grant, RiskClass, Scope
 from signoff.runtime.policy.grants import first_valid
 from signoff.runtime.store.port import Change
+from signoff.runtime.store.sqlite.grants import GrantCache
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -80,30 +81,66 @@ async def test_another_store_on_the_file_revokes_and_adds(store: SqliteTaskStore
     assert await ids(store) == ["g-2"]
 
 
+REVOKE_IN_ANOTHER_PROCESS = """
+import asyncio, sys
+from datetime import UTC, datetime
+from signoff.runtime.store.port import Change
+from signoff.runtime.store.sqlite.grants import GrantCache
+from signoff.runtime.store.sqlite.store import SqliteTaskStore
+
+async def main() -> None:
+    store = SqliteTaskStore(url=f"sqlite:///{sys.argv[1]}")
+    await store.open()
+    assert await store.commit(Change(at=datetime.now(UTC), grant_revokes=["g-1"]))
+    await store.close()
+
+asyncio.run(main())
+"""
+
+
 async def test_a_revoke_by_another_process_is_seen_at_once(store: SqliteTaskStore,
                                                            db: Path) -> None:
-    """A plain UPDATE from another process (no signoff code) ends the cached grant."""
+    """A `signoff handle` or second daemon on the file revokes: the next lookup here,
+    with no other call in between, no longer returns the grant."""
     assert await store.commit(Change(at=NOW, grants=[grant(1)]))
     assert await ids(store) == ["g-1"] and await ids(store) == ["g-1"]
-    script = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None);"
-              "c.execute(\"UPDATE grants SET revoked = 1 WHERE id = 'g-1'\")")
-    subprocess.run([sys.executable, "-c", script, str(db)], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", REVOKE_IN_ANOTHER_PROCESS, str(db)], check=True,
+                   timeout=60)
     assert await ids(store) == []
 
 
-async def test_a_write_of_this_process_outside_the_store_is_seen(store: SqliteTaskStore,
-                                                                 db: Path) -> None:
-    """An insert through a raw sqlite3 connection (another connection) shows next."""
-    assert await ids(store) == [] and await ids(store) == []
+async def test_a_write_outside_any_store_is_seen_after_the_next_call(
+        store: SqliteTaskStore, db: Path) -> None:
+    """A raw sqlite3 write (the shell) shows once the store's thread has run again."""
+    assert await store.commit(Change(at=NOW, grants=[grant(1)]))
+    assert await ids(store) == ["g-1"] and await ids(store) == ["g-1"]
     row = grant(3)
     conn = sqlite3.connect(db, isolation_level=None)
     try:
+        conn.execute("UPDATE grants SET revoked = 1 WHERE id = 'g-1'")
         conn.execute("INSERT INTO grants (id, key, policy_id, task_id, scope, max_calls, used, "
                      "revoked, data) VALUES (?, 'k', 'p', 't-1', 'always', NULL, 1, 0, ?)",
                      (row.id, row.model_dump_json()))
     finally:
         conn.close()
+    await store.get_task("t-none")  # any call: what a daemon's worker does every poll
     assert await ids(store) == ["g-3"]
+
+
+async def test_without_a_grant_mark_every_lookup_reads_the_database(tmp_path: Path) -> None:
+    """When the mark cannot be made (a directory in its place), nothing is cached."""
+    db = tmp_path / "store.db"
+    (tmp_path / "store.db-grants").mkdir()
+    store = SqliteTaskStore(url=f"sqlite:///{db}")
+    await store.open()
+    try:
+        assert await store.commit(Change(at=NOW, grants=[grant(1)]))
+        assert await ids(store) == ["g-1"] and await ids(store) == ["g-1"]
+        assert store.grant_cache.hits == 0
+        assert await store.commit(Change(at=NOW, grant_revokes=["g-1"]))
+        assert await ids(store) == []
+    finally:
+        await store.close()
 
 
 async def test_a_cached_grant_lapses_at_its_time(store: SqliteTaskStore) -> None:
@@ -135,3 +172,24 @@ async def test_reopened_store_starts_empty_and_still_caches(store: SqliteTaskSto
     hits = store.grant_cache.hits
     assert await ids(store) == ["g-1"] and await ids(store) == ["g-1"]
     assert store.grant_cache.hits == hits + 1
+
+
+async def test_a_read_made_while_another_store_changes_grants_is_not_kept(
+        store: SqliteTaskStore, db: Path) -> None:
+    """Read between another store's first move of the mark and its commit, an entry is
+    dropped once that store's transaction has ended (the mark moves again)."""
+    assert await store.commit(Change(at=NOW, grants=[grant(1)]))
+    conn = sqlite3.connect(db, isolation_level=None)
+    writer = GrantCache(str(db))  # what the other store's thread runs, step by step
+    try:
+        writer.attach(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        writer.changing()  # about to revoke g-1
+        conn.execute("UPDATE grants SET revoked = 1 WHERE id = 'g-1'")
+        assert await ids(store) == ["g-1"]  # read before the commit
+        conn.execute("COMMIT")
+        writer.refresh(conn)  # the end of the other store's batch
+        assert await ids(store) == []
+    finally:
+        writer.detach()
+        conn.close()
