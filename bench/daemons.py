@@ -14,6 +14,7 @@ Taken from bench/cluster.py (which may switch to this module); a benchmark impor
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import signal
 import socket
@@ -86,10 +87,16 @@ def _healthy(base: str) -> bool:
         return False
 
 
-def start_daemons(url: str, count: int, tmp: Path,
+def start_daemons(url: str, count: int, tmp: Path, *, pythonpath: str | None = None,
                   **daemon: str) -> list[tuple[str, subprocess.Popen[bytes]]]:
     """``signoff daemon start`` × count on ``url``; returns (base URL, process) pairs once
-    every one answers ``/health``. Each node's log is ``tmp/node<n>/daemon.log``."""
+    every one answers ``/health``. Each node's log is ``tmp/node<n>/daemon.log``;
+    ``pythonpath`` is prepended to the daemons' ``PYTHONPATH`` (plug-ins, see
+    bench/noop_tool.py)."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH"))
+                                            if p)
     out: list[tuple[str, subprocess.Popen[bytes]]] = []
     for n in range(count):
         root = tmp / f"node{n}"
@@ -102,7 +109,7 @@ def start_daemons(url: str, count: int, tmp: Path,
             proc = subprocess.Popen([sys.executable, "-m", "signoff", "daemon", "start",
                                      "--config", str(root / "signoff.toml"), "--port",
                                      str(port)], stdout=subprocess.DEVNULL, stderr=log,
-                                    cwd=ROOT)
+                                    cwd=ROOT, env=env)
         out.append((f"http://127.0.0.1:{port}", proc))
     for base, proc in out:
         end = time.monotonic() + START_TIMEOUT
