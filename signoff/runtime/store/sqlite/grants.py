@@ -30,10 +30,13 @@ Coherence. An entry is used only while no grant can have changed since it was re
   grants: a running daemon's thread runs at least once per ``daemon.poll_interval``, so
   such a write is seen within that time, not at once (README, "Database").
 
-Without the mark (the directory is read-only, or no ``os.pread`` on this platform) every
-call goes to the thread as before. Entries are only read and written on the loop; the
-generation and the data version only on the thread, and the loop reads them (single
-attribute reads under the GIL). Bounded: past `MAX_KEYS` keys the oldest entry goes.
+The mark gets the database file's permissions (and owner, as root), as SQLite gives its
+-wal and -shm files. A store that cannot open it answers every call on the thread and
+refuses changes of grants (StoreError): another process that could open it relies on it.
+Without ``os.pread`` (not a POSIX platform) no process caches and nothing is refused.
+Entries are only read and written on the loop; the generation and the data version
+only on the thread, and the loop reads them (single attribute reads under the GIL).
+Bounded: past `MAX_KEYS` keys the oldest entry goes.
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ class GrantCache:
     """Grant candidates per key, valid while the grant mark and generation stay put."""
 
     def __init__(self, path: str) -> None:
+        self.path = path
         self.mark_path = f"{path}{MARK_SUFFIX}"
+        self.broken: str | None = None  # why the mark could not be opened
         self._entries: dict[str, Read] = {}
         self._fd: int | None = None
         self._version: int | None = None  # PRAGMA data_version at the last refresh
@@ -76,14 +81,16 @@ class GrantCache:
     def attach(self, conn: sqlite3.Connection) -> None:
         """Open the grant mark (creating it) once the thread's connection is open."""
         self.detach()
+        self.broken = None
         if not hasattr(os, "pread"):
-            return
+            return  # no process on this platform caches: nobody reads a mark
         try:
-            self._fd = os.open(self.mark_path, os.O_RDWR | os.O_CREAT, 0o600)
+            self._fd = _open_mark(self.mark_path, self.path)
             if os.fstat(self._fd).st_size < _TOKEN:
                 os.pwrite(self._fd, os.urandom(_TOKEN), 0)
-        except OSError:
-            self.detach()  # no mark: the thread answers every call
+        except OSError as exc:
+            self.detach()  # no mark here: the thread answers every call, and
+            self.broken = str(exc)  # `changing` refuses (others may rely on the mark)
             return
         self.refresh(conn)
 
@@ -98,7 +105,10 @@ class GrantCache:
     def changing(self) -> None:
         """Called on the thread before a change of grants: no entry read before it may be
         used, here or in another process. Raises OSError (the change must not happen)
-        when the mark cannot be moved."""
+        when the mark cannot be moved — also when it could not be opened: another
+        process that could is relying on it."""
+        if self.broken is not None:
+            raise OSError(self.broken)
         self.generation += 1
         self._changed = True
         if self._fd is not None:
@@ -152,3 +162,20 @@ class GrantCache:
         if key not in self._entries and len(self._entries) >= MAX_KEYS:
             del self._entries[next(iter(self._entries))]
         self._entries[key] = read
+
+
+def _open_mark(mark: str, database: str) -> int:
+    """Open (or create) the mark with the database file's permissions and, as root, its
+    owner — what SQLite does for the -wal and -shm files — so that every process that
+    may write the database may move the mark."""
+    try:
+        st: os.stat_result | None = os.stat(database)
+    except OSError:
+        st = None
+    fd = os.open(mark, os.O_RDWR | os.O_CREAT, (st.st_mode & 0o777) if st else 0o644)
+    if st is not None and hasattr(os, "geteuid") and os.geteuid() == 0:
+        try:
+            os.fchown(fd, st.st_uid, st.st_gid)
+        except OSError:
+            pass  # as SQLite: the database's owner may still open it
+    return fd

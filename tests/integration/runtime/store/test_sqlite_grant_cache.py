@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from signoff.errors import StoreError
 from signoff.runtime.models import Grant, RiskClass, Scope
 from signoff.runtime.policy.grants import first_valid
 from signoff.runtime.store.port import Change
@@ -127,18 +128,25 @@ async def test_a_write_outside_any_store_is_seen_after_the_next_call(
     assert await ids(store) == ["g-3"]
 
 
-async def test_without_a_grant_mark_every_lookup_reads_the_database(tmp_path: Path) -> None:
-    """When the mark cannot be made (a directory in its place), nothing is cached."""
+async def test_without_a_grant_mark_nothing_is_cached_and_grants_stay_put(
+        tmp_path: Path) -> None:
+    """When the mark cannot be opened (a directory in its place), look-ups read the
+    database and a change of grants is refused (another process may rely on the mark)."""
     db = tmp_path / "store.db"
-    (tmp_path / "store.db-grants").mkdir()
+    first = SqliteTaskStore(url=f"sqlite:///{db}")
+    await first.open()
+    assert await first.commit(Change(at=NOW, grants=[grant(1)]))
+    await first.close()
+    Path(f"{db}-grants").unlink()
+    Path(f"{db}-grants").mkdir()
     store = SqliteTaskStore(url=f"sqlite:///{db}")
     await store.open()
     try:
-        assert await store.commit(Change(at=NOW, grants=[grant(1)]))
         assert await ids(store) == ["g-1"] and await ids(store) == ["g-1"]
         assert store.grant_cache.hits == 0
-        assert await store.commit(Change(at=NOW, grant_revokes=["g-1"]))
-        assert await ids(store) == []
+        with pytest.raises(StoreError, match=r"store\.db-grants"):
+            await store.commit(Change(at=NOW, grant_revokes=["g-1"]))
+        assert await ids(store) == ["g-1"]
     finally:
         await store.close()
 
