@@ -1,8 +1,9 @@
 """`signoff daemon start`: build the node and its surfaces, serve, shut down cleanly.
 
-SIGTERM/SIGINT first stop claiming new work and give the tasks in flight a few seconds
-to finish, then cancel everything; whatever was cut short is recovered on the next start
-(requeued, or back to a person if a gated action was interrupted).
+SIGTERM/SIGINT first stop claiming new work and give the tasks in flight
+``daemon.shutdown_grace`` (10 s) to finish, then cancel everything; whatever was cut
+short is recovered on the next start (requeued, or back to a person if a gated action
+was interrupted).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from signoff.wiring import (
 )
 
 log = logging.getLogger(__name__)
-GRACE_SECONDS = 10.0
 # How long an idle keep-alive connection stays open. uvicorn's default (5 s) is exactly
 # httpx's `keepalive_expiry` (5 s): a client reusing a connection near 5 s idle sent its
 # request just as the server closed it, and got a ReadError for a request never read
@@ -112,7 +112,7 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     if not main.done():
         log.info("signoff_stopping")
         node.worker.pause()
-        await node.worker.drain(GRACE_SECONDS)
+        await node.worker.drain(settings.daemon.shutdown_grace.total_seconds())
         main.cancel()
     stopper.cancel()
     with contextlib.suppress(asyncio.CancelledError):

@@ -72,12 +72,12 @@ from signoff.runtime.store.sql.rows import (
     tasks_t,
     transcript_t,
 )
+from signoff.runtime.store.sql.tables import SCHEMA_LOCK
 from signoff.runtime.store.sql.writes import Lost, apply_change
 from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-SCHEMA_LOCK = 0x5167_6E6F_6666  # advisory lock key of table creation ("signoff")
 
 
 class SqlTaskStore:
