@@ -432,7 +432,9 @@ def cluster_services(node: Node) -> list[tuple[str, Any]]:
                           running=lambda: node.worker.busy)
     services: list[tuple[str, Any]] = [("heartbeat", heartbeat.run)]
     if isinstance(node.store, SqlTaskStore) and not node.store.is_sqlite:
-        wakeups = TaskWakeups(url=node.store.url, wake=node.worker.wake)
+        # The node's own inserts already woke its worker (API, scheduler): skip the echo.
+        wakeups = TaskWakeups(url=node.store.url, wake=node.worker.wake,
+                              ignore=node.store.wakeup_sender)
         services.append(("notify-listen", wakeups.run))
     return services
 

@@ -1,8 +1,9 @@
 """`signoff daemon start`: build the node and its surfaces, serve, shut down cleanly.
 
-SIGTERM/SIGINT first stop claiming new work and give the tasks in flight a few seconds
-to finish, then cancel everything; whatever was cut short is recovered on the next start
-(requeued, or back to a person if a gated action was interrupted).
+SIGTERM/SIGINT first stop claiming new work and give the tasks in flight
+``daemon.shutdown_grace`` (10 s) to finish, then cancel everything; whatever was cut
+short is recovered on the next start (requeued, or back to a person if a gated action
+was interrupted).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from signoff.wiring import (
 )
 
 log = logging.getLogger(__name__)
-GRACE_SECONDS = 10.0
 # How long an idle keep-alive connection stays open. uvicorn's default (5 s) is exactly
 # httpx's `keepalive_expiry` (5 s): a client reusing a connection near 5 s idle sent its
 # request just as the server closed it, and got a ReadError for a request never read
@@ -57,9 +57,13 @@ class _Server(uvicorn.Server):
 
 
 def server_config(app: Any, host: str, port: int) -> uvicorn.Config:
-    """uvicorn's settings for the daemon (see `KEEP_ALIVE_SECONDS`)."""
+    """uvicorn's settings for the daemon (see `KEEP_ALIVE_SECONDS`).
+
+    ``httptools`` (a dependency), not uvicorn's pure-Python h11: it parses a request in C,
+    and parsing was a large share of a small request's cost (bench/cluster.py)."""
     return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
-                          access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS)
+                          access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                          http="httptools")
 
 
 def http_service(node: Node, app: Any, host: str, port: int) -> Service:
@@ -82,7 +86,10 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     Refuses to start (ConfigError listing every problem) on what `signoff config check`
     reports: both run `signoff.config.preflight`.
     """
-    preflight.check(settings, build_registry(settings, work_dir), path=config_path, host=host)
+    registry = build_registry(settings, work_dir)
+    preflight.check(settings, registry, path=config_path, host=host)
+    for notice in preflight.notices(settings, registry, path=config_path):
+        log.warning(f"config_notice {notice}")
     host = host or settings.daemon.host
     port = port or settings.daemon.port
     node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
@@ -105,7 +112,7 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     if not main.done():
         log.info("signoff_stopping")
         node.worker.pause()
-        await node.worker.drain(GRACE_SECONDS)
+        await node.worker.drain(settings.daemon.shutdown_grace.total_seconds())
         main.cancel()
     stopper.cancel()
     with contextlib.suppress(asyncio.CancelledError):

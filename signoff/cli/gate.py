@@ -22,17 +22,15 @@ import logging
 import socket
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Any
 
 import mcp_types as types
-import typer
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from signoff import __version__
-from signoff.cli.main import ConfigOpt, fail, load, setup_logging
 from signoff.client import Decision, Signoff
-from signoff.errors import BadArguments, SignoffError, ToolError
+from signoff.errors import BadArguments, ToolError
 from signoff.runtime.tools.mcp.connection import McpConnection
 from signoff.runtime.tools.mcp.tool import McpTool
 
@@ -153,39 +151,3 @@ async def serve_gate(upstream: McpConnection, *, url: str | None, api_key: str |
     finally:
         keep_up.cancel()  # stops the upstream server process
         await asyncio.gather(keep_up, return_exceptions=True)
-
-
-UrlOpt = Annotated[str | None, typer.Option(envvar="SIGNOFF_URL",
-                                            help="The daemon (default http://127.0.0.1:8080).")]
-KeyOpt = Annotated[str | None, typer.Option(envvar="SIGNOFF_API_KEY", help="The daemon's API key.")]
-
-
-def cmd_mcp_gate(
-    server: Annotated[str, typer.Argument(
-        metavar="SERVER", help="The name of the mcp.servers entry to put behind approvals.")],
-    config: ConfigOpt = None,
-    url: UrlOpt = None,
-    api_key: KeyOpt = None,
-) -> None:
-    """Serve MCP on stdio: SERVER's tools, each call approved through the running daemon."""
-    from signoff.wiring import mcp_specs
-
-    setup_logging("WARNING")  # stderr: stdout carries the MCP protocol
-    settings = load(config)
-    specs = {spec.name: spec for spec in mcp_specs(settings)}
-    if server not in specs:
-        known = ", ".join(specs) or "none"
-        fail(f"no [[mcp.servers]] entry named {server!r} (configured: {known})")
-    upstream = McpConnection(specs[server], log_dir=settings.resolved_work_dir())
-    limit = settings.approvals.timeout.total_seconds() + GRACE
-    try:
-        asyncio.run(serve_gate(upstream, url=url, api_key=api_key, wait_limit=limit))
-    except SignoffError as exc:
-        fail(str(exc))
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-
-
-def register(app: typer.Typer) -> None:
-    """Add `signoff mcp-gate` to the CLI."""
-    app.command("mcp-gate")(cmd_mcp_gate)

@@ -205,22 +205,31 @@ def config_check(
 
     try:
         settings = load_settings(path)
-        preflight.check(settings, build_registry(settings), path=path)
+        registry = build_registry(settings)
+        preflight.check(settings, registry, path=path)
     except ConfigError as exc:
         fail(str(exc))
+    for notice in preflight.notices(settings, registry, path=path):
+        typer.echo(f"warning: {notice}", err=True)
     typer.echo(summary(settings, path))
 
 
-def _register_extras() -> None:
-    """Commands owned by other modules: the HTTP client and the schedule commands."""
-    from signoff.cli import client, gate, permission, schedules, tools
+def _load_node(config: str | Path | None) -> Any:
+    # The wiring (every part of a node) is imported when a command needs a node, not
+    # for each start of the CLI: `signoff --help` took ~2 s with it.
     from signoff.wiring import load_node
+
+    return load_node(config)
+
+
+def _register_extras() -> None:
+    """Commands owned by other modules: the HTTP client, tools, schedules, MCP stdio."""
+    from signoff.cli import client, mcp_commands, schedules, tools
 
     client.register(app)
     tools.register(app)
-    schedules.register(app, load_node=load_node)
-    gate.register(app)
-    permission.register(app)
+    schedules.register(app, load_node=_load_node)
+    mcp_commands.register(app)
 
 
 def main() -> None:

@@ -20,7 +20,6 @@ cwd), so ``policy.read_only_commands`` apply; ``mcp__<server>__<tool>`` is sent 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
@@ -29,11 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import typer
 from mcp.server.mcpserver import Context, MCPServer
 
-from signoff.cli.gate import GRACE, PROGRESS_EVERY, KeyOpt, UrlOpt
-from signoff.cli.main import setup_logging
+from signoff.cli.gate import GRACE, PROGRESS_EVERY
 from signoff.client import Decision, Signoff
 
 # The daemon expires every request (its approvals.timeout, at most 7 days): wait for that.
@@ -162,19 +159,4 @@ async def serve_permission(*, url: str | None, api_key: str | None) -> None:
     async with Signoff(url, api_key=api_key, requester=requester) as client:
         prompts = PermissionPrompts(client, cwd=Path.cwd())
         await permission_server(prompts).run_stdio_async()
-
-
-def cmd_mcp_permission(url: UrlOpt = None, api_key: KeyOpt = None) -> None:
-    """Serve MCP on stdio: approve(tool_name, input) for Claude Code's
-    --permission-prompt-tool, each prompt decided through the running daemon."""
-    setup_logging("WARNING")  # stderr: stdout carries the MCP protocol
-    try:
-        asyncio.run(serve_permission(url=url, api_key=api_key))
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-
-
-def register(app: typer.Typer) -> None:
-    """Add `signoff mcp-permission` to the CLI."""
-    app.command("mcp-permission")(cmd_mcp_permission)
 

@@ -21,7 +21,7 @@ from signoff.config.fields import ApprovalMode
 from signoff.config.mcp import command_problem
 from signoff.config.settings import Settings, source_name
 from signoff.errors import ConfigError, SignoffError
-from signoff.runtime.models import Action
+from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.tools.registry import ToolRegistry, fingerprint
 
 
@@ -84,6 +84,40 @@ def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | N
     lines += [f"{source}: mcp.servers[{i}].command: {why}"
               for i, server in enumerate(settings.mcp.servers)
               if (why := command_problem(server)) is not None]
+    return lines
+
+
+def _capabilities(settings: Settings, registry: ToolRegistry) -> set[str]:
+    """Every capability a tool of this node can have (MCP tools before they are listed)."""
+    known = {registry.get(name).capability for name in registry.names()}
+    for server in settings.mcp.servers:
+        known.add(f"mcp.{server.name}")
+        known.update(t.capability for t in server.tools.values() if t.capability)
+    return known
+
+
+def notices(settings: Settings, registry: ToolRegistry, *,
+            path: str | Path | None) -> list[str]:
+    """What is probably a mistake but may be meant, as ``file: key: …`` lines: printed by
+    `signoff config check`, logged by ``daemon start``; neither refuses.
+
+    A `[policy.quorum]` or `[policy.budgets]` key that is neither a risk class nor the
+    capability of any tool here applies only to outside requests naming that capability
+    (``POST /v1/approvals``). A misspelled "fs.delet" would silently leave deletions at
+    one approver, so it is worth saying; it cannot be refused, since an outside agent's
+    capability is its own to name.
+    """
+    source = source_name(path)
+    known = _capabilities(settings, registry)
+    risks = {r.value for r in RiskClass}
+    lines = []
+    for table, keys in (("quorum", settings.policy.quorum), ("budgets", settings.policy.budgets)):
+        for key in keys:
+            if key not in known and key.upper() not in risks:
+                lines.append(f"{source}: policy.{table}.{key}: no tool here has capability "
+                             f"{key!r} and it is no risk class, so it applies only to outside "
+                             f"requests that name it (capabilities here: "
+                             f"{', '.join(sorted(known))})")
     return lines
 
 

@@ -103,6 +103,9 @@ class DaemonSettings(Section):
     lease: PositiveDuration = timedelta(seconds=60)
     heartbeat: PositiveDuration = timedelta(seconds=5)  # node registry beat; live = 3 beats
     poll_interval: PositiveDuration = timedelta(milliseconds=500)  # queue look without a wake
+    # SIGTERM: how long tasks in flight may finish before they are cut short (and requeued
+    # on the next start); keep it under a supervisor's stop timeout (systemd: 90 s).
+    shutdown_grace: Duration = timedelta(seconds=10)
 
 
 class ApiKey(Section):

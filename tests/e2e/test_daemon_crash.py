@@ -16,6 +16,7 @@ from tests.e2e.daemons import DaemonProcess, wait_for
 # Unique to this test process: `processes` and `kill_children` look at every process on
 # the machine, and other checkouts may run these same tests at the same moment.
 READ_SLEEP = f"sleep 41.{os.getpid()}"  # listed as read-only below: a READ action
+SHORT_SLEEP = f"sleep 1.{os.getpid()}"  # read-only too: done well within a grace of 30 s
 GATED_SLEEP = f"sleep 42.{os.getpid()}"  # not listed: DESTRUCTIVE, needs approval
 
 
@@ -43,11 +44,13 @@ def kill_children() -> None:
 
 
 class Daemon(DaemonProcess):
-    """`signoff daemon start` as a subprocess: retried once, a short lease, READ_SLEEP safe."""
+    """`signoff daemon start` as a subprocess: retried once, a short lease, READ_SLEEP safe,
+    and a SIGTERM cuts a task short after 1 s (``grace``), not the default 10 s."""
 
-    def __init__(self, tmp: Path) -> None:
-        super().__init__(tmp, daemon={"max_retries": 1, "lease": "2s"}, extra_toml=(
-            f'[policy]\nread_only_commands = ["{READ_SLEEP}"]\ncommand_timeout = "120s"\n'))
+    def __init__(self, tmp: Path, *, grace: str = "1s") -> None:
+        super().__init__(tmp, daemon={"max_retries": 1, "lease": "2s", "shutdown_grace": grace},
+                         extra_toml=(f'[policy]\nread_only_commands = ["{READ_SLEEP}", '
+                                     f'"{SHORT_SLEEP}"]\ncommand_timeout = "120s"\n'))
         self.tmp = tmp
 
 
@@ -119,6 +122,24 @@ def test_sigterm_shuts_down_cleanly_and_the_next_start_resumes(daemon: Daemon) -
     wait_for(lambda: bool(processes(READ_SLEEP)), "the action to run again")
     log = (daemon.tmp / "daemon.log").read_text()
     assert "signoff_stopping" in log
+
+
+def test_sigterm_lets_a_task_in_flight_finish_within_the_grace(tmp_path: Path) -> None:
+    """With ``shutdown_grace = "30s"`` a SIGTERM waits for the action running (about 1 s):
+    the task completes, is not requeued, and the daemon exits 0 well before 30 s."""
+    daemon = Daemon(tmp_path, grace="30s")
+    try:
+        daemon.start()
+        task = daemon.submit([{"tool": "run_command", "args": {"command": SHORT_SLEEP}}])
+        wait_for(lambda: bool(processes(SHORT_SLEEP)), "the action to run")
+        assert daemon.proc is not None
+        daemon.proc.send_signal(signal.SIGTERM)
+        assert daemon.proc.wait(timeout=25) == 0
+        daemon.start()
+        done = daemon.task(task)
+        assert (done["state"], done["retries"]) == ("completed", 0)
+    finally:
+        daemon.stop()
 
 
 @pytest.mark.postgres

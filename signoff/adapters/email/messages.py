@@ -102,17 +102,27 @@ def card_message(card: ApprovalCard, *, sender: str, to: str,
     return msg
 
 
-def decided_message(card: ApprovalCard, *, sender: str, to: str) -> EmailMessage:
-    """A short reply to the card's mail once the request is answered: its links are spent."""
+def decided_message(card: ApprovalCard, *, sender: str, to: str,
+                    undo_url: str | None = None) -> EmailMessage:
+    """A short reply to the card's mail once the request is answered: its links are spent.
+
+    A held request (approved, in its undo window) gets one of its own first, saying when
+    the action runs and where to undo it (``undo_url``, the console's card: a mail link
+    cannot undo by itself, for the reason no link decides); the final outcome follows.
+    Each has its own Message-ID, so that mail clients keep both."""
     msg = EmailMessage()
     msg["From"] = sender
     msg["To"] = to
     msg["Subject"] = f"Re: Approval needed: {card.title}"[:200]
     msg["Date"] = format_datetime(card.decided_at or card.requested_at)
-    msg["Message-ID"] = message_id(card, sender, "decided")
+    msg["Message-ID"] = message_id(card, sender, "held" if card.held else "decided")
     msg["In-Reply-To"] = msg["References"] = message_id(card, sender, "card")
     outcome = card.outcome or card.status
-    msg.set_content(f"{outcome}\n\n{card.title}\n{card.origin}\n\n"
+    undo = ""
+    if card.held:
+        where = f"open {undo_url} or press" if undo_url else "press"
+        undo = f"To stop it before then, {where} Undo on Slack, Telegram or the console.\n"
+    msg.set_content(f"{outcome}\n\n{card.title}\n{card.origin}\n\n{undo}"
                     "The links of the first mail no longer decide anything.\n")
     return msg
 

@@ -140,10 +140,14 @@ class EmailPlatform:
 
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
         """A sent mail cannot be edited: once decided, each address gets a short reply
-        saying how (an edit of an open card — an escalation — sends nothing)."""
+        saying how (an edit of an open card — an escalation — sends nothing); a held
+        request gets one when it is approved and one when it runs or is undone."""
         if card.open:
             return
-        mails = [messages.decided_message(card, sender=self.settings.sender, to=address)
+        undo_url = (f"{(self.settings.public_url or '').rstrip('/')}/console/cards/"
+                    f"{card.approval_id}" if card.held and self.settings.public_url else None)
+        mails = [messages.decided_message(card, sender=self.settings.sender, to=address,
+                                          undo_url=undo_url)
                  for address in self.settings.to]
         refused = await asyncio.to_thread(self._smtp_session, mails)
         for why in refused:

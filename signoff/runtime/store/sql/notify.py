@@ -1,10 +1,13 @@
 """LISTEN/NOTIFY wake-ups between nodes sharing one PostgreSQL.
 
-A task insert runs ``NOTIFY signoff_tasks`` in its own transaction (see `writes`), so the
-notification goes out exactly when the task becomes visible, and never for an insert
-that rolled back. Every node listens on one dedicated psycopg connection, outside the
-store's pool (a pooled connection would be handed to other work and lose its LISTEN),
-and wakes its worker on each notification.
+A task insert notifies channel ``signoff_tasks`` (in its own transaction on the SQL
+store, see `writes`; just after the commit on `PgTaskStore`, see `pg`), so the
+notification never announces a task that is not there. Every node listens on one
+dedicated psycopg connection, outside the store's pool (a pooled connection would be
+handed to other work and lose its LISTEN), and wakes its worker on each notification —
+except its own: the payload is the sending store's `wakeup_sender`, and a node that
+queued a task has already woken its own worker (the API and the scheduler do), so its
+own echo would only make every idle consumer look at the queue a second time.
 
 Polling stays the fallback: when the listening connection fails, the worker still looks
 at the queue every ``daemon.poll_interval`` while this service reconnects with
@@ -24,7 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 
 CHANNEL = "signoff_tasks"
-NOTIFY = sa.text(f"NOTIFY {CHANNEL}")
+NOTIFY = sa.text("SELECT pg_notify(:channel, :sender)")  # params: CHANNEL, wakeup_sender
 PING_AFTER = 30.0  # seconds without a notification before the connection is checked
 PING_TIMEOUT = 10.0
 APPLICATION_NAME = "signoff-listen"
@@ -42,9 +45,10 @@ class TaskWakeups:
     """A daemon service: calls ``wake`` whenever another node (or this one) submits."""
 
     def __init__(self, *, url: str, wake: Callable[[], None], first_backoff: float = 0.5,
-                 max_backoff: float = 30.0) -> None:
+                 max_backoff: float = 30.0, ignore: str | None = None) -> None:
         self.conninfo = libpq_url(url)
         self.wake = wake
+        self.ignore = ignore  # this node's own store's wakeup_sender: its echo is skipped
         self.first_backoff = first_backoff
         self.max_backoff = max_backoff
         self.connected = asyncio.Event()  # set while LISTEN is in place (for tests)
@@ -86,8 +90,9 @@ class TaskWakeups:
             log.info("notify_listening", extra={"channel": CHANNEL})
             self.wake()  # anything submitted while nobody listened
             while True:
-                async for _ in conn.notifies(timeout=PING_AFTER):
-                    self.wake()
+                async for note in conn.notifies(timeout=PING_AFTER):
+                    if self.ignore is None or note.payload != self.ignore:
+                        self.wake()
                 async with asyncio.timeout(PING_TIMEOUT):
                     await conn.execute("SELECT 1")
 

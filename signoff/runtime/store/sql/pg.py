@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ PREPARE_THRESHOLD = 0  # prepare every statement on its first execution (they re
 _COLS = "seq, id, state, schedule, fire_time, claimed_by, lease_until, version, data"
 _INSERT = ("INSERT INTO tasks (id, state, schedule, fire_time, claimed_by, lease_until, "
            "version, needs_plan, data) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
-_NOTIFY = f"NOTIFY {CHANNEL}"
+_NOTIFY = "SELECT pg_notify(%s, %s)"  # CHANNEL, the store's wakeup_sender
 _UPDATE = ("UPDATE tasks SET state = %s, schedule = %s, fire_time = %s, claimed_by = %s, "
            "lease_until = %s, version = %s, needs_plan = %s, data = %s "
            "WHERE id = %s AND version = %s")
@@ -147,6 +148,7 @@ class PgTaskStore(SqlTaskStore):
 
         self.url = url
         self.is_sqlite = False
+        self.wakeup_sender = secrets.token_hex(8)  # payload of this store's wake-ups
         try:
             self._engine = create_async_engine(url, pool_pre_ping=True, pool_size=COLD_POOL,
                                                max_overflow=COLD_POOL)
@@ -274,7 +276,7 @@ class PgTaskStore(SqlTaskStore):
             self._notify_again = False
             try:
                 async with self._conn() as conn:
-                    await conn.execute(_NOTIFY)
+                    await conn.execute(_NOTIFY, [CHANNEL, self.wakeup_sender])
             except Exception as exc:  # the other nodes' polling finds the task anyway
                 log.warning("notify_send_failed", extra={"error": str(exc)})
                 return

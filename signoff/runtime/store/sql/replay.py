@@ -30,6 +30,7 @@ from typing import Any
 from signoff.errors import StoreError
 from signoff.runtime.clock import Clock
 from signoff.runtime.store.sql.notify import libpq_url
+from signoff.runtime.store.sql.tables import SCHEMA_LOCK
 
 log = logging.getLogger(__name__)
 
@@ -106,15 +107,16 @@ class SqlReplayLedger:
         conn = await psycopg.AsyncConnection.connect(self.conninfo, autocommit=True,
                                                      connect_timeout=10,
                                                      application_name="signoff-replay")
-        for attempt in range(3):
-            try:
+        try:
+            # Under the lock the store creates its tables with: nodes started together
+            # raced here (DuplicateObject on the table's type) and refused a Slack request.
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
                 for statement in CREATE:
                     await conn.execute(statement)
-                break
-            except psycopg.errors.UniqueViolation:
-                # Two nodes created the table at the same moment: it exists now.
-                if attempt == 2:
-                    raise
+        except BaseException:
+            await conn.close()
+            raise
         self._conn = conn
         return conn
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import secrets
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -72,12 +73,12 @@ from signoff.runtime.store.sql.rows import (
     tasks_t,
     transcript_t,
 )
+from signoff.runtime.store.sql.tables import SCHEMA_LOCK
 from signoff.runtime.store.sql.writes import Lost, apply_change
 from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-SCHEMA_LOCK = 0x5167_6E6F_6666  # advisory lock key of table creation ("signoff")
 
 
 class SqlTaskStore:
@@ -86,6 +87,7 @@ class SqlTaskStore:
     def __init__(self, *, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self.wakeup_sender = secrets.token_hex(8)  # payload of this store's wake-ups
         try:
             self._write = make_engine(url, immediate=True)
             # Readers of a SQLite file use their own plain-BEGIN engine; an in-memory
@@ -188,7 +190,8 @@ class SqlTaskStore:
 
     def _commit(self, ch: Change) -> list[AuditEvent]:
         with self._tx() as conn:
-            return apply_change(conn, ch, postgres=not self.is_sqlite)
+            return apply_change(conn, ch, postgres=not self.is_sqlite,
+                                sender=self.wakeup_sender)
 
     # -- tasks ---------------------------------------------------------------------------
     async def get_task(self, task_id: str) -> Task | None:

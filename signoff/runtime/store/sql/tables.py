@@ -12,6 +12,10 @@ from datetime import UTC, datetime
 import sqlalchemy as sa
 from sqlmodel import Field, SQLModel
 
+# The advisory lock every node holds while it creates tables on PostgreSQL: two nodes
+# started together would both find a table missing and both create it.
+SCHEMA_LOCK = 0x5167_6E6F_6666  # "signoff"
+
 
 class UtcDateTime(sa.TypeDecorator[datetime]):
     """Aware UTC datetimes in, aware UTC datetimes out, on SQLite and PostgreSQL alike.

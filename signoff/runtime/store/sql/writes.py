@@ -24,7 +24,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql.groups import write_group
-from signoff.runtime.store.sql.notify import NOTIFY
+from signoff.runtime.store.sql.notify import CHANNEL, NOTIFY
 from signoff.runtime.store.sql.rows import (
     approvals_t,
     audit_t,
@@ -44,8 +44,10 @@ class Lost(Exception):
     """A compare-and-set lost inside a unit of work (rolls it back)."""
 
 
-def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditEvent]:
-    """Write everything a Change holds; return its audit events, sealed."""
+def apply_change(conn: Connection, ch: Change, *, postgres: bool,
+                 sender: str = "") -> list[AuditEvent]:
+    """Write everything a Change holds; return its audit events, sealed. ``sender`` is
+    the payload of the wake-up a queued task's insert sends on PostgreSQL (sql/notify.py)."""
     if ch.approval is not None:
         if ch.approval_votes is not None:
             check_votes(conn, ch.approval.id, ch.approval_votes, postgres=postgres)
@@ -56,7 +58,8 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool) -> list[AuditE
     if ch.task is not None:
         write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
         if postgres and ch.insert and ch.task.state is TaskState.QUEUED:
-            conn.execute(NOTIFY)  # wakes idle nodes when this commits (see sql/notify.py)
+            # Wakes idle nodes when this commits (see sql/notify.py).
+            conn.execute(NOTIFY, {"channel": CHANNEL, "sender": sender})
     for grant in ch.grants:
         conn.execute(grants_t.insert().values(**grant_cols(grant)))
     for grant_id in ch.grant_revokes:

@@ -35,6 +35,7 @@ from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.store.sqlite import queries as q
 from signoff.runtime.store.sqlite import requests
+from signoff.runtime.store.sqlite.grants import GrantCache
 from signoff.runtime.store.sqlite.thread import Kind, StoreThread
 from signoff.runtime.transcript import TranscriptEntry
 
@@ -68,8 +69,9 @@ class SqliteTaskStore(SqlTaskStore):
         self.url = url
         self.is_sqlite = True
         self.path = path
+        self.grant_cache = GrantCache(path)
         self._thread = StoreThread(connect=self._connect, close=self._disconnect,
-                                   label=safe_url(url))
+                                   label=safe_url(url), after_batch=self._after_batch)
         # SQLAlchemy compiles and runs statements over the thread's own connection; the
         # transactions are begun and ended in plain SQL by `_tx` and by the thread's group
         # commit, so SQLAlchemy must never commit or roll back on its own.
@@ -91,9 +93,14 @@ class SqliteTaskStore(SqlTaskStore):
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={BUSY_MS}",
                        "foreign_keys=ON"):
             conn.execute(f"PRAGMA {pragma}")
+        self.grant_cache.attach(conn)
         return conn
 
+    def _after_batch(self) -> None:
+        self.grant_cache.refresh(self._thread.conn)  # see GrantCache.refresh
+
     def _disconnect(self) -> None:
+        self.grant_cache.detach()
         if self._sa is not None:
             self._sa.close()
             self._sa = None
@@ -130,6 +137,17 @@ class SqliteTaskStore(SqlTaskStore):
             if write:
                 self._thread.commits += 1
 
+    def _reset(self) -> dict[str, int]:
+        self._grants_changing()  # every grant is about to go
+        return super()._reset()
+
+    def _grants_changing(self) -> None:
+        """Before grants change: move the grant mark (see grants.py), or change nothing."""
+        try:
+            self.grant_cache.changing()
+        except OSError as exc:
+            raise StoreError(f"cannot write {self.grant_cache.mark_path}: {exc}") from exc
+
     async def close(self) -> None:
         """Close the connection in its thread and end the thread."""
         await self._thread.stop()
@@ -142,6 +160,8 @@ class SqliteTaskStore(SqlTaskStore):
         return sealed
 
     def _unit(self, ch: Change) -> list[AuditEvent]:
+        if ch.grants or ch.grant_revokes:
+            self._grants_changing()
         if ch.task is not None and only_task(ch):  # one statement: atomic by itself
             try:
                 if ch.insert:
@@ -201,8 +221,15 @@ class SqliteTaskStore(SqlTaskStore):
         return await self._query(requests.find_request, idempotency_key)
 
     async def grant_candidates(self, key: str) -> list[Grant]:
-        """Unrevoked grants under ``key``, oldest first."""
-        return await self._query(q.grant_candidates, key)
+        """Unrevoked grants under ``key``, oldest first: from the cache while the file is
+        unchanged (no hand-over to the thread), else read on the thread and remembered."""
+        found = self.grant_cache.lookup(key)
+        if found is None:
+            read = await self._query(self.grant_cache.load, key)
+            self.grant_cache.remember(key, read)
+            found = read.grants
+        # A Grant holds only immutable values: a shallow copy cannot leak cached state.
+        return [g.model_copy() for g in found]
 
     async def cards(self, approval_id: str) -> list[CardRecord]:
         """Posted copies of an approval's card."""

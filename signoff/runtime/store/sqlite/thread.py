@@ -63,9 +63,11 @@ class StoreThread:
     """Runs callables on one thread that owns the connection made by ``connect``."""
 
     def __init__(self, *, connect: Callable[[], sqlite3.Connection],
-                 close: Callable[[], None], label: str, name: str = "signoff-sqlite") -> None:
+                 close: Callable[[], None], label: str, name: str = "signoff-sqlite",
+                 after_batch: Callable[[], None] | None = None) -> None:
         self._connect = connect
         self._close = close
+        self._after_batch = after_batch  # run on the thread once a batch has run
         self.label = label  # the database, as named in error messages
         self.name = name
         self.commits = 0  # transactions committed (benchmarks compare against this)
@@ -156,6 +158,8 @@ class StoreThread:
             for call in batch:
                 if call.kind is Kind.ALONE:
                     self._one(call)
+            if self._after_batch is not None and self._conn is not None:
+                self._after_batch()
         except Exception as exc:  # e.g. a failed ROLLBACK: fail what did not run, go on
             log.exception("sqlite_batch_failed", extra={"database": self.label})
             for call in batch:

@@ -95,7 +95,8 @@ def local(url: str) -> str:
 async def mailed(tmp_path: Path, *, approvers: tuple[str, ...] = (f"email:{ALICE}",),
                  to: tuple[str, ...] = (ALICE,), clock: Clock | None = None,
                  smtp_up: bool = True, refuse: frozenset[str] = frozenset(),
-                 store_url: str | None = None) -> AsyncIterator[Mailed]:
+                 store_url: str | None = None,
+                 hold: dict[str, str] | None = None) -> AsyncIterator[Mailed]:
     smtp = FakeSmtpServer(refuse=set(refuse))
     if smtp_up:
         smtp.start()
@@ -103,7 +104,8 @@ async def mailed(tmp_path: Path, *, approvers: tuple[str, ...] = (f"email:{ALICE
     try:
         settings = make_settings(
             tmp_path, email={"host": smtp.host, "port": smtp.port, "from": "signoff@example.com"},
-            approvals={"email_to": list(to), "approvers": list(approvers)})
+            approvals={"email_to": list(to), "approvers": list(approvers),
+                       **({"hold": hold} if hold else {})})
         chosen = clock or SystemClock()
         cards = PendingCards()
         surfaces = build_surfaces(settings, deps=SurfaceDeps(
@@ -186,6 +188,39 @@ async def test_the_post_decides_as_the_address_and_only_once(tmp_path: Path,
         reply = next(r for r in m.smtp.messages if r.message["In-Reply-To"])
         assert reply.recipients == [ALICE]
         assert f"by email:{ALICE}" in reply.body and "Approved once" in reply.body
+
+
+async def test_a_held_request_mails_when_it_is_held_and_when_it_is_undone(
+        tmp_path: Path) -> None:
+    """Approved under an undo window: one mail says when it runs and where to undo it (the
+    console's card), a second one the final outcome; each its own Message-ID."""
+    async with mailed(tmp_path, hold={"SEND": "1h"}) as m:
+        approval_id = await m.ask()
+        token = token_of(links(await m.mail_for(approval_id))["Approve once"])
+        assert (await m.anonymous.post("/email/confirm", data={"token": token})
+                ).status_code == 200
+        assert (await m.status(approval_id))["status"] == "held"
+
+        def replies() -> list[ReceivedMessage]:
+            return [r for r in m.smtp.messages if r.message["In-Reply-To"]]
+
+        async def held_mail() -> bool:
+            return len(replies()) >= 1
+        await eventually(held_mail, what="the 'held' reply")
+        held = replies()[0]
+        assert held.message["Message-ID"] == f"<signoff.{approval_id}.held@example.com>"
+        assert "unless undone" in held.body
+        assert f"{PUBLIC}/console/cards/{approval_id}" in held.body
+        undone = await m.api.post(f"/approvals/{approval_id}/undo")
+        assert undone.status_code == 200, undone.text
+
+        async def final_mail() -> bool:
+            return len(replies()) >= 2
+        await eventually(final_mail, what="the final reply")
+        final = replies()[1]
+        assert final.message["Message-ID"] == f"<signoff.{approval_id}.decided@example.com>"
+        assert "unless undone" not in final.body and "/console/cards/" not in final.body
+        assert len(replies()) == 2
 
 
 async def test_deny_link_denies(tmp_path: Path) -> None:

@@ -1,0 +1,67 @@
+"""`signoff mcp-gate` and `signoff mcp-permission`: their command lines, and nothing else.
+
+Both serve MCP on stdio through the SDK, whose import alone takes most of a second. The
+commands are defined here and load their servers (`signoff.cli.gate`,
+`signoff.cli.permission`) only when run, so that every other command — `signoff --help`
+included — starts without the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from signoff.cli.main import ConfigOpt, fail, load, setup_logging
+from signoff.errors import SignoffError
+
+UrlOpt = Annotated[str | None, typer.Option(envvar="SIGNOFF_URL",
+                                            help="The daemon (default http://127.0.0.1:8080).")]
+KeyOpt = Annotated[str | None, typer.Option(envvar="SIGNOFF_API_KEY", help="The daemon's API key.")]
+
+
+def cmd_mcp_gate(
+    server: Annotated[str, typer.Argument(
+        metavar="SERVER", help="The name of the mcp.servers entry to put behind approvals.")],
+    config: ConfigOpt = None,
+    url: UrlOpt = None,
+    api_key: KeyOpt = None,
+) -> None:
+    """Serve MCP on stdio: SERVER's tools, each call approved through the running daemon."""
+    from signoff.cli.gate import GRACE, serve_gate
+    from signoff.runtime.tools.mcp.connection import McpConnection
+    from signoff.wiring import mcp_specs
+
+    setup_logging("WARNING")  # stderr: stdout carries the MCP protocol
+    settings = load(config)
+    specs = {spec.name: spec for spec in mcp_specs(settings)}
+    if server not in specs:
+        known = ", ".join(specs) or "none"
+        fail(f"no [[mcp.servers]] entry named {server!r} (configured: {known})")
+    upstream = McpConnection(specs[server], log_dir=settings.resolved_work_dir())
+    limit = settings.approvals.timeout.total_seconds() + GRACE
+    try:
+        asyncio.run(serve_gate(upstream, url=url, api_key=api_key, wait_limit=limit))
+    except SignoffError as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def cmd_mcp_permission(url: UrlOpt = None, api_key: KeyOpt = None) -> None:
+    """Serve MCP on stdio: approve(tool_name, input) for Claude Code's
+    --permission-prompt-tool, each prompt decided through the running daemon."""
+    from signoff.cli.permission import serve_permission
+
+    setup_logging("WARNING")  # stderr: stdout carries the MCP protocol
+    try:
+        asyncio.run(serve_permission(url=url, api_key=api_key))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def register(app: typer.Typer) -> None:
+    """Add `signoff mcp-gate` and `signoff mcp-permission` to the CLI."""
+    app.command("mcp-gate")(cmd_mcp_gate)
+    app.command("mcp-permission")(cmd_mcp_permission)

@@ -1,0 +1,49 @@
+"""`[policy.quorum]` and `[policy.budgets]` keys that match no tool here: `config check`
+warns (a typo would silently leave deletions at one approver) but does not refuse, since
+an outside agent's requests may name a capability of their own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from signoff.cli.main import app
+from signoff.config import preflight
+from signoff.config.settings import load_settings
+from signoff.runtime.tools.registry import builtin_registry
+
+
+def notices(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "signoff.toml"
+    path.write_text(text)
+    return preflight.notices(load_settings(path), builtin_registry(entry_points_group=None),
+                             path=path)
+
+
+def test_a_misspelled_capability_is_named_with_the_known_ones(tmp_path: Path) -> None:
+    found = notices(tmp_path, '[policy.quorum]\n"fs.delet" = 2\n[policy.budgets]\n'
+                              '"emial.send" = 3\n')
+    assert len(found) == 2
+    where = tmp_path / "signoff.toml"
+    assert found[0].startswith(f"{where}: policy.quorum.fs.delet: no tool here has "
+                               "capability 'fs.delet'")
+    assert "fs.delete" in found[0]  # what was probably meant is in the list
+    assert found[1].startswith(f"{where}: policy.budgets.emial.send:")
+
+
+def test_capabilities_risk_classes_and_mcp_servers_are_known(tmp_path: Path) -> None:
+    text = ('[[mcp.servers]]\nname = "git"\nurl = "http://127.0.0.1:9/mcp"\n'
+            '[mcp.servers.tools.git_log]\ncapability = "git.read"\n'
+            '[policy.quorum]\n"fs.delete" = 2\nsend = 2\n"mcp.git" = 2\n"git.read" = 2\n'
+            '[policy.budgets]\n"email.send" = 5\n')
+    assert notices(tmp_path, text) == []
+
+
+def test_config_check_prints_the_warning_and_accepts_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "signoff.toml"
+    path.write_text('[policy.quorum]\n"fs.delet" = 2\n')
+    result = CliRunner().invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {path}: policy.quorum.fs.delet: no tool here" in result.stderr
+    assert "warning" not in result.stdout
