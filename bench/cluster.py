@@ -37,17 +37,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,9 +52,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
-import httpx
 import psycopg
 import sqlalchemy as sa
+from daemons import conninfo, fresh_database, start_daemons, stop  # bench/daemons.py
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TASKS = 2_000
@@ -88,29 +85,6 @@ class Figure:
         cut = "" if self.done == self.tasks else f"  BUDGET HIT: {self.done} of {self.tasks} done"
         return (f"{self.label:<26} {self.rate:8,.0f} tasks/s  ({self.done} in {self.seconds:.2f} s; "
                 f"submissions took {self.submit_seconds:.2f} s){cut}")
-
-
-# -- databases ----------------------------------------------------------------------------
-def conninfo(url: str) -> str:
-    return sa.engine.make_url(url).set(drivername="postgresql").render_as_string(
-        hide_password=False)
-
-
-@contextlib.contextmanager
-def fresh_database(base: str, tag: str) -> Iterator[str]:
-    """A new database on the server of ``base`` (SQLAlchemy URL), dropped afterwards."""
-    name = f"signoff_bench_{tag}_{secrets.token_hex(4)}"
-    admin_url = conninfo(sa.engine.make_url(base).set(database="postgres")
-                         .render_as_string(hide_password=False))
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield sa.engine.make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                          "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
 
 async def drain(url: str, count_sql: str, tasks: int, submit: Callable[[int], Awaitable[None]],
@@ -148,24 +122,6 @@ async def drain(url: str, count_sql: str, tasks: int, submit: Callable[[int], Aw
 
 
 # -- processes ----------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=10)
-
-
 def start_helpers(kind: str, url: str, count: int) -> list[subprocess.Popen[bytes]]:
     """Worker processes of this script (``--worker KIND``); each prints "ready"."""
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", kind, "--url", url],
@@ -179,36 +135,6 @@ def start_helpers(kind: str, url: str, count: int) -> list[subprocess.Popen[byte
 
 
 # -- signoff ------------------------------------------------------------------------------
-def start_daemons(url: str, count: int, tmp: Path, **daemon: str) -> list[tuple[str, Any]]:
-    """``signoff daemon start`` × count on ``url``; returns (base URL, process) pairs."""
-    out = []
-    for n in range(count):
-        root = tmp / f"node{n}"
-        (root / "work").mkdir(parents=True)
-        port = free_port()
-        extra = "".join(f'{k} = "{v}"\n' for k, v in daemon.items())
-        (root / "signoff.toml").write_text(
-            f'[daemon]\ndatabase = "{url}"\nwork_dir = "{root / "work"}"\n{extra}')
-        with open(root / "daemon.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "signoff", "daemon", "start",
-                                     "--config", str(root / "signoff.toml"), "--port",
-                                     str(port)], stdout=subprocess.DEVNULL, stderr=log)
-        out.append((f"http://127.0.0.1:{port}", proc))
-    for base, proc in out:
-        end = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > end or proc.poll() is not None:
-                stop([p for _, p in out])
-                raise SystemExit(f"signoff daemon at {base} did not start (see {tmp})")
-            time.sleep(0.1)
-    return out
-
-
 async def run_signoff(base: str, nodes: int, args: argparse.Namespace) -> Figure:
     label = f"signoff {nodes} node{'s' if nodes > 1 else ''}"
     with fresh_database(base, "signoff") as url, tempfile.TemporaryDirectory() as tmp:

@@ -7,8 +7,8 @@ subprocesses, and scratch PostgreSQL databases.
 - `fresh_database` creates a database on the server of a PostgreSQL URL and drops it
   afterwards, so a benchmark never touches the shared database the URL names.
 
-Taken from bench/cluster.py (which may switch to this module); a benchmark imports it as
-``daemons`` (a script's own directory is first on ``sys.path``).
+bench/cluster.py and bench/throughput.py use it; a benchmark imports it as ``daemons`` (a
+script's own directory is first on ``sys.path``).
 """
 
 from __future__ import annotations

@@ -174,14 +174,17 @@ class Engine:
                      prohibit: Sequence[str] = (), mode: RunMode = RunMode.INTERACTIVE,
                      schedule: str | None = None, fire_time: Any = None,
                      cron_mode: str | None = None, submitted_by: str | None = None,
-                     claim: bool = False) -> Task | None:
+                     claim: bool = False, prepared: bool = False) -> Task | None:
         """Store a new task (queued, or claimed by this node); None if the schedule
-        already has a task for this fire time."""
+        already has a task for this fire time. ``prepared``: the steps came from this
+        engine's registry's ``prepare`` already (the API checks them so), not again."""
         now = self.clock.now()
+        labelled = None if steps is None else (
+            list(steps) if prepared else self.prepare_steps(steps))
         task = Task(id=ids.task_id(), goal=goal, prohibit=list(prohibit), mode=mode,
                     schedule=schedule, fire_time=fire_time, cron_mode=cron_mode,
                     submitted_by=submitted_by, created_at=now, updated_at=now,
-                    steps=self.prepare_steps(steps) if steps is not None else None)
+                    steps=labelled)
         if claim:
             task.state = TaskState.PLANNING if task.steps is None else TaskState.IN_PROGRESS
             task.claimed_by, task.lease_until = self.config.node_id, now + self.config.lease

@@ -121,7 +121,7 @@ def decided_message(card: ApprovalCard, *, sender: str, to: str,
     undo = ""
     if card.held:
         where = f"open {undo_url} or press" if undo_url else "press"
-        undo = f"To stop it before then, {where} Undo on Slack, Telegram or the console.\n"
+        undo = f"To stop it before then, {where} Undo on the console or a chat card.\n"
     msg.set_content(f"{outcome}\n\n{card.title}\n{card.origin}\n\n{undo}"
                     "The links of the first mail no longer decide anything.\n")
     return msg

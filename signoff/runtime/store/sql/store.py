@@ -84,6 +84,10 @@ T = TypeVar("T")
 class SqlTaskStore:
     """The durable store. ``url`` is a SQLAlchemy URL (sqlite:///… or postgresql+psycopg://…)."""
 
+    # The payload of this store's wake-ups (sql/notify.py); a store on PostgreSQL draws its
+    # own, and SQLite sends none (subclasses that skip __init__ keep this one).
+    wakeup_sender = ""
+
     def __init__(self, *, url: str) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
