@@ -42,7 +42,8 @@ def libpq_url(url: str) -> str:
 
 
 class TaskWakeups:
-    """A daemon service: calls ``wake`` whenever another node (or this one) submits."""
+    """A daemon service: calls ``wake`` whenever a task is queued on the database, but
+    for the wake-ups whose payload is ``ignore`` (the node's own store's)."""
 
     def __init__(self, *, url: str, wake: Callable[[], None], first_backoff: float = 0.5,
                  max_backoff: float = 30.0, ignore: str | None = None) -> None:
