@@ -96,21 +96,44 @@ def _capabilities(settings: Settings, registry: ToolRegistry) -> set[str]:
     return known
 
 
+def _deciders(settings: Settings) -> set[str]:
+    """Everyone who could ever decide a request of this config: the approvers, every
+    on-call member or override and schedule approver, and one console/API identity per
+    key (``web:local`` for the keyless loopback mode). An outside request's own approvers
+    are not known here, so this is the most a quorum can count on."""
+    people = set(settings.approvals.approvers)
+    people.update(m for r in settings.oncall.rotations for m in r.members)
+    people.update(o.who for o in settings.oncall.overrides)
+    people.update(a for s in settings.schedules for a in (s.approvers or ()))
+    names = (["admin"] if settings.api.key else []) + [k.name for k in settings.api.keys]
+    people.update(f"web:{name}" for name in (names or ["local"]))
+    return people
+
+
 def notices(settings: Settings, registry: ToolRegistry, *,
             path: str | Path | None) -> list[str]:
     """What is probably a mistake but may be meant, as ``file: key: …`` lines: printed by
     `signoff config check`, logged by ``daemon start``; neither refuses.
 
-    A `[policy.quorum]` or `[policy.budgets]` key that is neither a risk class nor the
-    capability of any tool here applies only to outside requests naming that capability
-    (``POST /v1/approvals``). A misspelled "fs.delet" would silently leave deletions at
-    one approver, so it is worth saying; it cannot be refused, since an outside agent's
-    capability is its own to name.
+    A quorum larger than the number of people who could ever decide (`_deciders`) means
+    its requests can only expire. A `[policy.quorum]` or `[policy.budgets]` key that is
+    neither a risk class nor the capability of any tool here applies only to outside
+    requests naming that capability (``POST /v1/approvals``): a misspelled "fs.delet"
+    would silently leave deletions at one approver. Neither is refused: an outside
+    agent's capability is its own to name, and who can decide may change with the
+    on-call schedule's overrides and API keys.
     """
     source = source_name(path)
     known = _capabilities(settings, registry)
     risks = {r.value for r in RiskClass}
     lines = []
+    people = _deciders(settings)
+    for key, needed in settings.policy.quorum.items():
+        if needed > len(people):
+            lines.append(f"{source}: policy.quorum.{key}: needs {needed} distinct approvers, "
+                         f"but only {len(people)} can ever decide here "
+                         f"({', '.join(sorted(people)) or 'nobody'}): such a request can "
+                         "only expire; list more approvers, API keys or on-call members")
     for table, keys in (("quorum", settings.policy.quorum), ("budgets", settings.policy.budgets)):
         for key in keys:
             if key not in known and key.upper() not in risks:
