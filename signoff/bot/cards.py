@@ -119,11 +119,16 @@ def identical_words(count: int) -> str | None:
     return f"{count} identical requests" if count > 1 else None
 
 
-def confirm_link(console_url: str | None, approval: Approval) -> str | None:
-    """The console page of this one request, where a step-up request is decided."""
+def card_page(console_url: str | None, approval_id: str) -> str | None:
+    """The console page of one request (its decision, Undo while held, a step-up)."""
     if not console_url:
         return None
-    return f"{console_url.rstrip('/')}/console/cards/{approval.id}"
+    return f"{console_url.rstrip('/')}/console/cards/{approval_id}"
+
+
+def confirm_link(console_url: str | None, approval: Approval) -> str | None:
+    """The console page of this one request, where a step-up request is decided."""
+    return card_page(console_url, approval.id)
 
 
 def steps_up(approval: Approval, step_up: frozenset[RiskClass]) -> bool:

@@ -33,6 +33,7 @@ from starlette.responses import HTMLResponse, Response
 
 from signoff.adapters.email import messages, tokens
 from signoff.adapters.email.settings import EmailSurfaceSettings
+from signoff.bot.cards import card_page
 from signoff.bot.ports import (
     Actor,
     ApprovalCard,
@@ -144,8 +145,7 @@ class EmailPlatform:
         request gets one when it is approved and one when it runs or is undone."""
         if card.open:
             return
-        undo_url = (f"{(self.settings.public_url or '').rstrip('/')}/console/cards/"
-                    f"{card.approval_id}" if card.held and self.settings.public_url else None)
+        undo_url = card_page(self.settings.public_url, card.approval_id) if card.held else None
         mails = [messages.decided_message(card, sender=self.settings.sender, to=address,
                                           undo_url=undo_url)
                  for address in self.settings.to]
