@@ -31,12 +31,18 @@ from signoff.runtime.clock import Clock
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Action, JsonDict, RunMode, Task, TaskState
-from signoff.runtime.schedule.cron import next_fire_times, previous_fire_time, schedule_trigger
+from signoff.runtime.schedule.cron import (
+    fire_times,
+    next_fire_times,
+    previous_fire_time,
+    schedule_trigger,
+)
 from signoff.runtime.schedule.durations import format_duration
 
 __all__ = ["ACTIVE_STATES", "ScheduleLike", "Scheduler", "StepLike", "schedule_timeouts"]
 
 log = logging.getLogger(__name__)
+MAX_COALESCED_LOGGED = 100  # lines per late call (a day's downtime is not a log flood)
 
 ACTIVE_STATES = frozenset({TaskState.QUEUED, TaskState.PLANNING, TaskState.IN_PROGRESS,
                            TaskState.WAITING_APPROVAL})
@@ -117,6 +123,7 @@ class Scheduler:
                                                 timezone=s.timezone) for s in schedules}
         self.started = asyncio.Event()
         self._aps: AsyncIOScheduler | None = None
+        self._fired: dict[str, datetime] = {}  # the last fire time each job found
 
     def job_ids(self) -> list[str]:
         """The schedules APScheduler is firing right now (empty when not running)."""
@@ -173,10 +180,25 @@ class Scheduler:
         if fire_time is None:  # pragma: no cover - APScheduler fired outside the grace
             log.warning("schedule_fire_time_unknown", extra={"schedule": name})
             return
+        self._log_coalesced(name, fire_time)
         try:
             await self.fire(name, fire_time)
         except Exception:  # one bad fire must not stop the schedule
             log.exception("schedule_fire_failed", extra={"schedule": name})
+
+    def _log_coalesced(self, name: str, fire_time: datetime) -> None:
+        """Name the fire times this node's job let pass: called late (a stalled loop),
+        APScheduler runs overdue fires once (``coalesce``) and the job takes the latest
+        tick, so the ones between were not fired here. Another node may have recorded
+        them; if none did, this line is where they show."""
+        last, self._fired[name] = self._fired.get(name), fire_time
+        if last is None or fire_time <= last:
+            return
+        for n, tick in enumerate(fire_times(self._exact[name], last + timedelta(microseconds=1))):
+            if tick >= fire_time or n >= MAX_COALESCED_LOGGED:
+                break
+            log.info("schedule_coalesced", extra={"schedule": name,
+                                                  "fire_time": tick.isoformat()})
 
     # -- one fire --------------------------------------------------------------------------
     def _get(self, name: str) -> ScheduleLike:

@@ -124,6 +124,21 @@ async def test_run_still_going_skips_the_next_fire_visibly(node_factory: Any,
     assert any(r.message == "schedule_skipped" for r in caplog.records)
 
 
+async def test_ticks_a_late_job_let_pass_are_named(node_factory: Any,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """An every-second job that took tick 1 and is next called only at tick 5 (a stalled
+    loop) takes tick 5; the three it let pass are each logged as ``schedule_coalesced``."""
+    _, sched, _ = await make(node_factory, {"name": "tick", "every": "1s", "steps": LIST})
+    start = datetime.now(UTC).replace(microsecond=0)
+    with caplog.at_level(logging.INFO, logger="signoff.runtime.schedule.scheduler"):
+        sched._log_coalesced("tick", start)
+        sched._log_coalesced("tick", start + timedelta(seconds=1))  # on time: nothing
+        sched._log_coalesced("tick", start + timedelta(seconds=5))
+    named = [r.__dict__["fire_time"] for r in caplog.records
+             if r.message == "schedule_coalesced"]
+    assert named == [(start + timedelta(seconds=n)).isoformat() for n in (2, 3, 4)]
+
+
 async def test_a_finished_run_does_not_block_the_next(node_factory: Any) -> None:
     """Once the previous run completed, the next fire records a new run."""
     node, sched, _ = await make(node_factory, NIGHTLY)
