@@ -11,7 +11,7 @@ at the same time, with ``--concurrency`` (16) submitters in this process:
 
 1. signoff, 1 and 2 nodes: real ``signoff daemon start`` subprocesses (default settings:
    4 consumers per node, LISTEN/NOTIFY wake-ups); one-step autonomous tasks (``list_dir``)
-   submitted through ``POST /tasks`` (aiohttp, keep-alive), spread over the nodes in turn. Completion is counted
+   submitted through ``POST /tasks`` (bench/posting.py, keep-alive), spread over the nodes in turn. Completion is counted
    in the database (``SELECT count(*) … WHERE state IN ('completed', 'failed')``) every
    0.1 s on one connection of this process — cheap, and it keeps polling off the
    daemons' event loops; a failed task aborts the bench.
@@ -51,10 +51,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import aiohttp
 import psycopg
 import sqlalchemy as sa
 from daemons import conninfo, fresh_database, start_daemons, stop  # bench/daemons.py
+from posting import Poster  # bench/posting.py
 
 DEFAULT_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 TASKS = 2_000
@@ -139,18 +139,21 @@ async def run_signoff(base: str, nodes: int, args: argparse.Namespace) -> Figure
     label = f"signoff {nodes} node{'s' if nodes > 1 else ''}"
     with fresh_database(base, "signoff") as url, tempfile.TemporaryDirectory() as tmp:
         daemons = start_daemons(url, nodes, Path(tmp))
-        # aiohttp, not httpx: measured here, httpx spent ~2.6 ms of this process's CPU per
-        # request (aiohttp ~0.3 ms), so with httpx the figure was the submitter's speed
-        # (~315 tasks/s whatever the number of nodes), not signoff's.
-        session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
-                                        connector=aiohttp.TCPConnector(limit=0))
+        # Not aiohttp nor httpx: the submitter shares the two cores with what is measured,
+        # and each of those costs far more client CPU per request (see bench/posting.py).
+        posters = asyncio.Queue[Poster]()
+        for _ in range(args.concurrency):
+            posters.put_nowait(Poster())
         try:
             async def submit(i: int) -> None:
-                async with session.post(f"{daemons[i % nodes][0]}/tasks",
-                                        json={"goal": f"bench {i}", "steps": STEPS}) as r:
-                    body = await r.read()
-                    if r.status != 202:
-                        raise SystemExit(f"POST /tasks answered {r.status}: {body!r}")
+                poster = await posters.get()
+                try:
+                    status, body = await poster.post(f"{daemons[i % nodes][0]}/tasks",
+                                                     {"goal": f"bench {i}", "steps": STEPS})
+                finally:
+                    posters.put_nowait(poster)
+                if status != 202:
+                    raise SystemExit(f"POST /tasks answered {status}: {body!r}")
 
             fig = await drain(url, "SELECT count(*) FROM tasks WHERE state IN "
                               "('completed', 'failed')", args.tasks, submit,
@@ -160,7 +163,8 @@ async def run_signoff(base: str, nodes: int, args: argparse.Namespace) -> Figure
             if row and row[0]:
                 raise SystemExit(f"{row[0]} signoff task(s) failed: the figure means nothing")
         finally:
-            await session.close()
+            while not posters.empty():
+                await posters.get_nowait().close()
             stop([p for _, p in daemons])
     return fig
 

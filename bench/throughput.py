@@ -7,14 +7,14 @@ Run: ``python bench/throughput.py [--tasks N] [--concurrency C] [--budget S] [--
 1. signoff, the real path: one ``signoff daemon start`` subprocess on a SQLite file
    (WAL; default settings), ``--tasks`` tasks of three autonomous READ steps
    (``list_dir`` of its empty work dir) submitted through ``POST /tasks`` by
-   ``--concurrency`` (16) aiohttp submitters in this process while the daemon works.
+   ``--concurrency`` (16) submitters in this process (bench/posting.py) while the daemon works.
    The figure is tasks/s from the first submission to the last completion. Completion
    is counted in the database (``SELECT count(*) … WHERE state IN ('completed',
    'failed')``) every 0.1 s on a read-only sqlite3 connection of this process, in a
    thread — cheap, and nothing polls the daemon's event loop (as in bench/cluster.py);
-   a failed task aborts the bench. The client is aiohttp because httpx costs ~2.6 ms of
-   client CPU per request, which on a 2-core machine would be measured instead of the
-   daemon.
+   a failed task aborts the bench. The client is bench/posting.py because httpx costs
+   ~2.6 ms of client CPU per request and aiohttp ~0.3–0.55 ms, which on a 2-core machine
+   is taken from the daemon being measured.
 2. baseline, end to end: plain ``sqlite3`` in WAL mode with synchronous=NORMAL doing each
    task's three writes as signoff does them, each in its own BEGIN IMMEDIATE … COMMIT:
    insert the queued row; claim the oldest queued row with UPDATE … RETURNING (and parse
@@ -52,12 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemons import start_daemons, stop  # bench/ is on sys.path when this file runs
 from noop_tool import NoopTool, plugin_path
+from posting import Poster
 
 from signoff.config.settings import Settings
 from signoff.runtime.models import Action, Approval, Task
@@ -248,37 +247,40 @@ async def run_daemon(tasks: int, work: Path, *, concurrency: int, budget: float,
     [(base, proc)] = start_daemons(f"sqlite:///{db}", 1, work,
                                    pythonpath=plugin_path(work / "plugins"))
     try:
-        async with aiohttp.ClientSession(base_url=base, connector=aiohttp.TCPConnector(limit=0),
-                                         timeout=aiohttp.ClientTimeout(total=60)) as http:
-            began = time.perf_counter()
-            queue = iter(range(tasks))
+        # One Poster per submitter (bench/posting.py): aiohttp and httpx cost the daemon's
+        # two cores far more client CPU per request.
+        began = time.perf_counter()
+        queue = iter(range(tasks))
 
-            async def submitter() -> None:
+        async def submitter() -> None:
+            poster = Poster()
+            try:
                 for i in queue:
-                    async with http.post("/tasks", json={"goal": f"bench {i}",
-                                                         "steps": steps}) as r:
-                        body = await r.read()  # read to the end: the connection is reused
-                        if r.status != 202:
-                            raise SystemExit(f"POST /tasks answered {r.status}: {body!r}")
+                    status, body = await poster.post(f"{base}/tasks",
+                                                     {"goal": f"bench {i}", "steps": steps})
+                    if status != 202:
+                        raise SystemExit(f"POST /tasks answered {status}: {body!r}")
+            finally:
+                await poster.close()
 
-            async def submit_all() -> float:
-                await asyncio.gather(*(submitter() for _ in range(concurrency)))
-                return time.perf_counter() - began
+        async def submit_all() -> float:
+            await asyncio.gather(*(submitter() for _ in range(concurrency)))
+            return time.perf_counter() - began
 
-            submitting = asyncio.create_task(submit_all())
-            done = 0
-            while time.perf_counter() - began < budget:
-                done = await asyncio.to_thread(_count, db, FINISHED)
-                if done >= tasks or (submitting.done() and submitting.exception()):
-                    break
-                await asyncio.sleep(COUNT_EVERY)
-            took = time.perf_counter() - began
-            if submitting.done():
-                submit_s = submitting.result()  # re-raises a submitter's failure
-            else:
-                submitting.cancel()
-                await asyncio.gather(submitting, return_exceptions=True)
-                submit_s = float("nan")
+        submitting = asyncio.create_task(submit_all())
+        done = 0
+        while time.perf_counter() - began < budget:
+            done = await asyncio.to_thread(_count, db, FINISHED)
+            if done >= tasks or (submitting.done() and submitting.exception()):
+                break
+            await asyncio.sleep(COUNT_EVERY)
+        took = time.perf_counter() - began
+        if submitting.done():
+            submit_s = submitting.result()  # re-raises a submitter's failure
+        else:
+            submitting.cancel()
+            await asyncio.gather(submitting, return_exceptions=True)
+            submit_s = float("nan")
     finally:
         stop([proc])
     failed = _count(db, "SELECT count(*) FROM tasks WHERE state = 'failed'")
@@ -393,7 +395,7 @@ def main() -> None:
     print(f"tasks: {args.tasks} x {STEPS} autonomous READ steps ({args.tool}), SQLite file "
           "(WAL)")
     print(f"signoff daemon: {ours:,.0f} tasks/s end to end (signoff daemon start, POST /tasks "
-          f"x {args.concurrency} aiohttp submitters; {daemon.done} in {daemon.seconds:.2f} s, "
+          f"x {args.concurrency} submitters; {daemon.done} in {daemon.seconds:.2f} s, "
           f"submissions took {daemon.submit_s:.2f} s){cut}"
           + (f"; best of {args.repeat}: "
              + ", ".join(f"{d.done / d.seconds:,.0f}" for d in tries) if args.repeat > 1
