@@ -5,16 +5,20 @@ statements every task makes taken past SQLAlchemy and the thread pool, onto a ps
 `AsyncConnectionPool` of the event loop itself:
 
 - submit: one ``INSERT`` (atomic by itself: one round trip), then a wake-up of idle
-  nodes (``NOTIFY``) sent after it commits, one at a time, shared by every insert that
-  committed while the previous one was on its way (see `_wake_nodes` for why not in
-  the insert's own transaction);
+  nodes (``NOTIFY``) sent after it commits, one at a time and at most one per
+  ``notify_gap``, shared by every insert that committed meanwhile (see `_wake_nodes`
+  for why not in the insert's own transaction);
 - claim: one ``UPDATE … WHERE seq IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT n)
   RETURNING``; the worker's consumers asking at the same moment share one statement, so a
   deep queue is claimed in batches of as many tasks as there are idle consumers (never
   more: a task claimed ahead of a consumer would hold a lease nobody renews);
-- save (a task write with nothing else in its Change), renew a lease, read a task, the
-  outbox dispatcher's look for due items (every 0.2 s and on each wake-up): one
-  statement each.
+- save (a task write with nothing else in its Change): one ``UPDATE`` compare-and-set
+  on the version;
+- inserts, claims and saves made at the same moment by different tasks share one
+  statement and one commit (`shared.Shared`: group commit), each keeping its own
+  outcome;
+- renew a lease, read a task, the outbox dispatcher's look for due items (every 0.2 s
+  and on each wake-up): one statement each.
 
 Why: measured by bench/cluster.py, the thread hop and SQLAlchemy's per-statement work
 were most of a task's cost on PostgreSQL (the server does little per task). Every other
@@ -29,10 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,6 +51,7 @@ from signoff.runtime.models import AuditEvent, Task, TaskState
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql.notify import CHANNEL, libpq_url
 from signoff.runtime.store.sql.rows import only_task, safe_url, task_cols, task_from
+from signoff.runtime.store.sql.shared import Shared
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sql.writes import Lost
 
@@ -53,16 +59,42 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 POOL_SIZE = 10  # connections of the hot path's pool unless the node says otherwise
 NOTIFY_FLUSH = 5.0  # seconds close() waits for the wake-up owed to the last inserts
+# Seconds between two wake-ups of one node: an idle node hears of a task within this and a
+# round trip (the contract's bound is 100 ms); a lone submission's goes out at once.
+NOTIFY_GAP = 0.025
 COLD_POOL = 4  # connections of SQLAlchemy's engine (approvals, sweeps, registry, reads)
 PREPARE_THRESHOLD = 0  # prepare every statement on its first execution (they repeat)
 
 _COLS = "seq, id, state, schedule, fire_time, claimed_by, lease_until, version, data"
-_INSERT = ("INSERT INTO tasks (id, state, schedule, fire_time, claimed_by, lease_until, "
-           "version, needs_plan, data) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)")
+# Inserts and saves of tasks carry every row waiting at that moment (see shared.py), up
+# to ROWS_PER_STATEMENT, as a VALUES list: the planner then knows how few rows come and
+# looks each one up by its index (with unnest() of arrays it guessed 100 and scanned the
+# whole table on every save). One statement text per row count, each prepared once.
+# A row that loses (a duplicate id or schedule fire time; a stale version) is simply not
+# in RETURNING.
+ROWS_PER_STATEMENT = 16
+_COLUMNS = ("state", "schedule", "fire_time", "claimed_by", "lease_until", "version",
+            "needs_plan", "data")
+_TYPES = ("text", "text", "timestamp", "text", "timestamp", "int", "bool", "text")
+
+
+@functools.cache
+def _insert_sql(rows: int) -> str:
+    one = "(" + ", ".join(f"%s::{t}" for t in ("text", *_TYPES)) + ")"
+    return (f"INSERT INTO tasks (id, {', '.join(_COLUMNS)}) VALUES "
+            + ", ".join([one] * rows) + " ON CONFLICT DO NOTHING RETURNING id")
+
+
+@functools.cache
+def _update_sql(rows: int) -> str:
+    values = ", ".join("(" + ", ".join(f"%s::{t}" for t in ("text", "int", *_TYPES))
+                       + f", {n})" for n in range(rows))
+    return ("UPDATE tasks SET " + ", ".join(f"{c} = v.{c}" for c in _COLUMNS)
+            + f" FROM (VALUES {values}) AS v(id, expected, {', '.join(_COLUMNS)}, n) "
+            "WHERE tasks.id = v.id AND tasks.version = v.expected RETURNING v.n")
+
+
 _NOTIFY = "SELECT pg_notify(%s, %s)"  # CHANNEL, the store's wakeup_sender
-_UPDATE = ("UPDATE tasks SET state = %s, schedule = %s, fire_time = %s, claimed_by = %s, "
-           "lease_until = %s, version = %s, needs_plan = %s, data = %s "
-           "WHERE id = %s AND version = %s")
 _STARTED = ("CASE WHEN needs_plan THEN 'planning' ELSE 'in_progress' END")
 # The pick is a MATERIALIZED CTE, not ``seq IN (SELECT …)``: a planner may run such a
 # subquery more than once per statement (seen here: LIMIT 1 claimed two rows).
@@ -129,13 +161,32 @@ def _task_params(task: Task, version: int) -> list[Any]:
             _naive(c["lease_until"]), c["version"], c["needs_plan"], c["data"]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Claim:
-    """One consumer waiting for a queued task."""
+    """One consumer asking for a queued task."""
 
     node_id: str
     lease_until: datetime
-    done: asyncio.Future[Task | None]
+
+
+class _Tied(Exception):
+    """A batch and another node's locked the same rows in opposite orders (deadlock)."""
+
+
+def _untied(write: Callable[[list[Any]], Awaitable[list[bool]]]
+            ) -> Callable[[list[Any]], Awaitable[list[bool]]]:
+    """``write`` for a `Shared` batch, falling back to one row at a time when PostgreSQL
+    broke a deadlock by failing it (one row alone cannot deadlock with a batch)."""
+
+    async def run(rows: list[Any]) -> list[bool]:
+        try:
+            return await write(rows)
+        except _Tied as tied:
+            if len(rows) == 1:
+                raise StoreError(f"database failed: {tied.__cause__}") from tied.__cause__
+            return [ok for row in rows for ok in await run([row])]
+
+    return run
 
 
 class PgTaskStore(SqlTaskStore):
@@ -143,7 +194,8 @@ class PgTaskStore(SqlTaskStore):
 
     # Not SqlTaskStore.__init__: that one builds a sync engine and a thread pool; here
     # SQLAlchemy runs on its asyncio engine, on the event loop (see `_run`).
-    def __init__(self, *, url: str, pool_size: int = POOL_SIZE) -> None:
+    def __init__(self, *, url: str, pool_size: int = POOL_SIZE,
+                 notify_gap: float = NOTIFY_GAP) -> None:
         from sqlalchemy.ext.asyncio import create_async_engine
 
         self.url = url
@@ -156,9 +208,15 @@ class PgTaskStore(SqlTaskStore):
             raise StoreError(f"cannot use database {safe_url(url)}: {exc}") from exc
         self._write = self._read = self._engine.sync_engine
         self.pool_size = max(pool_size, 2)
+        self.notify_gap = notify_gap
         self._apool: Any = None  # psycopg_pool.AsyncConnectionPool once open
-        self._waiting: list[_Claim] = []
-        self._claiming: asyncio.Lock | None = None
+        # The hot path's statements, each shared by everyone asking at the same moment.
+        self._inserts = Shared(_untied(self._insert_rows), limit=ROWS_PER_STATEMENT)
+        self._saves = Shared(_untied(self._save_rows), limit=ROWS_PER_STATEMENT)
+        # A claim cut short (shutdown) finds no task: rows it may have claimed come back
+        # after their lease, like those of a node that died (`Engine.recover`).
+        self._claims: Shared[_Claim, Task | None] = Shared(self._claim_rows,
+                                                            interrupted=lambda: None)
         self._notify_again = False
         self._notifier: asyncio.Task[None] | None = None
 
@@ -186,7 +244,6 @@ class PgTaskStore(SqlTaskStore):
             await pool.close()
             raise StoreError(f"cannot open database {safe_url(self.url)}: {exc}") from exc
         self._apool = pool
-        self._claiming = asyncio.Lock()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run a function of the SQL store on the event loop, in a greenlet.
@@ -233,26 +290,45 @@ class PgTaskStore(SqlTaskStore):
 
     # -- the unit of work -----------------------------------------------------------------
     async def _commit_unit(self, change: Change) -> list[AuditEvent]:
-        """A Change of nothing but its task in one statement; anything else the SQL way."""
+        """A Change of nothing but its task in one statement, shared with the Changes of
+        other tasks committing at the same moment; anything else the SQL way."""
         if change.task is None or not only_task(change):
             return await super()._commit_unit(change)
+        task = change.task
+        if change.insert:
+            if not await self._inserts([task.id, *_task_params(task, task.version)]):
+                raise Lost  # a duplicate id or schedule fire time
+            if task.state is TaskState.QUEUED:
+                self._wake_nodes()
+        elif not await self._saves([task.id, task.version,
+                                    *_task_params(task, task.version + 1)]):
+            raise Lost
+        return []
+
+    async def _insert_rows(self, rows: list[list[Any]]) -> list[bool]:
+        """Insert task rows in one statement; which of them went in."""
+        inserted = set(await self._returning(_insert_sql(len(rows)), rows))
+        went_in = []
+        for row in rows:  # two rows of one id (never made by new_id): the first counts
+            went_in.append(row[0] in inserted)
+            inserted.discard(row[0])
+        return went_in
+
+    async def _save_rows(self, rows: list[list[Any]]) -> list[bool]:
+        """Update tasks whose version is still the expected one; which of them were."""
+        saved = {int(n) for n in await self._returning(_update_sql(len(rows)), rows)}
+        return [n in saved for n in range(len(rows))]
+
+    async def _returning(self, sql: str, rows: list[list[Any]]) -> list[Any]:
+        """RETURNING's first column of one row statement."""
         import psycopg
 
-        task = change.task
-        try:
-            async with self._conn() as conn:
-                if change.insert:
-                    await conn.execute(_INSERT, [task.id, *_task_params(task, task.version)])
-                    if task.state is TaskState.QUEUED:
-                        self._wake_nodes()
-                    return []
-                cur = await conn.execute(_UPDATE, [*_task_params(task, task.version + 1),
-                                                   task.id, task.version])
-                if cur.rowcount != 1:
-                    raise Lost
-        except psycopg.IntegrityError:  # a duplicate id or schedule fire time
-            raise Lost from None
-        return []
+        async with self._conn() as conn:
+            try:
+                cur = await conn.execute(sql, [value for row in rows for value in row])
+            except psycopg.errors.DeadlockDetected as exc:
+                raise _Tied from exc
+            return [r[0] for r in await cur.fetchall()]
 
     def _wake_nodes(self) -> None:
         """Have idle nodes look at the queue: a NOTIFY soon, shared with other inserts.
@@ -263,8 +339,12 @@ class PgTaskStore(SqlTaskStore):
         node wait for the one before it (~38 tasks/s whatever the concurrency, on this
         machine). Sent after the commit, the notification still never announces a row
         that is not there; at most one is on its way, and every insert that committed
-        meanwhile is announced by the next one. A node that dies between its commit and
-        the NOTIFY leaves the task to the other nodes' polling (``daemon.poll_interval``).
+        meanwhile is announced by the next one, sent ``notify_gap`` after it: under a
+        steady stream of submissions the wake-ups went out back to back otherwise (one
+        per round trip, ~0.45 per task in bench/cluster.py), and each one wakes every
+        node's listener, its PostgreSQL backend and often a claim that finds nothing. A
+        node that dies between its commit and the NOTIFY leaves the task to the other
+        nodes' polling (``daemon.poll_interval``).
         """
         self._notify_again = True
         if self._notifier is None or self._notifier.done():
@@ -280,55 +360,28 @@ class PgTaskStore(SqlTaskStore):
             except Exception as exc:  # the other nodes' polling finds the task anyway
                 log.warning("notify_send_failed", extra={"error": str(exc)})
                 return
+            await asyncio.sleep(self.notify_gap)  # inserts meanwhile share the next one
 
     # -- claims ---------------------------------------------------------------------------
     async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:
         """The oldest queued task; consumers asking together share one batch claim."""
-        loop = asyncio.get_running_loop()
-        me = _Claim(node_id, lease_until, loop.create_future())
-        self._waiting.append(me)
-        lock = self._claiming
-        if lock is None:
-            raise StoreError(f"database {safe_url(self.url)} is not open")
-        try:
-            async with lock:  # one batch at a time: it serves everyone waiting
-                if not me.done.done():
-                    await self._claim_batch()
-        except asyncio.CancelledError:
-            if not me.done.done():
-                me.done.cancel()  # whichever batch holds it skips it
-            raise
-        return me.done.result()
+        return await self._claims(_Claim(node_id, lease_until))
 
-    async def _claim_batch(self) -> None:
-        batch = [c for c in self._waiting if not c.done.done()]
-        self._waiting = []
-        by_node: dict[str, list[_Claim]] = {}
-        for c in batch:
-            by_node.setdefault(c.node_id, []).append(c)
-        try:
-            for node_id, claims in by_node.items():
-                lease = max(c.lease_until for c in claims)
-                async with self._conn() as conn:
-                    cur = await conn.execute(_CLAIM_BATCH, [len(claims), node_id,
-                                                            _naive(lease)])
-                    rows = await cur.fetchall()
-                tasks = [_task(r) for r in sorted(rows, key=lambda r: int(r[0]))]
-                for c in claims:
-                    if not c.done.done():
-                        c.done.set_result(tasks.pop(0) if tasks else None)
-        except Exception as exc:  # every waiter sees the failure (the caller's own too)
-            for c in batch:
-                if not c.done.done():
-                    c.done.set_exception(exc)
-        except BaseException:
-            # The claiming consumer was cancelled (shutdown): the others just find no task
-            # this time. Rows a cancelled statement may have claimed come back after their
-            # lease, like those of a node that died (`Engine.recover`).
-            for c in batch:
-                if not c.done.done():
-                    c.done.set_result(None)
-            raise
+    async def _claim_rows(self, asks: list[_Claim]) -> list[Task | None]:
+        # A batch never claims more tasks than consumers ask (a task claimed ahead of a
+        # consumer would hold a lease nobody renews); one statement per node asking.
+        by_node: dict[str, list[int]] = {}
+        for n, ask in enumerate(asks):
+            by_node.setdefault(ask.node_id, []).append(n)
+        got: list[Task | None] = [None] * len(asks)
+        for node_id, which in by_node.items():
+            lease = max(asks[n].lease_until for n in which)
+            async with self._conn() as conn:
+                cur = await conn.execute(_CLAIM_BATCH, [len(which), node_id, _naive(lease)])
+                rows = await cur.fetchall()
+            for n, row in zip(which, sorted(rows, key=lambda r: int(r[0])), strict=False):
+                got[n] = _task(row)
+        return got
 
     async def claim(self, task_id: str, node_id: str, lease_until: datetime,
                     from_state: TaskState) -> Task | None:
