@@ -101,7 +101,7 @@ async def serve(work_dir: Path, port: int) -> None:
     import uvicorn
 
     from signoff.adapters.web import WebPlatform
-    from signoff.api import create_app
+    from signoff.api.app import create_app
     from signoff.wiring import api_context, build_node
 
     settings = settings_for(work_dir)

@@ -1,9 +1,5 @@
-"""The HTTP API and web console app."""
+"""The HTTP API and web console app (`signoff.api.app.create_app`).
 
-from __future__ import annotations
-
-from signoff.api.app import create_app
-from signoff.api.context import ApiContext
-from signoff.api.metrics import MetricsListener
-
-__all__ = ["ApiContext", "MetricsListener", "create_app"]
+Nothing is imported here: `signoff.api.context` (which the config checks use) must not
+pull in FastAPI for every command.
+"""

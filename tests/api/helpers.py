@@ -21,7 +21,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from signoff.adapters.web import WebPlatform
-from signoff.api import ApiContext, create_app
+from signoff.api.app import create_app
+from signoff.api.context import ApiContext
 from signoff.bot.ports import Surface
 from signoff.config.settings import Settings
 from signoff.runtime.clock import Clock

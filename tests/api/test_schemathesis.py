@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from signoff.adapters.web import WebPlatform
-from signoff.api import create_app
+from signoff.api.app import create_app
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.wiring import api_context, build_node
 from tests.api.helpers import KEY, make_settings

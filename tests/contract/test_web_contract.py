@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from signoff.adapters.web import WebPlatform
-from signoff.api import create_app
+from signoff.api.app import create_app
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
 from signoff.runtime.store.memory import MemTaskStore

@@ -15,7 +15,7 @@ import pytest
 
 from signoff.adapters.telegram import TelegramPlatform
 from signoff.adapters.web import WebPlatform
-from signoff.api import create_app
+from signoff.api.app import create_app
 from signoff.bot.ports import CardRef
 from signoff.runtime import audit
 from signoff.runtime.clock import FakeClock

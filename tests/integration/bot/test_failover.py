@@ -15,7 +15,7 @@ import pytest
 from signoff.adapters.slack import SlackPlatform
 from signoff.adapters.telegram import TelegramPlatform
 from signoff.adapters.web import WebPlatform
-from signoff.api import create_app
+from signoff.api.app import create_app
 from signoff.bot.outbox import MAX_ATTEMPTS
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope, Task, TaskState
