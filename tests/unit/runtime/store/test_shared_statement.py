@@ -49,6 +49,15 @@ async def run_held(statement: Statement, calls: list[Coroutine[Any, Any, int]]) 
     return await asyncio.gather(*tasks)
 
 
+async def first_held(statement: Statement, shared: Shared[int, int], item: int
+                     ) -> asyncio.Task[int]:
+    """A caller whose statement is on its way and held there until ``gates[0]`` opens."""
+    statement.held = True
+    first = asyncio.create_task(shared(item))
+    await statement.started(1)
+    return first
+
+
 async def test_callers_arriving_during_a_statement_share_the_next_one() -> None:
     """The first caller goes alone; the nine that came meanwhile share one statement."""
     statement = Statement()
@@ -71,9 +80,7 @@ async def test_a_failed_statement_fails_each_of_its_callers_only() -> None:
     """A statement's error is every caller's in it; the next statement starts clean."""
     statement = Statement()
     shared = Shared(statement)
-    statement.held = True
-    first = asyncio.create_task(shared(1))
-    await statement.started(1)
+    first = await first_held(statement, shared, 1)
     later = [asyncio.create_task(shared(i)) for i in (2, 3)]
     await asyncio.sleep(0)
     statement.gates[0].set()
@@ -93,9 +100,7 @@ async def test_a_caller_cancelled_while_waiting_is_left_out() -> None:
     """Cancelled before its statement left, an item is never written."""
     statement = Statement()
     shared = Shared(statement)
-    statement.held = True
-    first = asyncio.create_task(shared(1))
-    await statement.started(1)
+    first = await first_held(statement, shared, 1)
     gone, kept = asyncio.create_task(shared(2)), asyncio.create_task(shared(3))
     await asyncio.sleep(0)
     gone.cancel()
@@ -113,9 +118,7 @@ async def test_the_others_learn_when_the_caller_running_their_statement_is_cance
     ``interrupted`` result, by default a StoreError saying the outcome is unknown."""
     statement = Statement()
     shared: Shared[int, int] = Shared(statement, interrupted=interrupted)  # type: ignore[arg-type]
-    statement.held = True
-    blocker = asyncio.create_task(shared(0))  # runs the first statement, held
-    await statement.started(1)
+    blocker = await first_held(statement, shared, 0)
     runner = asyncio.create_task(shared(1))  # will run the second one for 1 and 2
     fellow = asyncio.create_task(shared(2))
     await asyncio.sleep(0)
