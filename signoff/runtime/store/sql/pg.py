@@ -73,9 +73,12 @@ _COLS = "seq, id, state, schedule, fire_time, claimed_by, lease_until, version, 
 # A row that loses (a duplicate id or schedule fire time; a stale version) is simply not
 # in RETURNING.
 ROWS_PER_STATEMENT = 16
-_COLUMNS = ("state", "schedule", "fire_time", "claimed_by", "lease_until", "version",
-            "needs_plan", "data")
-_TYPES = ("text", "text", "timestamp", "text", "timestamp", "int", "bool", "text")
+# A task row's written columns and their types, in the order `_task_params` gives them.
+_WRITTEN = {"state": "text", "schedule": "text", "fire_time": "timestamp",
+            "claimed_by": "text", "lease_until": "timestamp", "version": "int",
+            "needs_plan": "bool", "data": "text"}
+_COLUMNS = tuple(_WRITTEN)
+_TYPES = tuple(_WRITTEN.values())
 
 
 @functools.cache
@@ -157,8 +160,8 @@ def _task(row: tuple[Any, ...]) -> Task:
 
 def _task_params(task: Task, version: int) -> list[Any]:
     c = task_cols(task, version)
-    return [c["state"], c["schedule"], _naive(c["fire_time"]), c["claimed_by"],
-            _naive(c["lease_until"]), c["version"], c["needs_plan"], c["data"]]
+    return [_naive(c[name]) if kind == "timestamp" else c[name]
+            for name, kind in _WRITTEN.items()]
 
 
 @dataclass(frozen=True)
