@@ -44,10 +44,11 @@ test: $(STAMP)  ## the whole test suite
 test-faketime: $(STAMP)  ## the suite with our processes' clock 400 days ahead (needs faketime)
 	faketime -f '+400d' $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff, mypy and the layer contract
-	$(BIN)/ruff check signoff tests bench $(CLIENT)/src
+lint: $(STAMP)  ## ruff, mypy, the layer contract and the docs site (a broken link fails it)
+	$(BIN)/ruff check signoff tests bench docs $(CLIENT)/src
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/mkdocs build --strict --quiet
 
 bench: $(BENCH_STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
 	@for b in throughput policy flow api slack agent approvals cluster; do \
@@ -55,4 +56,4 @@ bench: $(BENCH_STAMP)  ## benchmarks; each prints ratios against a baseline meas
 	done
 
 clean:
-	rm -rf $(VENV) signoff-work test-artifacts .mypy_cache .ruff_cache
+	rm -rf $(VENV) signoff-work test-artifacts site .mypy_cache .ruff_cache

@@ -176,15 +176,16 @@ async def test_bash_of_a_read_only_command_is_allowed_by_the_daemons_policy(
     assert answer == {"behavior": "allow", "updatedInput": {"command": "git status"}}
 
 
-def test_the_readme_table_matches_the_code() -> None:
-    """Every Claude Code tool of CLAUDE_TOOLS has its row, with its capability and targets."""
+def test_the_docs_table_matches_the_code() -> None:
+    """Every Claude Code tool of CLAUDE_TOOLS has its row on the Claude Code page, with its
+    capability and targets."""
     from signoff.cli.permission import CLAUDE_TOOLS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    rows = [ln for ln in readme.splitlines() if ln.startswith("| `")]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "outside" / "claude-code.md")
+    rows = [ln for ln in page.read_text().splitlines() if ln.startswith("| `")]
     for name, label in CLAUDE_TOOLS.items():
         row = next((r for r in rows if f"`{name}`" in r.split("|")[1]), None)
-        assert row is not None, f"no README row for {name}"
+        assert row is not None, f"no row for {name} in {page.name}"
         assert f"`claude.{name}`" in row and f"`{label.capability}`" in row, row
         for key in (*label.targets, *label.content):
             assert f"`{key}`" in row, (name, key)
