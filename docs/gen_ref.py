@@ -180,7 +180,7 @@ def config_reference() -> str:
         out += [f"### `{title}`", ""]
         doc = _SECTION_PREFIX.sub("", _first_paragraph(model.__doc__ or ""))
         if doc:
-            out += [doc, ""]
+            out += [doc[0].upper() + doc[1:], ""]
         out += ["| key | type | default |", "| --- | --- | --- |"]
         for name, info in model.model_fields.items():
             key = info.alias or name
@@ -219,7 +219,7 @@ def _one_type(tp: Any) -> str:
     return _SIMPLE.get(tp, getattr(tp, "__name__", str(tp)))
 
 
-_SECTION_PREFIX = re.compile(r"^\[+[\w.]+\]+:\s*")
+_SECTION_PREFIX = re.compile(r"^`*\[+[\w.<>]+\]+`*:\s*")
 _SIMPLE: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean",
                            timedelta: "duration", Path: "path"}
 
