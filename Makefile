@@ -16,24 +16,25 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# The SDK's distribution is installed with the package: signoff depends on signoff-client,
-# which is built from this repo (one source of the SDK, see signoff/client.py).
+# The SDK's package (signoff_client) is built into the signoff distribution from
+# clients/signoff-client/src, so `pip install .` alone is the whole product; the folder is
+# also the light signoff-client distribution for other tools' environments.
 CLIENT := clients/signoff-client
 
-$(RUN_STAMP): pyproject.toml $(CLIENT)/pyproject.toml | $(BIN)/python
-	$(PIP_INSTALL) -e ./$(CLIENT) -e .
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e .
 	@touch $(RUN_STAMP)
 
 # The dev extra includes the product, so it satisfies `make run` too.
-$(STAMP): pyproject.toml $(CLIENT)/pyproject.toml | $(BIN)/python
-	$(PIP_INSTALL) -e ./$(CLIENT) -e '.[dev]'
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e '.[dev]'
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(BENCH_STAMP): $(STAMP)
-	$(PIP_INSTALL) -e ./$(CLIENT) -e '.[dev,bench]'
+	$(PIP_INSTALL) -e '.[dev,bench]'
 	@touch $(BENCH_STAMP)
 
-install: $(STAMP)  ## venv + pip install -e ./clients/signoff-client -e '.[dev]'
+install: $(STAMP)  ## venv + pip install -e '.[dev]'
 
 run: $(RUN_STAMP)  ## install the product (no dev extra), start it on the example config: http://127.0.0.1:8080/
 	$(BIN)/signoff daemon start --config $(CONFIG)
