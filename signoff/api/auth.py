@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import math
 import secrets
 from collections import deque
@@ -33,6 +34,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from signoff.api.access import DEFAULT_ROLE, Role, may_use_console
 from signoff.runtime.clock import Clock
 from signoff.runtime.store.port import ConsoleSession, TaskStore
+
+log = logging.getLogger(__name__)
 
 COOKIE = "signoff_session"
 CSRF_HEADER = "x-csrf-token"
@@ -218,11 +221,13 @@ class Authenticator:
         403 for a requester key)."""
         wait = self.limiter.retry_after(client)
         if wait is not None:
+            log.warning("console_sign_in_limited", extra={"client": client, "retry_after": wait})
             raise SignInRefused(429, f"Too many failed sign-ins from this address: try "
                                      f"again in {wait} s.", wait)
         identity = self.by_key(key) if key else None
         if identity is None:
             self.limiter.failed(client)
+            log.info("console_sign_in_failed", extra={"client": client})
             raise SignInRefused(401, "That key is not valid.")
         if not may_use_console(identity):
             raise SignInRefused(403, REQUESTER_NO_CONSOLE)
