@@ -66,7 +66,8 @@ class Caller(Protocol):
 
 def may_call(who: Caller, method: str, route: str) -> bool:
     """True when ``who``'s role allows the route at all (``route``: its template)."""
-    return who.role is not Role.REQUESTER or (method, route) in REQUESTER_ROUTES
+    asked = "GET" if method == "HEAD" else method
+    return who.role is not Role.REQUESTER or (asked, route) in REQUESTER_ROUTES
 
 
 def may_decide(who: Caller) -> bool:
