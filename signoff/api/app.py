@@ -5,7 +5,8 @@
 
 Layers, outermost first: `GuardMiddleware` (413, foreign origins, crashes → 500),
 `AuthMiddleware` (401 unless a key, the console cookie or the keyless loopback mode),
-then the routes. The chat surfaces' own routes (`Surface.routes`: Slack's events,
+then the role gate every route depends on (`signoff.api.access`: 403 for a key whose role
+may not call it), then the routes. The chat surfaces' own routes (`Surface.routes`: Slack's events,
 Telegram's webhook) are mounted as given, outside our auth: they check their own
 signatures.
 """
