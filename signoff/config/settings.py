@@ -110,8 +110,8 @@ class DaemonSettings(Section):
 
 class ApiKey(Section):
     """[[api.keys]]: a named key; its holder acts as ``web:<name>`` with ``role``:
-    ``admin`` (everything), ``approver`` (reads and decides; the default, as in 0.2) or
-    ``requester`` (submits, reads and withdraws its own; never decides)."""
+    ``admin`` (everything), ``approver`` (reads, decides and submits; the default, as in
+    0.2) or ``requester`` (submits, reads and withdraws its own; never decides)."""
 
     name: NonEmpty
     key: NonEmpty
@@ -142,6 +142,13 @@ class ApiSettings(Section):
                               + (" (taken by [api] key or the keyless mode)"
                                  if entry.name in ("admin", "local") else ""))
             seen.add(entry.name)
+        # One key, one holder: a key listed twice would act as whichever came first.
+        values = [self.key] if self.key else []
+        for i, entry in enumerate(self.keys):
+            if entry.key in values:
+                raise problem(f"keys[{i}].key", "the same key as another entry (each "
+                                                "holder needs a key of its own)")
+            values.append(entry.key)
         return self
 
 

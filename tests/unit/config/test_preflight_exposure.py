@@ -61,3 +61,10 @@ def test_key_roles_default_to_approver_and_are_checked() -> None:
     with pytest.raises(Exception, match="taken by"):
         Settings.model_validate({"api": {"key": LONG, "keys": [{"name": "admin",
                                                                 "key": LONG + "x"}]}})
+
+
+def test_a_key_listed_twice_is_refused() -> None:
+    """Two entries with one key would make a requester act as whoever came first."""
+    with pytest.raises(Exception, match="same key as another entry"):
+        Settings.model_validate({"api": {"key": LONG, "keys": [
+            {"name": "agent", "key": LONG, "role": "requester"}]}})
