@@ -490,6 +490,15 @@ def api_keys(settings: Settings) -> dict[str, str]:
     return keys
 
 
+def api_roles(settings: Settings) -> dict[str, str]:
+    """Actor name → role (`signoff.api.access`): ``admin`` for ``api.key``, each
+    ``[[api.keys]]`` entry its own ``role``."""
+    roles: dict[str, str] = {entry.name: entry.role for entry in settings.api.keys}
+    if settings.api.key:
+        roles["admin"] = "admin"
+    return roles
+
+
 def api_context(settings: Settings, **parts: Any) -> ApiContext:
     """The API's context from the config file: ``keys``, ``local_no_key`` (no key on a
     loopback host) and ``public_url`` filled in unless given; the rest from ``parts``."""
@@ -497,6 +506,9 @@ def api_context(settings: Settings, **parts: Any) -> ApiContext:
 
     keys = api_keys(settings)
     parts.setdefault("keys", keys)
+    parts.setdefault("roles", api_roles(settings))
+    parts.setdefault("session_ttl", settings.api.session_ttl)
+    parts.setdefault("sign_in_attempts", settings.api.sign_in_attempts)
     parts.setdefault("local_no_key", not keys and is_loopback(settings.daemon.host))
     parts.setdefault("public_url", settings.daemon.public_url)
     return ApiContext(**parts)

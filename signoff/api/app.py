@@ -5,7 +5,8 @@
 
 Layers, outermost first: `GuardMiddleware` (413, foreign origins, crashes → 500),
 `AuthMiddleware` (401 unless a key, the console cookie or the keyless loopback mode),
-then the routes. The chat surfaces' own routes (`Surface.routes`: Slack's events,
+then the role gate every route depends on (`signoff.api.access`: 403 for a key whose role
+may not call it), then the routes. The chat surfaces' own routes (`Surface.routes`: Slack's events,
 Telegram's webhook) are mounted as given, outside our auth: they check their own
 signatures.
 """
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from signoff import __version__
 from signoff.adapters.web import pages
-from signoff.api import approvals, console, errors, routes
-from signoff.api.auth import Authenticator, AuthMiddleware
+from signoff.api import access, approvals, console, errors, routes
+from signoff.api.access import Role
+from signoff.api.auth import Authenticator, AuthMiddleware, SessionRules
 from signoff.api.context import ApiContext
 from signoff.api.metrics import MetricsListener
 from signoff.api.middleware import GuardMiddleware
@@ -73,9 +75,14 @@ def document_auth(app: FastAPI) -> None:
 def create_app(ctx: ApiContext) -> FastAPI:
     """Build the app for one node (see the module docstring)."""
     metrics = attach_metrics(ctx)
-    auth = Authenticator(ctx.keys, local_no_key=ctx.local_no_key)
+    auth = Authenticator(ctx.keys, local_no_key=ctx.local_no_key, store=ctx.store,
+                         clock=ctx.clock,
+                         rules=SessionRules(ttl=ctx.session_ttl, attempts=ctx.sign_in_attempts),
+                         roles={name: Role(role) for name, role in ctx.roles.items()})
+    # Every route passes the role gate (signoff.api.access): a requester key reaches only
+    # the routes listed there, whatever router a route comes from.
     app = FastAPI(title="signoff", version=__version__, docs_url=None, redoc_url=None,
-                  openapi_url="/openapi.json",
+                  openapi_url="/openapi.json", dependencies=[Depends(access.gate)],
                   description="Approval-gated autonomy: tasks, decisions, audit.")
     app.state.ctx = ctx
     app.state.auth = auth

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
+from signoff.api.access import may_read, must_decide, owner_of
 from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.batch import decide_all
 from signoff.api.context import ApiContext
@@ -158,16 +159,30 @@ def build_router(ctx: ApiContext) -> APIRouter:
     watch = ctx.decider.watch
     router = APIRouter()
 
-    async def approval_or_404(approval_id: str) -> Approval:
-        approval = await ctx.store.get_approval(approval_id)
+    async def readable(request: Request, approval: Approval | None) -> bool:
         if approval is None:
+            return False
+        who = identity_of(request)
+        if may_read(who, approval.submitted_by):
+            return True
+        task = await ctx.store.get_task(approval.task_id) if approval.task_id else None
+        return may_read(who, owner_of(approval, task))
+
+    async def approval_or_404(approval_id: str, request: Request) -> Approval:
+        """The request, or 404 when unknown or not the caller's to read."""
+        approval = await ctx.store.get_approval(approval_id)
+        if approval is None or not await readable(request, approval):
             raise ApiError(404, f"no approval request {approval_id}")
         return approval
 
     async def decide(request: Request, approval_id: str, scope: Scope,
-                     reason: str | None, terms: Terms = NO_TERMS) -> JsonDict:
+                     reason: str | None, terms: Terms = NO_TERMS,
+                     seen: str | None = None) -> JsonDict:
         who = identity_of(request)
-        approval = await approval_or_404(approval_id)
+        must_decide(who)
+        if seen is not None and seen != approval_id:
+            raise ApiError(409, f"approval_id {seen} in the body is not {approval_id}")
+        approval = await approval_or_404(approval_id, request)
         if approval.status is not ApprovalStatus.PENDING:
             raise ApiError(409, f"request {approval.id} is already {approval.status.value}",
                            state=approval.status.value)
@@ -187,7 +202,8 @@ def build_router(ctx: ApiContext) -> APIRouter:
 
     async def undo(request: Request, approval_id: str) -> JsonDict:
         who = identity_of(request)
-        approval = await approval_or_404(approval_id)
+        must_decide(who)
+        approval = await approval_or_404(approval_id, request)
         event = DecisionEvent(approval_id=approval.id, scope=Scope.DENY, surface="web",
                               actor=Actor("web", who.name), undo=True)
         outcome = await ctx.flow.on_decision(event)
@@ -224,9 +240,10 @@ def build_router(ctx: ApiContext) -> APIRouter:
 
     @router.get("/v1/approvals/{approval_id}", tags=["approvals"],
                 response_model=RequestStatusOut, responses=responses(401, 404, 422))
-    async def status(approval_id: ApprovalId, wait: Wait = None) -> JsonDict:
+    async def status(request: Request, approval_id: ApprovalId, wait: Wait = None) -> JsonDict:
         """A request's status; with ``wait``, answers as soon as it is decided."""
         seconds = wait_seconds(wait)
+        await approval_or_404(approval_id, request)  # never wait on another caller's
         approval = await watch.wait_decided(approval_id, ctx.store.get_approval, seconds)
         if approval is None:
             raise ApiError(404, f"no approval request {approval_id}")
@@ -239,7 +256,7 @@ def build_router(ctx: ApiContext) -> APIRouter:
                       body: OutcomeIn) -> JsonDict:
         """Record what the caller did with a decided request (once)."""
         who = identity_of(request)
-        approval = await approval_or_404(approval_id)
+        approval = await approval_or_404(approval_id, request)
         try:
             updated = await desk.report_outcome(approval, ok=body.ok, detail=body.detail,
                                                 actor=who.actor)
@@ -250,11 +267,14 @@ def build_router(ctx: ApiContext) -> APIRouter:
 
     @router.get("/approvals", tags=["decisions"],
                 response_model=ApprovalList, responses=responses(401, 422))
-    async def pending(status: Literal["pending"] = "pending", limit: Limit = 50,
-                      cursor: Cursor = None) -> JsonDict:
-        """Pending requests of tasks and from outside, oldest first."""
+    async def pending(request: Request, status: Literal["pending"] = "pending",
+                      limit: Limit = 50, cursor: Cursor = None) -> JsonDict:
+        """Pending requests of tasks and from outside, oldest first (a requester key sees
+        only its own)."""
+        who = identity_of(request)
         page = await ctx.store.pending_requests(limit=limit, cursor=cursor)
-        items = [request_item(i) for i in page.items if isinstance(i, PendingRequest)]
+        items = [request_item(i) for i in page.items if isinstance(i, PendingRequest)
+                 and may_read(who, owner_of(i.approval, i.task))]
         return {"items": items, "next_cursor": page.next_cursor}
 
     @router.post("/approvals/batch", tags=["decisions"], response_model=BatchOut,
@@ -277,7 +297,8 @@ def build_router(ctx: ApiContext) -> APIRouter:
         """Approve any pending request (of a task or from outside); ``for`` time-boxes the
         grant; edited ``args`` (a task's request only) run instead of the asked ones."""
         scope, terms = terms_of(body)
-        return await decide(request, approval_id, scope, None, terms)
+        return await decide(request, approval_id, scope, None, terms,
+                            seen=body.approval_id if body is not None else None)
 
     @router.post("/approvals/{approval_id}/deny", tags=["decisions"],
                  response_model=RequestStatusOut,
@@ -286,7 +307,8 @@ def build_router(ctx: ApiContext) -> APIRouter:
                    body: Annotated[DenyBody | None, Body()] = None) -> JsonDict:
         """Deny any pending request."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
-        return await decide(request, approval_id, Scope.DENY, reason)
+        return await decide(request, approval_id, Scope.DENY, reason,
+                            seen=body.approval_id if body is not None else None)
 
     @router.post("/approvals/{approval_id}/undo", tags=["decisions"],
                  response_model=RequestStatusOut,

@@ -5,19 +5,25 @@ endpoints passes `AuthMiddleware`, which puts an `Identity` in ``request.state``
 answers 401 (JSON for API clients, the login page for browsers). Keys are compared with
 `hmac.compare_digest` against every configured key, never with an early exit.
 
-The console cookie holds a session token derived from the key with HMAC (never the key
-itself), so every node sharing the config accepts it and changing a key signs everybody
-out. A CSRF token is derived from the session the same way (double submit: the forms
-carry it in a hidden field; cookie-authenticated API calls send it as ``X-CSRF-Token``).
+The console cookie holds a random session token; the store keeps its hash, the key
+holder's name and when it expires (`Authenticator`), so every node accepts it, signing
+out ends it everywhere, and changing a key signs its holder out. Failed sign-ins are
+limited per client address (`SignInLimiter`, 429 with ``Retry-After``). A CSRF token is
+derived from the session with HMAC (double submit: the forms carry it in a hidden field;
+cookie-authenticated API calls send it as ``X-CSRF-Token``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import math
 import secrets
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,12 +31,20 @@ from starlette.datastructures import Headers
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from signoff.api.access import DEFAULT_ROLE, Role, may_use_console
+from signoff.runtime.clock import Clock
+from signoff.runtime.store.port import ConsoleSession, TaskStore
+
+log = logging.getLogger(__name__)
+
 COOKIE = "signoff_session"
 CSRF_HEADER = "x-csrf-token"
-SESSION_MAX_AGE = 30 * 24 * 3600
 _SESSION_LABEL = b"signoff console session v1"
+_KEY_ID_LABEL = b"signoff console key id v1"
 _CSRF_LABEL = b"signoff csrf v1"
 LOCAL = "local"
+REQUESTER_NO_CONSOLE = ("That is a requester key: it submits requests over the API but "
+                        "cannot use the console.")
 # Console pages: no inline script or style, no framing, nothing from other origins.
 HTML_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -50,6 +64,7 @@ class Identity:
     name: str
     via: str  # bearer | cookie | local
     session: str  # what the CSRF token is derived from
+    role: Role = DEFAULT_ROLE
 
     @property
     def actor(self) -> str:
@@ -66,14 +81,93 @@ def cookie_secure(scope: Scope, public_url: str | None) -> bool:
     return scope.get("scheme") == "https" or bool(public_url and public_url.startswith("https:"))
 
 
-class Authenticator:
-    """Checks keys, session tokens and CSRF tokens."""
+@dataclass(frozen=True)
+class SessionRules:
+    """How long a console session lasts and how many failed sign-ins an address gets."""
 
-    def __init__(self, keys: Mapping[str, str], *, local_no_key: bool,
-                 secret: bytes | None = None) -> None:
+    ttl: timedelta = timedelta(hours=12)
+    attempts: int = 5  # failed sign-ins per client address within `window`
+    window: timedelta = timedelta(minutes=1)
+
+
+class SignInRefused(Exception):
+    """A sign-in that did not open a session: 401 wrong key, 403 requester, 429 too many."""
+
+    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after
+
+
+class SignInLimiter:
+    """Failed sign-ins per client address in a sliding window, by the node's Clock.
+
+    Per node and in memory: a guesser spread over N nodes gets N times the attempts,
+    which keys of 128 bits (required off loopback) make no difference to."""
+
+    def __init__(self, *, clock: Clock, rules: SessionRules, capacity: int = 10_000) -> None:
+        self.clock = clock
+        self.rules = rules
+        self.capacity = capacity
+        self._failures: dict[str, deque[datetime]] = {}
+
+    def retry_after(self, client: str) -> int | None:
+        """Seconds until ``client`` may try again, or None when it may now."""
+        now = self.clock.now()
+        recent = self._recent(client, now)
+        if len(recent) < self.rules.attempts:
+            return None
+        wait = (recent[0] + self.rules.window - now).total_seconds()
+        return max(1, math.ceil(wait))
+
+    def failed(self, client: str) -> None:
+        """Count one failed sign-in of ``client``."""
+        now = self.clock.now()
+        recent = self._recent(client, now)
+        if not recent and len(self._failures) >= self.capacity:
+            # Full: forget the address whose last failure is oldest (a flood of
+            # addresses must not grow memory without bound).
+            oldest = min(self._failures, key=lambda c: self._failures[c][-1])
+            del self._failures[oldest]
+        self._failures.setdefault(client, recent).append(now)
+
+    def _recent(self, client: str, now: datetime) -> deque[datetime]:
+        recent = self._failures.get(client, deque())
+        while recent and recent[0] <= now - self.rules.window:
+            recent.popleft()
+        if not recent:
+            self._failures.pop(client, None)
+        return recent
+
+
+def session_id(token: str) -> str:
+    """What the store keeps of a session token: its SHA-256 (a leaked table signs nobody in)."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Authenticator:
+    """Checks keys, console sessions and CSRF tokens; opens and ends sessions.
+
+    A console session is a random token in the cookie and a row in the store (shared by
+    every node): signing out deletes the row, so a copied cookie stops working at once;
+    a session expires ``rules.ttl`` after sign-in (the node's Clock), and one opened with
+    a key that has since changed or gone is refused.
+    """
+
+    def __init__(self, keys: Mapping[str, str], *, local_no_key: bool, store: TaskStore,
+                 clock: Clock, rules: SessionRules = SessionRules(),
+                 secret: bytes | None = None, roles: Mapping[str, Role] | None = None) -> None:
         self._keys = [(key.encode(), name) for key, name in keys.items()]
-        self._sessions = [(_mac(key, _SESSION_LABEL), name) for key, name in self._keys]
+        self._roles = dict(roles or {})
+        self._key_ids: dict[str, set[str]] = {}
+        for key, name in self._keys:
+            self._key_ids.setdefault(name, set()).add(_mac(key, _KEY_ID_LABEL)[:32])
         self.local = local_no_key and not self._keys
+        self.store = store
+        self.clock = clock
+        self.rules = rules
+        self.limiter = SignInLimiter(clock=clock, rules=rules)
         # Only the keyless loopback mode needs a secret of its own (there is no key).
         self._secret = secret or secrets.token_bytes(32)
 
@@ -89,34 +183,66 @@ class Authenticator:
         for stored, name in self._keys:
             if hmac.compare_digest(given, stored) and found is None:
                 found = name
-        return Identity(found, "bearer", self.session_for(key)) if found else None
+        return (Identity(found, "bearer", _mac(given, _SESSION_LABEL), self.role_of(found))
+                if found else None)
 
-    def session_for(self, key: str) -> str:
-        """The cookie value for a console signed in with ``key``."""
-        return _mac(key.encode(), _SESSION_LABEL)
+    def role_of(self, name: str) -> Role:
+        """The role of the key named ``name`` (``[[api.keys]]`` without one: approver)."""
+        return self._roles.get(name, DEFAULT_ROLE)
 
-    def by_session(self, token: str) -> Identity | None:
-        """The identity of a session cookie."""
-        found: str | None = None
-        for stored, name in self._sessions:
-            if hmac.compare_digest(token.encode(), stored.encode()) and found is None:
-                found = name
-        return Identity(found, "cookie", token) if found else None
+    async def by_session(self, token: str) -> Identity | None:
+        """The identity of a live session cookie (None: unknown, ended, expired, or its
+        key changed)."""
+        found = await self.store.console_session(session_id(token))
+        if found is None or found.expires_at <= self.clock.now():
+            return None
+        if found.key_id not in self._key_ids.get(found.holder, ()):
+            return None
+        return Identity(found.holder, "cookie", token, self.role_of(found.holder))
 
-    def identify(self, headers: Headers) -> Identity | None:
+    async def identify(self, headers: Headers) -> Identity | None:
         """Bearer key first, then the console cookie, then the keyless loopback mode."""
         auth = headers.get("authorization", "")
         scheme, _, value = auth.partition(" ")
         if scheme.lower() == "bearer" and value.strip() and self._keys:
             return self.by_key(value.strip())
         token = session_cookie(headers)
-        if token:
-            found = self.by_session(token)
+        if token and self._keys:
+            found = await self.by_session(token)
             if found:
                 return found
         if self.local:
-            return Identity(LOCAL, "local", LOCAL)
+            return Identity(LOCAL, "local", LOCAL, Role.ADMIN)
         return None
+
+    async def sign_in(self, key: str, client: str) -> str:
+        """Open a console session for ``key``; returns the cookie's token. Raises
+        `SignInRefused` (429 while ``client`` has failed too often, 401 for a wrong key,
+        403 for a requester key)."""
+        wait = self.limiter.retry_after(client)
+        if wait is not None:
+            log.warning("console_sign_in_limited", extra={"client": client, "retry_after": wait})
+            raise SignInRefused(429, f"Too many failed sign-ins from this address: try "
+                                     f"again in {wait} s.", wait)
+        identity = self.by_key(key) if key else None
+        if identity is None:
+            self.limiter.failed(client)
+            log.info("console_sign_in_failed", extra={"client": client})
+            raise SignInRefused(401, "That key is not valid.")
+        if not may_use_console(identity):
+            raise SignInRefused(403, REQUESTER_NO_CONSOLE)
+        token = secrets.token_urlsafe(32)
+        now = self.clock.now()
+        await self.store.open_session(ConsoleSession(
+            id=session_id(token), holder=identity.name,
+            key_id=_mac(key.encode(), _KEY_ID_LABEL)[:32], expires_at=now + self.rules.ttl),
+            now=now)
+        return token
+
+    async def sign_out(self, identity: Identity) -> None:
+        """End a cookie session on every node (other identities have none)."""
+        if identity.via == "cookie":
+            await self.store.end_session(session_id(identity.session))
 
     def csrf_token(self, identity: Identity) -> str:
         """The CSRF token of a session (HMAC of the session, so every node agrees)."""
@@ -143,10 +269,34 @@ def session_cookie(headers: Headers) -> str | None:
     return morsel.value if morsel else None
 
 
-def set_session(response: Response, token: str, *, secure: bool) -> None:
-    """Set the console cookie: HttpOnly, SameSite=Strict, never readable by scripts."""
-    response.set_cookie(COOKIE, token, max_age=SESSION_MAX_AGE, path="/", httponly=True,
-                        samesite="strict", secure=secure)
+def set_session(response: Response, token: str, *, secure: bool, ttl: timedelta) -> None:
+    """Set the console cookie: HttpOnly, SameSite=Strict, never readable by scripts; the
+    browser drops it when the session expires (the store is what actually ends it)."""
+    response.set_cookie(COOKIE, token, max_age=int(ttl.total_seconds()), path="/",
+                        httponly=True, samesite="strict", secure=secure)
+
+
+def client_address(scope: Scope) -> str:
+    """The peer's address (what sign-ins are counted by)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+def sign_in_refused(headers: Headers, path: str, login_page: Callable[..., str],
+                    refusal: SignInRefused, *, form: bool = False) -> Response:
+    """The answer to a refused sign-in: the login page (always, for the login ``form``;
+    else JSON unless a browser asks) with its status, and ``Retry-After`` when limited."""
+    if form:
+        response: Response = HTMLResponse(login_page(error=refusal.message, next_path=path),
+                                          status_code=refusal.status, headers=HTML_HEADERS)
+    else:
+        response = unauthorized(headers, path, login_page, refusal.message)
+        response.status_code = refusal.status
+    if refusal.retry_after is not None:
+        response.headers["Retry-After"] = str(refusal.retry_after)
+    if refusal.status != 401 and "WWW-Authenticate" in response.headers:
+        del response.headers["WWW-Authenticate"]
+    return response
 
 
 def unauthorized(headers: Headers, path: str, login_page: Callable[..., str],
@@ -183,9 +333,9 @@ class AuthMiddleware:
         path, method = scope["path"], scope["method"]
         headers = Headers(scope=scope)
         if method == "GET" and path == "/" and "key" in _query(scope):
-            await self._login_by_query(scope, headers)(scope, receive, send)
+            await (await self._login_by_query(scope, headers))(scope, receive, send)
             return
-        identity = self.auth.identify(headers)
+        identity = await self.auth.identify(headers)
         if identity is not None:
             if (identity.via == "cookie" and method not in ("GET", "HEAD", "OPTIONS")
                     and not path.startswith(("/console/", "/login", "/logout"))
@@ -206,17 +356,19 @@ class AuthMiddleware:
                      "set api.key to use the API")
         await unauthorized(headers, path, self.login_page, error)(scope, receive, send)
 
-    def _login_by_query(self, scope: Scope, headers: Headers) -> Response:
+    async def _login_by_query(self, scope: Scope, headers: Headers) -> Response:
         key = (_query(scope).get("key") or [""])[0]
         if self.auth.local:
             return RedirectResponse("/", status_code=303)
-        identity = self.auth.by_key(key) if key else None
-        if identity is None:
-            return unauthorized(headers, "/", self.login_page, "That key is not valid.")
+        try:
+            token = await self.auth.sign_in(key, client_address(scope))
+        except SignInRefused as refusal:
+            return sign_in_refused(headers, "/", self.login_page, refusal)
         response = RedirectResponse("/", status_code=303,
                                     headers={"Referrer-Policy": "no-referrer",
                                              "Cache-Control": "no-store"})
-        set_session(response, identity.session, secure=cookie_secure(scope, self.public_url))
+        set_session(response, token, secure=cookie_secure(scope, self.public_url),
+                    ttl=self.auth.rules.ttl)
         return response
 
 

@@ -29,9 +29,12 @@ from signoff.api.auth import (
     HTML_HEADERS,
     Authenticator,
     Identity,
+    SignInRefused,
+    client_address,
     cookie_secure,
     safe_next,
     set_session,
+    sign_in_refused,
 )
 from signoff.api.batch import decide_all, summary
 from signoff.api.context import ApiContext
@@ -420,11 +423,14 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
     async def login(request: Request) -> Response:
         form = await form_of(request) or {}
         target = safe_next(form.get("next"))
-        found = auth.by_key(form.get("key", "")) if form.get("key") else None
-        if found is None:
-            return html(pages.login_page(error="That key is not valid.", next_path=target), 401)
+        try:
+            token = await auth.sign_in(form.get("key", ""), client_address(request.scope))
+        except SignInRefused as refusal:
+            return sign_in_refused(request.headers, target, pages.login_page, refusal,
+                                   form=True)
         response = RedirectResponse(target, status_code=303)
-        set_session(response, found.session, secure=cookie_secure(request.scope, ctx.public_url))
+        set_session(response, token, secure=cookie_secure(request.scope, ctx.public_url),
+                    ttl=auth.rules.ttl)
         return response
 
     @router.post("/logout")
@@ -433,6 +439,7 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         form = await form_of(request) or {}
         if not auth.check_csrf(who, form.get("csrf")):
             return html(pages.message_page(title="Refused", text="Reload and try again."), 403)
+        await auth.sign_out(who)  # ends it on every node: a copy of the cookie is dead too
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from signoff.bot.flow import ApprovalFlow
@@ -55,8 +55,12 @@ class ApiContext:
     wake: Callable[[], None]  # called after a submit so the worker claims it at once
     web: WebPlatform
     keys: dict[str, str] = field(default_factory=dict)  # API key -> actor name
+    # actor name -> "admin" | "approver" | "requester" (signoff.api.access; unlisted: approver)
+    roles: dict[str, str] = field(default_factory=dict)
     local_no_key: bool = False  # no key configured and loopback host: callers are web:local
     public_url: str | None = None
+    session_ttl: timedelta = timedelta(hours=12)  # a console sign-in lasts this long
+    sign_in_attempts: int = 5  # failed console sign-ins per client address per minute
     extra_routes: list[Route] = field(default_factory=list)  # the surfaces' own; no key
     schedules: SchedulesProvider | None = None
     oncall: OncallProvider | None = None

@@ -6,8 +6,11 @@ One pure ASGI middleware, outermost of ours:
   and replayed to the app, so no handler ever sees a partial or oversized body);
 - a state-changing request whose Origin (or Referer) is another site gets 403: a page
   elsewhere cannot make a logged-in browser approve anything;
-- in the keyless loopback mode, a Host header that is not loopback gets 403 (a DNS
-  rebinding page would otherwise reach the keyless API through the browser);
+- in the keyless loopback mode only direct requests from this machine are answered
+  (`keyless_refusal`): a Host header that is not loopback (a DNS rebinding page, or a
+  reverse proxy forwarding the public host), a client address that is not loopback, or
+  any proxy header (``Forwarded``, ``X-Forwarded-*``, ``X-Real-IP``) gets 403 — a proxy
+  in front of a keyless daemon would otherwise make the whole internet ``web:local``;
 - any exception becomes 500 ``{"detail": "internal error"}``; the traceback goes to the
   log, never into a response.
 """
@@ -29,6 +32,9 @@ log = logging.getLogger(__name__)
 MAX_BODY = 1024 * 1024
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# Headers a reverse proxy adds: a request carrying one did not come straight from a
+# person on this machine, whatever its socket's address says.
+PROXY_HEADERS = ("forwarded", "x-real-ip", "x-forwarded-")
 
 
 def origin_of(url: str) -> str | None:
@@ -46,6 +52,26 @@ def origin_of(url: str) -> str | None:
     if port is not None and port != _DEFAULT_PORTS[parts.scheme]:
         host = f"{host}:{port}"
     return f"{parts.scheme}://{host}"
+
+
+def keyless_refusal(scope: Scope, headers: Headers) -> str | None:
+    """Why a request may not act as ``web:local`` (None: a direct loopback request).
+
+    The Host must be a loopback name (never ``daemon.public_url``'s host: that is how a
+    reverse proxy addresses us), the peer a loopback address, and no proxy header may be
+    present."""
+    for name, _ in scope.get("headers", ()):
+        lowered = name.decode("latin-1").lower()
+        if lowered.startswith(PROXY_HEADERS):
+            return f"it came through a proxy: {lowered}"
+    client = scope.get("client")
+    if not client or not is_loopback(str(client[0])):
+        return f"it came from {client[0] if client else 'an unknown address'}"
+    host = headers.get("host")
+    hostname = urlsplit(f"//{host}").hostname if host else None
+    if host and (hostname is None or not is_loopback(hostname)):
+        return f"it was addressed to {host}"
+    return None
 
 
 def _error(status: int, detail: str) -> Response:
@@ -100,12 +126,11 @@ class GuardMiddleware:
             return None
         headers = Headers(scope=scope)
         if self.loopback_only:
-            host = headers.get("host")
-            hostname = urlsplit(f"//{host}").hostname if host else None
-            if host and (hostname is None or not (is_loopback(hostname) or any(
-                    urlsplit(o).hostname == hostname.lower() for o in self.trusted))):
-                return _error(403, "this daemon has no api.key, so it only answers requests "
-                                   "addressed to 127.0.0.1 or localhost")
+            why = keyless_refusal(scope, headers)
+            if why is not None:
+                return _error(403, f"this daemon has no api.key, so it only answers direct "
+                                   f"requests from this machine to 127.0.0.1 or localhost "
+                                   f"({why}); set api.key to reach it any other way")
         if scope["method"] in SAFE_METHODS:
             return None
         if headers.get("sec-fetch-site") == "cross-site":

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Body, Path, Query, Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
 from signoff import __version__
+from signoff.api.access import may_read, must_decide, owner_of
 from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.auth import Identity
 from signoff.api.context import ApiContext
@@ -108,10 +109,12 @@ class TaskApi:
         self.ctx = ctx
         self.metrics = metrics
 
-    async def task_or_404(self, task_id: str) -> Task:
-        """The task, or a 404 naming it."""
+    async def task_or_404(self, task_id: str, request: Request | None = None) -> Task:
+        """The task, or a 404 naming it; with ``request``, also 404 when its caller may
+        not read it (a requester's view of other callers' tasks is that they do not exist)."""
         task = await self.ctx.store.get_task(task_id)
-        if task is None:
+        if task is None or (request is not None
+                            and not may_read(identity_of(request), owner_of(task))):
             raise ApiError(404, f"no task {task_id}")
         return task
 
@@ -144,12 +147,19 @@ class TaskApi:
         return [e.strip() for e in entries]
 
     async def decide(self, request: Request, task_id: str, scope: Scope,
-                     reason: str | None = None, terms: Terms = NO_TERMS) -> JsonDict:
-        """Approve or deny the task's current request through the approval flow."""
+                     reason: str | None = None, terms: Terms = NO_TERMS,
+                     approval_id: str | None = None) -> JsonDict:
+        """Approve or deny the task's current request through the approval flow;
+        ``approval_id``: the request the person saw (409 when the task now waits on
+        another one, so an answer never lands on a request nobody looked at)."""
         who = identity_of(request)
-        task = await self.task_or_404(task_id)
+        must_decide(who)
+        task = await self.task_or_404(task_id, request)
         if not _waiting(task) or task.approval is None:
             raise conflict(task)
+        if approval_id is not None and approval_id != task.approval.id:
+            raise conflict(task, f"task {task.id} now waits on approval {task.approval.id}, "
+                                 f"not {approval_id}: look at the new request first")
         event = DecisionEvent(approval_id=task.approval.id, scope=scope, surface="web",
                               actor=Actor("web", who.name), reason=reason,
                               lasts=terms.lasts, args=terms.args)
@@ -195,11 +205,13 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
 
     @router.get("/tasks", response_model=TaskList, responses=responses(401, 422),
                 tags=["tasks"])
-    async def list_tasks(state: TaskState | None = None, limit: Limit = 50,
+    async def list_tasks(request: Request, state: TaskState | None = None, limit: Limit = 50,
                          cursor: Cursor = None) -> JsonDict:
-        """Tasks, newest first, one page at a time."""
+        """Tasks, newest first, one page at a time (a requester key sees only its own; a
+        page may then hold fewer than ``limit`` while ``next_cursor`` goes on)."""
+        who = identity_of(request)
         page = await ctx.store.list_tasks(state=state, limit=limit, cursor=cursor)
-        items = [t.public() for t in page.items]
+        items = [t.public() for t in page.items if may_read(who, owner_of(t))]
         return {"items": items, "next_cursor": page.next_cursor}
 
     @router.post("/tasks", status_code=202, tags=["tasks"], response_model=Submitted,
@@ -227,7 +239,7 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
                                                 "page"}, **responses(401, 404, 422)})
     async def get_task(request: Request, task_id: TaskId) -> JsonDict | Response:
         """One task (a browser asking for HTML is sent to the console page instead)."""
-        task = await api.task_or_404(task_id)
+        task = await api.task_or_404(task_id, request)
         accept = request.headers.get("accept", "")
         if "text/html" in accept and "application/json" not in accept:
             return RedirectResponse(f"/console/tasks/{task.id}", status_code=303)
@@ -236,10 +248,10 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
     @router.get("/tasks/{task_id}/transcript", tags=["tasks"],
                 response_model=TranscriptList, response_model_exclude_unset=True,
                 responses=responses(401, 404, 422))
-    async def transcript(task_id: TaskId, limit: Limit = 100,
+    async def transcript(request: Request, task_id: TaskId, limit: Limit = 100,
                          cursor: Cursor = None) -> JsonDict:
         """An agent task's conversation, oldest first (empty for a task with fixed steps)."""
-        await api.task_or_404(task_id)
+        await api.task_or_404(task_id, request)
         page = await ctx.store.transcript(task_id, after=int(cursor) if cursor else -1,
                                           limit=limit)
         items = [e.public() for e in page.items]
@@ -252,7 +264,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         """Approve the pending action: once, for this session, or always; ``for`` time-boxes
         the grant, edited ``args`` run instead of the asked ones."""
         scope, terms = terms_of(body)
-        return await api.decide(request, task_id, scope, terms=terms)
+        return await api.decide(request, task_id, scope, terms=terms,
+                                approval_id=body.approval_id if body is not None else None)
 
     @router.post("/tasks/{task_id}/deny", tags=["decisions"],
                  response_model=TaskOut, responses=responses(401, 403, 404, 409, 413, 422))
@@ -261,7 +274,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         """Deny the pending action: the task fails with "user denied[: reason]" (an agent
         with on_deny = "tell_model" is told so and goes on)."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
-        return await api.decide(request, task_id, Scope.DENY, reason)
+        return await api.decide(request, task_id, Scope.DENY, reason,
+                                approval_id=body.approval_id if body is not None else None)
 
     @router.get("/audit", tags=["audit"],
                 response_model=AuditList, responses=responses(401, 422))

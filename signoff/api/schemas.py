@@ -46,6 +46,10 @@ class TaskSubmit(_Body):
     schedule: None = None  # scheduled goals come from the config file, never from a request
 
 
+APPROVAL_ID_DOC = ("The approval request the person saw: if the task now waits on another "
+                   "one, nothing is decided (409)")
+
+
 class ApproveBody(_Body):
     """POST /tasks/{id}/approve and POST /approvals/{id}/approve.
 
@@ -61,12 +65,16 @@ class ApproveBody(_Body):
                                           '"7d"); session or always only')
     args: dict[str, Any] | None = Field(default=None, description="Edited args to approve "
                                         "instead of the asked ones (a task's request only)")
+    approval_id: str | None = Field(default=None, min_length=1, max_length=100,
+                                    description=APPROVAL_ID_DOC)
 
 
 class DenyBody(_Body):
     """POST /tasks/{id}/deny."""
 
     reason: str | None = Field(default=None, max_length=1_000)
+    approval_id: str | None = Field(default=None, min_length=1, max_length=100,
+                                    description=APPROVAL_ID_DOC)
 
 
 class BatchIn(_Body):

@@ -1,7 +1,11 @@
 """`signoff tasks|show|approve|deny|grants`: talk to a running daemon over its HTTP API.
 
 `approve` and `deny` take a task id (``t-…``) or an approval request id (``a-…``, e.g. a
-request from an agent that is not ours).
+request from an agent that is not ours). For a task they name the request they mean
+(``approval_id``: the one given with ``--approval``, else the one the task waits on
+when the command looks): if the task has moved on to another request by the time the
+answer arrives, the daemon decides nothing (409) instead of approving an action nobody
+looked at.
 
 Each command takes ``--url`` (env ``SIGNOFF_URL``, default http://127.0.0.1:8080) and
 ``--api-key`` (env ``SIGNOFF_API_KEY``). Humans get Rich tables, scripts get ``--json``.
@@ -244,6 +248,27 @@ def _decision_path(ident: str, verb: str) -> tuple[str, str]:
     return f"/tasks/{ident}/{verb}", f"task {ident}"
 
 
+ApprovalOpt = Annotated[str | None, typer.Option(
+    "--approval", show_default=False,
+    help="For a task: the approval request id (a-…) you looked at (signoff show); "
+         "default: the one it waits on now.")]
+
+
+def seen_approval(url: str, ident: str, key: str | None, given: str | None) -> str | None:
+    """The approval id a decision on task ``ident`` names: ``given``, else the one the
+    task waits on now (None for a request id, or a task that waits on nothing: the
+    daemon then says why it cannot decide)."""
+    if ident.startswith("a-"):
+        return None
+    if given is not None:
+        return given
+    task = call("GET", url, f"/tasks/{ident}", key, subject=f"task {ident}")
+    approval = task.get("approval") if isinstance(task, dict) else None
+    if isinstance(approval, dict) and approval.get("status") == "pending":
+        return str(approval.get("id"))
+    return None
+
+
 def cmd_approve(task_id: IdArg,
                 scope: Annotated[ScopeChoice, typer.Option(
                     help="once: this action; session: for this task (or policy_id); "
@@ -251,6 +276,7 @@ def cmd_approve(task_id: IdArg,
                 lasts: Annotated[str | None, typer.Option(
                     "--for", help='Session/always only: the grant lapses after this long '
                                   '("30m", "8h", "7d").')] = None,
+                approval: ApprovalOpt = None,
                 as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
                 api_key: KeyOpt = None) -> None:
     """Approve the action a task (or an approval request) is waiting on."""
@@ -258,6 +284,8 @@ def cmd_approve(task_id: IdArg,
     body: dict[str, Any] = {"scope": scope.value}
     if lasts is not None:
         body["for"] = lasts
+    if (seen := seen_approval(url, task_id, api_key, approval)) is not None:
+        body["approval_id"] = seen
     answer = call("POST", url, path, api_key, body=body, subject=subject)
     if as_json:
         _dump(answer)
@@ -273,11 +301,15 @@ def cmd_approve(task_id: IdArg,
 def cmd_deny(task_id: IdArg,
              reason: Annotated[str | None, typer.Option(help="Why (kept in the audit log).")
                                ] = None,
+             approval: ApprovalOpt = None,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
     """Deny the action a task (the task fails; an agent is told and goes on) or an approval
     request is waiting on."""
     path, subject = _decision_path(task_id, "deny")
-    answer = call("POST", url, path, api_key, body={"reason": reason}, subject=subject)
+    body: dict[str, Any] = {"reason": reason}
+    if (seen := seen_approval(url, task_id, api_key, approval)) is not None:
+        body["approval_id"] = seen
+    answer = call("POST", url, path, api_key, body=body, subject=subject)
     if as_json:
         _dump(answer)
         return

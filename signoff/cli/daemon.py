@@ -32,6 +32,7 @@ from signoff.wiring import (
     PendingCards,
     api_keys,
     api_providers,
+    api_roles,
     build_node,
     build_registry,
     build_surfaces,
@@ -171,6 +172,8 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     schedules, oncall, scheduler_services = api_providers(node)
     ctx = ApiContext(store=node.store, engine=node.engine, decider=node.decider, flow=node.flow,
                      clock=node.clock, wake=node.worker.wake, keys=keys,
+                     roles=api_roles(settings), session_ttl=settings.api.session_ttl,
+                     sign_in_attempts=settings.api.sign_in_attempts,
                      local_no_key=not keys and is_loopback(host), web=web,
                      public_url=public_url,
                      extra_routes=extra, schedules=schedules, oncall=oncall, metrics=metrics,

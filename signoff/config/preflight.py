@@ -3,9 +3,10 @@
 `signoff config check` runs exactly these, and `signoff handle` all but the listen
 address. They go beyond the file's schema (`signoff.config`), which a file must pass
 first: recipes' and schedules' steps and schedules' grants must name registered tools
-with their required arguments, a non-loopback host needs an API key (also when it comes
-from ``--host``), and smart approval needs a judge endpoint. Every problem is reported,
-one line each, naming the file and the key like the schema's errors:
+with their required arguments, a non-loopback host or ``daemon.public_url`` needs an API
+key (also when the host comes from ``--host``) and then every key must be long enough to
+resist guessing (`MIN_KEY_CHARS`), and smart approval needs a judge endpoint. Every
+problem is reported, one line each, naming the file and the key like the schema's errors:
 
     signoff.toml: recipes[0].steps[0]: unknown tool 'send_emial' (known tools: ...)
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from signoff.api.context import is_loopback
 from signoff.config.fields import ApprovalMode
@@ -23,6 +25,11 @@ from signoff.config.settings import Settings, source_name
 from signoff.errors import ConfigError, SignoffError
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.tools.registry import ToolRegistry, fingerprint
+
+# Off loopback a key is all that stands between the internet and the decisions: 22
+# characters of a random URL-safe key (secrets.token_urlsafe(16)) carry about 128 bits.
+MIN_KEY_CHARS = 22
+KEY_HINT = "python3 -c 'import secrets; print(secrets.token_urlsafe(24))'"
 
 
 def grant_action(registry: ToolRegistry, spec: Mapping[str, Any]) -> Action:
@@ -68,14 +75,7 @@ def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | N
     listen-address check.
     """
     source = source_name(path)
-    lines: list[str] = []
-    listen = host or settings.daemon.host
-    if serving and not is_loopback(listen) and not (settings.api.key or settings.api.keys):
-        where = f"--host {listen}" if host else f"{source}: daemon.host"
-        in_file = f"in {path}" if path is not None else "in a config file (--config)"
-        lines.append(f"{where}: refusing to listen on {listen} without an API key: set [api] "
-                     f"key {in_file} (e.g. key = \"${{SIGNOFF_API_KEY}}\") or bind to "
-                     "127.0.0.1")
+    lines = _exposure(settings, path=path, host=host) if serving else []
     planner = settings.planner
     if settings.approvals.mode is ApprovalMode.SMART and not (planner.base_url and planner.model):
         lines.append(f'{source}: approvals.mode: "smart" needs a judge endpoint: set [planner] '
@@ -85,6 +85,42 @@ def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | N
               for i, server in enumerate(settings.mcp.servers)
               if (why := command_problem(server)) is not None]
     return lines
+
+
+def _exposure(settings: Settings, *, path: str | Path | None, host: str | None) -> list[str]:
+    """A daemon reachable from other machines (its listen address or its public URL
+    is not loopback) needs keys, and keys that cannot be guessed. Without a key the
+    daemon answers only direct loopback requests, so a public URL (a reverse proxy in
+    front) would be a console nobody can reach — or, worse, one everybody reaches."""
+    source = source_name(path)
+    listen = host or settings.daemon.host
+    public = settings.daemon.public_url
+    public_host = urlsplit(public).hostname if public else None
+    keyed = bool(settings.api.key or settings.api.keys)
+    in_file = f"in {path}" if path is not None else "in a config file (--config)"
+    set_key = f"set [api] key {in_file} (e.g. key = \"${{SIGNOFF_API_KEY}}\")"
+    lines = []
+    if not keyed and not is_loopback(listen):
+        where = f"--host {listen}" if host else f"{source}: daemon.host"
+        lines.append(f"{where}: refusing to listen on {listen} without an API key: "
+                     f"{set_key} or bind to 127.0.0.1")
+    if not keyed and public_host is not None and not is_loopback(public_host):
+        lines.append(f"{source}: daemon.public_url: {public} is not on this machine, and a "
+                     f"daemon without an API key answers only direct requests from this "
+                     f"machine (never through a proxy): {set_key} or remove public_url")
+    if keyed and not (is_loopback(listen) and (public_host is None
+                                                or is_loopback(public_host))):
+        lines += [f"{source}: {where}: the key of {name!r} is {len(key)} characters; off "
+                  f"loopback every key must have at least {MIN_KEY_CHARS} (about 128 bits) "
+                  f"— make one with {KEY_HINT}"
+                  for where, name, key in _keys(settings) if len(key) < MIN_KEY_CHARS]
+    return lines
+
+
+def _keys(settings: Settings) -> list[tuple[str, str, str]]:
+    """(config key, holder's name, key) of every API key."""
+    found = [("api.key", "admin", settings.api.key)] if settings.api.key else []
+    return found + [(f"api.keys[{i}].key", k.name, k.key) for i, k in enumerate(settings.api.keys)]
 
 
 def _capabilities(settings: Settings, registry: ToolRegistry) -> set[str]:

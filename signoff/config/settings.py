@@ -21,7 +21,7 @@ from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -109,10 +109,13 @@ class DaemonSettings(Section):
 
 
 class ApiKey(Section):
-    """[[api.keys]]: a named key; its holder acts as ``web:<name>``."""
+    """[[api.keys]]: a named key; its holder acts as ``web:<name>`` with ``role``:
+    ``admin`` (everything), ``approver`` (reads, decides and submits; the default, as in
+    0.2) or ``requester`` (submits, reads and withdraws its own; never decides)."""
 
     name: NonEmpty
     key: NonEmpty
+    role: Literal["admin", "approver", "requester"] = "approver"
 
 
 class ApiSettings(Section):
@@ -120,6 +123,8 @@ class ApiSettings(Section):
 
     key: str | None = None
     keys: list[ApiKey] = []
+    session_ttl: PositiveDuration = timedelta(hours=12)  # a console sign-in lasts this long
+    sign_in_attempts: int = Field(default=5, ge=1)  # failed sign-ins per address per minute
 
     @field_validator("key")
     @classmethod
@@ -129,11 +134,21 @@ class ApiSettings(Section):
 
     @model_validator(mode="after")
     def _unique(self) -> Self:
-        seen: set[str] = set()
+        # `[api] key` is web:admin; web:local is the keyless caller: neither may be reused.
+        seen: set[str] = {"admin", "local"} if self.key else {"local"}
         for i, entry in enumerate(self.keys):
             if entry.name in seen:
-                raise problem(f"keys[{i}].name", f"duplicate key name {entry.name!r}")
+                raise problem(f"keys[{i}].name", f"duplicate key name {entry.name!r}"
+                              + (" (taken by [api] key or the keyless mode)"
+                                 if entry.name in ("admin", "local") else ""))
             seen.add(entry.name)
+        # One key, one holder: a key listed twice would act as whichever came first.
+        values = [self.key] if self.key else []
+        for i, entry in enumerate(self.keys):
+            if entry.key in values:
+                raise problem(f"keys[{i}].key", "the same key as another entry (each "
+                                                "holder needs a key of its own)")
+            values.append(entry.key)
         return self
 
 

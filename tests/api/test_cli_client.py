@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import typer
@@ -228,3 +229,49 @@ async def test_approve_for_time_boxes_the_grant_and_grants_shows_until_when(
     result = await real_cli("grants", "--url", base, "--api-key", KEY)
     assert "live until" in result.stdout and grant["expires_at"][:10] in result.stdout
     assert all(len(line.rstrip()) <= 80 for line in result.stdout.splitlines()), result.stdout
+
+
+async def test_approve_by_task_id_names_the_request_it_looked_at(
+        node: Running, echo: HttpEcho) -> None:
+    """`signoff approve/deny t-…` send the approval id they fetched (or the one given
+    with --approval); a stale one decides nothing."""
+    sent: list[dict[str, object]] = []
+
+    async def recorder(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            message = await receive()
+            sent.append(json.loads(message.get("body") or b"{}"))
+            replayed = False
+
+            async def again() -> Any:
+                nonlocal replayed
+                if replayed:
+                    return await receive()
+                replayed = True
+                return message
+            await node.app(scope, again, send)
+            return
+        await node.app(scope, receive, send)
+
+    async with node.client() as client:
+        response = await client.post("/tasks", json={
+            "goal": "two", "steps": webhook_steps(echo.url("/hook")) * 2})
+        task = await wait_state(client, response.json()["id"], "waiting_approval")
+    first = task["approval"]["id"]
+    async with serve(recorder) as url:  # type: ignore[arg-type]
+        approved = await run("approve", task["id"], "--url", url, "--api-key", KEY)
+        assert approved.exit_code == 0, approved.output
+        assert sent[-1] == {"scope": "once", "approval_id": first}
+        async with node.client() as client:
+            later = await wait_state(client, task["id"], "waiting_approval")
+            while later["approval"]["id"] == first:
+                later = await wait_state(client, task["id"], "waiting_approval")
+        stale = await run("deny", task["id"], "--approval", first, "--url", url,
+                          "--api-key", KEY)
+        assert stale.exit_code == 1 and later["approval"]["id"] in stale.output
+        async with node.client() as client:
+            assert (await client.get(f"/tasks/{task['id']}")).json()["approval"]["status"] \
+                == "pending"
+        denied = await run("deny", task["id"], "--url", url, "--api-key", KEY)
+        assert denied.exit_code == 0, denied.output
+        assert sent[-1] == {"reason": None, "approval_id": later["approval"]["id"]}

@@ -109,7 +109,7 @@ def test_config_check_reports_every_problem_daemon_start_refuses(project: Path) 
 def test_config_check_passes_what_daemon_start_accepts(project: Path) -> None:
     """A public host with an API key and complete steps is fine for both."""
     cfg = project / "ok.toml"
-    cfg.write_text('[daemon]\nhost = "0.0.0.0"\n[api]\nkey = "k-0123456789"\n'
+    cfg.write_text('[daemon]\nhost = "0.0.0.0"\n[api]\nkey = "k-0123456789abcdefghijkl"\n'
                    '[[recipes]]\nname = "r"\nmatch = "x"\n'
                    'steps = [{tool = "write_file", args = {path = "{goal}.txt", content = "hi"}}]\n')
     result = signoff("config", "check", str(cfg), cwd=project)

@@ -24,6 +24,7 @@ from signoff.runtime.models import (
 from signoff.runtime.store.port import (
     CardRecord,
     Change,
+    ConsoleSession,
     NodeRecord,
     OutboxItem,
     Page,
@@ -60,6 +61,7 @@ class MemTaskStore:
         self._transcripts: dict[str, dict[int, TranscriptEntry]] = {}  # task id -> seq -> entry
         self._nodes: dict[str, NodeRecord] = {}
         self._undelivered: dict[tuple[str, str], UndeliveredCard] = {}
+        self._sessions: dict[str, ConsoleSession] = {}
 
     async def open(self) -> None:
         """Nothing to open."""
@@ -390,6 +392,21 @@ class MemTaskStore:
     async def forget_undelivered(self, approval_id: str, surface: str) -> None:
         """Drop one card's mark."""
         self._undelivered.pop((approval_id, surface), None)
+
+    # -- console sessions ---------------------------------------------------------------
+    async def open_session(self, session: ConsoleSession, *, now: datetime) -> None:
+        """Store a session; forget the expired ones."""
+        for gone in [k for k, v in self._sessions.items() if v.expires_at <= now]:
+            del self._sessions[gone]
+        self._sessions[session.id] = session
+
+    async def console_session(self, session_id: str) -> ConsoleSession | None:
+        """A stored session."""
+        return self._sessions.get(session_id)
+
+    async def end_session(self, session_id: str) -> None:
+        """Forget a session."""
+        self._sessions.pop(session_id, None)
 
     # -- node registry ----------------------------------------------------------------
     async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:

@@ -118,6 +118,20 @@ class UndeliveredCard:
 
 
 @dataclass(frozen=True)
+class ConsoleSession:
+    """A signed-in web console, kept server-side so that signing out ends it everywhere.
+
+    ``id`` is a hash of the cookie's token (the token itself is never stored), ``holder``
+    the name of the key it signed in with and ``key_id`` a hash of that key (a changed
+    key ends its sessions); ``expires_at`` by the signing-in node's Clock."""
+
+    id: str
+    holder: str
+    key_id: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
 class NodeRecord:
     """One daemon in the node registry, as its last heartbeat described it.
 
@@ -315,4 +329,16 @@ class TaskStore(Protocol):
 
     async def forget_undelivered(self, approval_id: str, surface: str) -> None:
         """Drop the mark of one card (decided, or delivered after all)."""
+        ...
+
+    async def open_session(self, session: ConsoleSession, *, now: datetime) -> None:
+        """Store a new console session; forget the sessions expired by ``now``."""
+        ...
+
+    async def console_session(self, session_id: str) -> ConsoleSession | None:
+        """A stored console session (expired or not: the caller compares its Clock)."""
+        ...
+
+    async def end_session(self, session_id: str) -> None:
+        """Forget a console session (signed out); ending it twice changes nothing."""
         ...

@@ -34,7 +34,7 @@ def test_a_public_host_needs_a_key_unless_nothing_listens() -> None:
     [line] = problems(public)
     assert line.startswith("s.toml: daemon.host: refusing to listen on 0.0.0.0")
     assert problems(public, serving=False) == []
-    assert problems({**public, "api": {"key": "k-123"}}) == []
+    assert problems({**public, "api": {"key": "k-0123456789abcdefghijkl"}}) == []
     [flag] = problems({}, host="::")
     assert flag.startswith("--host ::: refusing")
 

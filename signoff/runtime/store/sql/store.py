@@ -44,6 +44,7 @@ from signoff.runtime.models import (
 from signoff.runtime.store.port import (
     CardRecord,
     Change,
+    ConsoleSession,
     NodeRecord,
     OutboxItem,
     Page,
@@ -53,6 +54,7 @@ from signoff.runtime.store.port import (
 from signoff.runtime.store.sql import groups
 from signoff.runtime.store.sql import nodes as node_rows
 from signoff.runtime.store.sql import requests as request_queries
+from signoff.runtime.store.sql import sessions as session_rows
 from signoff.runtime.store.sql import undelivered as undelivered_rows
 from signoff.runtime.store.sql.rows import (
     ACTIVE,
@@ -135,7 +137,7 @@ class SqlTaskStore:
     def _open(self) -> None:
         tables = [tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
                   requests_t, transcript_t, node_rows.nodes_t, undelivered_rows.undelivered_t,
-                  coalesce_t]
+                  coalesce_t, session_rows.sessions_t]
         try:
             with self._tx() as conn:
                 if not self.is_sqlite:
@@ -171,7 +173,8 @@ class SqlTaskStore:
                                 ("outside requests", requests_t),
                                 ("transcript entries", transcript_t),
                                 ("undelivered cards", undelivered_rows.undelivered_t),
-                                ("coalesced requests", coalesce_t)):
+                                ("coalesced requests", coalesce_t),
+                                ("console sessions", session_rows.sessions_t)):
                 counts[name] = conn.execute(table.delete()).rowcount or 0
             conn.execute(head_t.update().values(count=0, hash=audit_chain.GENESIS))
         return counts
@@ -537,6 +540,31 @@ class SqlTaskStore:
     def _forget_undelivered(self, approval_id: str, surface: str) -> None:
         with self._tx() as conn:
             undelivered_rows.forget(conn, approval_id, surface)
+
+    # -- console sessions (see sql/sessions.py) -----------------------------------------
+    async def open_session(self, session: ConsoleSession, *, now: datetime) -> None:
+        """Store a console session; forget the expired ones."""
+        await self._run(self._open_session, session, now)
+
+    def _open_session(self, session: ConsoleSession, now: datetime) -> None:
+        with self._tx() as conn:
+            session_rows.open_session(conn, session, now)
+
+    async def console_session(self, session_id: str) -> ConsoleSession | None:
+        """A stored console session."""
+        return await self._run(self._console_session, session_id)
+
+    def _console_session(self, session_id: str) -> ConsoleSession | None:
+        with self._tx(write=False) as conn:
+            return session_rows.get(conn, session_id)
+
+    async def end_session(self, session_id: str) -> None:
+        """Forget a console session."""
+        await self._run(self._end_session, session_id)
+
+    def _end_session(self, session_id: str) -> None:
+        with self._tx() as conn:
+            session_rows.end(conn, session_id)
 
     # -- node registry (see sql/nodes.py) ------------------------------------------------
     async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:

@@ -207,3 +207,14 @@ class UndeliveredRow(SQLModel, table=True):
     surface: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
     error: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     since: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+
+
+class SessionRow(SQLModel, table=True):
+    """A signed-in web console (`signoff.runtime.store.port.ConsoleSession`): shared by
+    every node, so signing out on one ends the session on all of them."""
+
+    __tablename__ = "console_sessions"
+    id: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
+    holder: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
+    key_id: str = Field(sa_column=sa.Column(sa.String(64), nullable=False))
+    expires_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False, index=True))
