@@ -16,24 +16,25 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# The SDK's distribution is installed with the package: signoff depends on signoff-client,
-# which is built from this repo (one source of the SDK, see signoff/client.py).
+# The SDK's package (signoff_client) is built into the signoff distribution from
+# clients/signoff-client/src, so `pip install .` alone is the whole product; the folder is
+# also the light signoff-client distribution for other tools' environments.
 CLIENT := clients/signoff-client
 
-$(RUN_STAMP): pyproject.toml $(CLIENT)/pyproject.toml | $(BIN)/python
-	$(PIP_INSTALL) -e ./$(CLIENT) -e .
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e .
 	@touch $(RUN_STAMP)
 
 # The dev extra includes the product, so it satisfies `make run` too.
-$(STAMP): pyproject.toml $(CLIENT)/pyproject.toml | $(BIN)/python
-	$(PIP_INSTALL) -e ./$(CLIENT) -e '.[dev]'
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e '.[dev]'
 	@touch $(STAMP) $(RUN_STAMP)
 
 $(BENCH_STAMP): $(STAMP)
-	$(PIP_INSTALL) -e ./$(CLIENT) -e '.[dev,bench]'
+	$(PIP_INSTALL) -e '.[dev,bench]'
 	@touch $(BENCH_STAMP)
 
-install: $(STAMP)  ## venv + pip install -e ./clients/signoff-client -e '.[dev]'
+install: $(STAMP)  ## venv + pip install -e '.[dev]'
 
 run: $(RUN_STAMP)  ## install the product (no dev extra), start it on the example config: http://127.0.0.1:8080/
 	$(BIN)/signoff daemon start --config $(CONFIG)
@@ -44,10 +45,11 @@ test: $(STAMP)  ## the whole test suite
 test-faketime: $(STAMP)  ## the suite with our processes' clock 400 days ahead (needs faketime)
 	faketime -f '+400d' $(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-lint: $(STAMP)  ## ruff, mypy and the layer contract
-	$(BIN)/ruff check signoff tests bench $(CLIENT)/src
+lint: $(STAMP)  ## ruff, mypy, the layer contract and the docs site (a broken link fails it)
+	$(BIN)/ruff check signoff tests bench docs $(CLIENT)/src
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(BENCH_STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
 	@for b in throughput policy flow api slack agent approvals cluster; do \
@@ -55,4 +57,4 @@ bench: $(BENCH_STAMP)  ## benchmarks; each prints ratios against a baseline meas
 	done
 
 clean:
-	rm -rf $(VENV) signoff-work test-artifacts .mypy_cache .ruff_cache
+	rm -rf $(VENV) signoff-work test-artifacts site .mypy_cache .ruff_cache

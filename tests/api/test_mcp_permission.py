@@ -193,3 +193,11 @@ async def test_a_write_through_a_symlink_out_of_the_project_waits_for_a_person(
     assert item["action"]["risk"] == "DESTRUCTIVE"
     assert str(home / ".bashrc") in item["action"]["targets"]
     assert "outside the project" in item["why"] and str(home / ".bashrc") in item["why"]
+
+
+def test_the_docs_table_matches_the_code() -> None:
+    """The Claude Code page shows the tool table the code uses, row for row."""
+    from signoff.cli.claude_tools import tool_table
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "outside" / "claude-code.md")
+    assert tool_table() in page.read_text()

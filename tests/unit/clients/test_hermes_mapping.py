@@ -10,7 +10,7 @@ import pytest
 from signoff_client import hermes
 from signoff_client.hermes import TOOLS, request_for
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+PAGE = Path(__file__).resolve().parents[3] / "docs" / "outside" / "hermes.md"
 
 
 def test_terminal_is_run_command_with_the_exact_command_and_cwd() -> None:
@@ -51,9 +51,9 @@ def test_the_hook_blocks_with_a_message_when_the_daemon_is_unreachable(
     assert "unreachable" in answer["message"]
 
 
-def test_the_readme_table_matches_the_mapping() -> None:
-    """The README's table of Hermes tools is the plugin's table, row for row."""
-    text = README.read_text()
+def test_the_docs_table_matches_the_mapping() -> None:
+    """The Hermes page's table of Hermes tools is the plugin's table, row for row."""
+    text = PAGE.read_text()
     table = text.split("<!-- hermes-tools -->")[1].split("<!-- /hermes-tools -->")[0]
     rows = {}
     for line in table.strip().splitlines()[2:]:

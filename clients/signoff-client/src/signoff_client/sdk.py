@@ -32,6 +32,8 @@ This module needs only httpx and the standard library, so it ships alone in the 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import decimal
 import functools
 import inspect
 import json
@@ -39,14 +41,16 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, ParamSpec, TypeVar
 
 import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 POLL_SECONDS = 30.0  # one long-poll round (the daemon caps a round at 60 s)
+MAX_DEPTH = 32  # the daemon refuses JSON nested deeper (INTERFACE: Requests)
 RETRY_STATUSES = frozenset({502, 503, 504})  # a daemon restarting, a proxy in between
 
 P = ParamSpec("P")
@@ -184,13 +188,38 @@ def _request_flow(body: dict[str, Any], key: str, base: str, wait: bool | float)
     return (yield from _wait_flow(decision.id, base, seconds))
 
 
-def _jsonable(value: Any) -> Any:
-    """A function argument as JSON (anything else is shown by its repr)."""
-    try:
-        json.dumps(value)
+def jsonable(value: Any, _depth: int = 0) -> Any:
+    """A function argument as JSON: datetimes and dates as ISO 8601, UUIDs, paths and
+    decimals as text, sets as sorted lists, bytes as UTF-8 text (or their repr), mappings
+    and sequences item by item; anything else by its repr, so a call is always shown
+    (a structure deeper than the daemon accepts, or one that contains itself, too)."""
+    if _depth > MAX_DEPTH:
+        return repr(value)[:200]
+    if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    except (TypeError, ValueError):
-        return repr(value)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, PurePath, decimal.Decimal)):
+        return str(value)
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            return repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        items = [jsonable(v, _depth + 1) for v in value]
+        return sorted(items, key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, _depth + 1) for v in value]
+    return repr(value)
+
+
+def tool_name(fn: Callable[..., Any]) -> str:
+    """A function's dotted name as a tool name; a nested function's without the
+    ``<locals>`` parts Python puts in its qualified name (``mod.outer.send``)."""
+    return f"{fn.__module__}.{fn.__qualname__.replace('.<locals>', '')}"
 
 
 def _call_args(fn: Callable[..., Any], args: tuple[Any, ...],
@@ -248,8 +277,8 @@ class _Base:
                       tool: str | None, targets: Targets, why: Why) -> dict[str, Any]:
         found = targets(**arguments) if callable(targets) else targets
         reason = why(**arguments) if callable(why) else why
-        args = {k: _jsonable(v) for k, v in arguments.items() if k not in ("self", "cls")}
-        return {"tool": tool or f"{fn.__module__}.{fn.__qualname__}", "args": args,
+        args = {k: jsonable(v) for k, v in arguments.items() if k not in ("self", "cls")}
+        return {"tool": tool or tool_name(fn), "args": args,
                 "targets": list(found) if found is not None else None, "why": reason}
 
 
@@ -342,12 +371,14 @@ class Signoff(_Base):
              capability: str | None = None, targets: Targets = None,
              content: Iterable[str] | None = None, policy_id: str | None = None,
              why: Why = None, goal: str | None = None, report: bool = True
-             ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+             ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]],
+                           Callable[P, Coroutine[Any, Any, R]]]:
         """Decorate an async function so that each call asks first and raises
         `NotApproved` unless approved. ``targets`` and ``why`` may be callables that get
         the function's arguments by name; ``tool`` defaults to the function's dotted name;
         the outcome (ok, or the exception) is reported afterwards unless ``report=False``."""
-        def wrap(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        def wrap(fn: Callable[P, Coroutine[Any, Any, R]]
+                 ) -> Callable[P, Coroutine[Any, Any, R]]:
             if not inspect.iscoroutinefunction(fn):
                 raise TypeError(f"{fn.__qualname__} is not async: use SignoffSync.gate")
 

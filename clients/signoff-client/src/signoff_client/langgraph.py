@@ -1,0 +1,88 @@
+"""LangGraph and LangChain: answer human-in-the-loop interrupts through signoff.
+
+LangChain's ``HumanInTheLoopMiddleware`` (and any graph that raises the same interrupt
+shapes) pauses a run with an interrupt per model turn (``HITLRequest``: a list of
+``action_requests``) or per tool call (``ToolApprovalRequest``). `aresolve` /
+`resolve` ask signoff about every action in those interrupts and build the value to
+resume with::
+
+    result = agent.invoke({"messages": [...]}, config)
+    while result.get("__interrupt__"):
+        result = agent.invoke(Command(resume=resolve(result["__interrupt__"], client)),
+                              config)
+
+An approval resumes with ``{"type": "approve"}``; anything else with ``{"type":
+"reject", "message": <signoff's reason>}``, so the model reads why and the run goes on.
+This module imports nothing from LangChain or LangGraph: interrupts are read by shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from signoff_client.frameworks import ToolCall, refusal
+from signoff_client.sdk import Decision, Signoff, SignoffSync
+
+Answer = dict[str, Any]
+
+
+def _calls(value: Any) -> tuple[list[ToolCall], bool] | None:
+    """The tool calls one interrupt asks about, and whether it is a batched HITLRequest;
+    None for an interrupt that is not a human-in-the-loop request."""
+    if not isinstance(value, Mapping):
+        return None
+    if value.get("type") == "tool_approval":
+        return [ToolCall.of(str(value.get("name")), value.get("args"))], False
+    requests = value.get("action_requests")
+    if isinstance(requests, list):
+        return [ToolCall.of(str(r.get("name")), r.get("args")) for r in requests], True
+    return None
+
+
+def _answer(call: ToolCall, decision: Decision) -> Answer:
+    if decision.approved:
+        return {"type": "approve"}
+    return {"type": "reject", "message": refusal(call.tool, decision)}
+
+
+def _resume(batched: bool, answers: list[Answer]) -> Any:
+    return {"decisions": answers} if batched else answers[0]
+
+
+def _pending(interrupts: Iterable[Any]) -> list[tuple[str, list[ToolCall], bool]]:
+    found = []
+    for item in interrupts:
+        parsed = _calls(getattr(item, "value", item))
+        if parsed is None:
+            raise ValueError(f"not a human-in-the-loop interrupt: {item!r}")
+        found.append((str(getattr(item, "id", "")), *parsed))
+    return found
+
+
+async def aresolve(interrupts: Iterable[Any], client: Signoff, *,
+                   policy_id: str | None = None, goal: str | None = None
+                   ) -> dict[str, Any]:
+    """The resume value for ``Command(resume=...)``, keyed by interrupt id, after signoff
+    decided every action the interrupts ask about (waiting for a person when needed)."""
+    resume: dict[str, Any] = {}
+    for interrupt_id, calls, batched in _pending(interrupts):
+        answers = []
+        for call in calls:
+            decision = await client.request(call.tool, call.args, policy_id=policy_id,
+                                             goal=goal, idempotency_key=call.key)
+            answers.append(_answer(call, decision))
+        resume[interrupt_id] = _resume(batched, answers)
+    return resume
+
+
+def resolve(interrupts: Iterable[Any], client: SignoffSync, *,
+            policy_id: str | None = None, goal: str | None = None) -> dict[str, Any]:
+    """`aresolve` for synchronous graphs."""
+    resume: dict[str, Any] = {}
+    for interrupt_id, calls, batched in _pending(interrupts):
+        answers = [_answer(call, client.request(call.tool, call.args, policy_id=policy_id,
+                                                goal=goal, idempotency_key=call.key))
+                   for call in calls]
+        resume[interrupt_id] = _resume(batched, answers)
+    return resume

@@ -1,0 +1,44 @@
+"""pydantic-ai: signoff answers an agent's deferred tool approvals.
+
+A tool registered with ``requires_approval=True`` (or one that raises
+``ApprovalRequired``) ends a run with ``DeferredToolRequests`` as its output when the
+agent's ``output_type`` includes it. `resolve_deferred` asks signoff about each approval
+and returns the ``DeferredToolResults`` to run on with::
+
+    result = await agent.run("…", output_type=[str, DeferredToolRequests])
+    while isinstance(result.output, DeferredToolRequests):
+        results = await resolve_deferred(result.output, client, policy_id="run-42")
+        result = await agent.run(message_history=result.all_messages(),
+                                 deferred_tool_results=results,
+                                 output_type=[str, DeferredToolRequests])
+
+An approval is ``ToolApproved()``; anything else ``ToolDenied(<signoff's reason>)``, which
+the model reads as the tool's result. Calls deferred for external execution are left to
+the caller. Needs ``pydantic-ai`` (``pip install 'signoff-client[pydantic-ai]'``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
+
+from signoff_client.frameworks import ToolCall, refusal
+from signoff_client.sdk import Signoff
+
+
+async def resolve_deferred(requests: DeferredToolRequests, client: Signoff, *,
+                           policy_id: str | None = None, goal: str | None = None
+                           ) -> DeferredToolResults:
+    """Every approval in ``requests`` decided by signoff (waiting for a person if needed)."""
+    approvals: dict[str, Any] = {}
+    answered_by: dict[str, str] = {}
+    for part in requests.approvals:
+        call = ToolCall.of(part.tool_name, part.args_as_dict())
+        decision = await client.request(call.tool, call.args, policy_id=policy_id, goal=goal,
+                                         idempotency_key=call.key)
+        approvals[part.tool_call_id] = (ToolApproved() if decision.approved
+                                        else ToolDenied(refusal(call.tool, decision)))
+        if decision.decided_by:
+            answered_by[part.tool_call_id] = decision.decided_by
+    return DeferredToolResults(approvals=approvals, answered_by=answered_by)
