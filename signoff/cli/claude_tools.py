@@ -25,6 +25,8 @@ it for the docs). Rules on top of it:
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,3 +234,12 @@ def tool_table() -> str:
 
 def _codes(names: tuple[str, ...]) -> str:
     return ", ".join(f"`{n}`" for n in names) or "—"
+
+
+def call_digest(session: str, tool_name: str, tool_input: dict[str, Any]) -> str:
+    """One exact Claude Code call in one session: a call that was left pending (Claude
+    stopped waiting, or a headless run deferred) is found again by it when Claude retries
+    or resumes, so the person's answer lands on that request instead of a new card."""
+    text = json.dumps([session, tool_name, tool_input], sort_keys=True,
+                      separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -24,12 +24,12 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 
-from signoff.cli.claude_tools import ask_for
-from signoff.cli.gate import GRACE, PROGRESS_EVERY
+from signoff.cli.claude_tools import ask_for, call_digest
+from signoff.cli.gate import PROGRESS_EVERY
 from signoff.client import Decision, Signoff
 
-# The daemon expires every request (its approvals.timeout, at most 7 days): wait for that.
-WAIT_LIMIT = 7 * 24 * 3600.0 + GRACE
+# Claude Code abandons a permission call after about 5 minutes: answer before that.
+WAIT_LIMIT = 270.0
 
 
 def request_for(tool_name: str, args: dict[str, Any], cwd: Path) -> dict[str, Any]:
@@ -38,7 +38,14 @@ def request_for(tool_name: str, args: dict[str, Any], cwd: Path) -> dict[str, An
 
 
 class PermissionPrompts:
-    """Turns each prompt into a request and its decision into Claude Code's answer."""
+    """Turns each prompt into a request and its decision into Claude Code's answer.
+
+    Claude Code gives up on a permission call after about five minutes, so a prompt is
+    waited on for at most ``wait_limit`` (4.5 minutes): still pending then, the answer is a
+    deny that says so ("still pending in signoff … approve it there, then retry"), and the
+    request stays open. When Claude retries the same call in this session, the prompt is
+    put on that request again: the person's answer, given meanwhile from a phone, lands.
+    """
 
     def __init__(self, client: Signoff, *, cwd: Path, wait_limit: float = WAIT_LIMIT,
                  progress_every: float = PROGRESS_EVERY) -> None:
@@ -47,19 +54,37 @@ class PermissionPrompts:
         self.wait_limit = wait_limit
         self.progress_every = progress_every
         self.policy_id = f"claude-code:{uuid.uuid4().hex[:12]}"
+        self.left_pending: dict[str, str] = {}  # call digest -> approval id
 
     async def answer(self, tool_name: str, args: dict[str, Any], *,
                      tool_use_id: str | None = None, ctx: Context | None = None) -> str:
         """The JSON text Claude Code reads: allow with the input unchanged, or deny."""
-        asked = request_for(tool_name, args, self.cwd)
-        key = f"{self.policy_id}:{tool_use_id}" if tool_use_id else None
-        decision = await self.client.request(
-            policy_id=self.policy_id, idempotency_key=key,
-            goal=f"Claude Code wants to use {tool_name} in {self.cwd}", wait=False, **asked)
+        digest = call_digest(self.policy_id, tool_name, args)
+        decision = await self._earlier(digest)
+        if decision is None:
+            asked = request_for(tool_name, args, self.cwd)
+            key = f"{self.policy_id}:{tool_use_id}" if tool_use_id else None
+            decision = await self.client.request(
+                policy_id=self.policy_id, idempotency_key=key,
+                goal=f"Claude Code wants to use {tool_name} in {self.cwd}", wait=False,
+                **asked)
         decision = await self._wait(decision, tool_name, ctx)
         if decision.approved:
             return json.dumps({"behavior": "allow", "updatedInput": args})
+        if decision.pending and decision.id is not None:
+            self.left_pending[digest] = decision.id
+            return json.dumps({"behavior": "deny", "message": (
+                f"still pending in signoff (request {decision.id}): approve it there, "
+                "then retry this tool call")})
         return json.dumps({"behavior": "deny", "message": f"not approved: {decision.describe()}"})
+
+    async def _earlier(self, digest: str) -> Decision | None:
+        """The request this exact call was left pending on, unless it has lapsed since."""
+        earlier = self.left_pending.pop(digest, None)
+        if earlier is None:
+            return None
+        decision = await self.client.status(earlier)
+        return None if decision.status in ("expired", "error") else decision
 
     async def _wait(self, decision: Decision, tool_name: str, ctx: Context | None) -> Decision:
         waited, step = 0.0, 0
@@ -89,10 +114,11 @@ def permission_server(prompts: PermissionPrompts) -> MCPServer:
     return server
 
 
-async def serve_permission(*, url: str | None, api_key: str | None) -> None:
+async def serve_permission(*, url: str | None, api_key: str | None,
+                           wait_limit: float = WAIT_LIMIT) -> None:
     """Run on stdin/stdout until Claude Code closes them."""
     requester = f"claude-code@{socket.gethostname()}"
     async with Signoff(url, api_key=api_key, requester=requester) as client:
-        prompts = PermissionPrompts(client, cwd=Path.cwd())
+        prompts = PermissionPrompts(client, cwd=Path.cwd(), wait_limit=wait_limit)
         await permission_server(prompts).run_stdio_async()
 
