@@ -1,4 +1,5 @@
-"""`signoff mcp-gate` and `signoff mcp-permission`: their command lines, and nothing else.
+"""`signoff mcp-gate`, `signoff mcp-permission` and `signoff claude-hook`: their command
+lines, and nothing else.
 
 Both serve MCP on stdio through the SDK, whose import alone takes most of a second. The
 commands are defined here and load their servers (`signoff.cli.gate`,
@@ -49,19 +50,54 @@ def cmd_mcp_gate(
         raise typer.Exit(130) from None
 
 
-def cmd_mcp_permission(url: UrlOpt = None, api_key: KeyOpt = None) -> None:
+def cmd_mcp_permission(
+    url: UrlOpt = None,
+    api_key: KeyOpt = None,
+    wait: Annotated[str, typer.Option(
+        help="How long one prompt waits for a person before answering \"still pending, "
+             "retry\" (Claude Code gives up after about five minutes).")] = "4m30s",
+) -> None:
     """Serve MCP on stdio: approve(tool_name, input) for Claude Code's
     --permission-prompt-tool, each prompt decided through the running daemon."""
     from signoff.cli.permission import serve_permission
 
     setup_logging("WARNING")  # stderr: stdout carries the MCP protocol
+    seconds = _seconds("--wait", wait)
     try:
-        asyncio.run(serve_permission(url=url, api_key=api_key))
+        asyncio.run(serve_permission(url=url, api_key=api_key, wait_limit=seconds))
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
 
+def cmd_claude_hook(
+    url: UrlOpt = None,
+    api_key: KeyOpt = None,
+    wait: Annotated[str, typer.Option(
+        help="How long to wait for a person before answering defer (Claude Code gives a "
+             "hook about a minute).")] = "50s",
+) -> None:
+    """Claude Code's PreToolUse hook: read the call on stdin, print allow, deny or defer.
+
+    A call the policy or a grant settles is answered at once; otherwise a person is asked
+    and waited for up to --wait, then the answer is defer (resume the headless run once
+    it is decided). The daemon unreachable is a deny, never an allow."""
+    from signoff.cli.claude_hook import main as hook_main
+
+    hook_main(url=url, api_key=api_key, wait=_seconds("--wait", wait))
+
+
+def _seconds(option: str, text: str) -> float:
+    """A duration option in seconds, or one clear error naming the option."""
+    from signoff.runtime.schedule.durations import parse_duration
+
+    try:
+        return parse_duration(text).total_seconds()
+    except ValueError as exc:
+        fail(f"{option}: {exc}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add `signoff mcp-gate` and `signoff mcp-permission` to the CLI."""
+    """Add `signoff mcp-gate`, `signoff mcp-permission` and `signoff claude-hook`."""
     app.command("mcp-gate")(cmd_mcp_gate)
     app.command("mcp-permission")(cmd_mcp_permission)
+    app.command("claude-hook")(cmd_claude_hook)

@@ -67,3 +67,35 @@ def test_the_docs_table_matches_the_mapping() -> None:
         assert re.findall(r"`([^`]+)`", targets) == list(rule.targets)
         assert re.findall(r"`([^`]+)`", content) == list(rule.content)
     assert rows["terminal"][1] == "`run_command`" and "DESTRUCTIVE" in rows["terminal"][2]
+
+
+def test_write_file_through_a_symlink_out_of_the_working_dir_asks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """write_file to dotfiles/.bashrc (dotfiles -> ~) is DESTRUCTIVE, naming the real file."""
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "dotfiles").symlink_to(home)
+    monkeypatch.chdir(work)
+    asked = request_for("write_file", {"path": "dotfiles/.bashrc", "content": "x"})
+    assert asked["risk"] == "DESTRUCTIVE"
+    assert str(home / ".bashrc") in asked["targets"] and str(home / ".bashrc") in asked["why"]
+    inside = request_for("write_file", {"path": "notes.txt", "content": "x"})
+    assert inside["risk"] == "DRAFT" and "why" not in inside
+    hook = request_for("patch", {"path": ".git/hooks/pre-commit", "old_string": "a",
+                                 "new_string": "b"})
+    assert hook["risk"] == "DESTRUCTIVE"
+
+
+def test_a_v4a_patch_that_moves_a_file_out_of_the_working_dir_asks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """patch in "patch" mode is placed by every file its headers name."""
+    monkeypatch.chdir(tmp_path)
+    text = "*** Begin Patch\n*** Update File: a.txt\n*** Move to: ../../etc/cron.d/x\n" \
+           "*** End Patch"
+    asked = request_for("patch", {"mode": "patch", "patch": text})
+    assert asked["risk"] == "DESTRUCTIVE" and "../../etc/cron.d/x" in asked["targets"]
+    fine = request_for("patch", {"mode": "patch", "patch": text.replace("../../etc/cron.d/",
+                                                                        "b/")})
+    assert fine["risk"] == "DRAFT"

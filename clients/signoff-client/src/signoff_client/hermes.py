@@ -19,8 +19,11 @@ for a person; by default the hook waits until the request expires on the daemon.
 `TOOLS` maps Hermes' tools to risk, capability and fingerprint; the README's table is
 checked against it. ``terminal`` is sent as signoff's own ``run_command`` (the exact
 command and its cwd — the ``workdir`` argument, else this process's cwd), so the daemon's
-``policy.read_only_commands`` makes listed commands READ. A tool not in the table is
-DESTRUCTIVE, with every argument in its fingerprint.
+``policy.read_only_commands`` makes listed commands READ. ``write_file`` and ``patch``
+are DRAFT only for files inside Hermes' working directory (decided on the resolved path by
+`signoff_client.places`: a symlink out of it, its ``.git``, CI or hook files count as
+outside); elsewhere they are DESTRUCTIVE and the card says where the file really is. A
+tool not in the table is DESTRUCTIVE, with every argument in its fingerprint.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from signoff_client.places import Place, Placed, placed
 from signoff_client.sdk import Decision, SignoffSync
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,7 @@ class ToolRule:
     capability: str
     targets: tuple[str, ...] = ()  # arguments whose values are the targets
     content: tuple[str, ...] = ()  # arguments left out of the fingerprint
+    writes: bool = False  # writes its files: ``risk`` inside the working directory only
 
 
 def _read(capability: str, *targets: str) -> ToolRule:
@@ -80,8 +85,9 @@ TOOLS: dict[str, ToolRule] = {
     "clarify": _read("hermes.ask"),
     "todo": ToolRule("DRAFT", "hermes.todo"),
     "memory": ToolRule("DRAFT", "hermes.memory", ("action", "target"), ("content", "old_text")),
-    "write_file": ToolRule("DRAFT", "fs.write", ("path",), ("content",)),
-    "patch": ToolRule("DRAFT", "fs.write", ("path",), ("old_string", "new_string", "patch")),
+    "write_file": ToolRule("DRAFT", "fs.write", ("path",), ("content",), writes=True),
+    "patch": ToolRule("DRAFT", "fs.write", ("path",), ("old_string", "new_string", "patch"),
+                      writes=True),
     "skill_manage": ToolRule("DRAFT", "hermes.skills", ("name",),
                              ("content", "file_content", "old_string", "new_string")),
     "image_generate": ToolRule("DRAFT", "media.create", (), ("prompt",)),
@@ -98,6 +104,8 @@ TOOLS: dict[str, ToolRule] = {
 }
 TERMINAL = "terminal"  # sent as run_command: DESTRUCTIVE, READ if in read_only_commands
 DEFAULT_RISK = "DESTRUCTIVE"
+# The file headers of a V4A patch (``patch`` in its "patch" mode names files this way).
+PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 
 class _Cache:
     """The plugin's one client (Hermes may call hooks from several threads)."""
@@ -126,9 +134,36 @@ def request_for(tool_name: str, args: Mapping[str, Any]) -> dict[str, Any]:
     if rule is None:
         return {"tool": f"hermes.{tool_name}", "args": dict(args), "risk": DEFAULT_RISK,
                 "capability": f"hermes.{tool_name}"}
-    return {"tool": f"hermes.{tool_name}", "args": dict(args), "risk": rule.risk,
-            "capability": rule.capability, "targets": _target_values(args, rule.targets),
-            "content": list(rule.content)}
+    asked = {"tool": f"hermes.{tool_name}", "args": dict(args), "risk": rule.risk,
+             "capability": rule.capability, "targets": _target_values(args, rule.targets),
+             "content": list(rule.content)}
+    if rule.writes:
+        _place_writes(asked, args)
+    return asked
+
+
+def _written(args: Mapping[str, Any]) -> list[str]:
+    """The files a write_file or patch call writes: ``path`` and a V4A patch's headers."""
+    paths = _target_values(args, ("path",))
+    text = args.get("patch")
+    for line in text.splitlines() if isinstance(text, str) else ():
+        paths.extend(line[len(h):].strip() for h in PATCH_HEADERS if line.startswith(h))
+    return [p for p in dict.fromkeys(paths) if p]
+
+
+def _place_writes(asked: dict[str, Any], args: Mapping[str, Any]) -> None:
+    """A write outside Hermes' working directory (through a symlink too), or to its git,
+    CI, hook or agent files, is DESTRUCTIVE and its card says where it really lands."""
+    files = _written(args)
+    found = [placed(os.getcwd(), p) for p in files] or [
+        Placed("<no path>", "", Place.OUTSIDE, False)]
+    away = [f for f in found if f.place is not Place.INSIDE]
+    if not away:
+        return
+    asked["risk"] = "DESTRUCTIVE"
+    asked["targets"] = list(dict.fromkeys(
+        [*files, *(f.real for f in away if f.moved)]))
+    asked["why"] = "; ".join(f.words("writes") for f in away)
 
 
 def client() -> SignoffSync:

@@ -1,0 +1,181 @@
+"""`signoff claude-hook`: Claude Code's ``PreToolUse`` command hook, decided by signoff.
+
+Claude Code runs the hook once per tool call, with the call as JSON on stdin, and reads
+``{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": …,
+"permissionDecisionReason": …}}`` from stdout. Claude gives a hook about a minute, while a
+person may answer from a phone half an hour later, so:
+
+* what the policy or a live grant settles (READ, a Session/Always answer) is answered
+  ``allow`` or ``deny`` at once;
+* anything else is asked (``POST /v1/approvals``, policy_id = Claude's session id) and
+  waited for at most ``--wait``; still pending, the hook answers ``defer``: a headless
+  ``claude -p`` run stops there and is resumed with ``claude -p --resume <session>`` once a
+  person has decided. On resume Claude calls the hook again for the same call: the hook
+  finds the request it asked (kept by session and exact call in a small file of the
+  user's, see `Asked`) and answers what the person decided, consuming a Once;
+* the daemon unreachable, a refused key, bad input: ``deny``, never ``allow``.
+
+The tool mapping is the one `signoff mcp-permission` uses (`signoff.cli.claude_tools`).
+The hook starts no MCP SDK and no wiring: it is a process per tool call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from signoff.cli.claude_tools import ask_for, call_digest
+from signoff.client import Decision, SignoffSync
+
+MAX_INPUT = 1_000_000  # bytes of hook JSON read from stdin
+MAX_DEPTH = 32  # the daemon's limit for nested JSON (INTERFACE: Requests)
+
+
+@dataclass(frozen=True)
+class HookCall:
+    """The parts of Claude Code's PreToolUse input the hook uses."""
+
+    session_id: str
+    cwd: Path
+    tool_name: str
+    tool_input: dict[str, Any]
+
+    @classmethod
+    def parse(cls, text: str) -> HookCall:
+        """Claude's hook JSON; ValueError naming what is missing or wrong."""
+        if len(text.encode()) > MAX_INPUT:
+            raise ValueError(f"hook input is larger than {MAX_INPUT} bytes")
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError("hook input is not a JSON object")
+        if _depth(data) > MAX_DEPTH + 2:
+            raise ValueError(f"tool_input is nested deeper than {MAX_DEPTH} levels")
+        event = data.get("hook_event_name", "PreToolUse")
+        if event != "PreToolUse":
+            raise ValueError(f"hook_event_name is {event!r}: signoff claude-hook is a "
+                             "PreToolUse hook")
+        session, tool, args = data.get("session_id"), data.get("tool_name"), data.get(
+            "tool_input", {})
+        if not isinstance(session, str) or not session:
+            raise ValueError("session_id is missing")
+        if not isinstance(tool, str) or not tool:
+            raise ValueError("tool_name is missing")
+        if not isinstance(args, dict):
+            raise ValueError("tool_input is not an object")
+        return cls(session_id=session, cwd=Path(str(data.get("cwd") or os.getcwd())),
+                   tool_name=tool, tool_input=args)
+
+    def digest(self) -> str:
+        """This exact call in this session (what a resumed run asks about again)."""
+        return call_digest(self.session_id, self.tool_name, self.tool_input)
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests (iteratively: a deep input cannot exhaust the stack)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict)
+                                                    else item))
+    return deepest
+
+
+class Asked:
+    """Requests asked and not yet answered to Claude, by call digest, in one small JSON
+    file per session under ``$XDG_STATE_HOME/signoff/claude-hook`` (the user's own, 0600):
+    the hook is a new process for every call, and a deferred call comes back after a
+    resume."""
+
+    def __init__(self, session_id: str, root: Path | None = None) -> None:
+        base = root or Path(os.environ.get("XDG_STATE_HOME")
+                            or Path.home() / ".local" / "state") / "signoff" / "claude-hook"
+        name = hashlib.sha256(session_id.encode()).hexdigest()[:32]
+        self.path = base / f"{name}.json"
+
+    def _read(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def get(self, digest: str) -> str | None:
+        return self._read().get(digest)
+
+    def put(self, digest: str, approval_id: str | None) -> None:
+        data = self._read()
+        if approval_id is None:
+            data.pop(digest, None)
+        else:
+            data[digest] = approval_id
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            json.dump(data, out)
+        os.replace(tmp, self.path)
+
+
+def output(decision: str, reason: str) -> dict[str, Any]:
+    """Claude Code's PreToolUse answer."""
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                                   "permissionDecision": decision,
+                                   "permissionDecisionReason": reason}}
+
+
+def answer(call: HookCall, client: SignoffSync, asked: Asked, wait: float) -> dict[str, Any]:
+    """Ask (or ask again after a resume), wait at most ``wait`` seconds, then answer."""
+    digest = call.digest()
+    earlier = asked.get(digest)
+    decision: Decision | None = None
+    if earlier is not None:
+        decision = client.wait(earlier, timeout=wait)
+        if not (decision.pending or decision.approved):
+            decision = None if decision.status in ("expired", "error") else decision
+    if decision is None:
+        request = ask_for(call.tool_name, call.tool_input, call.cwd).request()
+        decision = client.request(
+            policy_id=call.session_id, wait=False,
+            goal=f"Claude Code wants to use {call.tool_name} in {call.cwd}", **request)
+        if decision.pending and decision.id:
+            asked.put(digest, decision.id)
+            decision = client.wait(decision.id, timeout=wait)
+    return _settled(call, decision, asked, digest)
+
+
+def _settled(call: HookCall, decision: Decision, asked: Asked, digest: str) -> dict[str, Any]:
+    if decision.pending:
+        return output("defer", f"waiting for a person in signoff (request {decision.id}); "
+                               f"resume this session once it is decided")
+    asked.put(digest, None)
+    if decision.approved:
+        return output("allow", f"approved in signoff: {decision.describe()}")
+    return output("deny", f"not approved in signoff: {decision.describe()}")
+
+
+def run_hook(text: str, *, url: str | None, api_key: str | None, wait: float,
+             state_root: Path | None = None) -> dict[str, Any]:
+    """The whole hook: never raises, never answers allow on a failure."""
+    try:
+        call = HookCall.parse(text)
+    except ValueError as exc:
+        return output("deny", f"signoff claude-hook: bad hook input: {exc}")
+    try:
+        with SignoffSync(url, api_key=api_key, requester=f"claude-code:{call.session_id}",
+                         retries=1) as client:
+            return answer(call, client, Asked(call.session_id, state_root), wait)
+    except Exception as exc:  # fail closed on anything unforeseen
+        return output("deny", f"signoff claude-hook failed: {type(exc).__name__}: {exc}")
+
+
+def main(*, url: str | None, api_key: str | None, wait: float) -> None:
+    """Read stdin, print the answer, exit 0 (Claude reads the JSON)."""
+    text = sys.stdin.read(MAX_INPUT + 1)
+    print(json.dumps(run_hook(text, url=url, api_key=api_key, wait=wait)))

@@ -1,0 +1,173 @@
+"""`signoff claude-hook`, Claude Code's PreToolUse command hook, fed the hook JSON Claude
+Code documents (input on stdin, decision on stdout) against a daemon app on uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from signoff.cli.claude_hook import run_hook
+from tests.api.helpers import KEY, Running, eventually, running_node, serve
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Running, str]]:
+    async with running_node(tmp_path / "daemon") as node, serve(node.app) as url:
+        yield node, url
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+def hook_input(project: Path, tool: str, args: dict[str, Any],
+               session: str = "sess-1") -> str:
+    return json.dumps({"session_id": session, "transcript_path": "/dev/null",
+                       "cwd": str(project), "permission_mode": "default",
+                       "hook_event_name": "PreToolUse", "tool_name": tool,
+                       "tool_input": args, "tool_use_id": "toolu_01"})
+
+
+async def hook(url: str, text: str, state: Path, wait: float) -> tuple[str, str]:
+    """Run the hook in a thread (it is synchronous, as the CLI runs it): decision, reason."""
+    out = await asyncio.to_thread(run_hook, text, url=url, api_key=KEY, wait=wait,
+                                  state_root=state)
+    spec = out["hookSpecificOutput"]
+    assert spec["hookEventName"] == "PreToolUse"
+    return spec["permissionDecision"], spec["permissionDecisionReason"]
+
+
+async def pending(node: Running) -> list[dict[str, Any]]:
+    async with node.client() as client:
+        return list((await client.get("/approvals")).json()["items"])
+
+
+async def decide(node: Running, verb: str, body: dict[str, Any] | None = None) -> str:
+    items: list[dict[str, Any]] = []
+
+    async def some() -> bool:
+        items[:] = await pending(node)
+        return bool(items)
+
+    await eventually(some, 60, "the hook's request")
+    async with node.client() as client:
+        r = await client.post(f"/approvals/{items[0]['id']}/{verb}", json=body or {})
+        assert r.status_code == 200, r.text
+    return str(items[0]["id"])
+
+
+async def test_a_read_inside_the_project_is_allowed_at_once(daemon, project: Path,
+                                                          tmp_path: Path) -> None:
+    """READ is settled by the policy: allow, nobody asked."""
+    node, url = daemon
+    (project / "a.txt").write_text("x")
+    decision, _ = await hook(url, hook_input(project, "Read", {"file_path": "a.txt"}),
+                             tmp_path / "state", wait=5)
+    assert decision == "allow"
+    assert await pending(node) == []
+
+
+async def test_a_person_who_answers_in_time_gets_allow(daemon, project: Path,
+                                                      tmp_path: Path) -> None:
+    """A write outside the project waits for the person; their approval is allow."""
+    node, url = daemon
+    text = hook_input(project, "Write", {"file_path": str(tmp_path / "out.txt"),
+                                         "content": "x"})
+    call = asyncio.create_task(hook(url, text, tmp_path / "state", wait=60))
+    await decide(node, "approve")
+    decision, reason = await call
+    assert decision == "allow" and "approved" in reason
+
+
+async def test_a_denial_is_deny_with_the_reason(daemon, project: Path, tmp_path: Path) -> None:
+    """The person's reason reaches Claude in permissionDecisionReason."""
+    node, url = daemon
+    text = hook_input(project, "Bash", {"command": "rm -rf build"})
+    call = asyncio.create_task(hook(url, text, tmp_path / "state", wait=60))
+    await decide(node, "deny", {"reason": "not today"})
+    decision, reason = await call
+    assert decision == "deny" and "not today" in reason
+
+
+async def test_a_long_wait_defers_and_the_resumed_call_gets_the_answer(
+        daemon, project: Path, tmp_path: Path) -> None:
+    """Nobody answers within --wait: defer. The person approves later; the resumed run's
+    same call is allowed on that request (no second card), and a Once is used up."""
+    node, url = daemon
+    text = hook_input(project, "Bash", {"command": "make deploy"})
+    state = tmp_path / "state"
+    decision, reason = await hook(url, text, state, wait=0.3)
+    assert decision == "defer" and "resume" in reason
+    [item] = await pending(node)
+    await decide(node, "approve")
+    decision, _ = await hook(url, text, state, wait=5)
+    assert decision == "allow"
+    assert await pending(node) == []
+    # The same command once more: the Once was used, a person is asked again.
+    decision, _ = await hook(url, text, state, wait=0.3)
+    assert decision == "defer"
+    [again] = await pending(node)
+    assert again["id"] != item["id"]
+
+
+async def test_an_unreachable_daemon_is_deny(project: Path, tmp_path: Path) -> None:
+    """Fail closed: no daemon, deny (never allow, never ask)."""
+    decision, reason = await hook("http://127.0.0.1:9", hook_input(
+        project, "Bash", {"command": "ls"}), tmp_path / "state", wait=1)
+    assert decision == "deny" and "unreachable" in reason
+
+
+@pytest.mark.parametrize("text, words", [
+    ("not json", "bad hook input"),
+    (json.dumps({"session_id": "s", "tool_name": "Bash", "tool_input": "ls"}),
+     "tool_input is not an object"),
+    (json.dumps({"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Bash"}),
+     "PreToolUse hook"),
+])
+def test_bad_hook_input_is_deny_naming_the_problem(text: str, words: str,
+                                                   tmp_path: Path) -> None:
+    """Input the hook cannot read is denied, and the reason says what was wrong."""
+    out = run_hook(text, url="http://127.0.0.1:9", api_key=None, wait=0,
+                   state_root=tmp_path)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny" and words in out["permissionDecisionReason"]
+
+
+def test_the_command_reads_stdin_and_prints_the_decision(project: Path) -> None:
+    """`signoff claude-hook` as Claude runs it: JSON on stdin, JSON on stdout, exit 0."""
+    result = subprocess.run(
+        [sys.executable, "-m", "signoff", "claude-hook", "--url", "http://127.0.0.1:9",
+         "--wait", "1s"], input=hook_input(project, "Bash", {"command": "ls"}),
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "deny"
+
+
+async def test_mcp_permission_answers_still_pending_before_claude_gives_up(
+        daemon, project: Path) -> None:
+    """mcp-permission does not outwait Claude Code's ~5 minute limit: past its own wait it
+    denies with "still pending … retry", and Claude's retry of the same call lands on the
+    same request, which the person approved meanwhile."""
+    from signoff.cli.permission import PermissionPrompts
+    from signoff.client import Signoff
+
+    node, url = daemon
+    args = {"command": "make deploy"}
+    async with Signoff(url, api_key=KEY) as client:
+        prompts = PermissionPrompts(client, cwd=project, wait_limit=0.3, progress_every=0.3)
+        first = json.loads(await prompts.answer("Bash", args, tool_use_id="toolu_1"))
+        assert first["behavior"] == "deny" and "still pending" in first["message"]
+        await decide(node, "approve")
+        again = json.loads(await prompts.answer("Bash", args, tool_use_id="toolu_2"))
+    assert again == {"behavior": "allow", "updatedInput": args}
+    assert await pending(node) == []
