@@ -42,6 +42,7 @@ from signoff.runtime.policy.net import (
     NetRule,
     Resolver,
     SystemResolver,
+    origin,
     own_addresses,
 )
 from signoff.runtime.policy.policy import Policy
@@ -235,8 +236,10 @@ def channel_forms(registry: SurfaceRegistry | None = None) -> tuple[ChannelForm,
 def net_rule(settings: Settings, resolver: Resolver | None = None) -> NetRule:
     """The policy's network rule: ``policy.net_allow`` and the daemon's own address."""
     d = settings.daemon
+    urls = frozenset({origin(str(d.public_url))}) if d.public_url else frozenset()
     return NetRule(allow=NetAllow.parse(settings.policy.net_allow), own_ports=frozenset({d.port}),
-                   own_addresses=own_addresses(d.host), resolver=resolver or SystemResolver())
+                   own_addresses=own_addresses(d.host), own_urls=urls,
+                   resolver=resolver or SystemResolver())
 
 
 def build_node(settings: Settings, *, work_dir: Path | None = None, database: str | None = None,

@@ -4,7 +4,8 @@ The policy, not the tool, decides: `NetRule.destination` resolves a URL's host (
 `Resolver`, injectable for tests) and sorts it into one `NetKind`:
 
 * ``own``: the daemon's own listening address (any loopback or unspecified address, or
-  one of the daemon's own, at the daemon's port) → BLOCK, whatever ``net_allow`` says;
+  one of the daemon's own, at the daemon's port; and the host and port of
+  ``daemon.public_url``) → BLOCK, whatever ``net_allow`` says;
 * ``allowed``: listed in ``policy.net_allow`` (a host, ``*.suffix``, or a CIDR / address
   every resolved address is in) → judged as any other destination;
 * ``private``: any resolved address is loopback, link-local, private (RFC 1918, CGNAT),
@@ -141,13 +142,12 @@ class NetRule:
     allow: NetAllow = field(default_factory=NetAllow)
     own_ports: frozenset[int] = frozenset()  # the daemon's listening port(s)
     own_addresses: frozenset[str] = frozenset()  # its non-loopback addresses, if any
+    own_urls: frozenset[tuple[str, int]] = frozenset()  # (host, port) of daemon.public_url
     resolver: Resolver = field(default_factory=SystemResolver)
 
     async def destination(self, url: str) -> Destination:
         """Where ``url`` goes now."""
-        parsed = httpx.URL(url)
-        host = parsed.host
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        host, port = origin(url)
         literal = _ip(host)
         addresses = ((str(literal),) if literal is not None
                      else await self.resolver.resolve(host, port))
@@ -156,6 +156,8 @@ class NetRule:
     def kind_of(self, host: str, port: int, addresses: tuple[str, ...]) -> NetKind:
         """What ``host`` at these addresses is (own before allowed before private)."""
         ips = [ip for ip in (_ip(a) for a in addresses) if ip is not None]
+        if (host.lower().rstrip("."), port) in self.own_urls:
+            return NetKind.OWN
         if port in self.own_ports and any(
                 ip.is_loopback or ip.is_unspecified or str(ip) in self.own_addresses
                 for ip in ips):
@@ -165,6 +167,12 @@ class NetRule:
         if any(is_private(ip) for ip in ips):
             return NetKind.PRIVATE
         return NetKind.PUBLIC
+
+
+def origin(url: str) -> tuple[str, int]:
+    """The host (lower case) and port a URL connects to."""
+    parsed = httpx.URL(url)
+    return parsed.host.lower(), parsed.port or (443 if parsed.scheme == "https" else 80)
 
 
 def is_private(ip: IpAddress) -> bool:

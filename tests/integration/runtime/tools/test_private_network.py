@@ -54,9 +54,9 @@ async def echo() -> AsyncIterator[HttpEcho]:
 
 
 def node(tmp_path: Path, *actions: Action, policy: dict[str, Any] | None = None,
-         port: int = 8080, resolver: NamedResolver | None = None) -> Node:
+         port: int = 8080, resolver: NamedResolver | None = None, **daemon: Any) -> Node:
     settings = Settings.model_validate({
-        "daemon": {"work_dir": str(tmp_path / "work"), "port": port},
+        "daemon": {"work_dir": str(tmp_path / "work"), "port": port, **daemon},
         "policy": policy or {}})
     return build_node(settings, store=MemTaskStore(), planner=Planned(*actions),
                       resolver=resolver)
@@ -101,6 +101,16 @@ async def test_the_daemons_own_address_is_blocked_even_when_allowed(tmp_path: Pa
         assert report.state == "failed", url
         assert "daemon's own address" in report.task["result"]["reason"]
     assert echo.requests == []
+
+
+async def test_the_daemons_public_url_is_blocked_too(tmp_path: Path) -> None:
+    """daemon.public_url's host and port (behind a proxy, on a public address) is refused."""
+    resolver = NamedResolver({"approvals.example.com": "93.184.215.14"})
+    agent = Agent(node(tmp_path, fetch("https://approvals.example.com/approvals?status=pending"),
+                       resolver=resolver, public_url="https://approvals.example.com"))
+    report = await agent.handle("look")
+    assert report.state == "failed"
+    assert "daemon's own address" in report.task["result"]["reason"]
 
 
 async def test_a_public_looking_name_that_resolves_to_loopback_is_private(
