@@ -8,6 +8,7 @@ resolve to 127.0.0.1 offline.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ import pytest
 from signoff.cli.handle import Agent
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
-from signoff.runtime.models import Action, Verdict
+from signoff.runtime.models import Action, ApprovalStatus, RiskClass, Verdict
+from signoff.runtime.outside import OutsideRequests, RequestSpec
 from signoff.runtime.policy.net import NetAllow, NetRule
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.tools.base import ToolContext
@@ -182,3 +184,27 @@ async def test_public_destinations_are_judged_as_before(tmp_path: Path) -> None:
                                                     now=built.clock.now())
     assert (ev.verdict, ev.action) == (Verdict.ALLOW, None)
     assert resolver.asked == ["docs.example.org"]
+
+
+async def test_an_outside_agents_fetch_of_a_private_address_says_private_network(
+        tmp_path: Path) -> None:
+    """A Claude Code WebFetch (outside request) to 10.0.0.5 is pending with the words on
+    its card; one to the daemon's own port is denied at once."""
+    built = node(tmp_path, port=8080)
+    await built.store.open()
+    try:
+        outside = OutsideRequests(engine=built.engine)
+        spec = RequestSpec(tool="claude.WebFetch", args={"url": "http://10.0.0.5/admin"},
+                           policy_id="s1", requester="claude-code@test", risk=RiskClass.READ,
+                           capability="net.fetch", targets=("http://10.0.0.5/admin",))
+        pending, _ = await outside.submit(spec)
+        assert pending.status is ApprovalStatus.PENDING
+        assert "private network: 10.0.0.5" in (pending.action.summary or "")
+        assert pending.action.risk is RiskClass.SEND
+        own = replace(spec, args={"url": "http://127.0.0.1:8080/approvals"},
+                      targets=("http://127.0.0.1:8080/approvals",))
+        refused, _ = await outside.submit(own)
+        assert refused.status is ApprovalStatus.DENIED
+        assert "daemon's own address" in (refused.reason or "")
+    finally:
+        await built.store.close()
