@@ -54,15 +54,20 @@ class Resolver(Protocol):
         ...
 
 
+@dataclass(frozen=True)
 class SystemResolver:
-    """The operating system's resolver (getaddrinfo, run off the event loop)."""
+    """The operating system's resolver (getaddrinfo, run off the event loop), bounded by
+    ``timeout`` seconds: a name that does not answer in time does not resolve."""
+
+    timeout: float = 5.0
 
     async def resolve(self, host: str, port: int) -> tuple[str, ...]:
         """The addresses of ``host``; () when it does not resolve."""
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, port, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError):
+            async with asyncio.timeout(self.timeout):
+                infos = await asyncio.get_running_loop().getaddrinfo(
+                    host, port, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError, TimeoutError):
             return ()
         return tuple(dict.fromkeys(str(info[4][0]) for info in infos))
 
