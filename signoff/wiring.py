@@ -37,6 +37,14 @@ from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.grants import grant_key
+from signoff.runtime.policy.net import (
+    NetAllow,
+    NetRule,
+    Resolver,
+    SystemResolver,
+    origin,
+    own_addresses,
+)
 from signoff.runtime.policy.policy import Policy
 from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.unattended import Unattended
@@ -225,12 +233,22 @@ def channel_forms(registry: SurfaceRegistry | None = None) -> tuple[ChannelForm,
                  if p.channel_prefix is not None)
 
 
+def net_rule(settings: Settings, resolver: Resolver | None = None) -> NetRule:
+    """The policy's network rule: ``policy.net_allow`` and the daemon's own address."""
+    d = settings.daemon
+    urls = frozenset({origin(str(d.public_url))}) if d.public_url else frozenset()
+    return NetRule(allow=NetAllow.parse(settings.policy.net_allow), own_ports=frozenset({d.port}),
+                   own_addresses=own_addresses(d.host), own_urls=urls,
+                   resolver=resolver or SystemResolver())
+
+
 def build_node(settings: Settings, *, work_dir: Path | None = None, database: str | None = None,
                autonomous_risks: Iterable[RiskClass] | None = None, clock: Clock | None = None,
                store: TaskStore | None = None, planner: Planner | None = None,
                platforms: dict[str, Surface] | None = None,
-               oncall: Any = None) -> Node:
-    """Build the runtime and the approval flow from settings."""
+               oncall: Any = None, resolver: Resolver | None = None) -> Node:
+    """Build the runtime and the approval flow from settings (``resolver``: how network
+    tools and the policy resolve host names; the system's by default)."""
     wd = settings.resolved_work_dir(work_dir)
     wd.mkdir(parents=True, exist_ok=True)
     clock = clock or SystemClock()
@@ -240,7 +258,9 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     registry, hub = build_tools(settings, wd)
     em = settings.email
     channels = channel_forms()
+    net = net_rule(settings, resolver)
     context = ToolContext(
+        net=net,
         work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),
         post_message=SurfacePoster(chosen, channels), channels=channels,
         smtp=SmtpSettings(host=em.host, port=em.port, sender=em.sender, starttls=em.starttls,
@@ -250,7 +270,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     risks = frozenset(autonomous_risks) if autonomous_risks is not None else frozenset(
         ap.autonomous_risks)
     policy = Policy(autonomous_risks=risks, prohibit=tuple(pol.prohibit),
-                    budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry))
+                    budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry),
+                    net=net)
     scopes = {risk: tuple(ap.scopes_for(risk)) for risk in RiskClass}
     router = OnCallRouter(
         rotations=settings.oncall.rotations, overrides=settings.oncall.overrides, clock=clock,

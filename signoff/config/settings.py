@@ -77,6 +77,7 @@ from signoff.config.ops import (
 )
 from signoff.errors import ConfigError
 from signoff.runtime.models import ALL_SCOPES, OnDeny, RiskClass, Scope
+from signoff.runtime.policy.net import NetAllow
 
 __all__ = [
     "ApiKey", "ApiSettings", "ApprovalMode", "ApprovalsSettings", "CronMode",
@@ -221,6 +222,14 @@ class PolicySettings(Section):
     command_timeout: PositiveDuration = timedelta(seconds=60)
     # [policy.quorum]: distinct approvers per capability ("fs.delete") or risk class.
     quorum: dict[NonEmpty, Annotated[int, Field(ge=1, le=MAX_QUORUM)]] = {}
+    # Network destinations exempt from the private-network rule: hosts, "*.suffix", CIDRs.
+    net_allow: list[NonEmpty] = []
+
+    @field_validator("net_allow")
+    @classmethod
+    def _net_allow(cls, value: list[str]) -> list[str]:
+        NetAllow.parse(value)  # a ValueError names the bad entry
+        return value
 
     @field_validator("quorum")
     @classmethod

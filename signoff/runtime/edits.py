@@ -49,6 +49,7 @@ async def prepare_edit(engine: Engine, task: Task | None, approval: Approval,
     # budget the edited action is judged by.
     judged_in = task.model_copy(update={"pending_action": None})
     ev = await engine.policy.evaluate(judged_in, edited, engine.store, now=engine.clock.now())
+    edited = ev.action or edited  # relabelled by the policy (a private network)
     if ev.verdict is Verdict.BLOCK:
         raise EditRefused(DecisionCode.BLOCKED,
                           f"the edited action would be blocked: {ev.reason}; nothing was "

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -46,7 +46,7 @@ from signoff.runtime.models import (
     Verdict,
 )
 from signoff.runtime.planning.planner import Planner, call_planner
-from signoff.runtime.policy.policy import Policy, new_approval
+from signoff.runtime.policy.policy import Evaluation, Policy, new_approval
 from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.route import Route, RouteKind, gated_audit
 from signoff.runtime.policy.unattended import (
@@ -253,8 +253,13 @@ class Engine:
         return task
 
     async def route(self, task: Task, action: Action) -> Route:
-        """The policy's verdict on ``action``, with ASK_USER settled for who can answer."""
+        """The policy's verdict on ``action``, with ASK_USER settled for who can answer;
+        ``route.action`` is set when the policy relabelled it (act on that one then)."""
         ev = await self.policy.evaluate(task, action, self.store, now=self.clock.now())
+        found = await self._route(task, ev.action or action, ev)
+        return found if ev.action is None else replace(found, action=ev.action)
+
+    async def _route(self, task: Task, action: Action, ev: Evaluation) -> Route:
         if ev.verdict is Verdict.BLOCK:
             return Route(RouteKind.BLOCK, actor="auto:policy", reason=ev.reason)
         error = await self.cannot_run(action)
@@ -283,6 +288,7 @@ class Engine:
     async def _step(self, task: Task, action: Action) -> bool:
         """One action: True to go on with the next step, False when the task stopped."""
         route = await self.route(task, action)
+        action = route.action or action
         if route.kind is RouteKind.BLOCK:
             await self._block(task, action, route.reason, actor=route.actor or "auto:policy")
             return False

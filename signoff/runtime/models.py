@@ -155,6 +155,9 @@ class Action(BaseModel):
     fingerprint: str | None = None
     summary: str | None = None  # the tool's own words for this call (set by the registry)
     content: tuple[str, ...] = ()  # which args are message content (shown, never granted)
+    # Set by the policy: a network destination on a private network, asked about as such
+    # (the run may connect there; see signoff.runtime.policy.net).
+    private_network: bool = False
 
     def public(self) -> JsonDict:
         """The contract's `pending_action` shape."""

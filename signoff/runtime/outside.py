@@ -147,6 +147,7 @@ class OutsideRequests:
         ev = await self.engine.policy.evaluate_request(action, self.store,
                                                        policy_id=spec.policy_id,
                                                        now=self.engine.clock.now())
+        action = ev.action or action  # relabelled by the policy (a private network)
         approval, event = self._build(spec, action, ev)
         grouped = approval.status.open and self.engine.config.coalesce
         async with (self.engine.groups.hold(approval) if grouped

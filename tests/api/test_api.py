@@ -56,21 +56,24 @@ async def test_health_answers_without_a_key(node: Running) -> None:
 
 
 async def test_submit_answers_202_at_once_without_waiting_for_work(
-        client: httpx.AsyncClient, echo: HttpEcho) -> None:
+        tmp_path: Path, echo: HttpEcho) -> None:
     """POST /tasks returns 202 {"id"} immediately even when the work takes seconds."""
-    started = time.monotonic()
-    response = await client.post("/tasks", json={
-        "goal": "slow read", "steps": [{"tool": "http_get",
-                                        "args": {"url": echo.url("/slow?seconds=1.5")}}]})
-    elapsed = time.monotonic() - started
-    assert response.status_code == 202
-    assert set(response.json()) == {"id"}
-    assert response.headers["location"] == f"/tasks/{response.json()['id']}"
-    assert elapsed < 1.0
-    task = (await client.get(f"/tasks/{response.json()['id']}")).json()
-    assert task["state"] in ("queued", "in_progress")
-    # Let the slow read finish before the echo server shuts down under it.
-    await wait_state(client, task["id"], "completed", timeout=15)
+    # The echo server is on 127.0.0.1: listed, so the read runs without asking.
+    settings = make_settings(tmp_path, policy={"net_allow": ["127.0.0.1"]})
+    async with running_node(tmp_path, settings=settings) as node, node.client() as client:
+        started = time.monotonic()
+        response = await client.post("/tasks", json={
+            "goal": "slow read", "steps": [{"tool": "http_get",
+                                            "args": {"url": echo.url("/slow?seconds=1.5")}}]})
+        elapsed = time.monotonic() - started
+        assert response.status_code == 202
+        assert set(response.json()) == {"id"}
+        assert response.headers["location"] == f"/tasks/{response.json()['id']}"
+        assert elapsed < 1.0
+        task = (await client.get(f"/tasks/{response.json()['id']}")).json()
+        assert task["state"] in ("queued", "in_progress")
+        # Let the slow read finish before the echo server shuts down under it.
+        await wait_state(client, task["id"], "completed", timeout=15)
 
 
 async def test_waiting_task_has_the_contract_shape(client: httpx.AsyncClient,

@@ -7,7 +7,7 @@
 Routes:
     GET  /text            200 "hello from echo" (text/plain, with a Set-Cookie header)
     GET  /big?size=N      200, N bytes of "x"
-    GET  /redirect        302 to /text
+    GET  /redirect        302 to /text (or to ?to=URL)
     GET  /slow?seconds=S  sleeps S seconds, then 200
     *    /status/{code}   answers that status with body "status {code}"
     POST /hook            records the JSON body, 200 {"ok": true}
@@ -75,7 +75,7 @@ class HttpEcho:
         return web.Response(text="x" * int(request.query.get("size", "1000")))
 
     async def _redirect(self, request: web.Request) -> web.Response:
-        raise web.HTTPFound("/text")
+        raise web.HTTPFound(request.query.get("to", "/text"))
 
     async def _slow(self, request: web.Request) -> web.Response:
         await asyncio.sleep(float(request.query.get("seconds", "5")))

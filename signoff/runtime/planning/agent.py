@@ -325,6 +325,7 @@ class _Run:
             return await self._refuse(call, action, "denied earlier in this task",
                                       actor="auto:policy")
         route = await engine.route(task, action)
+        action = route.action or action
         if route.kind is RouteKind.RUN:
             ok, output, error = await engine._execute(action)
             record = engine._record(task, action, "allow", None, ok, output, error)

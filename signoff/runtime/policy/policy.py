@@ -6,13 +6,20 @@ exact action → ALLOW; a schedule's pre-authorized envelope → ALLOW; else ASK
 What ASK_USER becomes (a request, an automatic approval or a block) depends on who can
 answer; `signoff.runtime.policy.unattended` decides that. Which grant covers an action is
 `signoff.runtime.policy.grants`.
+
+Before all of that, a network action (`net.NET_CAPABILITIES`) is judged by where it
+goes (`signoff.runtime.policy.net`): the daemon's own address → BLOCK; a private network
+not in ``policy.net_allow`` → the action is relabelled (risk at least SEND, never
+autonomous, its summary ending "— private network: <host>") and judged as that.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+
+import httpx
 
 from signoff.runtime.models import (
     Action,
@@ -24,6 +31,7 @@ from signoff.runtime.models import (
     Verdict,
 )
 from signoff.runtime.policy.grants import first_valid, grant_key
+from signoff.runtime.policy.net import NET_CAPABILITIES, PRIVATE_NETWORK, NetKind, NetRule
 from signoff.runtime.store.port import TaskStore
 
 
@@ -35,6 +43,9 @@ class Evaluation:
     reason: str
     actor: str | None = None  # for ALLOW by grant: auto:grant
     grant: Grant | None = None
+    # The action as the policy judged it, when that differs from the one it was given (a
+    # private-network destination): what is asked about, granted and run.
+    action: Action | None = None
 
 
 def _prohibited(action: Action, entries: Iterable[str]) -> str | None:
@@ -57,6 +68,7 @@ class Policy:
     prohibit: tuple[str, ...] = ()
     budgets: Mapping[str, int] = field(default_factory=dict)
     preauthorized: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    net: NetRule = field(default_factory=NetRule)
 
     def budget_left(self, task: Task, action: Action) -> int | None:
         """Calls left for this capability in this task (a pending request holds one)."""
@@ -72,24 +84,60 @@ class Policy:
                        now: datetime) -> Evaluation:
         """ALLOW, ASK_USER or BLOCK for a prepared action of a task at ``now`` (the
         Clock's time, which decides whether a time-boxed grant still covers it)."""
-        hit = _prohibited(action, task.prohibit)
+        judged, refused = await self.network(action)
+        if refused:
+            return Evaluation(Verdict.BLOCK, refused)
+        hit = _prohibited(judged, task.prohibit)
         if hit:
-            return Evaluation(Verdict.BLOCK, f"prohibited by the task ({hit})")
-        left = self.budget_left(task, action)
-        return await self._judge(action, store, policy_id=task.policy_id, task_id=task.id,
-                                 schedule=task.schedule, budget_left=left, per="task", now=now)
+            return _as_judged(Evaluation(Verdict.BLOCK, f"prohibited by the task ({hit})"),
+                              action, judged)
+        left = self.budget_left(task, judged)
+        ev = await self._judge(judged, store, policy_id=task.policy_id, task_id=task.id,
+                               schedule=task.schedule, budget_left=left, per="task", now=now)
+        return _as_judged(ev, action, judged)
 
     async def evaluate_request(self, action: Action, store: TaskStore, *,
                                policy_id: str, now: datetime) -> Evaluation:
         """The same evaluation for an outside request: budgets count the requests of its
         ``policy_id`` (pending ones reserve a unit), grants are those of that policy_id,
         and no schedule pre-authorizes anything."""
+        judged, refused = await self.network(action)
+        if refused:
+            return Evaluation(Verdict.BLOCK, refused)
         left = None
-        cap = action.capability
+        cap = judged.capability
         if cap is not None and cap in self.budgets:
             left = self.budgets[cap] - await store.count_requests(policy_id, cap)
-        return await self._judge(action, store, policy_id=policy_id, task_id=None,
-                                 schedule=None, budget_left=left, per="policy_id", now=now)
+        ev = await self._judge(judged, store, policy_id=policy_id, task_id=None,
+                               schedule=None, budget_left=left, per="policy_id", now=now)
+        return _as_judged(ev, action, judged)
+
+    async def network(self, action: Action) -> tuple[Action, str | None]:
+        """``action`` as judged by where it goes, and why it is refused (None: it is not).
+        Only network capabilities; targets that are not http(s) URLs are not places."""
+        if action.capability not in NET_CAPABILITIES:
+            return action, None
+        private: list[str] = []
+        for target in action.targets:
+            try:
+                if httpx.URL(target).scheme not in ("http", "https"):
+                    continue
+                dest = await self.net.destination(target)
+            except (httpx.InvalidURL, ValueError):
+                continue
+            if dest.kind is NetKind.OWN:
+                return action, (f"{target} is the signoff daemon's own address "
+                                f"({dest.shown}); network tools never reach it")
+            if dest.kind is NetKind.PRIVATE:
+                private.append(dest.shown)
+        if not private:
+            return action, None
+        risk = action.risk if action.risk and action.risk.rank >= RiskClass.SEND.rank \
+            else RiskClass.SEND
+        summary = (f"{action.summary or 'Run ' + action.tool} — {PRIVATE_NETWORK}: "
+                   f"{', '.join(private)}")
+        return action.model_copy(update={"risk": risk, "summary": summary,
+                                         "private_network": True}), None
 
     async def _judge(self, action: Action, store: TaskStore, *, policy_id: str,
                      task_id: str | None, schedule: str | None, budget_left: int | None,
@@ -100,7 +148,7 @@ class Policy:
         if budget_left is not None and budget_left <= 0:
             return Evaluation(Verdict.BLOCK, f"budget for {action.capability} used up "
                               f"({self.budgets[action.capability or '']} per {per})")
-        if action.risk in self.autonomous_risks:
+        if action.risk in self.autonomous_risks and not action.private_network:
             return Evaluation(Verdict.ALLOW, "autonomous risk class")
         key = grant_key(policy_id, action)
         grant = first_valid(await store.grant_candidates(key), task_id=task_id, now=now)
@@ -112,6 +160,10 @@ class Policy:
                               actor="auto:grant")
         risk = action.risk.value if action.risk else "?"
         return Evaluation(Verdict.ASK_USER, f"{action.capability} ({risk}) needs approval")
+
+
+def _as_judged(ev: Evaluation, given: Action, judged: Action) -> Evaluation:
+    return ev if judged is given else replace(ev, action=judged)
 
 
 def new_approval(task: Task, action: Action, *, approval_id: str, now: datetime,

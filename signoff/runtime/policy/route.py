@@ -33,6 +33,7 @@ class Route:
     actor: str | None = None
     reason: str = ""
     audit_kind: str | None = "decision"  # for gated: the audit event written before it runs
+    action: Action | None = None  # the action as the policy judged it, when it relabelled it
 
 
 def gated_audit(task: Task, action: Action, route: Route) -> list[AuditEvent]:

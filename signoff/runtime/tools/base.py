@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
 from signoff.runtime.models import RiskClass
+from signoff.runtime.policy.net import NetRule
 
 
 @runtime_checkable
@@ -74,6 +75,11 @@ class ToolContext:
     command_timeout: float = 60.0
     http_timeout: float = 30.0
     output_limit: int = 64_000  # bytes kept of any file, response body or command stream
+    # Where network tools may connect (the policy's rule, checked again on every hop).
+    net: NetRule = field(default_factory=NetRule)
+    # Set by the registry for one call the policy marked "private network" (so a person or
+    # their grant allowed it): its own URL may then be on a private network.
+    private_ok: bool = False
 
 
 @dataclass(frozen=True)

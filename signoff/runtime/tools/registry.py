@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -369,6 +369,8 @@ class ToolRegistry:
         tool = self.get(action.tool)
         # Filter again: a stored action may predate a change of the tool's parameters.
         args = self.clean_args(tool, action.args)
+        if action.private_network:
+            ctx = replace(ctx, private_ok=True)
         try:
             output = await tool.run(args, ctx)
         except ToolError:

@@ -50,7 +50,7 @@ def test_a_plain_write_inside_the_project_is_draft(project: Path) -> None:
 
 
 @pytest.mark.parametrize("path", [
-    ".git/hooks/pre-commit", ".git/config", ".claude/settings.json", ".github/workflows/ci.yml",
+    ".git/hooks/pre-commit", ".GIT/config", ".claude/settings.json", ".github/workflows/ci.yml",
     ".gitlab-ci.yml", ".ci/run", ".husky/pre-push", ".pre-commit-config.yaml",
     "sub/.git/hooks/post-checkout"])
 def test_writes_to_git_ci_hooks_and_agent_settings_ask(project: Path, path: str) -> None:

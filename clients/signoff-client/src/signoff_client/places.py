@@ -36,6 +36,9 @@ PROTECTED_FILES = frozenset({
     ".gitattributes", ".gitconfig",
 })
 
+_DIRS = frozenset(d.lower() for d in PROTECTED_DIRS)
+_FILES = frozenset(f.lower() for f in PROTECTED_FILES)
+
 
 class Place(enum.StrEnum):
     """Where a path lands, as far as asking goes."""
@@ -61,9 +64,10 @@ def place_of(project: str | os.PathLike[str], path: str) -> Place:
         return Place.OUTSIDE
     if not real.is_relative_to(root) or _hard_linked(real):
         return Place.OUTSIDE
-    parts = real.relative_to(root).parts
-    if any(p in PROTECTED_DIRS for p in parts[:-1]) or (parts and (
-            parts[-1] in PROTECTED_FILES or parts[-1] in PROTECTED_DIRS)):
+    # Compared without case: on a case-insensitive disk ".GIT/hooks" is ".git/hooks".
+    parts = [p.lower() for p in real.relative_to(root).parts]
+    if any(p in _DIRS for p in parts[:-1]) or (parts and (
+            parts[-1] in _FILES or parts[-1] in _DIRS)):
         return Place.PROTECTED
     return Place.INSIDE
 

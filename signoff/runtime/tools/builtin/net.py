@@ -3,6 +3,9 @@
 Only http and https URLs are accepted; the check runs when the action is prepared, so a
 ``file://`` or ``ftp://`` URL fails before anyone is asked to approve it. The fingerprint
 is the URL alone: a webhook grant covers later posts to the same URL whatever the payload.
+Where a request may go (never the daemon itself; a private network only when the policy
+asked a person about it; a redirect only where no one would need asking) is the policy's
+network rule, `signoff.runtime.policy.net`, which checks every hop as it connects.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import httpx
 
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.models import RiskClass
+from signoff.runtime.policy.net import GuardedTransport
 from signoff.runtime.tools.base import Param, ToolContext, decode_prefix, tail
 
 # Response headers worth showing; the rest (cookies above all) stays out of the output.
@@ -54,6 +58,15 @@ async def _read_capped(response: httpx.Response, limit: int) -> tuple[str, bool]
         chunks.append(chunk)
         size += len(chunk)
     return decode_prefix(b"".join(chunks), truncated=truncated), truncated
+
+
+def _client(ctx: ToolContext, *, follow_redirects: bool = False) -> httpx.AsyncClient:
+    """A client whose every hop the policy's network rule checks and pins (see
+    `signoff.runtime.policy.net`); no proxy from the environment, which would hide the
+    real destination."""
+    transport = GuardedTransport(ctx.net, private_ok=ctx.private_ok)
+    return httpx.AsyncClient(timeout=ctx.http_timeout, follow_redirects=follow_redirects,
+                             transport=transport, trust_env=False)
 
 
 def _http_error(tool: str, url: str, exc: httpx.HTTPError, timeout: float) -> ToolError:
@@ -102,7 +115,7 @@ class HttpGetTool(_UrlTool):
         url = check_url(args["url"])
         try:
             async with (
-                httpx.AsyncClient(timeout=ctx.http_timeout, follow_redirects=True) as client,
+                _client(ctx, follow_redirects=True) as client,
                 client.stream("GET", url) as response,
             ):
                 text, truncated = await _read_capped(response, ctx.output_limit)
@@ -136,7 +149,7 @@ class SendWebhookTool(_UrlTool):
         url = check_url(args["url"])
         try:
             # No redirects: a POST that silently lands somewhere else was not approved.
-            async with httpx.AsyncClient(timeout=ctx.http_timeout) as client:
+            async with _client(ctx) as client:
                 response = await client.post(url, json=args["payload"])
         except httpx.HTTPError as exc:
             raise _http_error(self.name, url, exc, ctx.http_timeout) from exc

@@ -16,6 +16,7 @@ import pytest
 
 from signoff.errors import BadArguments, PathEscape, PlatformUnavailable, ToolError, UnknownTool
 from signoff.runtime.models import Action, RiskClass
+from signoff.runtime.policy.net import NetAllow, NetRule
 from signoff.runtime.tools import (
     Param,
     SmtpSettings,
@@ -54,6 +55,8 @@ def registry() -> ToolRegistry:
 def make_ctx(work: Path, **kw: Any) -> ToolContext:
     # The channel forms of the installed surfaces, as the wiring hands them over.
     kw.setdefault("channels", channel_forms())
+    # The HTTP tests talk to a local server: listed in net_allow, as a user would list one.
+    kw.setdefault("net", NetRule(allow=NetAllow.parse(["127.0.0.1"])))
     return ToolContext(work_dir=work, **kw)
 
 
