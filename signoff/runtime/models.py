@@ -229,6 +229,8 @@ class Approval(BaseModel):
     goal: str | None = None
     verdict: Verdict | None = None  # the policy's answer when the request came in
     idempotency_key: str | None = None
+    # What the key is bound to (`outside.request_digest`): a replay must ask the same.
+    request_digest: str | None = None
     outcome: JsonDict | None = None  # what the caller reported it did: {"ok", "detail", ...}
     # Coalescing (`signoff.runtime.coalesce`): the group of identical requests this one
     # belongs to, and the request whose card it shares (None: it has its own card).
