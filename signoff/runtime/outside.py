@@ -25,6 +25,7 @@ from typing import Any
 
 from signoff.errors import BadArguments, Conflict, SignoffError
 from signoff.runtime import coalesce, ids
+from signoff.runtime.bounds import check_json
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
@@ -139,6 +140,7 @@ class OutsideRequests:
         """The action as the policy sees it. A registry tool takes its risk, capability and
         fingerprint from the registry (the request may raise the risk, never lower it);
         any other name is labelled by the request (risk default DESTRUCTIVE)."""
+        check_json(spec.args, "args")
         registry = self.engine.registry
         if spec.tool in registry:
             return registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
