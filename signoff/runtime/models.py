@@ -246,6 +246,8 @@ class Approval(BaseModel):
     votes: list[Vote] = Field(default_factory=list)
     # Hold: an approved request waits until then (status HELD) and can still be undone.
     hold_until: datetime | None = None
+    # Why its stored row could not be read (a stand-in, see `store.readers`); else None.
+    unreadable: str | None = None
 
     @property
     def outside(self) -> bool:
@@ -314,6 +316,8 @@ class Task(BaseModel):
     claimed_by: str | None = None
     lease_until: datetime | None = None
     version: int = 0
+    # Why its stored row could not be read (a stand-in, see `store.readers`); else None.
+    unreadable: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 
