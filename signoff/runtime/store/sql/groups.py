@@ -37,7 +37,8 @@ def leader(conn: Connection, group_key: str) -> Approval | None:
                 approvals_t.c.status == PENDING)
          .order_by(approvals_t.c.seq).limit(1))
     row = conn.execute(q).first()
-    return approval_from(row) if row else None
+    found = approval_from(row) if row else None
+    return found if found is not None and found.unreadable is None else None
 
 
 def members(conn: Connection, leader_id: str) -> list[Approval]:
