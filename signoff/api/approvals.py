@@ -1,6 +1,7 @@
 """The approval routes: requests from agents that are not ours, and decisions on any request.
 
-    POST /v1/approvals                  ask about one action (Idempotency-Key honoured)
+    POST /v1/approvals                  ask about one action (Idempotency-Key honoured,
+                                        bound to the request it was first used for)
     GET  /v1/approvals/{id}?wait=30s    its status; long-polls until decided (≤ MAX_WAIT)
     POST /v1/approvals/{id}/outcome     what the caller did (once; audited as ``outcome``)
     GET  /approvals?status=pending      pending requests of tasks and from outside
@@ -47,7 +48,7 @@ from signoff.api.schemas import (
 from signoff.bot.ports import Actor, DecisionEvent
 from signoff.errors import ToolError
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, RiskClass, Scope
-from signoff.runtime.outside import OutcomeConflict, OutsideRequests, RequestSpec
+from signoff.runtime.outside import KeyReused, OutcomeConflict, OutsideRequests, RequestSpec
 from signoff.runtime.store.port import PendingRequest
 
 MAX_WAIT = 60.0  # seconds a long poll may hold a connection; longer waits are shortened
@@ -227,7 +228,8 @@ def build_router(ctx: ApiContext) -> APIRouter:
     async def create(request: Request, response: Response, body: RequestIn,
                      idempotency_key: Annotated[str | None, Header(
                          pattern=KEY, description="The same key returns the same request "
-                                                  "(retries are safe)")] = None
+                                                  "(retries are safe); a key used before for "
+                                                  "a different request is 422")] = None
                      ) -> Submission:
         """Ask signoff about one action of an agent that is not ours."""
         who = identity_of(request)
@@ -236,6 +238,10 @@ def build_router(ctx: ApiContext) -> APIRouter:
             approval, replayed = await desk.submit(spec)
         except ToolError as exc:
             raise invalid("args", str(exc)) from exc
+        except KeyReused as exc:
+            message = "was used for a different request"
+            raise ApiError(422, f"Idempotency-Key {idempotency_key} {message}",
+                           errors=[{"field": "Idempotency-Key", "message": message}]) from exc
         return submitted(approval, response, replayed=replayed)
 
     @router.get("/v1/approvals/{approval_id}", tags=["approvals"],

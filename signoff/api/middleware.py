@@ -4,6 +4,8 @@ One pure ASGI middleware, outermost of ours:
 - a request body over ``max_body`` bytes gets 413, whether it says so in Content-Length
   or only turns out that long while streaming (the body is read here, up to the limit,
   and replayed to the app, so no handler ever sees a partial or oversized body);
+- a JSON body nested deeper than `bounds.MAX_DEPTH` levels gets 422 naming the field
+  (whatever the route: nothing that deep is ever stored, see `signoff.runtime.bounds`);
 - a state-changing request whose Origin (or Referer) is another site gets 403: a page
   elsewhere cannot make a logged-in browser approve anything;
 - in the keyless loopback mode only direct requests from this machine are answered
@@ -26,10 +28,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from signoff.api.context import is_loopback
+from signoff.api.errors import invalid, is_json
+from signoff.runtime.bounds import MAX_BYTES, MAX_DEPTH, OutOfBounds, parse_json
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 1024 * 1024
+MAX_BODY = MAX_BYTES
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Headers a reverse proxy adds: a request carrying one did not come straight from a
@@ -110,6 +114,7 @@ class GuardMiddleware:
                 elif body is None:
                     return  # the client went away while sending
                 else:
+                    refusal = _unbounded(scope, body)
                     receive = _replay(body, receive)
             if refusal is not None:
                 await refusal(scope, receive, tracked)
@@ -174,6 +179,23 @@ class GuardMiddleware:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+def _unbounded(scope: Scope, body: bytes) -> Response | None:
+    """422 for a JSON body nested too deep (malformed JSON is left to the route's own
+    error, which says what is wrong with it)."""
+    if not is_json(Headers(scope=scope).get("content-type")):
+        return None
+    # A body with few brackets cannot nest deeply: no parse on the common path.
+    if body.count(b"{") + body.count(b"[") <= MAX_DEPTH:
+        return None
+    try:
+        parse_json(body, "")  # fields named as in every 422: "args.a", "steps[0].args"
+    except OutOfBounds as exc:
+        return invalid(exc.field, exc.problem).response()
+    except ValueError:  # not JSON, or not UTF-8
+        return None
+    return None
 
 
 def _too_large(limit: int) -> Response:

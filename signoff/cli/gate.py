@@ -31,6 +31,7 @@ from mcp.server.stdio import stdio_server
 from signoff import __version__
 from signoff.client import Decision, Signoff
 from signoff.errors import BadArguments, ToolError
+from signoff.runtime.bounds import check_json
 from signoff.runtime.tools.mcp.connection import McpConnection
 from signoff.runtime.tools.mcp.tool import McpTool
 
@@ -69,6 +70,7 @@ class Gate:
                         progress: Progress | None = None) -> types.CallToolResult:
         """Ask the daemon, then forward an approved call; refuse anything else."""
         try:
+            check_json(arguments or {}, "arguments")
             tool = await self.upstream.listed(name)
             args = tool.clean_args(dict(arguments or {}))
         except BadArguments as exc:

@@ -25,10 +25,12 @@ with its own compare-and-set, task move, grant and audit event (`_decide_members
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from signoff.errors import Conflict
 from signoff.runtime import coalesce
 from signoff.runtime.edits import EditRefused, prepare_edit
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
@@ -350,18 +352,24 @@ class Decider(HoldDecisions):
 
     async def _expire(self, approval: Approval) -> Task | None:
         """Expire one pending request; its task when that moved (None for an outside
-        request, a stale one, or a lost race)."""
+        request, a stale one, or a lost race). A request or task whose stored row cannot be
+        read (see `store.readers`) is set aside here: expired with the reason, its task
+        failed."""
         task = await self.store.get_task(approval.task_id) if approval.task_id else None
-        if approval.task_id is not None and (
+        if task is not None and task.unreadable is not None:
+            with contextlib.suppress(Conflict):
+                await self.engine.set_aside(task)
+            task = None
+        elif approval.task_id is not None and (
                 task is None or task.approval is None or task.approval.id != approval.id):
             return None
         now = self.engine.clock.now()
+        reason = approval.unreadable or "approval timed out"
         decided = approval.model_copy(update={
             "status": ApprovalStatus.EXPIRED, "scope": Scope.DENY,
-            "decided_by": "auto:timeout", "decided_at": now,
-            "reason": "approval timed out"})
+            "decided_by": "auto:timeout", "decided_at": now, "reason": reason})
         event = audit_event("expired", task, approval.action, decision="deny",
-                            actor="auto:timeout", scope="deny", reason="approval timed out",
+                            actor="auto:timeout", scope="deny", reason=reason,
                             approval=decided)
         outbox = ([approval_event(ApprovalEvent.DECIDED, approval.id)]
                   if coalesce.has_own_card(approval) else [])

@@ -197,6 +197,9 @@ class Engine:
     async def advance(self, task: Task) -> Task:
         """Move a claimed task until it waits, completes or fails."""
         try:
+            if task.unreadable is not None:
+                await self.set_aside(task)
+                return task
             if task.agent is not None or (self.runner is not None
                                           and task.state is TaskState.PLANNING):
                 if self.runner is None:
@@ -462,7 +465,15 @@ class Engine:
             recovered.append(task)
         return recovered
 
+    async def set_aside(self, task: Task) -> None:
+        """Fail, for good and with the reason, a task whose stored row cannot be read (a
+        stand-in, see `store.readers`): the queue, recovery and listings go on without it."""
+        await self._fail(task, task.unreadable or "the stored task cannot be read")
+
     async def _recover_one(self, task: Task) -> None:
+        if task.unreadable is not None:
+            await self.set_aside(task)
+            return
         if task.state is TaskState.PLANNING:
             task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
             await self._save(task)

@@ -232,6 +232,8 @@ class Approval(BaseModel):
     goal: str | None = None
     verdict: Verdict | None = None  # the policy's answer when the request came in
     idempotency_key: str | None = None
+    # What the key is bound to (`outside.request_digest`): a replay must ask the same.
+    request_digest: str | None = None
     outcome: JsonDict | None = None  # what the caller reported it did: {"ok", "detail", ...}
     # Coalescing (`signoff.runtime.coalesce`): the group of identical requests this one
     # belongs to, and the request whose card it shares (None: it has its own card).
@@ -247,6 +249,8 @@ class Approval(BaseModel):
     votes: list[Vote] = Field(default_factory=list)
     # Hold: an approved request waits until then (status HELD) and can still be undone.
     hold_until: datetime | None = None
+    # Why its stored row could not be read (a stand-in, see `store.readers`); else None.
+    unreadable: str | None = None
 
     @property
     def outside(self) -> bool:
@@ -315,6 +319,8 @@ class Task(BaseModel):
     claimed_by: str | None = None
     lease_until: datetime | None = None
     version: int = 0
+    # Why its stored row could not be read (a stand-in, see `store.readers`); else None.
+    unreadable: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
 

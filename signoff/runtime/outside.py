@@ -25,6 +25,7 @@ from typing import Any
 
 from signoff.errors import BadArguments, Conflict, SignoffError
 from signoff.runtime import coalesce, ids
+from signoff.runtime.bounds import check_json
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
@@ -43,6 +44,7 @@ from signoff.runtime.policy.policy import Evaluation
 from signoff.runtime.policy.unattended import Outcome, resolve_unattended
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
+from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.registry import fingerprint
 
 log = logging.getLogger(__name__)
@@ -53,6 +55,10 @@ MAX_TIMEOUT = timedelta(days=7)
 
 class OutcomeConflict(SignoffError):
     """The outcome of this request cannot be recorded (again)."""
+
+
+class KeyReused(SignoffError):
+    """This idempotency key was used for a different request."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,20 @@ class RequestSpec:
     timeout: timedelta | None = None
     idempotency_key: str | None = None
     submitted_by: str | None = None  # the API caller, e.g. web:admin
+
+
+def request_digest(spec: RequestSpec) -> str:
+    """What an idempotency key is bound to: the action asked (tool, args, risk, targets,
+    content) and where its grants live (policy_id). A replay with anything else is another
+    request, never an answer to this one: a key first used for a READ must not return
+    "approved" for a send_email."""
+    asked = {"tool": spec.tool, "args": spec.args,
+             "risk": spec.risk.value if spec.risk else None, "targets": list(spec.targets),
+             "content": list(spec.content), "policy_id": spec.policy_id}
+    try:
+        return sha256_hex(canonical_json(asked))
+    except (TypeError, ValueError) as exc:  # NaN or Infinity in args
+        raise BadArguments(f"args cannot be fingerprinted: {exc}") from exc
 
 
 @dataclass
@@ -120,6 +140,7 @@ class OutsideRequests:
         """The action as the policy sees it. A registry tool takes its risk, capability and
         fingerprint from the registry (the request may raise the risk, never lower it);
         any other name is labelled by the request (risk default DESTRUCTIVE)."""
+        check_json(spec.args, "args")
         registry = self.engine.registry
         if spec.tool in registry:
             return registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
@@ -139,16 +160,18 @@ class OutsideRequests:
     async def submit(self, spec: RequestSpec) -> tuple[Approval, bool]:
         """Store the request (settled or pending); returns it and whether it was a replay
         of an earlier request with the same idempotency key."""
+        digest = None
         if spec.idempotency_key is not None:
+            digest = request_digest(spec)
             found = await self.store.find_request(spec.idempotency_key)
             if found is not None:
-                return found, True
+                return self._replay(found, spec, digest), True
         action = self.prepare(spec)
         ev = await self.engine.policy.evaluate_request(action, self.store,
                                                        policy_id=spec.policy_id,
                                                        now=self.engine.clock.now())
         action = ev.action or action  # relabelled by the policy (a private network)
-        approval, event = self._build(spec, action, ev)
+        approval, event = self._build(spec, action, ev, digest)
         grouped = approval.status.open and self.engine.config.coalesce
         async with (self.engine.groups.hold(approval) if grouped
                     else contextlib.nullcontext()):
@@ -164,9 +187,9 @@ class OutsideRequests:
             # Lost a race with the same idempotency key: answer with the winner.
             found = (await self.store.find_request(spec.idempotency_key)
                      if spec.idempotency_key else None)
-            if found is None:
+            if found is None or digest is None:
                 raise Conflict(f"request {approval.id} could not be stored")
-            return found, True
+            return self._replay(found, spec, digest), True
         log.info("outside_request", extra={"approval_id": approval.id, "tool": action.tool,
                                            "status": approval.status.value,
                                            "policy_id": spec.policy_id})
@@ -174,15 +197,33 @@ class OutsideRequests:
             await self.engine.listener.approval_requested(None, approval)
         return approval, False
 
-    def _build(self, spec: RequestSpec, action: Action,
-               ev: Evaluation) -> tuple[Approval, AuditEvent]:
+    def _replay(self, found: Approval, spec: RequestSpec, digest: str) -> Approval:
+        """The request stored under the key, if ``spec`` asks the same; `KeyReused` if not.
+
+        A request stored before keys were bound has no digest: it matches when the action
+        prepared from ``spec`` is the one it stored, under the same policy_id."""
+        if found.request_digest is not None:
+            same = found.request_digest == digest
+        else:
+            mine, theirs = self.prepare(spec), found.action
+            same = (found.policy_id == spec.policy_id and all(
+                getattr(mine, f) == getattr(theirs, f)
+                for f in ("tool", "args", "risk", "targets", "content")))
+        if not same:
+            raise KeyReused(f"the idempotency key was used for request {found.id}, which "
+                            "asked something else")
+        return found
+
+    def _build(self, spec: RequestSpec, action: Action, ev: Evaluation,
+               digest: str | None) -> tuple[Approval, AuditEvent]:
         cfg = self.engine.config
         now = self.engine.clock.now()
         timeout = min(spec.timeout or cfg.approval_timeout, MAX_TIMEOUT)
         approval = Approval(
             id=ids.approval_id(), task_id=None, action=action, policy_id=spec.policy_id,
             requester=spec.requester, goal=spec.goal, why=spec.why, verdict=ev.verdict,
-            idempotency_key=spec.idempotency_key, submitted_by=spec.submitted_by,
+            idempotency_key=spec.idempotency_key, request_digest=digest,
+            submitted_by=spec.submitted_by,
             allowed_scopes=cfg.scopes_for(action.risk), requested_at=now,
             expires_at=now + timeout, needed=cfg.rules.needed(action))
         verdict, actor, reason = ev.verdict, ev.actor or "auto:policy", ev.reason

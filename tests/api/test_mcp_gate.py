@@ -183,6 +183,21 @@ async def test_a_call_that_breaks_the_schema_is_refused_without_asking(
     assert await pending(node) == []
 
 
+async def test_a_call_nested_too_deep_is_refused_without_asking(
+        daemon, config: Path, repo: Path) -> None:
+    """Arguments nested deeper than 32 levels: an error naming them, and no request."""
+    node, url = daemon
+    deep: Any = "x"
+    for _ in range(100):
+        deep = {"a": deep}
+    async with gate(config, url) as s, asyncio.timeout(30):
+        result = await s.call_tool("git_add", {"repo_path": str(repo), "files": ["a"],
+                                               "extra": deep})
+    assert result.is_error and "arguments.extra" in text(result), text(result)
+    assert "nested deeper than 32 levels" in text(result)
+    assert await pending(node) == []
+
+
 async def test_an_unreachable_daemon_means_not_approved(config: Path, repo: Path) -> None:
     """Fail closed: with no daemon listening, a gated call is refused, not forwarded."""
     async with gate(config, "http://127.0.0.1:9") as s:

@@ -10,7 +10,9 @@ from typing import Any
 import httpx
 
 from signoff.api.approvals import MAX_WAIT, wait_seconds
+from signoff.runtime import ids
 from signoff.runtime.clock import FakeClock
+from signoff.runtime.store.port import Change
 from tests.api.helpers import (
     BASE,
     BOB_KEY,
@@ -156,6 +158,48 @@ async def test_idempotency_key_returns_the_same_request(node: Running,
     replay = await client.post("/v1/approvals", json=ask(), headers=headers)
     assert replay.status_code == 200 and replay.json()["status"] == "approved"
     assert replay.json()["id"] == first.json()["id"]
+
+
+async def test_a_used_key_never_answers_for_another_request(
+        client: httpx.AsyncClient) -> None:
+    """A key first used for an auto-approved READ gets 422 for a send_email (or any other
+    tool, args, risk, targets, content or policy_id), never the READ's "approved"."""
+    headers = {"Idempotency-Key": "k-bound"}
+    read = {"tool": "read_file", "args": {"path": "notes.txt"}, "requester": "agent",
+            "policy_id": "s-1"}
+    first = await client.post("/v1/approvals", json=read, headers=headers)
+    assert first.status_code == 200 and first.json()["status"] == "approved", first.text
+    others = [ask(), {**read, "args": {"path": "other.txt"}}, {**read, "risk": "SEND"},
+              {**read, "policy_id": "s-2"}, {**read, "targets": ["x"]},
+              {**read, "content": ["path"]}]
+    for body in others:
+        answer = await client.post("/v1/approvals", json=body, headers=headers)
+        assert answer.status_code == 422, (body, answer.text)
+        assert answer.json()["detail"] == ("Idempotency-Key k-bound was used for a "
+                                           "different request")
+    assert (await client.get("/approvals")).json()["items"] == []
+    again = await client.post("/v1/approvals", json={**read, "why": "retry", "goal": "g"},
+                              headers=headers)
+    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+
+
+async def test_a_key_stored_before_keys_were_bound_replays_only_its_own_action(
+        node: Running, client: httpx.AsyncClient) -> None:
+    """A request stored without a digest (by 0.2) replays for the same action and gives
+    422 for another one."""
+    made = await client.post("/v1/approvals", json=ask())
+    stored = await node.node.store.get_approval(made.json()["id"])
+    assert stored is not None
+    old = stored.model_copy(update={"id": ids.approval_id(), "request_digest": None,
+                                    "idempotency_key": "web:admin k-old"})
+    assert await node.node.store.commit(Change(at=old.requested_at, approval=old,
+                                               insert_approval=True))
+    headers = {"Idempotency-Key": "k-old"}
+    same = await client.post("/v1/approvals", json=ask(), headers=headers)
+    assert same.json()["id"] == old.id
+    other = await client.post("/v1/approvals", json=ask(args={**ASK["args"], "to": "eve@x"}),
+                              headers=headers)
+    assert other.status_code == 422, other.text
 
 
 async def test_concurrent_requests_with_one_key_make_one_request(

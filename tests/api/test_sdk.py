@@ -250,6 +250,33 @@ async def test_the_sync_twin_asks_gates_and_reports(node: Running, base: str) ->
     await eventually(lambda: _has_outcome(node, approval_id), what="the outcome")
 
 
+async def test_the_hermes_hook_asks_anew_when_a_model_repeats_a_call_id(
+        node: Running, base: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hermes calls whose model reuses the id "call_0" are each asked on their own: a read
+    let through earlier never lets a later terminal command run."""
+    from signoff_client import hermes
+
+    monkeypatch.setenv("SIGNOFF_URL", base)
+    monkeypatch.setenv("SIGNOFF_API_KEY", KEY)
+    monkeypatch.setenv("SIGNOFF_WAIT", "0")
+    hermes.reset_client()
+
+    def call(tool: str, args: dict[str, Any]) -> dict[str, str] | None:
+        return hermes.pre_tool_call(tool_name=tool, args=args, session_id="s-1",
+                                    task_id="t", tool_call_id="call_0")
+
+    try:
+        assert await asyncio.to_thread(call, "read_file", {"path": "notes.txt"}) is None
+        blocked = await asyncio.to_thread(call, "terminal", {"command": "rm -rf build"})
+        assert blocked is not None and "no answer yet" in blocked["message"], blocked
+        assert await asyncio.to_thread(call, "read_file", {"path": "notes.txt"}) is None
+    finally:
+        hermes.reset_client()
+    async with node.client() as client:
+        items = (await client.get("/approvals")).json()["items"]
+    assert [i["action"]["tool"] for i in items] == ["run_command"]
+
+
 def test_the_sdk_imports_only_httpx_and_the_standard_library() -> None:
     """Importing signoff_client pulls in none of the daemon's stack (it ships alone)."""
     code = ("import sys, signoff_client, signoff_client.hermes; "

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from signoff.errors import Conflict, PlannerError, ToolError
+from signoff.runtime.bounds import OutOfBounds, parse_json
 from signoff.runtime.decisions import refusal_reason
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import audit_event
@@ -306,7 +307,10 @@ class _Run:
             self._answer(call["id"], error=f"unknown tool {name!r} (known tools: {known})")
             return True
         try:
-            args = json.loads(raw or "{}")
+            args = parse_json(raw or "{}", "arguments")
+        except OutOfBounds as exc:
+            self._answer(call["id"], error=f"the arguments of {name} were refused: {exc}")
+            return True
         except json.JSONDecodeError as exc:
             self._answer(call["id"], error=f"the arguments of {name} are not valid JSON "
                                            f"({exc}); send a JSON object")

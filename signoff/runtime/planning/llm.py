@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from signoff.errors import PlannerError
+from signoff.runtime.bounds import OutOfBounds, parse_json
 from signoff.runtime.models import Action, JsonDict, Task
 from signoff.runtime.planning.planner import Plan, Planner, call_planner
 from signoff.runtime.tools.names import ModelTools
@@ -110,7 +111,9 @@ def _actions_from(message: dict[str, Any], tools: ModelTools) -> list[Action]:
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
         try:
-            args = json.loads(fn.get("arguments") or "{}")
+            args = parse_json(fn.get("arguments") or "{}", "arguments")
+        except OutOfBounds as exc:
+            raise PlannerError(f"tool call {fn.get('name')!r}: {exc}") from exc
         except json.JSONDecodeError as exc:
             raise PlannerError(f"tool call {fn.get('name')!r} has invalid JSON arguments") from exc
         if not isinstance(args, dict) or not fn.get("name"):

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from signoff.errors import BadArguments, ToolError, UnknownTool
+from signoff.runtime.bounds import check_json
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.tools.base import (
     CheckedTool,
@@ -268,8 +269,10 @@ class ToolRegistry:
         """``args`` reduced to the tool's parameters and checked; BadArguments otherwise.
 
         A null optional argument counts as absent (planners often emit ``"cc": null``).
-        A tool with a JSON schema (MCP) cleans and validates its own arguments.
+        A tool with a JSON schema (MCP) cleans and validates its own arguments. Arguments
+        nested deeper than `bounds.MAX_DEPTH` are refused whatever the tool.
         """
+        check_json(args, "args")
         if is_a(tool, SchemaTool):
             return cast(SchemaTool, tool).clean_args(args)
         clean: dict[str, Any] = {}

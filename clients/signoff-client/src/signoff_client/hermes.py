@@ -197,22 +197,23 @@ def _block(why: str) -> dict[str, str]:
 
 
 def decide(tool_name: str, args: Mapping[str, Any], *, session_id: str = "",
-           task_id: str = "", tool_call_id: str = "") -> Decision:
+           task_id: str = "") -> Decision:
     """Ask the daemon about one Hermes tool call and wait for the answer."""
     policy_id = session_id or (f"hermes-task:{task_id}" if task_id else "hermes")
-    key = f"hermes:{policy_id}:{tool_call_id}" if tool_call_id else None
     ask = request_for(tool_name, args)
-    return client().request(**ask, policy_id=policy_id, idempotency_key=key,
-                            wait=_wait_seconds())
+    # Hermes runs this hook once per dispatch, so each call gets a key of its own (the
+    # SDK draws one) that its retries share. Not the tool call id: model servers repeat
+    # ids ("call_0" every turn), and a key reused for another call would at best be
+    # refused, at worst (an older daemon) return the first call's approval.
+    return client().request(**ask, policy_id=policy_id, wait=_wait_seconds())
 
 
 def pre_tool_call(tool_name: str = "", args: Mapping[str, Any] | None = None,
-                  task_id: str = "", session_id: str = "", tool_call_id: str = "",
-                  **_: Any) -> dict[str, str] | None:
+                  task_id: str = "", session_id: str = "", **_: Any) -> dict[str, str] | None:
     """Hermes' ``pre_tool_call`` hook: None lets the call run; a block stops it."""
     try:
         decision = decide(tool_name, args if isinstance(args, Mapping) else {},
-                          session_id=session_id, task_id=task_id, tool_call_id=tool_call_id)
+                          session_id=session_id, task_id=task_id)
     except Exception as exc:  # Hermes would ignore our exception and run the tool
         log.exception("signoff_hook_failed")
         return _block(f"the signoff plugin failed ({type(exc).__name__}: {exc})")

@@ -12,7 +12,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from signoff.runtime.models import Approval, ApprovalStatus
-from signoff.runtime.store.sql.rows import approvals_t, coalesce_t
+from signoff.runtime.store.readers import readable
+from signoff.runtime.store.sql.rows import APPROVAL_COLS, approval_from, approvals_t, coalesce_t
 
 PENDING = ApprovalStatus.PENDING.value
 
@@ -30,29 +31,30 @@ def write_group(conn: Connection, ap: Approval, *, postgres: bool) -> None:
 
 def leader(conn: Connection, group_key: str) -> Approval | None:
     """The oldest pending request of the group that has its own card."""
-    q = (sa.select(approvals_t.c.data)
+    q = (sa.select(*APPROVAL_COLS)
          .join(coalesce_t, coalesce_t.c.approval_id == approvals_t.c.id)
          .where(coalesce_t.c.group_key == group_key, coalesce_t.c.leader_id.is_(None),
                 approvals_t.c.status == PENDING)
          .order_by(approvals_t.c.seq).limit(1))
     row = conn.execute(q).first()
-    return Approval.model_validate_json(row.data) if row else None
+    found = approval_from(row) if row else None
+    return found if found is not None and found.unreadable is None else None
 
 
 def members(conn: Connection, leader_id: str) -> list[Approval]:
     """Every request that joined ``leader_id``'s card (any status), oldest first."""
-    q = (sa.select(approvals_t.c.data)
+    q = (sa.select(*APPROVAL_COLS)
          .join(coalesce_t, coalesce_t.c.approval_id == approvals_t.c.id)
          .where(coalesce_t.c.leader_id == leader_id).order_by(approvals_t.c.seq))
-    return [Approval.model_validate_json(r.data) for r in conn.execute(q)]
+    return readable(approval_from(r) for r in conn.execute(q))
 
 
 def strays(conn: Connection) -> list[Approval]:
     """Pending requests whose card's request is decided (a crash came between them)."""
     lead = approvals_t.alias("lead")
-    q = (sa.select(approvals_t.c.data)
+    q = (sa.select(*APPROVAL_COLS)
          .join(coalesce_t, coalesce_t.c.approval_id == approvals_t.c.id)
          .join(lead, lead.c.id == coalesce_t.c.leader_id)
          .where(approvals_t.c.status == PENDING, lead.c.status != PENDING)
          .order_by(approvals_t.c.seq))
-    return [Approval.model_validate_json(r.data) for r in conn.execute(q)]
+    return readable(approval_from(r) for r in conn.execute(q))

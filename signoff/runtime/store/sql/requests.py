@@ -12,12 +12,21 @@ from sqlalchemy.engine import Connection
 
 from signoff.runtime.models import Approval, ApprovalStatus, Task
 from signoff.runtime.store.port import Page, PendingRequest
-from signoff.runtime.store.sql.rows import approvals_t, parse_cursor, requests_t, task_from, tasks_t
+from signoff.runtime.store.readers import readable
+from signoff.runtime.store.sql.rows import (
+    APPROVAL_COLS,
+    approval_from,
+    approvals_t,
+    parse_cursor,
+    requests_t,
+    task_from,
+    tasks_t,
+)
 
 
 def pending(conn: Connection, limit: int, cursor: str | None) -> Page[PendingRequest]:
     """Pending requests, oldest first, each with its task (None for outside ones)."""
-    q = (sa.select(approvals_t.c.seq, approvals_t.c.data)
+    q = (sa.select(approvals_t.c.seq, *APPROVAL_COLS)
          .where(approvals_t.c.status == ApprovalStatus.PENDING.value)
          .order_by(approvals_t.c.seq).limit(limit + 1))
     if cursor:
@@ -25,12 +34,12 @@ def pending(conn: Connection, limit: int, cursor: str | None) -> Page[PendingReq
     rows = conn.execute(q).all()
     more = len(rows) > limit
     rows = rows[:limit]
-    approvals = [Approval.model_validate_json(r.data) for r in rows]
+    approvals = readable(approval_from(r) for r in rows)
     wanted = [a.task_id for a in approvals if a.task_id]
     tasks: dict[str, Task] = {}
     if wanted:
         found = conn.execute(sa.select(tasks_t).where(tasks_t.c.id.in_(wanted)))
-        tasks = {t.id: t for t in map(task_from, found)}
+        tasks = {t.id: t for t in readable(map(task_from, found))}
     items = []
     for ap in approvals:
         task = tasks.get(ap.task_id) if ap.task_id else None
@@ -42,11 +51,11 @@ def pending(conn: Connection, limit: int, cursor: str | None) -> Page[PendingReq
 
 def by_key(conn: Connection, idempotency_key: str) -> Approval | None:
     """The outside request stored under an idempotency key."""
-    q = (sa.select(approvals_t.c.data)
+    q = (sa.select(*APPROVAL_COLS)
          .join(requests_t, requests_t.c.approval_id == approvals_t.c.id)
          .where(requests_t.c.idempotency_key == idempotency_key))
     row = conn.execute(q).first()
-    return Approval.model_validate_json(row.data) if row else None
+    return approval_from(row) if row else None
 
 
 def count_live(conn: Connection, policy_id: str, capability: str) -> int:

@@ -14,8 +14,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from signoff.errors import StoreError
-from signoff.runtime.models import Grant, Task, TaskState
+from signoff.runtime.models import Approval, Grant, Task, TaskState
 from signoff.runtime.store.port import Change, OutboxItem
+from signoff.runtime.store.readers import read_approval, read_task
 from signoff.runtime.store.sql.tables import (
     ApprovalRow,
     AuditHeadRow,
@@ -39,6 +40,10 @@ outbox_t = OutboxRow.__table__  # type: ignore[attr-defined]
 requests_t = RequestRow.__table__  # type: ignore[attr-defined]
 transcript_t = TranscriptRow.__table__  # type: ignore[attr-defined]
 coalesce_t = CoalesceRow.__table__  # type: ignore[attr-defined]
+
+# What `approval_from` reads of an approvals row.
+APPROVAL_COLS = (approvals_t.c.id, approvals_t.c.task_id, approvals_t.c.expires_at,
+                 approvals_t.c.data)
 
 # States in which a task is held by a node (what recovery looks at).
 ACTIVE = (TaskState.PLANNING.value, TaskState.IN_PROGRESS.value)
@@ -130,13 +135,20 @@ def task_cols(task: Task, version: int) -> dict[str, Any]:
 
 
 def task_from(row: Any) -> Task:
-    task = Task.model_validate_json(row.data)
-    # The columns are authoritative for what claims and CAS change without rewriting data.
-    task.state = TaskState(row.state)
+    task = read_task(row.data, row.id)
+    # The columns are authoritative for what claims and CAS change without rewriting data
+    # (a stand-in stays FAILED: that is what it is until the engine sets it aside).
+    if task.unreadable is None:
+        task.state = TaskState(row.state)
     task.version = row.version
     task.claimed_by = row.claimed_by
     task.lease_until = row.lease_until
     return task
+
+
+def approval_from(row: Any) -> Approval:
+    """An approvals row (``id``, ``task_id``, ``expires_at``, ``data``) as its request."""
+    return read_approval(row.data, row.id, task_id=row.task_id, expires_at=row.expires_at)
 
 
 def grant_cols(g: Grant) -> dict[str, Any]:

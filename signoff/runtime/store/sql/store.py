@@ -51,6 +51,7 @@ from signoff.runtime.store.port import (
     PendingRequest,
     UndeliveredCard,
 )
+from signoff.runtime.store.readers import readable
 from signoff.runtime.store.sql import groups
 from signoff.runtime.store.sql import nodes as node_rows
 from signoff.runtime.store.sql import requests as request_queries
@@ -58,6 +59,8 @@ from signoff.runtime.store.sql import sessions as session_rows
 from signoff.runtime.store.sql import undelivered as undelivered_rows
 from signoff.runtime.store.sql.rows import (
     ACTIVE,
+    APPROVAL_COLS,
+    approval_from,
     approvals_t,
     audit_t,
     cards_t,
@@ -316,9 +319,9 @@ class SqlTaskStore:
 
     def _get_approval(self, approval_id: str) -> Approval | None:
         with self._tx(write=False) as conn:
-            row = conn.execute(sa.select(approvals_t.c.data)
+            row = conn.execute(sa.select(*APPROVAL_COLS)
                                .where(approvals_t.c.id == approval_id)).first()
-        return Approval.model_validate_json(row.data) if row else None
+        return approval_from(row) if row else None
 
     async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
                                 ) -> Page[Task]:
@@ -334,7 +337,7 @@ class SqlTaskStore:
             rows = conn.execute(q).all()
         more = len(rows) > limit
         rows = rows[:limit]
-        return Page([task_from(r) for r in rows], str(rows[-1].seq) if more else None)
+        return Page(readable(map(task_from, rows)), str(rows[-1].seq) if more else None)
 
     async def pending_requests(self, *, limit: int = 50, cursor: str | None = None
                                ) -> Page[PendingRequest]:
@@ -370,17 +373,18 @@ class SqlTaskStore:
         return await self._run(self._held_approvals)
 
     def _held_approvals(self) -> list[Approval]:
-        q = sa.select(approvals_t.c.data).where(
+        q = sa.select(*APPROVAL_COLS).where(
             approvals_t.c.status == ApprovalStatus.HELD.value)
         with self._tx(write=False) as conn:
-            held = [Approval.model_validate_json(r.data) for r in conn.execute(q)]
+            held = readable(approval_from(r) for r in conn.execute(q))
         return sorted(held, key=lambda a: (a.hold_until or a.requested_at))
 
     def _due_approvals(self, now: datetime) -> list[Approval]:
-        q = sa.select(approvals_t.c.data).where(
+        q = sa.select(*APPROVAL_COLS).where(
             approvals_t.c.status == ApprovalStatus.PENDING.value, approvals_t.c.expires_at <= now)
         with self._tx(write=False) as conn:
-            return [Approval.model_validate_json(r.data) for r in conn.execute(q)]
+            # Stand-ins included: the sweep expires them for good.
+            return [approval_from(r) for r in conn.execute(q)]
 
     async def coalesce_leader(self, group_key: str) -> Approval | None:
         """The pending request of a group of identical ones that has the card."""

@@ -26,6 +26,8 @@ from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql.groups import write_group
 from signoff.runtime.store.sql.notify import CHANNEL, NOTIFY
 from signoff.runtime.store.sql.rows import (
+    APPROVAL_COLS,
+    approval_from,
     approvals_t,
     audit_t,
     dumps,
@@ -107,11 +109,11 @@ def check_votes(conn: Connection, approval_id: str, votes: int, *, postgres: boo
     PostgreSQL: a racing writer waits and then reads the committed row; SQLite's BEGIN
     IMMEDIATE already serializes writers) and compared here, in the same transaction.
     """
-    q = sa.select(approvals_t.c.data).where(approvals_t.c.id == approval_id)
+    q = sa.select(*APPROVAL_COLS).where(approvals_t.c.id == approval_id)
     if postgres:
         q = q.with_for_update()
     row = conn.execute(q).first()
-    if row is None or len(Approval.model_validate_json(row.data).votes) != votes:
+    if row is None or len(approval_from(row).votes) != votes:
         raise Lost
 
 

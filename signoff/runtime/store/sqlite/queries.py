@@ -20,9 +20,11 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from signoff.runtime.models import Approval, Grant, Task, TaskState
 from signoff.runtime.store.port import CardRecord, OutboxItem
+from signoff.runtime.store.readers import read_approval, read_task
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.transcript import TranscriptEntry
 
@@ -37,12 +39,12 @@ UPDATE_TASK = ("UPDATE tasks SET state = ?, schedule = ?, fire_time = ?, claimed
 CLAIM_NEXT = ("UPDATE tasks SET state = CASE WHEN needs_plan THEN 'planning' "
               "ELSE 'in_progress' END, claimed_by = ?, lease_until = ?, version = version + 1 "
               "WHERE seq = (SELECT seq FROM tasks WHERE state = ? ORDER BY seq LIMIT 1) "
-              "AND state = ? RETURNING data, version, state")
+              "AND state = ? RETURNING data, version, state, id")
 APPEND = "INSERT INTO transcript (task_id, seq, role, at, data) VALUES (?, ?, ?, ?, ?)"
 
 # -- reads -------------------------------------------------------------------------------
 GET_TASK = "SELECT data, state, version, claimed_by, lease_until FROM tasks WHERE id = ?"
-GET_APPROVAL = "SELECT data FROM approvals WHERE id = ?"
+GET_APPROVAL = "SELECT data, id, task_id, expires_at FROM approvals WHERE id = ?"
 GRANT_CANDIDATES = "SELECT data, used FROM grants WHERE key = ? AND revoked = 0 ORDER BY seq"
 CARDS = "SELECT approval_id, surface, channel, message_id FROM cards WHERE approval_id = ?"
 TRANSCRIPT = ("SELECT data FROM transcript WHERE task_id = ? AND seq > ? ORDER BY seq "
@@ -100,8 +102,10 @@ def claim_next(conn: sqlite3.Connection, node_id: str, lease_until: datetime,
                                     from_state.value)).fetchone()
     if row is None:
         return None
-    task = Task.model_validate_json(row[0])
-    task.version, task.state = int(row[1]), TaskState(row[2])
+    task = read_task(row[0], row[3])
+    task.version = int(row[1])
+    if task.unreadable is None:  # a stand-in stays FAILED (see store.readers)
+        task.state = TaskState(row[2])
     task.claimed_by, task.lease_until = node_id, lease_until
     return task
 
@@ -111,8 +115,10 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> Task | None:
     row = conn.execute(GET_TASK, (task_id,)).fetchone()
     if row is None:
         return None
-    task = Task.model_validate_json(row[0])
-    task.state, task.version = TaskState(row[1]), int(row[2])
+    task = read_task(row[0], task_id)
+    task.version = int(row[2])
+    if task.unreadable is None:  # a stand-in stays FAILED (see store.readers)
+        task.state = TaskState(row[1])
     task.claimed_by, task.lease_until = row[3], read_time(row[4])
     return task
 
@@ -120,7 +126,12 @@ def get_task(conn: sqlite3.Connection, task_id: str) -> Task | None:
 def get_approval(conn: sqlite3.Connection, approval_id: str) -> Approval | None:
     """One approval request."""
     row = conn.execute(GET_APPROVAL, (approval_id,)).fetchone()
-    return Approval.model_validate_json(row[0]) if row else None
+    return approval_row(row) if row else None
+
+
+def approval_row(row: Sequence[Any]) -> Approval:
+    """(data, id, task_id, expires_at) of an approvals row as its request."""
+    return read_approval(row[0], row[1], task_id=row[2], expires_at=read_time(row[3]))
 
 
 def grant_candidates(conn: sqlite3.Connection, key: str) -> list[Grant]:

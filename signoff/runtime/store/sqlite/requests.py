@@ -19,15 +19,16 @@ from signoff.runtime import audit as audit_chain
 from signoff.runtime.models import Approval, AuditEvent
 from signoff.runtime.store.port import Change
 from signoff.runtime.store.sql.writes import Lost
-from signoff.runtime.store.sqlite.queries import sqlite_time
+from signoff.runtime.store.sqlite.queries import approval_row, sqlite_time
 
-FIND_REQUEST = ("SELECT a.data FROM requests r JOIN approvals a ON a.id = r.approval_id "
+FIND_REQUEST = ("SELECT a.data, a.id, a.task_id, a.expires_at FROM requests r "
+                "JOIN approvals a ON a.id = r.approval_id "
                 "WHERE r.idempotency_key = ?")
 INSERT_APPROVAL = ("INSERT INTO approvals (id, task_id, status, expires_at, data) "
                    "VALUES (?, ?, ?, ?, ?)")
 INSERT_REQUEST = ("INSERT INTO requests (approval_id, idempotency_key, policy_id, capability, "
                   "reported) VALUES (?, ?, ?, ?, 0)")
-GET_DATA = "SELECT data FROM approvals WHERE id = ?"
+GET_DATA = "SELECT data, id, task_id, expires_at FROM approvals WHERE id = ?"
 UPDATE_APPROVAL = "UPDATE approvals SET status = ?, expires_at = ?, data = ? WHERE id = ?"
 REPORTED = "UPDATE requests SET reported = 1 WHERE approval_id = ? AND reported = 0"
 INSERT_GRANT = ("INSERT INTO grants (id, key, policy_id, task_id, scope, max_calls, used, "
@@ -42,7 +43,7 @@ INSERT_OUTBOX = ("INSERT OR IGNORE INTO outbox (key, surface, kind, approval_id,
 def find_request(conn: sqlite3.Connection, idempotency_key: str) -> Approval | None:
     """The outside request stored under an idempotency key."""
     row = conn.execute(FIND_REQUEST, (idempotency_key,)).fetchone()
-    return Approval.model_validate_json(row[0]) if row else None
+    return approval_row(row) if row else None
 
 
 def request_change(conn: sqlite3.Connection, ch: Change) -> list[AuditEvent]:
@@ -78,7 +79,7 @@ def _write_approval(conn: sqlite3.Connection, ch: Change, ap: Approval) -> None:
     if ch.approval_votes is not None:
         # Inside the write transaction (BEGIN IMMEDIATE): nobody writes between the two.
         row = conn.execute(GET_DATA, (ap.id,)).fetchone()
-        if row is None or len(Approval.model_validate_json(row[0]).votes) != ch.approval_votes:
+        if row is None or len(approval_row(row).votes) != ch.approval_votes:
             raise Lost
     sql = UPDATE_APPROVAL
     params: tuple[object, ...] = (*cols, ap.id)

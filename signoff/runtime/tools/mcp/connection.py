@@ -37,6 +37,7 @@ from mcp.shared.message import SessionMessage
 
 from signoff import __version__
 from signoff.errors import ToolError, ToolUnavailable, UnknownTool
+from signoff.runtime.bounds import TOO_DEEP, too_deep_at
 from signoff.runtime.tools.mcp.procs import child_pid, is_alive, release, running
 from signoff.runtime.tools.mcp.spec import McpServerSpec
 from signoff.runtime.tools.mcp.tool import ListedTool, McpTool
@@ -317,7 +318,11 @@ def tool_output(name: str, result: types.CallToolResult) -> dict[str, Any]:
         raise ToolError(f"{name}: {text.strip() or 'the tool reported an error'}")
     out: dict[str, Any] = {"text": text}
     if result.structured_content is not None:
-        out["structured"] = result.structured_content
+        # Kept with the task's record, which must stay readable (see runtime.bounds).
+        if too_deep_at(result.structured_content) is None:
+            out["structured"] = result.structured_content
+        else:
+            out["structured_dropped"] = TOO_DEEP
     other = [_describe_block(b) for b in result.content if not isinstance(b, types.TextContent)]
     if other:
         out["content"] = other

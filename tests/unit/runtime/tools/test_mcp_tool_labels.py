@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import mcp_types as types
 import pytest
 
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.tools.mcp import ListedTool, McpServerSpec, McpTool, McpToolRule
+from signoff.runtime.tools.mcp.connection import tool_output
 from signoff.runtime.tools.names import llm_name, split_mcp_name
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 
@@ -185,3 +187,18 @@ def test_the_listing_names_each_tools_source() -> None:
                                       "capability": "git.write", "source": "mcp:git"}
     assert rows["read_file"]["source"] == "builtin"
     assert rows["run_command"]["risk"] == "DESTRUCTIVE"
+
+
+def test_a_result_nested_too_deep_is_kept_without_its_structured_part() -> None:
+    """An MCP server's structured result deeper than 32 levels is dropped from the task's
+    record (which must stay readable) with a note; its text and a shallow result stay."""
+    deep: Any = "x"
+    for _ in range(100):
+        deep = {"a": deep}
+    text = [types.TextContent(type="text", text="done")]
+    out = tool_output("git.x", types.CallToolResult(content=text, structured_content=deep))
+    assert out["text"] == "done" and "structured" not in out
+    assert "32 levels" in out["structured_dropped"]
+    shallow = {"a": {"b": [1, 2]}}
+    kept = tool_output("git.x", types.CallToolResult(content=text, structured_content=shallow))
+    assert kept["structured"] == shallow
