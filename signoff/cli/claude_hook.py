@@ -31,9 +31,7 @@ from typing import Any
 
 from signoff.cli.claude_tools import ask_for, call_digest
 from signoff.client import Decision, SignoffSync
-
-MAX_INPUT = 1_000_000  # bytes of hook JSON read from stdin
-MAX_DEPTH = 32  # the daemon's limit for nested JSON (INTERFACE: Requests)
+from signoff.runtime.bounds import MAX_BYTES, OutOfBounds, parse_json
 
 
 @dataclass(frozen=True)
@@ -48,13 +46,12 @@ class HookCall:
     @classmethod
     def parse(cls, text: str) -> HookCall:
         """Claude's hook JSON; ValueError naming what is missing or wrong."""
-        if len(text.encode()) > MAX_INPUT:
-            raise ValueError(f"hook input is larger than {MAX_INPUT} bytes")
-        data = json.loads(text)
+        try:
+            data = parse_json(text, "hook input")
+        except OutOfBounds as exc:
+            raise ValueError(str(exc)) from None
         if not isinstance(data, dict):
             raise ValueError("hook input is not a JSON object")
-        if _depth(data) > MAX_DEPTH + 2:
-            raise ValueError(f"tool_input is nested deeper than {MAX_DEPTH} levels")
         event = data.get("hook_event_name", "PreToolUse")
         if event != "PreToolUse":
             raise ValueError(f"hook_event_name is {event!r}: signoff claude-hook is a "
@@ -73,18 +70,6 @@ class HookCall:
     def digest(self) -> str:
         """This exact call in this session (what a resumed run asks about again)."""
         return call_digest(self.session_id, self.tool_name, self.tool_input)
-
-
-def _depth(value: Any) -> int:
-    """How deeply ``value`` nests (iteratively: a deep input cannot exhaust the stack)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
-            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict)
-                                                    else item))
-    return deepest
 
 
 class Asked:
@@ -177,5 +162,5 @@ def run_hook(text: str, *, url: str | None, api_key: str | None, wait: float,
 
 def main(*, url: str | None, api_key: str | None, wait: float) -> None:
     """Read stdin, print the answer, exit 0 (Claude reads the JSON)."""
-    text = sys.stdin.read(MAX_INPUT + 1)
+    text = sys.stdin.read(MAX_BYTES + 1)
     print(json.dumps(run_hook(text, url=url, api_key=api_key, wait=wait)))
