@@ -105,3 +105,21 @@ async def test_batch_needs_a_key(node: Running) -> None:
         answer = await anonymous.post("/approvals/batch", json={"ids": ["a-1"],
                                                                 "decision": "once"})
     assert answer.status_code == 401
+
+
+async def test_a_batch_once_sends_only_the_content_of_the_ids_it_names(
+        client: httpx.AsyncClient, echo: HttpEcho) -> None:
+    """Two tasks post different payloads to one webhook: a batch Once naming the first
+    request sends its payload only; the other task still waits for its own answer."""
+    tasks = []
+    for payload in ({"say": "ship it"}, {"say": "wipe prod"}):
+        answer = await client.post("/tasks", json={
+            "goal": "hook", "steps": webhook_steps(echo.url("/hook"), payload)})
+        tasks.append(answer.json()["id"])
+    waiting = [await wait_state(client, t, "waiting_approval") for t in tasks]
+    shown = waiting[0]["approval"]["id"]
+    answer = await client.post("/approvals/batch", json={"ids": [shown], "decision": "once"})
+    assert [r["status"] for r in answer.json()["results"]] == [200]
+    await wait_state(client, tasks[0], "completed")
+    assert [r.json() for r in echo.requests if r.path == "/hook"] == [{"say": "ship it"}]
+    assert (await client.get(f"/tasks/{tasks[1]}")).json()["state"] == "waiting_approval"
