@@ -340,7 +340,8 @@ class PendingCards:
         refs = tuple(CardRef(r.surface, r.channel, r.message_id)
                      for r in await store.cards(approval_id))
         card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
-                          preview=await self.node.flow.preview(approval))
+                          preview=await self.node.flow.preview(approval),
+                          people=self.node.flow.people)
         return PostedCard(card=card, refs=refs)
 
 

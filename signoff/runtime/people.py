@@ -80,3 +80,6 @@ def clashes(listed: Sequence[tuple[str, Sequence[str]]]) -> list[tuple[int, int,
                 found.append((i, j, f"account {account!r} is listed under both {other!r} "
                                     f"and {name!r}"))
     return found
+
+
+NOBODY_LISTED = People()  # no [[people]]: every account is a person of its own

@@ -265,14 +265,14 @@ async def test_a_requesters_vote_on_a_shared_card_never_counts_for_their_own_req
 
 
 def people_settings(tmp_path: Path, **sections: Any) -> Settings:
-    """bob holds two keys: ``web:bob`` and ``web:carol`` are one person."""
-    return settings_with(tmp_path, people=[{"name": "bob",
+    """Robert holds two keys: ``web:bob`` and ``web:carol`` are one person."""
+    return settings_with(tmp_path, people=[{"name": "robert",
                                             "accounts": ["web:bob", "web:carol"]}], **sections)
 
 
 async def test_two_accounts_of_one_person_give_one_vote(tmp_path: Path) -> None:
-    """Under a quorum of 2, bob approving with one key and then another counts once (409)
-    and the request stays pending."""
+    """Under a quorum of 2, Robert approving with one key and then another counts once
+    (409) and the request stays pending; the card names him, not his key."""
     settings = people_settings(tmp_path, policy={"quorum": {"SEND": 2}})
     async with running_node(tmp_path, settings=settings) as node, node.client() as admin, \
             node.client(key=BOB_KEY) as bob, node.client(key=CAROL_KEY) as also_bob:
@@ -283,10 +283,15 @@ async def test_two_accounts_of_one_person_give_one_vote(tmp_path: Path) -> None:
         status = (await admin.get(f"/v1/approvals/{approval_id}")).json()
         assert (status["status"], status["approvals"]) == ("pending", 1)
 
+        async def named() -> bool:
+            card = node.web.card(approval_id)
+            return card is not None and card.progress == "1 of 2 approvals (robert)"
+        await eventually(named, what=f"the card naming robert: {node.web.card(approval_id)}")
+
 
 async def test_self_approval_across_linked_accounts_is_refused(tmp_path: Path) -> None:
-    """An outside request asked with bob's key cannot be approved with bob's other key,
-    by a route or in a batch (403); someone else approves it."""
+    """An outside request asked with Robert's one key cannot be approved with his other
+    key, by a route or in a batch (403); someone else approves it."""
     settings = people_settings(tmp_path)
     async with running_node(tmp_path, settings=settings) as node, node.client() as admin, \
             node.client(key=BOB_KEY) as bob, node.client(key=CAROL_KEY) as also_bob:
