@@ -321,7 +321,8 @@ class PendingCards:
         url = self.node.settings.daemon.public_url
         flow = self.node.flow
         return [build_card(r.task, r.approval, console_url=url,
-                           preview=await flow.preview(r.approval), step_up=flow.step_up)
+                           preview=await flow.preview(r.approval), step_up=flow.step_up,
+                           people=flow.people)
                 for r in page.items]
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
