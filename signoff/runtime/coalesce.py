@@ -120,7 +120,17 @@ def follows(leader: Approval, member: Approval) -> bool:
     # (the sweep then gives them the final answer) and are never left to run early.
     if not leader.status.final or member.status is not ApprovalStatus.PENDING:
         return False
+    if not same_content(leader, member):
+        return False  # grouped under an older key (before 0.3): the card never showed it
     return leader.decided_at is None or member.requested_at <= leader.decided_at
+
+
+def same_content(leader: Approval, member: Approval) -> bool:
+    """True when ``member`` asks exactly what ``leader``'s card showed (as asked, before
+    any edit): the same arguments, content included."""
+    shown = leader.original_action or leader.action
+    return (shown.tool, shown.args, sorted(shown.content)) == (
+        member.action.tool, member.action.args, sorted(member.action.content))
 
 
 def group_size(leader: Approval, members: list[Approval]) -> int:
