@@ -104,6 +104,11 @@ def answer_terms(form: dict[str, str], scope: Scope) -> tuple[timedelta | None, 
     return lasts, args
 
 
+def asker(task: Task, flow: ApprovalFlow) -> str | None:
+    """Who submitted ``task``, by their person's name when ``[[people]]`` lists them."""
+    return flow.people.name(task.submitted_by) if task.submitted_by else None
+
+
 async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView | None:
     """The card of a task's current (or last) approval request, with its preview (the
     file as it is now) while pending, its args for the edit form, and how many identical
@@ -120,7 +125,7 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
         # into the real ones: such a request is edited over the API (POST .../approve).
         if mask_urls(args) != args:
             args = None
-    return CardView(card, asked_by=task.submitted_by, task_state=task.state.value,
+    return CardView(card, asked_by=asker(task, flow), task_state=task.state.value,
                     args_json=args)
 
 
@@ -223,7 +228,7 @@ class Console:
             card = (await view(task, self.ctx.flow) if current else None) or CardView(
                 build_card(task, approval, preview=preview, step_up=self.ctx.flow.step_up,
                            identical=count, people=self.ctx.flow.people),
-                asked_by=task.submitted_by, task_state=task.state.value)
+                asked_by=asker(task, self.ctx.flow), task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
             card = CardView(build_card(None, approval, preview=preview,
                                        step_up=self.ctx.flow.step_up, identical=count,
