@@ -4,7 +4,10 @@ Every decision is a compare-and-set on the approval request (pending → decided
 same transaction as the task's state change, the grant it creates and its audit event,
 so on any backend and any number of nodes the first answer wins and the action runs
 once. Who may decide is the bot layer's question; this module checks what the request
-itself allows (scopes, expiry, the self-approval rule).
+itself allows (scopes, expiry, the self-approval rule). Every path that decides — API
+route, batch, chat click, e-mail link, CLI — ends here, so the self-approval rule and the
+quorum compare *people* (`signoff.runtime.people`) in this one place: an outside request
+is never approved by whoever asked it, from any of their accounts.
 
 A request under a quorum (`Approval.needed` > 1) collects approvals (`Approval.votes`)
 while it stays pending; each is its own compare-and-set on the request's status *and*
