@@ -39,6 +39,8 @@ from bench.api import free_port, percentile, wait_ready
 from signoff.config.settings import Settings
 
 KEY = "bench-key-0123456789abcdef"
+# The agent asks with its own key: an outside request is never approved by its asker.
+AGENT_KEY = "bench-agent-key-0123456789abcdef"
 REQUESTS = 3000
 CONCURRENCY = 16
 DECISIONS = 200
@@ -48,7 +50,8 @@ P99_TARGET_MS = 25.0
 
 def settings_for(work_dir: Path) -> Settings:
     return Settings.model_validate({"daemon": {"work_dir": str(work_dir), "node_id": "bench"},
-                                    "api": {"key": KEY}})
+                                    "api": {"key": KEY, "keys": [
+                                        {"name": "agent", "key": AGENT_KEY}]}})
 
 
 async def serve(work_dir: Path, port: int) -> None:
@@ -104,8 +107,9 @@ async def rate(client: httpx.AsyncClient, count: int, concurrency: int, post: bo
 async def decision_latency(base: str, count: int) -> list[float]:
     """Milliseconds from sending a decision to the waiting long poll's answer."""
     headers = {"Authorization": f"Bearer {KEY}"}
+    agent = {"Authorization": f"Bearer {AGENT_KEY}"}
     results = []
-    async with (httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as asker,
+    async with (httpx.AsyncClient(base_url=base, headers=agent, timeout=60) as asker,
                 httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as poller,
                 httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as decider):
         for n in range(count + 10):

@@ -282,6 +282,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, grant_ttl=ap.grant_ttl,
+        people=settings.who_is_who,
         coalesce=ap.coalesce,
         approvers_for=router.approvers_for,
         rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
@@ -341,7 +342,8 @@ class PendingCards:
         url = self.node.settings.daemon.public_url
         flow = self.node.flow
         return [build_card(r.task, r.approval, console_url=url,
-                           preview=await flow.preview(r.approval), step_up=flow.step_up)
+                           preview=await flow.preview(r.approval), step_up=flow.step_up,
+                           people=flow.people)
                 for r in page.items]
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
@@ -360,7 +362,8 @@ class PendingCards:
         refs = tuple(CardRef(r.surface, r.channel, r.message_id)
                      for r in await store.cards(approval_id))
         card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
-                          preview=await self.node.flow.preview(approval))
+                          preview=await self.node.flow.preview(approval),
+                          people=self.node.flow.people)
         return PostedCard(card=card, refs=refs)
 
 

@@ -107,6 +107,11 @@ def answer_terms(form: dict[str, str], scope: Scope) -> tuple[timedelta | None, 
     return lasts, args
 
 
+def asker(task: Task, flow: ApprovalFlow) -> str | None:
+    """Who submitted ``task``, by their person's name when ``[[people]]`` lists them."""
+    return flow.people.name(task.submitted_by) if task.submitted_by else None
+
+
 async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView | None:
     """The card of a task's current (or last) approval request, with its preview (the
     file as it is now) while pending, its args for the edit form, and how many identical
@@ -115,7 +120,7 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
     if approval is None:
         return None
     card = build_card(task, approval, preview=await flow.preview(approval),
-                      step_up=flow.step_up, identical=identical)
+                      step_up=flow.step_up, identical=identical, people=flow.people)
     args = None
     if approval.status is ApprovalStatus.PENDING:
         args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
@@ -123,7 +128,7 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
         # into the real ones: such a request is edited over the API (POST .../approve).
         if mask_urls(args) != args:
             args = None
-    return CardView(card, asked_by=task.submitted_by, task_state=task.state.value,
+    return CardView(card, asked_by=asker(task, flow), task_state=task.state.value,
                     args_json=args)
 
 
@@ -133,7 +138,7 @@ async def request_view(item: PendingRequest, flow: ApprovalFlow,
     if item.task is not None:
         return await view(item.task, flow, identical)
     card = build_card(None, item.approval, preview=await flow.preview(item.approval),
-                      step_up=flow.step_up, identical=identical)
+                      step_up=flow.step_up, identical=identical, people=flow.people)
     return CardView(card, asked_by=item.approval.requester)
 
 
@@ -194,7 +199,8 @@ class Console:
 
     async def _held_view(self, approval: Approval) -> CardView | None:
         if approval.task_id is None:
-            return CardView(build_card(None, approval), asked_by=approval.requester)
+            return CardView(build_card(None, approval, people=self.ctx.flow.people),
+                            asked_by=approval.requester)
         task = await self.ctx.store.get_task(approval.task_id)
         return await view(task, self.ctx.flow) if task is not None else None
 
@@ -224,11 +230,12 @@ class Console:
             current = task.approval is not None and task.approval.id == approval.id
             card = (await view(task, self.ctx.flow) if current else None) or CardView(
                 build_card(task, approval, preview=preview, step_up=self.ctx.flow.step_up,
-                           identical=count),
-                asked_by=task.submitted_by, task_state=task.state.value)
+                           identical=count, people=self.ctx.flow.people),
+                asked_by=asker(task, self.ctx.flow), task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
             card = CardView(build_card(None, approval, preview=preview,
-                                       step_up=self.ctx.flow.step_up, identical=count),
+                                       step_up=self.ctx.flow.step_up, identical=count,
+                                       people=self.ctx.flow.people),
                             asked_by=approval.requester)
         else:
             local = self.ctx.web.card(approval_id)

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, RiskClass, Scope, Task
+from signoff.runtime.people import NOBODY_LISTED, People
 from signoff.runtime.text import SHORT, mask, shorten
 from signoff.runtime.tools.base import Preview
 
@@ -71,27 +72,29 @@ _SCOPE_WORDS = {
 }
 
 
-def progress_line(approval: Approval) -> str | None:
-    """"1 of 2 approvals (slack:U1)" for a request under a quorum, else None."""
+def progress_line(approval: Approval, people: People = NOBODY_LISTED) -> str | None:
+    """"1 of 2 approvals (alice)" for a request under a quorum, else None; each voter by
+    their person's name (``[[people]]``), else their account."""
     if approval.needed <= 1:
         return None
     line = f"{len(approval.votes)} of {approval.needed} approvals"
     if approval.votes:
-        line += " (" + ", ".join(v.actor for v in approval.votes) + ")"
+        line += " (" + ", ".join(people.names(v.actor for v in approval.votes)) + ")"
     return line
 
 
-def outcome_line(approval: Approval) -> str | None:
-    """"Approved for this session by slack:U1 at 14:03 UTC", or None while pending."""
+def outcome_line(approval: Approval, people: People = NOBODY_LISTED) -> str | None:
+    """"Approved for this session by alice at 14:03 UTC" (the decider's person's name,
+    else their account, e.g. slack:U1), or None while pending."""
     if approval.status is ApprovalStatus.PENDING:
         return None
     when = _hhmm(approval.decided_at)
     if approval.status is ApprovalStatus.EXPIRED:
         return f"Expired — denied at {when}"
     words = _SCOPE_WORDS.get(approval.scope or Scope.DENY, "Decided")
-    who = approval.decided_by or "someone"
+    who = people.name(approval.decided_by) if approval.decided_by else "someone"
     if approval.needed > 1 and approval.status is not ApprovalStatus.DENIED:
-        who = ", ".join(v.actor for v in approval.votes) or who
+        who = ", ".join(people.names(v.actor for v in approval.votes)) or who
     line = f"{words} by {who} at {when}"
     if approval.status is ApprovalStatus.HELD and approval.hold_until is not None:
         line += f" — runs at {approval.hold_until.strftime('%H:%M:%S UTC')} unless undone"
@@ -139,16 +142,17 @@ def steps_up(approval: Approval, step_up: frozenset[RiskClass]) -> bool:
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
                mentions: tuple[str, ...] = (), preview: Preview | None = None,
                step_up: frozenset[RiskClass] = frozenset(),
-               identical: int = 1) -> ApprovalCard:
+               identical: int = 1, people: People = NOBODY_LISTED) -> ApprovalCard:
     """The card for one approval request: of a task, or (``task`` None) from outside.
 
     ``preview`` (from `preview_for`) is shown while the request is pending; every text
     on the card comes out URL-masked. ``identical`` is how many requests it stands for
     (coalescing): the title says so on every surface, since one answer decides them all.
+    ``people``: who decided is shown by their person's name.
     """
     return masked(_card(task, approval, console_url=console_url, mentions=mentions,
                         preview=preview if approval.status is ApprovalStatus.PENDING
-                        else None, step_up=step_up, identical=identical))
+                        else None, step_up=step_up, identical=identical, people=people))
 
 
 async def preview_for(previews: Previewer | None, approval: Approval) -> Preview | None:
@@ -176,7 +180,7 @@ def masked(card: ApprovalCard) -> ApprovalCard:
 
 def _card(task: Task | None, approval: Approval, *, console_url: str | None,
           mentions: tuple[str, ...], preview: Preview | None,
-          step_up: frozenset[RiskClass], identical: int) -> ApprovalCard:
+          step_up: frozenset[RiskClass], identical: int, people: People) -> ApprovalCard:
     action = approval.action
     stepped = steps_up(approval, step_up)
     group = identical_words(identical)
@@ -199,7 +203,7 @@ def _card(task: Task | None, approval: Approval, *, console_url: str | None,
         requested_at=approval.requested_at,
         expires_at=approval.expires_at,
         status=approval.status.value,
-        outcome=outcome_line(approval),
+        outcome=outcome_line(approval, people),
         decided_by=approval.decided_by,
         decided_at=approval.decided_at,
         note=approval.note,
@@ -210,7 +214,7 @@ def _card(task: Task | None, approval: Approval, *, console_url: str | None,
         confirm_url=confirm_link(console_url, approval) if stepped else None,
         requester=shorten(approval.requester, 120) if approval.requester else None,
         policy_id=approval.policy_id if task is None else None,
-        progress=progress_line(approval),
+        progress=progress_line(approval, people),
         hold_until=approval.hold_until if approval.status is ApprovalStatus.HELD else None,
         preview=preview,
         identical=identical,

@@ -57,6 +57,7 @@ class ApprovalFlow:
         self.clock = clock
         self.platforms = platforms
         self.authorizer = authorizer
+        self.people = decider.engine.config.people  # cards name who decided
         self.notifier = notifier
         self.console_url = console_url
         self.step_up = step_up  # risk classes decided in the console only
@@ -161,7 +162,7 @@ class ApprovalFlow:
         card = build_card(task, approval, console_url=self.console_url,
                           mentions=tuple(item.payload.get("mentions") or ()),
                           preview=await self.preview(approval), step_up=self.step_up,
-                          identical=identical)
+                          identical=identical, people=self.people)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)

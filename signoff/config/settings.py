@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     Field,
     ModelWrapValidatorHandler,
@@ -50,6 +51,7 @@ from signoff.config.checks import (
     Regex,
     Risk,
     absolute_sqlite_url,
+    check_actor,
     describe_errors,
     error_items,
     mask_url,
@@ -77,6 +79,7 @@ from signoff.config.ops import (
 )
 from signoff.errors import ConfigError
 from signoff.runtime.models import ALL_SCOPES, OnDeny, RiskClass, Scope
+from signoff.runtime.people import People, clashes
 from signoff.runtime.policy.net import NetAllow
 
 __all__ = [
@@ -286,6 +289,33 @@ class Recipe(Section):
         return re.compile(self.match, re.IGNORECASE)
 
 
+# Accounts of surfaces whose callers are named by signoff itself, not by a chat platform's
+# user ids: the console/API (``web:<key name>``) and the terminal.
+_NAMED_ACCOUNTS = ("web", "terminal", "cli")
+
+
+def _check_account(value: str) -> str:
+    surface, _, name = value.partition(":")
+    if surface in _NAMED_ACCOUNTS:
+        if not name or name != name.strip() or any(c.isspace() for c in name):
+            raise ValueError(f"invalid account {value!r} (expected '{surface}:<name>', "
+                             f"such as 'web:alice' for the API key named alice)")
+        return value
+    try:
+        return check_actor(value)
+    except ValueError as exc:
+        said = str(exc).replace("invalid approver", "invalid account")
+        raise ValueError(f"{said}; or 'web:<API key name>'") from None
+
+
+class Person(Section):
+    """[[people]]: one person's accounts; a quorum counts people, self-approval compares
+    people, cards show ``name`` (`signoff.runtime.people`)."""
+
+    name: NonEmpty
+    accounts: list[Annotated[str, AfterValidator(_check_account)]] = Field(min_length=1)
+
+
 class EmailSettings(Section):
     """[email]: the SMTP server used by send_email."""
 
@@ -313,6 +343,7 @@ class Settings(Section):
     oncall: OncallSettings = OncallSettings()
     notify: list[NotifySettings] = []
     mcp: McpSettings = McpSettings()
+    people: list[Person] = []
     # The surfaces' sections, validated by their own models (see the module docstring).
     _surfaces: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
@@ -352,6 +383,7 @@ class Settings(Section):
         found.extend(settings._email_surface(sections))
         settings._surfaces = sections
         found.extend(settings._cross_checks())
+        found.extend(settings._people_checks())
         if found:
             raise problems(found)
         return settings
@@ -392,6 +424,20 @@ class Settings(Section):
                 found.append((f"notify[{i}].channel",
                               f"{target.platform} is not configured (add a [{name}] section)"))
         return found
+
+    def _people_checks(self) -> list[tuple[str, str]]:
+        # One account is one person's: listed under two, its vote would count for either.
+        names = [p.name for p in self.people]
+        found = [(f"people[{i}].name", f"duplicate person {name!r}")
+                 for i, name in enumerate(names) if name in names[:i]]
+        listed = [(p.name, p.accounts) for p in self.people]
+        found.extend((f"people[{i}].accounts[{j}]", words) for i, j, words in clashes(listed))
+        return found
+
+    @cached_property
+    def who_is_who(self) -> People:
+        """``[[people]]`` as the runtime's `People` (who counts as whom)."""
+        return People.of([(p.name, p.accounts) for p in self.people])
 
     @property
     def surfaces(self) -> Mapping[str, BaseModel]:

@@ -551,3 +551,38 @@ def test_check_config_raises_on_errors(write_config: WriteConfig) -> None:
     """check_config raises the same ConfigError as load_settings."""
     with pytest.raises(ConfigError, match=r"approvals\.timeout"):
         check_config(write_config('[approvals]\ntimeout = "soon"\n'))
+
+
+# ------------------------------------------------------------------ people
+
+
+PEOPLE = """
+[[people]]
+name = "alice"
+accounts = ["slack:U1", "telegram:42", "web:alice", "email:alice@example.com"]
+
+[[people]]
+name = "bob"
+accounts = ["web:bob", "slack:U1"]
+"""
+
+
+def test_an_account_under_two_people_names_both(write_config: WriteConfig) -> None:
+    """One account listed under two people is refused, naming the account and both."""
+    message = config_error(write_config(PEOPLE))
+    assert message == ("config.toml: people[1].accounts[1]: account 'slack:U1' is listed "
+                       "under both 'alice' and 'bob'")
+
+
+def test_people_link_accounts_to_one_name(write_config: WriteConfig) -> None:
+    """Each listed account is its person; an unlisted actor is nobody else."""
+    people = load_settings(write_config(PEOPLE.replace(', "slack:U1"]', "]"))).who_is_who
+    assert people.same("slack:U1", "web:alice") and people.name("telegram:42") == "alice"
+    assert not people.same("web:alice", "web:bob") and people.name("web:eve") == "web:eve"
+
+
+def test_a_malformed_account_is_named(write_config: WriteConfig) -> None:
+    """An account that is no actor key is refused with the forms expected."""
+    message = config_error(write_config('[[people]]\nname = "a"\naccounts = ["alice"]\n'))
+    assert message.startswith("config.toml: people[0].accounts[0]: invalid account 'alice'")
+    assert "'web:<API key name>'" in message
