@@ -43,7 +43,7 @@ from signoff.runtime.coalesce import group_size
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, Scope, Task
 from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest, TaskStore
-from signoff.runtime.text import mask_urls
+from signoff.runtime.text import shown as as_shown
 
 FLASH = "signoff_flash"
 SSE_POLL = 2.0  # seconds between store checks on each open stream
@@ -116,9 +116,10 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
     args = None
     if approval.status is ApprovalStatus.PENDING:
         args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
-        # The console never shows a URL's secrets, and masked args cannot be edited back
-        # into the real ones: such a request is edited over the API (POST .../approve).
-        if mask_urls(args) != args:
+        # The console never shows a URL's secrets or an invisible character as it is, and
+        # shown args cannot be edited back into the real ones: such a request is edited
+        # over the API (POST .../approve).
+        if as_shown(args) != args:
             args = None
     return CardView(card, asked_by=task.submitted_by, task_state=task.state.value,
                     args_json=args)

@@ -2,8 +2,11 @@
 
 Surfaces render `ApprovalCard`; they never look at tasks. Content that may be long or
 secret (bodies, payloads, file content) is shortened here, once, for every surface, and
-every URL on a card is masked here (`masked`: user info and query values as •••), so no
-surface can show a token that an approver does not need to see.
+every text on a card is shown here as people are shown text (`masked`, with
+`runtime.text.shown`: URLs with user info and query values as •••, internationalized
+hosts as punycode, bidi overrides and other invisible characters as visible escapes), so
+no surface can show a token an approver does not need, or text that reads otherwise
+than it is.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, RiskClass, Scope, Task
-from signoff.runtime.text import SHORT, mask, shorten
+from signoff.runtime.text import SHORT, shorten, shown
 from signoff.runtime.tools.base import Preview
 
 # What the wiring gives the flow and the console to ask a tool what a call will do
@@ -160,17 +163,20 @@ async def preview_for(previews: Previewer | None, approval: Approval) -> Preview
     return await previews(approval.action)
 
 
-# Every text of a card that can carry an argument's value (a URL with a token).
-_MASKED_FIELDS = ("title", "targets", "goal", "details", "outcome", "note", "why",
-                  "requester")
+# Every text of a card that can carry words of an agent or a caller (a URL with a token,
+# a bidi override); an outside request names its own tool and policy id.
+_MASKED_FIELDS = ("title", "tool", "capability", "targets", "goal", "schedule", "details",
+                  "outcome", "note", "why", "requester", "policy_id")
 
 
 def masked(card: ApprovalCard) -> ApprovalCard:
-    """``card`` with every URL in its texts and its preview masked (`runtime.text.mask`)."""
-    changes: dict[str, object] = {name: mask(getattr(card, name)) for name in _MASKED_FIELDS}
+    """``card`` with its texts and its preview as people are shown them
+    (`runtime.text.shown`: URLs masked, IDN hosts as punycode, invisible characters as
+    escapes)."""
+    changes: dict[str, object] = {name: shown(getattr(card, name)) for name in _MASKED_FIELDS}
     if card.preview is not None:
-        changes["preview"] = dataclasses.replace(card.preview, text=mask(card.preview.text),
-                                                 label=mask(card.preview.label))
+        changes["preview"] = dataclasses.replace(card.preview, text=shown(card.preview.text),
+                                                 label=shown(card.preview.label))
     return dataclasses.replace(card, **changes)  # type: ignore[arg-type]
 
 

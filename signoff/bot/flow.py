@@ -25,7 +25,7 @@ from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
-from signoff.runtime.text import mask_urls
+from signoff.runtime.text import shown
 from signoff.runtime.tools.base import Preview
 
 log = logging.getLogger(__name__)
@@ -142,8 +142,9 @@ class ApprovalFlow:
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
             mentions = [str(m) for m in item.payload.get("mentions") or ()]
             # The one door of every notification line (team channels, digests, replies
-            # under cards): URLs are masked here, the outbox keeps what was written.
-            await platform.notify(channel, mask_urls(str(item.payload["text"])),
+            # under cards): shown here as cards are (URLs masked, invisible characters
+            # escaped); the outbox keeps what was written.
+            await platform.notify(channel, shown(str(item.payload["text"])),
                                   thread=thread, mentions=mentions)
             return
         approval_id = str(item.payload["approval_id"])

@@ -13,9 +13,11 @@ T = TypeVar("T")
 
 
 def shorten(value: object, limit: int = SHORT) -> str:
-    """One line, at most ``limit`` characters, with an ellipsis when cut."""
+    """One line, at most ``limit`` characters, with an ellipsis when cut; for people, so
+    its URLs are masked (`mask_urls`) — before the cut: cut first, ``https://bob:pw…``
+    has lost the "@" that says its start is a secret."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    text = " ".join(text.split())
+    text = " ".join(mask_urls(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

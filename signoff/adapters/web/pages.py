@@ -23,6 +23,7 @@ from typing import Any
 from signoff.bot.cards import UNDO_LABEL, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import AuditEvent, Scope, Task
+from signoff.runtime.text import shown
 from signoff.runtime.transcript import TranscriptEntry, call_summary, shorten_text
 
 TOOL_OUTPUT_SHOWN = 300  # characters of a tool's output on the task page
@@ -32,8 +33,10 @@ BUTTONS = {Scope.ONCE: "Once", Scope.SESSION: "Session", Scope.ALWAYS: "Always",
 
 
 def e(value: object) -> str:
-    """Escape anything for HTML text and attribute values."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Escape anything for HTML text and attribute values, shown as every surface shows
+    text (`shown`: URLs masked, invisible characters as escapes). The one door of every
+    value to a page: a task's result, its targets, an error, the agent's words."""
+    return html.escape(shown("" if value is None else str(value)), quote=True)
 
 
 @cache
