@@ -55,6 +55,9 @@ class CardView:
     # The asked action's args as JSON, for the edit form (a task's pending request only:
     # an outside agent runs its own call, so its requests are not editable).
     args_json: str | None = None
+    # All the request's arguments as JSON when the card shows some of them cut (a long
+    # body, a bounded preview): what the chat cards send people here to see.
+    whole: str | None = None
 
 
 def time_left(expires_at: datetime, now: datetime) -> str:
@@ -295,6 +298,9 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/",
     details += f'<p class="why">{e(why)}</p>' if why else ""
     note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
     details += preview_html(card)
+    if view.whole is not None:
+        details += (f'<details class="whole" open><summary>Everything this approves (the '
+                    f'card shows part of it)</summary><pre>{e(view.whole)}</pre></details>')
     if card.open and card.progress:
         note += f'<p class="progress">{e(card.progress)}</p>'
     if card.open:
