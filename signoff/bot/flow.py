@@ -155,8 +155,7 @@ class ApprovalFlow:
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
             mentions = [str(m) for m in item.payload.get("mentions") or ()]
             # The one door of every notification line (team channels, digests, replies
-            # under cards): shown here as cards are (URLs masked, invisible characters
-            # escaped); the outbox keeps what was written.
+            # under cards): shown as cards are; the outbox keeps what was written.
             await platform.notify(channel, shown(str(item.payload["text"])),
                                   thread=thread, mentions=mentions)
             return

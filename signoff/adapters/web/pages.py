@@ -297,10 +297,7 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/",
     why = why_line(card)
     details += f'<p class="why">{e(why)}</p>' if why else ""
     note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
-    details += preview_html(card)
-    if view.whole is not None:
-        details += (f'<details class="whole" open><summary>Everything this approves (the '
-                    f'card shows part of it)</summary><pre>{e(view.whole)}</pre></details>')
+    details += preview_html(card) + _whole(view)
     if card.open and card.progress:
         note += f'<p class="progress">{e(card.progress)}</p>'
     if card.open:
@@ -322,6 +319,14 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/",
             f'<h2 class="title">{e(card.title)}</h2>'
             f'<ul class="targets" aria-label="Targets">{targets}</ul>'
             f'{_dl(meta)}{details}{note}{tail}</article>')
+
+
+def _whole(view: CardView) -> str:
+    """All the arguments of a request whose card shows part of them (see CardView)."""
+    if view.whole is None:
+        return ""
+    return (f'<details class="whole" open><summary>Everything this approves (the card '
+            f'shows part of it)</summary><pre>{e(view.whole)}</pre></details>')
 
 
 def _task_item(task: Task) -> str:
