@@ -42,8 +42,8 @@ MAX_HEADER = 150  # header plain_text
 MAX_CONFIRM_TITLE = 100
 MAX_CONFIRM_TEXT = 300
 MAX_CONTEXT_ELEMENTS = 10
-MAX_TITLE = 300  # the action in words; what it approves is in the targets and preview
-MAX_TOOL = 120
+MAX_TITLE = 250  # the action in words (escaped); what it approves is in targets, preview
+MAX_TOOL = 100
 # What a card approves (targets, content, preview) is shown whole or not decided here:
 # at most this much of it (`cards.shown_size`), so that each of the sections holding it
 # stays under MAX_TEXT with the title and labels beside it.
@@ -77,6 +77,17 @@ def clip(text: str, limit: int) -> str:
 def escape(text: str) -> str:
     """Escape the three characters mrkdwn treats as control characters."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _escaped(text: str, limit: int) -> str:
+    """``text`` escaped, clipped so that the escaped form is at most ``limit`` characters
+    (cut in the text, never through an entity): "&" is five characters once escaped."""
+    raw = clip(text, limit)
+    body = escape(raw)
+    while len(body) > limit:
+        raw = clip(raw, max(1, len(raw) * limit // len(body)))
+        body = escape(raw)
+    return body
 
 
 def mention(actor_key: str) -> str | None:
@@ -119,12 +130,12 @@ def _header(card: ApprovalCard) -> Block:
 
 
 def _action_section(card: ApprovalCard) -> Block:
-    lines = [f"*{escape(clip(card.title, MAX_TITLE))}*"]
+    lines = [f"*{_escaped(card.title, MAX_TITLE)}*"]
     if card.targets:
         targets = ", ".join(f"`{escape(t)}`" for t in card.targets)
         lines.append(f"Targets: {targets}")
-    lines.append(f"Tool: `{escape(clip(card.tool, MAX_TOOL))}`" + (
-        f" ({escape(clip(card.capability, MAX_TOOL))})" if card.capability else ""))
+    lines.append(f"Tool: `{_escaped(card.tool, MAX_TOOL)}`" + (
+        f" ({_escaped(card.capability, MAX_TOOL)})" if card.capability else ""))
     return {"type": "section", "text": _mrkdwn("\n".join(lines))}
 
 

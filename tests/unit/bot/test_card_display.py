@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from signoff.adapters.email.messages import card_message
-from signoff.adapters.slack.blocks import card_blocks, card_text
+from signoff.adapters.slack.blocks import CARD_LIMIT, MAX_TEXT, card_blocks, card_text, decides
 from signoff.adapters.telegram.keyboards import card_html, card_keyboard, console_button
 from signoff.adapters.terminal.platform import render
 from signoff.adapters.web.pages import CardView
@@ -118,3 +118,15 @@ def test_telegram_shows_a_complete_card_whole_and_a_cut_one_with_a_console_link(
     assert tail not in card_html(over) and card_keyboard(over) == []
     assert console_button(over) == ("Open in console to decide",
                                     "https://s.example/console/cards/a-1")
+
+
+def test_a_complete_slack_card_is_never_clipped_however_its_text_escapes() -> None:
+    """At the edge of the limit, with a title, tool and targets made of characters that
+    escape to five, the sections holding what is approved stay within Slack's 3,000."""
+    targets = tuple("&" * 150 for _ in range(2))
+    card = sample_card(title="&" * 5000, tool="<" * 500, capability="&" * 500,
+                       targets=targets, details=(("body", "<" * 80),))
+    assert decides(card) and complete(card, CARD_LIMIT)
+    texts = [b["text"]["text"] for b in card_blocks(card) if b["type"] == "section"]
+    assert all(len(t) <= MAX_TEXT for t in texts)
+    assert sum(t.count("&amp;" * 150) for t in texts) == 2  # both targets whole
