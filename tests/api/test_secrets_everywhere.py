@@ -66,8 +66,8 @@ async def test_console_log_and_team_channel_never_show_the_token(
         assert notifier is not None
         await notifier.flush(force=True)
 
-        async def told() -> bool:
-            return any("completed" in text for _, text, _ in team.notes)
+        async def told() -> bool:  # the channel's line, not the reply under the card
+            return any("completed" in text for _, text, thread in team.notes if thread is None)
 
         await eventually(told, 10.0, "the team channel to hear of the completed task")
         lines = [text for _, text, _ in team.notes]
