@@ -43,6 +43,7 @@ _AFTER_SCHEME = re.compile(r"[^\s<>\"'`]+")
 # (after the first "?"), fragment (after the first "#" — a "?" in it is no query).
 _PARTS = re.compile(r"([^/?#]*@)?([^/?#]*)([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL)
 _DOTS = re.compile("[.\u3002\uff0e\uff61]")  # the dots IDNA splits a host name on
+_LABEL_MAX, _HOST_MAX = 63, 253  # DNS limits (RFC 1035)
 
 
 def mask_url(url: str) -> str:
@@ -57,15 +58,27 @@ def mask_url(url: str) -> str:
     a look-alike host shows as what it is.
     """
     scheme, sep, rest = url.partition("://")
-    return f"{scheme}://{_masked_rest(rest)}" if sep else url
+    return f"{scheme}://{_masked_rest(rest, _Budget())}" if sep else url
 
 
-def _masked_rest(rest: str) -> str:
+class _Budget:
+    """How many more non-ASCII host characters may be put into punycode in one masking
+    (one `mask_url`, `mask_urls`, `mask` or `shown` call). Python's punycode takes ~1 ms
+    for one 63-character label, so a text of many such hosts would take seconds; past
+    the budget, hosts are shown with ``\\uXXXX`` escapes instead (linear, in C)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int = 128) -> None:
+        self.left = left  # two full labels: far more than the IDN hosts of a real text
+
+
+def _masked_rest(rest: str, budget: _Budget) -> str:
     """What follows a URL's ``://``, masked (see `mask_url`)."""
     user, host, path, query, frag = _PARTS.fullmatch(rest).groups()  # type: ignore[union-attr]
     if user is None and query is None and frag is None and host.isascii():
         return rest  # nothing to hide or spell out
-    shown = ["" if user is None else MASK + "@", ascii_host(host), path]
+    shown = ["" if user is None else MASK + "@", ascii_host(host, budget), path]
     if query is not None:
         shown += ("?", _mask_params(query))
     if frag is not None:
@@ -73,19 +86,29 @@ def _masked_rest(rest: str) -> str:
     return "".join(shown)
 
 
-def ascii_host(hostport: str) -> str:
-    """``host[:port]`` with a non-ASCII host name in its punycode (IDNA) form."""
+def ascii_host(hostport: str, budget: _Budget | None = None) -> str:
+    """``host[:port]`` with a non-ASCII host name in its punycode (IDNA) form; a host no
+    DNS would take (a label over 63 characters, a name over 253), or one past the
+    ``budget``, shows each non-ASCII character as ``\\uXXXX`` instead: punycode takes
+    time quadratic in a label's length."""
     if hostport.isascii():
         return hostport
     host, colon, port = hostport.rpartition(":")
     if not (colon and port.isdigit()):
         host, colon, port = hostport, "", ""
+    labels = _DOTS.split(host)
+    budget = budget or _Budget()
+    budget.left -= len(host)
+    if (budget.left < 0 or len(host) > _HOST_MAX
+            or any(len(label) > _LABEL_MAX for label in labels)):
+        # Python escapes in C (\u4e00): linear and fast, however many characters.
+        return host.encode("ascii", "backslashreplace").decode("ascii") + colon + port
     try:
         shown = host.encode("idna").decode("ascii")
-    except UnicodeError:  # not a valid IDN (a label too long, ...): raw punycode per label
+    except UnicodeError:  # not a valid IDN (an empty label, ...): raw punycode per label
         shown = ".".join(label if label.isascii() else
                          "xn--" + label.encode("punycode").decode("ascii")
-                         for label in _DOTS.split(host))
+                         for label in labels)
     return shown + colon + port
 
 
@@ -107,12 +130,13 @@ def _mask_params(text: str, *, bare: bool = True) -> str:
     return _BARE_ITEM.sub(MASK, masked)
 
 
-def mask_urls(text: str) -> str:
+def mask_urls(text: str, budget: _Budget | None = None) -> str:
     """Every URL inside ``text`` masked (`mask_url`); the rest of the text as it was.
 
     Linear in ``len(text)`` whatever it holds (see the note above `MASK`)."""
     if "://" not in text:
         return text  # the common case, without a scan
+    budget = budget or _Budget()
     out: list[str] = []
     done = 0  # text[:done] is in out already
     at = text.find("://")
@@ -124,7 +148,7 @@ def mask_urls(text: str) -> str:
         end = after.end()
         # Prose ends a URL with punctuation ("see https://h/p?t=1."): keep that outside.
         rest = after.group().rstrip(".,;:!?)]}")
-        out += (text[done:at + 3], _masked_rest(rest), text[at + 3 + len(rest):end])
+        out += (text[done:at + 3], _masked_rest(rest, budget), text[at + 3 + len(rest):end])
         done = end
         at = text.find("://", end)
     out.append(text[done:])
@@ -145,7 +169,8 @@ def _has_scheme(text: str, at: int, done: int) -> bool:
 def mask(value: T) -> T:
     """``value`` with every URL in every string masked, through dicts, lists and tuples
     (keys included); anything else unchanged. For JSON-like data shown to people."""
-    return _walk(value, mask_urls)
+    budget = _Budget()  # one for the whole value
+    return _walk(value, lambda text: mask_urls(text, budget))
 
 
 def _walk(value: T, change: Callable[[str], str]) -> T:
@@ -175,29 +200,30 @@ def _walk(value: T, change: Callable[[str], str]) -> T:
 # categories Cc, Cf, Zl and Zp, less tab and newline (diffs and commands keep their
 # lines). Spelled out rather than built from `unicodedata` at import: that costs 0.2 s on
 # every CLI call; a unit test holds this list to the Unicode database.
-_INVISIBLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f"
-    "\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064"
-    "\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
-    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
+_INVISIBLE_RANGES = (
+    (0x00, 0x08), (0x0B, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C),
+    (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E),
+    (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD),
+    (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F))
+_INVISIBLE = re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+                                      for a, b in _INVISIBLE_RANGES) + "]")
+_ESCAPES = {code: f"[U+{code:04X}]"
+            for first, last in _INVISIBLE_RANGES for code in range(first, last + 1)}
 
 
 def visible(text: str) -> str:
     """``text`` with each invisible or control character (see _INVISIBLE) shown as a
     visible escape, ``[U+202E]``; everything else as it was."""
-    return _INVISIBLE.sub(_escape_char, text)
-
-
-def _escape_char(found: re.Match[str]) -> str:
-    return f"[U+{ord(found.group(0)):04X}]"
+    if _INVISIBLE.search(text) is None:
+        return text  # the common case: one scan in C
+    return text.translate(_ESCAPES)  # also in C, however many there are
 
 
 def shown(value: T) -> T:
     """``value`` as a person is shown it, on every surface: URLs masked (`mask`, IDN
     hosts as punycode) and invisible characters made visible (`visible`); through
     dicts, lists and tuples like `mask`."""
-    return _walk(value, _shown_text)
-
-
-def _shown_text(text: str) -> str:
-    return visible(mask_urls(text))
+    budget = _Budget()  # one for the whole value
+    return _walk(value, lambda text: visible(mask_urls(text, budget)))

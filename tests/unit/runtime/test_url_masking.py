@@ -63,8 +63,10 @@ def _best_times(*runs: Callable[[], object], repeat: int = 11) -> list[float]:
 
 def _hostile(n: int) -> str:
     # A scheme candidate at every "a" and a "://" only at the end (the input that took
-    # ~10 s per render), then URLs that do need masking, both growing with n.
-    return "a." * n + "://" + " see https://u:p@h/p?t=1" * (n // 10)
+    # ~10 s per render), then URLs that do need masking and a long non-ASCII host (whose
+    # punycode would take time quadratic in its length), all growing with n.
+    return ("a." * n + "://" + " see https://u:p@h/p?t=1" * (n // 10)
+            + " https://" + "一" * (n // 10) + ".example/")
 
 
 def test_masking_a_hostile_text_takes_time_linear_in_its_length() -> None:
@@ -80,7 +82,7 @@ def test_masking_a_hostile_text_takes_time_linear_in_its_length() -> None:
         if ratios[-1] <= 3.0:
             break
     assert min(ratios) <= 3.0, f"2x the input took {min(ratios):.1f}x the time"
-    assert mask_urls(small).endswith(f"https://{MASK}@h/p?t={MASK}")
+    assert f"https://{MASK}@h/p?t={MASK} https://\\u4e00\\u4e00" in mask_urls(small)
 
 
 @pytest.mark.parametrize(("text", "shown"), [
@@ -101,6 +103,8 @@ def test_urls_are_found_by_their_scheme_however_the_text_around_looks(text: str,
     ("https://bücher.example/p", "https://xn--bcher-kva.example/p"),
     ("https://u:p@пример.рф:8443/?t=1", f"https://{MASK}@xn--e1afmkfd.xn--p1ai:8443/?t={MASK}"),
     ("https://аррӏе.com/", "https://xn--80ak6aa92e.com/"),
+    # no DNS name has a 64-character label: no punycode, each character escaped
+    ("https://" + "é" * 64 + ".com/", "https://" + "\\xe9" * 64 + ".com/"),
 ])
 def test_internationalized_hosts_are_shown_as_punycode(url: str, shown: str) -> None:
     """A look-alike host (Cyrillic "аррӏе.com") shows as the punycode it really is."""
@@ -115,6 +119,25 @@ def test_invisible_and_control_characters_are_shown_as_escapes() -> None:
     assert visible("line 1\n\tline 2 — café ✓") == "line 1\n\tline 2 — café ✓"
     assert shown({"k\u202e": ["https://h/?t=1\u2066 x"]}) == {
         "k[U+202E]": [f"https://h/?t={MASK} x"]}
+
+
+def test_a_text_full_of_long_idn_hosts_is_masked_without_punycode_costs() -> None:
+    """Punycode takes ~1 ms a label: past a small budget per text, hosts show as
+    ``\\uXXXX`` escapes, so a thousand 80-character IDN hosts cost about what as many
+    ASCII hosts do (and the first host still reads as punycode)."""
+    label = "".join(chr(0x4E00 + 7 * i) for i in range(20))
+    idn = ("https://" + ".".join([label] * 4) + ".example/?t=1 ") * 1000
+    plain = ("https://" + ".".join(["a" * 20] * 4) + ".example/?t=1 ") * 1000
+    masked = mask_urls(idn)
+    assert masked.startswith("https://xn--") and "\\u4e00" in masked
+    ratios = []
+    for _ in range(3):  # a machine busy elsewhere can spoil one measurement, not three
+        plain_time, idn_time = _best_times(lambda: mask_urls(plain), lambda: mask_urls(idn),
+                                           repeat=5)
+        ratios.append(idn_time / plain_time)
+        if ratios[-1] <= 5.0:
+            break
+    assert min(ratios) <= 5.0, f"IDN hosts took {min(ratios):.1f}x as long as ASCII ones"
 
 
 def test_every_control_format_and_separator_character_is_escaped() -> None:
