@@ -39,14 +39,14 @@ from signoff.api.auth import (
 from signoff.api.batch import decide_all, summary
 from signoff.api.context import ApiContext
 from signoff.api.routes import identity_of
-from signoff.bot.cards import build_card
+from signoff.bot.cards import build_card, complete
 from signoff.bot.flow import ApprovalFlow
-from signoff.bot.ports import Actor, CardRef, DecisionEvent
+from signoff.bot.ports import Actor, ApprovalCard, CardRef, DecisionEvent
 from signoff.runtime.coalesce import group_size
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, Scope, Task
 from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest, TaskStore
-from signoff.runtime.text import mask_urls
+from signoff.runtime.text import shown as as_shown
 
 FLASH = "signoff_flash"
 SSE_POLL = 2.0  # seconds between store checks on each open stream
@@ -124,12 +124,21 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
     args = None
     if approval.status is ApprovalStatus.PENDING:
         args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
-        # The console never shows a URL's secrets, and masked args cannot be edited back
-        # into the real ones: such a request is edited over the API (POST .../approve).
-        if mask_urls(args) != args:
+        # The console never shows a URL's secrets or an invisible character as it is, and
+        # shown args cannot be edited back into the real ones: such a request is edited
+        # over the API (POST .../approve).
+        if as_shown(args) != args:
             args = None
     return CardView(card, asked_by=asker(task, flow), task_state=task.state.value,
-                    args_json=args)
+                    args_json=args, whole=whole_args(card, approval))
+
+
+def whole_args(card: ApprovalCard, approval: Approval) -> str | None:
+    """All of a pending request's arguments, for a card that shows some of them cut: the
+    chat cards send people here to see everything they approve (the page masks them)."""
+    if approval.status is not ApprovalStatus.PENDING or complete(card, None):
+        return None
+    return json.dumps(approval.action.args, indent=2, ensure_ascii=False, default=str)
 
 
 async def request_view(item: PendingRequest, flow: ApprovalFlow,
@@ -139,7 +148,8 @@ async def request_view(item: PendingRequest, flow: ApprovalFlow,
         return await view(item.task, flow, identical)
     card = build_card(None, item.approval, preview=await flow.preview(item.approval),
                       step_up=flow.step_up, identical=identical, people=flow.people)
-    return CardView(card, asked_by=item.approval.requester)
+    return CardView(card, asked_by=item.approval.requester,
+                    whole=whole_args(card, item.approval))
 
 
 async def identical(store: TaskStore, approval: Approval) -> int:

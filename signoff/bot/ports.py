@@ -97,6 +97,10 @@ class ApprovalCard:
     hold_until: datetime | None = None  # held: the action runs then unless undone
     preview: Preview | None = None  # what will happen (a diff, the command), while pending
     identical: int = 1  # how many identical requests this card decides (coalescing)
+    # Some approvable content (a message body) was longer than a card carries, so the
+    # card shows it cut: no surface with a length limit may offer decisions on it
+    # (`bot.cards.complete`).
+    cut: bool = False
 
     @property
     def origin(self) -> str:
@@ -224,6 +228,19 @@ class Surface(Protocol):
 
 ChatPlatform = Surface
 """The port's name before surfaces became plug-ins; the same Protocol."""
+
+
+@runtime_checkable
+class ShowsCards(Protocol):
+    """A surface whose cards may show less than what a decision approves (a chat message
+    has a length limit) says on which cards it offers decisions (optional). The flow
+    refuses a decision from it on any other card — a forged click, an old button — and
+    sends the person to the console. Without it, a surface is taken to show a card's
+    texts whole (`bot.cards.complete` with no limit)."""
+
+    def decides(self, card: ApprovalCard) -> bool:
+        """True when this surface's rendering of ``card`` offers decision buttons."""
+        ...
 
 S = TypeVar("S", bound=BaseModel)
 PendingLister = Callable[[], Awaitable[list[ApprovalCard]]]

@@ -64,6 +64,7 @@ def server_config(app: Any, host: str, port: int) -> uvicorn.Config:
     and parsing was a large share of a small request's cost (bench/cluster.py)."""
     return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
                           access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                          log_config=None,  # its records reach our handler (masked)
                           http="httptools")
 
 

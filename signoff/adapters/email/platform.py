@@ -121,6 +121,10 @@ class EmailPlatform:
         return (Route("GET", messages.CONFIRM_PATH, self.confirm_page),
                 Route("POST", messages.CONFIRM_PATH, self.confirm))
 
+    def decides(self, card: ApprovalCard) -> bool:
+        """Whether this card's mail offers decision links (`bot.ports.ShowsCards`)."""
+        return messages.decides(card)
+
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Mail the card to every address, each with links of its own."""
         key = tokens.new_key()

@@ -544,7 +544,7 @@ def test_check_config_summary(write_config: WriteConfig) -> None:
     assert "config.toml: OK" in summary
     assert "127.0.0.1:9000" in summary and "slack (socket)" in summary
     assert "schedules: 1" in summary and "rotations: 0" in summary
-    assert "hunter2" not in summary and "u:***@db" in summary
+    assert "hunter2" not in summary and "://•••@db" in summary
 
 
 def test_check_config_raises_on_errors(write_config: WriteConfig) -> None:
