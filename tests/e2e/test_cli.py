@@ -103,7 +103,7 @@ def test_config_check_reports_every_problem_daemon_start_refuses(project: Path) 
     assert "missing required argument 'content'" in lines[4]
     assert "API key" in lines[0] and "judge endpoint" in lines[1]
     assert started.stderr == checked.stderr
-    assert not (project / "signoff-work" / "signoff.db").exists()  # nothing was started
+    assert not (project / "signoff-state" / "signoff.db").exists()  # nothing was started
 
 
 def test_config_check_passes_what_daemon_start_accepts(project: Path) -> None:

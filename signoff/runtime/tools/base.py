@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
 from signoff.runtime.models import RiskClass
+from signoff.runtime.state import ProtectedFiles
 
 
 @runtime_checkable
@@ -74,6 +75,10 @@ class ToolContext:
     command_timeout: float = 60.0
     http_timeout: float = 30.0
     output_limit: int = 64_000  # bytes kept of any file, response body or command stream
+    # The daemon's own files (state dir, database): refused by every file tool.
+    protected: ProtectedFiles = field(default_factory=ProtectedFiles)
+    # The only variables of the daemon's environment a run_command child sees.
+    command_env: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
 
 
 @dataclass(frozen=True)
