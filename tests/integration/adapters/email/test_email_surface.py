@@ -22,8 +22,9 @@ from signoff.bot.outbox import FOREVER
 from signoff.bot.ports import SurfaceDeps
 from signoff.config.settings import Settings, summary
 from signoff.runtime.clock import Clock, FakeClock, SystemClock
+from signoff.runtime.state import server_secret
 from signoff.runtime.store.factory import make_store
-from signoff.wiring import PendingCards, build_surfaces
+from signoff.wiring import PendingCards, build_surfaces, prepare_state
 from tests.api.helpers import Running, eventually, make_settings, running_node
 from tests.fakes.smtp import FakeSmtpServer, ReceivedMessage
 
@@ -109,7 +110,8 @@ async def mailed(tmp_path: Path, *, approvers: tuple[str, ...] = (f"email:{ALICE
         chosen = clock or SystemClock()
         cards = PendingCards()
         surfaces = build_surfaces(settings, deps=SurfaceDeps(
-            clock=chosen, pending=cards, lookup=cards.lookup, public_url=PUBLIC))
+            clock=chosen, pending=cards, lookup=cards.lookup, public_url=PUBLIC,
+            secret=server_secret(prepare_state(settings))))
         email = {"email": surfaces["email"]}
         store = make_store(store_url) if store_url else None
         async with running_node(tmp_path, settings=settings, clock=chosen, store=store,
