@@ -108,6 +108,10 @@ def protected_files(state_dir: Path, database: str | None) -> ProtectedFiles:
     db = Path(path) if path else None
     if db is not None:
         prepare_sqlite_file(db)
+        mode = db.stat().st_mode & 0o777
+        if mode & 0o077:  # a file of the user's own, not ours to change: say so
+            log.warning(f"database_readable_by_others path={db} mode={oct(mode)} (chmod 600 "
+                        f"it: it holds the audit log and every pending request)")
     return ProtectedFiles.of(state_dir=state_dir, database=db)
 
 
