@@ -93,11 +93,15 @@ def prepare_state(settings: Settings, work_dir: Path | None = None) -> Path:
     state = settings.resolved_state_dir(work_dir)
     ensure_private_dir(state)
     wd = settings.resolved_work_dir(work_dir)
-    moved = migrate_layout(wd, state, database_default=settings.daemon.database is None)
+    moved, left = migrate_layout(wd, state, database_default=settings.daemon.database is None)
     if moved:
         log.warning(f"state_moved from={wd} to={state} files={','.join(moved)} (the daemon's "
                     f"own files no longer live in the work dir, where the tools could reach "
                     f"them)")
+    if left:
+        log.warning(f"state_not_moved dir={wd} files={','.join(left)} (the state dir {state} "
+                    f"has its own; these old copies are not used, and the tools can read "
+                    f"them: delete them)")
     return state
 
 

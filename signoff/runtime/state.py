@@ -108,32 +108,41 @@ def derive_key(secret: bytes, purpose: str, *parts: str) -> bytes:
     return hmac.new(secret, message, hashlib.sha256).digest()
 
 
-def migrate_layout(work_dir: Path, state_dir: Path, *, database_default: bool) -> list[str]:
-    """Move a 0.2 layout's state (database, grant mark, node id, MCP logs) from the work
-    dir into the state dir, once; returns the names moved (logged by the caller).
+def migrate_layout(work_dir: Path, state_dir: Path, *, database_default: bool
+                   ) -> tuple[list[str], list[str]]:
+    """Move a 0.2 layout's state (database with its siblings and grant mark, node id, MCP
+    logs) from the work dir into the state dir, 0600; returns (names moved, names left).
 
-    Nothing moves when the state dir already has a database or a node id of its own: it
-    is the newer copy, and the work dir's files are left for a person to look at.
+    A group moves only when the state dir has none of it: the database with its -wal
+    and -shm is one group (they belong together). A group the state dir already has is
+    left in the work dir for a person to look at (the caller says so).
     """
-    if not work_dir.is_dir():
-        return []
-    names = [NODE_ID_FILE, *sorted(p.name for p in work_dir.glob("mcp-*.log"))]
+    if not work_dir.is_dir() or work_dir == state_dir:
+        return [], []
+    groups = [[NODE_ID_FILE], *([p.name] for p in sorted(work_dir.glob("mcp-*.log")))]
     if database_default:
-        names += [DATABASE_FILE + suffix for suffix in SQLITE_SIBLINGS]
-    if (state_dir / DATABASE_FILE).exists() or (state_dir / NODE_ID_FILE).exists():
-        return []
+        groups.append([DATABASE_FILE + suffix for suffix in SQLITE_SIBLINGS])
     moved: list[str] = []
-    for name in names:
-        old = work_dir / name
-        if not old.is_file() or old.is_symlink():
+    left: list[str] = []
+    for group in groups:
+        found = [n for n in group if (work_dir / n).is_file() and not (work_dir / n).is_symlink()]
+        if not found:
             continue
-        try:
-            shutil.move(old, state_dir / name)
-            (state_dir / name).chmod(PRIVATE_FILE)
-        except OSError as exc:
-            raise ConfigError(f"cannot move {old} into the state dir {state_dir}: {exc}") from exc
-        moved.append(name)
-    return moved
+        if any((state_dir / n).exists() for n in group):
+            left.extend(found)
+            continue
+        for name in found:
+            _move_private(work_dir / name, state_dir / name)
+        moved.extend(found)
+    return moved, left
+
+
+def _move_private(old: Path, new: Path) -> None:
+    try:
+        shutil.move(old, new)
+        new.chmod(PRIVATE_FILE)
+    except OSError as exc:
+        raise ConfigError(f"cannot move {old} into the state dir {new.parent}: {exc}") from exc
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,38 @@ async def test_a_0_2_layout_is_moved_into_the_state_dir(
                for r in caplog.records)
 
 
+async def test_a_half_moved_layout_moves_what_is_missing_and_says_what_it_left(
+        node_factory: NodeFactory, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A state dir that already has a node id still takes the 0.2 database from the work
+    dir; a work dir copy of something the state dir has is left and named in the log."""
+    work, state = tmp_path / "work", state_of(tmp_path)
+    work.mkdir()
+    state.mkdir()
+    (state / NODE_ID_FILE).write_text("new111\n")
+    (work / NODE_ID_FILE).write_text("old222\n")
+    (work / "signoff.db").write_bytes(b"")
+    caplog.set_level(logging.WARNING, logger="signoff.wiring")
+    node = await node_factory()
+    assert node.engine.config.node_id.endswith("-new111")
+    assert not (work / "signoff.db").exists() and (state / "signoff.db").exists()
+    [left] = [r.getMessage() for r in caplog.records if "state_not_moved" in r.getMessage()]
+    assert f"files={NODE_ID_FILE}" in left
+
+
+async def test_a_work_dir_inside_the_state_dir_works(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    """state_dir = /x and work_dir = /x/work is allowed: the work dir is listed and used as a
+    cwd, while the state files beside it stay out of reach."""
+    state = tmp_path / "var"
+    node = await node_factory({"daemon": {"state_dir": str(state),
+                                          "work_dir": str(state / "work")}})
+    await tool(node, "write_file", path="a.txt", content="x")
+    assert [e["name"] for e in (await tool(node, "list_dir", path="."))["entries"]] == ["a.txt"]
+    assert (await tool(node, "run_command", command="ls"))["stdout"] == "a.txt\n"
+    await refused(node, "read_file", path="../signoff.db")
+    await refused(node, "list_dir", path="..")
+
+
 async def test_run_command_sees_none_of_the_daemons_secrets(
         node_factory: NodeFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """A secret in the daemon's environment is not visible to a run_command child; PATH is,

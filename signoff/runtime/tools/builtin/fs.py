@@ -108,7 +108,8 @@ def reach(ctx: ToolContext, raw: str, *, write: bool = False) -> Path:
     ``raw``, or PathEscape. ``write`` (write_file, delete_file) also refuses a file with
     other hard links, and a path whose last part is a symlink."""
     real = confine(ctx.work_dir, raw)
-    ctx.protected.refuse(raw, real, write=write)
+    if real != _real_root(ctx.work_dir):  # the work dir itself may lie in the state dir
+        ctx.protected.refuse(raw, real, write=write)
     # One lstat of the path as written (its parents were resolved by confine).
     if write and os.path.islink(_real_root(ctx.work_dir) / normalize_path(ctx.work_dir, raw)):
         raise PathEscape(f"path {raw!r} is a symlink; the tools write and delete only the "
