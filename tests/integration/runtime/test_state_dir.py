@@ -134,7 +134,10 @@ async def test_writes_and_deletes_through_links_are_refused(
 async def test_state_is_private_to_the_daemon_user(node_factory: NodeFactory,
                                                   tmp_path: Path) -> None:
     """The state dir is created 0700 and the database, its -wal, the node id and the server
-    secret 0600: another local user reads none of them."""
+    secret 0600: another local user reads none of them; an existing state dir others could
+    enter is closed to 0700."""
+    state_of(tmp_path).mkdir(mode=0o755)
+    state_of(tmp_path).chmod(0o755)
     node = await node_factory()
     await tool(node, "write_file", path="a.txt", content="x")
     state = prepare_state(node.settings)
