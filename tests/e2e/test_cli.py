@@ -208,6 +208,17 @@ def test_audit_where_no_daemon_ran_says_so_and_creates_nothing(tmp_path: Path) -
     assert not (tmp_path / "signoff-work").exists()
 
 
+def test_audit_on_an_unmoved_0_2_layout_says_where_the_database_is(tmp_path: Path) -> None:
+    """A 0.2 database still in the work dir: `signoff audit` names it and says that one
+    daemon start moves it, instead of reporting no database (exit 2, nothing created)."""
+    (tmp_path / "signoff-work").mkdir()
+    (tmp_path / "signoff-work" / "signoff.db").write_bytes(b"")
+    result = signoff("audit", "--verify", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "still at" in result.stderr and "start the daemon once" in result.stderr
+    assert not (tmp_path / "signoff-state" / "signoff.db").exists()
+
+
 def test_strict_yolo_blocks_instead(project: Path) -> None:
     """With evaluation.strict_yolo, --yolo turns the request into a block."""
     cfg = project / "strict.toml"
