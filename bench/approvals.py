@@ -48,8 +48,11 @@ RATIO_TARGET = 0.5
 P99_TARGET_MS = 25.0
 
 
-def settings_for(work_dir: Path) -> Settings:
-    return Settings.model_validate({"daemon": {"work_dir": str(work_dir), "node_id": "bench"},
+def settings_for(root: Path) -> Settings:
+    """The bench node's settings: its work and state dirs side by side inside ``root``."""
+    return Settings.model_validate({"daemon": {"work_dir": str(root / "work"),
+                                               "state_dir": str(root / "state"),
+                                               "node_id": "bench"},
                                     "api": {"key": KEY, "keys": [
                                         {"name": "agent", "key": AGENT_KEY}]}})
 
@@ -64,7 +67,7 @@ async def serve(work_dir: Path, port: int) -> None:
 
     settings = settings_for(work_dir)
     web = WebPlatform()
-    node = build_node(settings, work_dir=work_dir, platforms={"web": web})
+    node = build_node(settings, platforms={"web": web})
     await node.store.open()
     ctx = api_context(settings, store=node.store, engine=node.engine, decider=node.decider,
                       flow=node.flow, clock=node.clock, wake=node.worker.wake, web=web)

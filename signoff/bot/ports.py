@@ -14,7 +14,7 @@ plug-ins are found through the entry-point group ``signoff.surfaces``
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
@@ -281,6 +281,9 @@ class SurfaceDeps:
     public_url: str | None = None
     leadership: Leadership | None = None
     replay: ReplayLedger | None = None
+    # The node's server secret (state_dir/server-secret): keys a surface must not store,
+    # such as the e-mail links', are derived from it. Never in a repr.
+    secret: bytes = field(default=b"", repr=False)
 
     def lead(self) -> Leadership:
         """The node's leadership port (a sole node's when none was given)."""

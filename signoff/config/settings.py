@@ -89,8 +89,8 @@ __all__ = [
     "OnDeny", "OncallOverride", "OncallSettings", "PlannerKind", "PlannerMode",
     "PlannerSettings", "PolicySettings",
     "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
-    "TelegramMode", "TelegramSettings", "check_config", "load_settings", "source_name",
-    "summary",
+    "TelegramMode", "TelegramSettings", "ToolsSettings", "check_config", "load_settings",
+    "source_name", "summary",
 ]  # fmt: skip
 
 
@@ -100,9 +100,12 @@ class DaemonSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     work_dir: Path = Path("./signoff-work")
-    database: DatabaseUrl | None = None  # None: sqlite file signoff.db inside work_dir
+    # The daemon's own files (database, node id, keys, logs): never inside work_dir, where
+    # the tools could read or overwrite them. None: "signoff-state" beside work_dir.
+    state_dir: Path | None = None
+    database: DatabaseUrl | None = None  # None: sqlite file signoff.db inside state_dir
     max_retries: int = Field(default=1, ge=0)
-    node_id: str | None = None  # None: host name + a random suffix kept in work_dir
+    node_id: str | None = None  # None: host name + a random suffix kept in state_dir
     public_url: HttpUrl | None = None  # base URL of the console, used in chat links
     lease: PositiveDuration = timedelta(seconds=60)
     heartbeat: PositiveDuration = timedelta(seconds=5)  # node registry beat; live = 3 beats
@@ -110,6 +113,30 @@ class DaemonSettings(Section):
     # SIGTERM: how long tasks in flight may finish before they are cut short (and requeued
     # on the next start); keep it under a supervisor's stop timeout (systemd: 90 s).
     shutdown_grace: Duration = timedelta(seconds=10)
+
+    @model_validator(mode="after")
+    def _state_outside_work(self) -> Self:
+        problem_text = state_inside_work(self.work_dir, self.state_dir)
+        if problem_text:
+            raise problem("state_dir", problem_text)
+        return self
+
+
+def default_state_dir(work_dir: Path) -> Path:
+    """``signoff-state`` beside the (resolved) work dir."""
+    return work_dir.expanduser().resolve().parent / "signoff-state"
+
+
+def state_inside_work(work_dir: Path, state_dir: Path | None) -> str | None:
+    """Why ``state_dir`` may not be used with ``work_dir`` (None when it may)."""
+    work = work_dir.expanduser().resolve()
+    state = (state_dir.expanduser().resolve() if state_dir is not None
+             else default_state_dir(work_dir))
+    if state.is_relative_to(work):
+        return (f"the state dir {state} is inside the work dir {work}: the tools could read "
+                f"and overwrite the daemon's database and keys; set daemon.state_dir to a "
+                f"directory outside it")
+    return None
 
 
 class ApiKey(Section):
@@ -328,6 +355,20 @@ class EmailSettings(Section):
     timeout: PositiveDuration = timedelta(seconds=30)
 
 
+class RunCommandSettings(Section):
+    """[tools.run_command]: what a command's child process may see of the daemon."""
+
+    # Only these variables of the daemon's environment are passed on; never its secrets.
+    env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = [
+        "PATH", "HOME", "LANG", "LC_ALL", "TZ"]
+
+
+class ToolsSettings(Section):
+    """[tools]: settings of the built-in tools."""
+
+    run_command: RunCommandSettings = RunCommandSettings()
+
+
 class Settings(Section):
     """The whole configuration file."""
 
@@ -344,12 +385,13 @@ class Settings(Section):
     notify: list[NotifySettings] = []
     mcp: McpSettings = McpSettings()
     people: list[Person] = []
+    tools: ToolsSettings = ToolsSettings()
     # The surfaces' sections, validated by their own models (see the module docstring).
     _surfaces: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def default(cls) -> Settings:
-        """The embedded defaults: SQLite in ./signoff-work, 127.0.0.1:8080, no chat."""
+        """The embedded defaults: SQLite in ./signoff-state, 127.0.0.1:8080, no chat."""
         return cls()
 
     @model_validator(mode="wrap")
@@ -464,6 +506,17 @@ class Settings(Section):
         """The absolute work dir (relative paths are taken from the current directory)."""
         return (work_dir_override or self.daemon.work_dir).expanduser().resolve()
 
+    def resolved_state_dir(self, work_dir_override: Path | None = None) -> Path:
+        """The absolute state dir: ``daemon.state_dir``, else ``signoff-state`` beside the
+        work dir. ConfigError when it lies inside the work dir (``--work-dir`` included)."""
+        work = self.resolved_work_dir(work_dir_override)
+        why = state_inside_work(work, self.daemon.state_dir)
+        if why:
+            raise ConfigError(f"daemon.state_dir: {why}")
+        if self.daemon.state_dir is None:
+            return default_state_dir(work)
+        return self.daemon.state_dir.expanduser().resolve()
+
     def database_url(self, work_dir_override: Path | None = None) -> str:
         """The SQLAlchemy URL to use, with any SQLite path made absolute.
 
@@ -471,7 +524,7 @@ class Settings(Section):
         not the config file's directory (see :func:`absolute_sqlite_url` for why).
         """
         if self.daemon.database is None:
-            db = self.resolved_work_dir(work_dir_override) / "signoff.db"
+            db = self.resolved_state_dir(work_dir_override) / "signoff.db"
             return f"sqlite:///{db}"
         return absolute_sqlite_url(self.daemon.database)
 

@@ -10,7 +10,15 @@ import httpx
 
 from signoff.config.settings import Settings
 from signoff.runtime.clock import FakeClock
-from tests.api.helpers import BOB_KEY, KEY, eventually, running_node, wait_state, webhook_steps
+from tests.api.helpers import (
+    BOB_KEY,
+    KEY,
+    eventually,
+    running_node,
+    state_beside,
+    wait_state,
+    webhook_steps,
+)
 from tests.fakes.http_echo import HttpEcho
 
 CAROL_KEY = "carol-key-0123456789abcdef"
@@ -21,7 +29,8 @@ ASK = {"tool": "send_email", "args": {"to": "john@example.com", "subject": "hi",
 def settings_with(tmp_path: Path, **sections: Any) -> Settings:
     """A node with three API keys (admin, bob, carol) and the given sections."""
     data: dict[str, Any] = {
-        "daemon": {"work_dir": str(tmp_path), "host": "127.0.0.1", "node_id": "test-node"},
+        "daemon": {"work_dir": str(tmp_path), "host": "127.0.0.1", "node_id": "test-node",
+                   "state_dir": str(state_beside(tmp_path))},
         "api": {"key": KEY, "keys": [{"name": "bob", "key": BOB_KEY},
                                      {"name": "carol", "key": CAROL_KEY}]},
         **sections}

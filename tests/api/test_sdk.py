@@ -259,7 +259,7 @@ async def test_the_hermes_hook_asks_anew_when_a_model_repeats_a_call_id(
     from signoff_client import hermes
 
     monkeypatch.setenv("SIGNOFF_URL", base)
-    monkeypatch.setenv("SIGNOFF_API_KEY", KEY)
+    monkeypatch.setenv("SIGNOFF_API_KEY", AGENT_KEY)
     monkeypatch.setenv("SIGNOFF_WAIT", "0")
     hermes.reset_client()
 

@@ -493,13 +493,33 @@ def test_budgets_must_be_positive(write_config: WriteConfig) -> None:
 # ------------------------------------------------------------------ database, work dir
 
 
-def test_default_database_is_sqlite_in_work_dir(tmp_path: Path) -> None:
-    """No database: an absolute sqlite URL for signoff.db inside the (overridable) work dir."""
+def test_default_database_is_sqlite_in_the_state_dir_beside_the_work_dir(
+        tmp_path: Path) -> None:
+    """No database: an absolute sqlite URL for signoff.db in ``signoff-state`` beside the
+    (overridable) work dir, never inside it."""
     s = Settings.default()
-    expected = (Path.cwd() / "signoff-work" / "signoff.db").resolve()
+    expected = (Path.cwd() / "signoff-state" / "signoff.db").resolve()
     assert s.database_url() == f"sqlite:///{expected}"
-    assert s.database_url(tmp_path) == f"sqlite:///{tmp_path.resolve() / 'signoff.db'}"
-    assert s.resolved_work_dir(tmp_path) == tmp_path.resolve()
+    work = tmp_path / "work"
+    state = tmp_path.resolve() / "signoff-state"
+    assert s.database_url(work) == f"sqlite:///{state / 'signoff.db'}"
+    assert s.resolved_work_dir(work) == work.resolve()
+    assert s.resolved_state_dir(work) == state
+
+
+def test_state_dir_inside_the_work_dir_is_a_config_error(write_config: WriteConfig,
+                                                         tmp_path: Path) -> None:
+    """A state dir inside (or equal to) the work dir is refused, naming both paths; so is
+    a --work-dir that puts the configured state dir inside it."""
+    for state in ("work/state", "work"):
+        message = config_error(write_config(
+            f'[daemon]\nwork_dir = "work"\nstate_dir = "{state}"\n'))
+        assert message.startswith("config.toml: daemon.state_dir: the state dir ")
+        assert str(tmp_path.resolve() / state) in message
+        assert f"inside the work dir {tmp_path.resolve() / 'work'}" in message
+    s = load_settings(write_config('[daemon]\nwork_dir = "w"\nstate_dir = "/srv/s/st"\n'))
+    with pytest.raises(ConfigError, match="the state dir /srv/s/st is inside the work dir"):
+        s.resolved_state_dir(Path("/srv/s"))
 
 
 def test_relative_sqlite_path_resolves_against_cwd(
