@@ -520,9 +520,19 @@ TestAnOutsideRequestIsNeverApprovedByItsAsker = closed_by(
     "[[people]]", case(SelfApproval, **FIND))
 
 # An Idempotency-Key reused for a different request never hands back the first one's
-# approval.
+# approval. (Coalescing is off here so that this door is the only one open.)
 Replays = machine("Replays", domain=replace(ONE_SEND, texts=("x", "y"), keys=("k1",)),
-                  rules=frozenset({"ask_outside", "answer"}), config={})
+                  rules=frozenset({"ask_outside", "answer"}),
+                  config={"approvals": {"coalesce": False}})
 TestAnIdempotencyKeyNeverApprovesAnotherRequest = closed_by(
     "issue 21 hole 4: an Idempotency-Key replays another request's approval; fixed where "
     "the key is bound to the request's digest", case(Replays, **FIND))
+
+# Everything at once: anyone asks and answers (the askers too), near-identical content,
+# reused Idempotency-Keys, a quorum for DESTRUCTIVE. It holds only once every fix above
+# is merged; remove the mark with the last of them.
+Hostile = machine("Hostile", domain=Domain(askers=(*REQUESTERS, "admin"),
+                                           answerers=(*REQUESTERS, *DECIDERS),
+                                           texts=("", "x", "y"), keys=(None, "k1")))
+TestTheGateHoldsAgainstEveryoneAtOnce = closed_by(
+    "issue 21 holes 3, 4, 7 and self-approval of outside requests", case(Hostile, **FIND))
