@@ -461,20 +461,24 @@ def machine(name: str, *, domain: Domain = Domain(), rules: frozenset[str] = RUL
     return type(name, (GateMachine,), body)
 
 
-def case(machine_class: type[RuleBasedStateMachine], **profile: Any) -> Callable[..., Any]:
-    """The pytest test case of a machine, under the suite's settings profile."""
+def case(machine_class: type[RuleBasedStateMachine], behaviour: str,
+         **profile: Any) -> Callable[..., Any]:
+    """The pytest test case of a machine, under the suite's settings profile;
+    ``behaviour`` is its one-line docstring."""
     test = machine_class.TestCase
     test.settings = settings(PROFILE, **profile)
+    test.__doc__ = behaviour
     return test
 
 
 # The everyday configuration: people other than the askers answer; identical requests
 # coalesce; DESTRUCTIVE needs two people.
 Everyday = machine("Everyday")
-TestGateHolds = case(Everyday)
+TestGateHolds = case(Everyday, "Whatever people and callers do, in any order, nothing "
+                                "runs that enough other people did not see and approve.")
 
 # The doors issue 21 closes. Hypothesis only has to find a way through here, so these
-# stop at the first failure, unshrunk (the shrunk counterexamples are in the issue).
+# stop at the first failure, unshrunk; the shortest way through each is written above it.
 FIND: dict[str, Any] = {"phases": [Phase.explicit, Phase.generate],
                         "report_multiple_bugs": False}
 if PROFILE_NAME == "gate":
@@ -482,22 +486,31 @@ if PROFILE_NAME == "gate":
 ONE_SEND = Domain(kinds=("send",), targets=("a",), scopes=("once",))
 
 
-def closed_by(reason: str, test: Callable[..., Any]) -> Callable[..., Any]:
-    """An expected failure until the fix named in ``reason`` is merged (then it passes,
-    strict makes that a failure, and the mark is removed)."""
-    return pytest.mark.xfail(strict=True, reason=reason)(test)
+def closed_by(machine_class: type[RuleBasedStateMachine], behaviour: str,
+              reason: str) -> Callable[..., Any]:
+    """The test case of a configuration that opens a door: an expected failure until the
+    fix named in ``reason`` is merged (then it passes, strict turns that into a failure,
+    and the mark is removed)."""
+    return pytest.mark.xfail(strict=True, reason=reason)(
+        case(machine_class, behaviour, **FIND))
 
 
 # Two requests of one fingerprint whose content differs (a webhook's payload, an
 # e-mail's body) never share a card: one answer would send the one nobody saw.
+# Shortest: req1 asks notify_team {a, "x"} (policy p1); req2 asks notify_team {a, "y"}
+# (it joins the card); admin approves the card once -> "y" is sent too, never shown.
 NearIdentical = machine("NearIdentical", domain=replace(ONE_SEND, texts=("x", "y")),
                         rules=frozenset({"submit_task", "ask_outside", "answer", "batch"}))
 TestNearIdenticalRequestsNeverShareACard = closed_by(
+    NearIdentical, "Two requests that differ only in content never share a card or an answer.",
     "issue 21 hole 3: requests coalesce by fingerprint only; fixed where only identical "
-    "content coalesces", case(NearIdentical, **FIND))
+    "content coalesces")
 
 # Under a quorum the requester never counts, also when its request shares the card of
 # someone else's identical request and it approves that card.
+# Shortest: req1 asks erase_record {a} (needs 2); req2 asks the same (joins the card);
+# req2 approves the card (1 of 2), admin approves it -> req2's own request is approved
+# by one person besides req2.
 RequesterVotes = machine(
     "RequesterVotes", domain=Domain(answerers=("req2", "admin"), kinds=("delete",),
                                     targets=("a",), scopes=("once",), policies=("p1",),
@@ -506,27 +519,34 @@ RequesterVotes = machine(
     config={"policy": {"quorum": {"DESTRUCTIVE": 2}},
             "approvals": {"forbid_self_approval": True}})
 TestARequesterNeverCountsTowardsItsQuorum = closed_by(
+    RequesterVotes, "A requester's approval of a card it shares never counts towards its "
+                    "own request's quorum.",
     "issue 21 hole 7: a requester's own vote counts through a shared card; fixed where "
-    "quorum counts people other than each member's requester", case(RequesterVotes, **FIND))
+    "quorum counts people other than each member's requester")
 
 # 0.3: an outside request is never approved by the identity that asked it, whatever
 # approvals.forbid_self_approval says.
+# Shortest: req1 asks notify_team {a}; req1 approves it once -> approved.
 SelfApproval = machine("SelfApproval",
                        domain=replace(ONE_SEND, askers=("req1", "admin"),
                                       answerers=("req1", "admin")),
                        rules=frozenset({"ask_outside", "answer"}), config={})
 TestAnOutsideRequestIsNeverApprovedByItsAsker = closed_by(
+    SelfApproval, "The caller that asked an outside request can never approve it.",
     "issue 21: an outside request can be approved by its asker; fixed with key roles and "
-    "[[people]]", case(SelfApproval, **FIND))
+    "[[people]]")
 
 # An Idempotency-Key reused for a different request never hands back the first one's
 # approval. (Coalescing is off here so that this door is the only one open.)
+# Shortest: req1 asks notify_team {a, "x"} with key k1; admin approves it; req1 asks
+# notify_team {a, "y"} with key k1 -> "approved", and the caller sends "y".
 Replays = machine("Replays", domain=replace(ONE_SEND, texts=("x", "y"), keys=("k1",)),
                   rules=frozenset({"ask_outside", "answer"}),
                   config={"approvals": {"coalesce": False}})
 TestAnIdempotencyKeyNeverApprovesAnotherRequest = closed_by(
+    Replays, 'An Idempotency-Key reused for another request is never told "approved".',
     "issue 21 hole 4: an Idempotency-Key replays another request's approval; fixed where "
-    "the key is bound to the request's digest", case(Replays, **FIND))
+    "the key is bound to the request's digest")
 
 # Everything at once: anyone asks and answers (the askers too), near-identical content,
 # reused Idempotency-Keys, a quorum for DESTRUCTIVE. It holds only once every fix above
@@ -535,4 +555,6 @@ Hostile = machine("Hostile", domain=Domain(askers=(*REQUESTERS, "admin"),
                                            answerers=(*REQUESTERS, *DECIDERS),
                                            texts=("", "x", "y"), keys=(None, "k1")))
 TestTheGateHoldsAgainstEveryoneAtOnce = closed_by(
-    "issue 21 holes 3, 4, 7 and self-approval of outside requests", case(Hostile, **FIND))
+    Hostile, "Against askers that answer, near-identical requests and reused keys all at "
+             "once, nothing unapproved runs.",
+    "issue 21 holes 3, 4, 7 and self-approval of outside requests")
