@@ -34,7 +34,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from signoff.adapters.web import WebPlatform
 from signoff.api.app import create_app
@@ -190,6 +190,7 @@ class Domain:
     keys: tuple[str | None, ...] = (None,)  # Idempotency-Keys outside callers (re)use
     edits: tuple[str, ...] = ("edited", "x")  # the text of an edited approval
     picks: tuple[int, ...] = tuple(range(8))  # which card of the console's list (modulo)
+    first: str | None = None  # someone whose outside request is pending from the start
 
 
 class GateMachine(RuleBasedStateMachine):
@@ -206,9 +207,12 @@ class GateMachine(RuleBasedStateMachine):
         quorum = dict(self.CONFIG.get("policy", {}).get("quorum", {}))
         risks = {name: risk.value for name, _, risk in TOOLS.values()}
         forbid = bool(self.CONFIG.get("approvals", {}).get("forbid_self_approval", False))
+        owner = {account: person["name"] for person in self.CONFIG.get("people", [])
+                 for account in person["accounts"]}
         self.ledger = Ledger(needed=lambda tool: int(quorum.get(risks[tool], 1)),
                              fingerprint=lambda tool, args: str(args.get("target", "")),
-                             self_forbidden_for_tasks=forbid)
+                             self_forbidden_for_tasks=forbid,
+                             person=lambda actor: owner.get(actor, actor))
         self.outside_open: set[str] = set()  # outside requests whose caller still waits
         self.finished: dict[str, list[Effect]] = {}  # tasks that ended: their effects
         self.first_seen: dict[tuple[str, int], Any] = {}
@@ -249,6 +253,9 @@ class GateMachine(RuleBasedStateMachine):
         headers = {"Idempotency-Key": key} if key else {}
         answer = self.run(self.daemon.client(asker).post("/v1/approvals", headers=headers, json={
             "tool": tool, "args": args, "requester": f"agent-of-{asker}", "policy_id": policy}))
+        if answer.status_code == 422 and key:  # 0.3: a key reused for another request
+            assert "was used for a different request" in answer.text, answer.text
+            return
         assert answer.status_code in (200, 202), answer.text
         body = answer.json()
         request = Request(key=f"{body['id']}/{len(self.ledger.requests)}", kind="outside",
@@ -448,7 +455,13 @@ def rules_of(d: Domain, names: frozenset[str]) -> dict[str, Any]:
                                 decision=st.sampled_from(("once", "deny")))(step(GateMachine.batch))),
         "time_passes": rule(minutes=st.sampled_from((1, 9, 31, 125)))(step(GateMachine.time_passes)),
     }
-    return {name: made[name] for name in names}
+    chosen = {name: made[name] for name in names}
+    if d.first is not None:
+        chosen["first_request"] = initialize(
+            asker=st.just(d.first), kind=st.sampled_from(d.kinds),
+            where=st.sampled_from(d.targets), text=st.sampled_from(d.texts),
+            policy=st.sampled_from(d.policies), key=st.just(None))(step(GateMachine.ask_outside))
+    return chosen
 
 
 def machine(name: str, *, domain: Domain = Domain(), rules: frozenset[str] = RULES,
@@ -482,17 +495,19 @@ TestGateHolds = case(Everyday, "Whatever people and callers do, in any order, no
 FIND: dict[str, Any] = {"phases": [Phase.explicit, Phase.generate],
                         "report_multiple_bugs": False}
 if PROFILE_NAME == "gate":
-    FIND |= {"max_examples": 25, "stateful_step_count": 8}
+    # Each is found in a few examples (deterministically: the profile is derandomized);
+    # once its fix is merged, these bound what the passing test costs.
+    FIND |= {"max_examples": 12, "stateful_step_count": 8}
 ONE_SEND = Domain(kinds=("send",), targets=("a",), scopes=("once",))
 
 
-def closed_by(machine_class: type[RuleBasedStateMachine], behaviour: str,
-              reason: str) -> Callable[..., Any]:
+def closed_by(machine_class: type[RuleBasedStateMachine], behaviour: str, reason: str,
+              **more: Any) -> Callable[..., Any]:
     """The test case of a configuration that opens a door: an expected failure until the
     fix named in ``reason`` is merged (then it passes, strict turns that into a failure,
-    and the mark is removed)."""
+    and the mark is removed). ``more``: settings of its own."""
     return pytest.mark.xfail(strict=True, reason=reason)(
-        case(machine_class, behaviour, **FIND))
+        case(machine_class, behaviour, **(FIND | more)))
 
 
 # Two requests of one fingerprint whose content differs (a webhook's payload, an
@@ -512,17 +527,20 @@ TestNearIdenticalRequestsNeverShareACard = closed_by(
 # req2 approves the card (1 of 2), admin approves it -> req2's own request is approved
 # by one person besides req2.
 RequesterVotes = machine(
-    "RequesterVotes", domain=Domain(answerers=("req2", "admin"), kinds=("delete",),
+    "RequesterVotes", domain=Domain(first="req1", askers=("req2", "req1"),
+                                    answerers=("req2", "admin"), kinds=("delete",),
                                     targets=("a",), scopes=("once",), policies=("p1",),
                                     picks=(0,)),
-    rules=frozenset({"submit_task", "ask_outside", "answer"}),
+    rules=frozenset({"ask_outside", "answer"}),
     config={"policy": {"quorum": {"DESTRUCTIVE": 2}},
             "approvals": {"forbid_self_approval": True}})
 TestARequesterNeverCountsTowardsItsQuorum = closed_by(
     RequesterVotes, "A requester's approval of a card it shares never counts towards its "
                     "own request's quorum.",
     "issue 21 hole 7: a requester's own vote counts through a shared card; fixed where "
-    "quorum counts people other than each member's requester")
+    "quorum counts people other than each member's requester",
+    # Four steps in one order: found at the 22nd example on this profile, so 36.
+    **({"max_examples": 36} if PROFILE_NAME == "gate" else {}))
 
 # 0.3: an outside request is never approved by the identity that asked it, whatever
 # approvals.forbid_self_approval says.
@@ -558,3 +576,15 @@ TestTheGateHoldsAgainstEveryoneAtOnce = closed_by(
     Hostile, "Against askers that answer, near-identical requests and reused keys all at "
              "once, nothing unapproved runs.",
     "issue 21 holes 3, 4, 7 and self-approval of outside requests")
+
+# 0.3 [[people]]: a quorum counts people, not accounts, and a person cannot approve with
+# one account what they asked with another. Rita asks as req1 and answers as carol; Bo
+# answers as bob and as admin. (Before [[people]] exists the config itself is refused.)
+People = machine("People", domain=Domain(answerers=DECIDERS, texts=("",)),
+                 rules=frozenset({"submit_task", "ask_outside", "answer", "batch"}),
+                 config={"policy": {"quorum": {"DESTRUCTIVE": 2}},
+                         "people": [{"name": "rita", "accounts": ["web:req1", "web:carol"]},
+                                    {"name": "bo", "accounts": ["web:bob", "web:admin"]}]})
+TestAQuorumCountsPeopleNotAccounts = closed_by(
+    People, "Two accounts of one person count once, and never for that person's request.",
+    "issue 21: [[people]] maps accounts to persons; fixed with key roles and [[people]]")
