@@ -161,13 +161,14 @@ class Ledger:
 
 
 def _grant_live(votes: list[Vote], at: datetime) -> bool:
-    """The grant these approvals make (the narrowest scope of them; time-boxed by the
-    answer that completed it) is live at ``at``."""
+    """The grant these approvals make is live at ``at``: its scope is the narrowest any of
+    them gave, and it lasts no longer than any of them said ("for"), counted from the
+    approval that completed it — each person consented to no more than their own answer."""
     scope = min((v.scope for v in votes), key=NARROW.index)
     if scope == "once":
         return False
     last = max(votes, key=lambda v: v.at)
     if last.at > at:
         return False
-    lasts = max((v.lasts for v in votes if v.lasts is not None), default=None)
+    lasts = min((v.lasts for v in votes if v.lasts is not None), default=None)
     return lasts is None or at < last.at + lasts

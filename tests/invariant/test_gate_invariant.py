@@ -191,6 +191,8 @@ class Domain:
     edits: tuple[str, ...] = ("edited", "x")  # the text of an edited approval
     picks: tuple[int, ...] = tuple(range(8))  # which card of the console's list (modulo)
     first: str | None = None  # someone whose outside request is pending from the start
+    lasts: tuple[str | None, ...] = tuple(LASTS)  # "for" of session/always answers
+    minutes: tuple[int, ...] = (1, 9, 31, 125)  # how far time moves in one step
 
 
 class GateMachine(RuleBasedStateMachine):
@@ -444,7 +446,7 @@ def rules_of(d: Domain, names: frozenset[str]) -> dict[str, Any]:
                             key=st.sampled_from(d.keys))(step(GateMachine.ask_outside)),
         "answer": has_cards(rule(who=st.sampled_from(d.answerers), pick=picks,
                                  scope=st.sampled_from(d.scopes),
-                                 lasts=st.sampled_from(sorted(LASTS, key=str)))(
+                                 lasts=st.sampled_from(d.lasts))(
                                      step(GateMachine.answer))),
         "answer_edited": has_cards(rule(who=st.sampled_from(d.answerers), pick=picks,
                                         where=st.sampled_from(d.targets),
@@ -453,7 +455,8 @@ def rules_of(d: Domain, names: frozenset[str]) -> dict[str, Any]:
         "batch": has_cards(rule(who=st.sampled_from(d.answerers),
                                 picks=st.lists(picks, min_size=1, max_size=3),
                                 decision=st.sampled_from(("once", "deny")))(step(GateMachine.batch))),
-        "time_passes": rule(minutes=st.sampled_from((1, 9, 31, 125)))(step(GateMachine.time_passes)),
+        "time_passes": rule(minutes=st.sampled_from(d.minutes))(
+            step(GateMachine.time_passes)),
     }
     chosen = {name: made[name] for name in names}
     if d.first is not None:
@@ -485,8 +488,11 @@ def case(machine_class: type[RuleBasedStateMachine], behaviour: str,
 
 
 # The everyday configuration: people other than the askers answer; identical requests
-# coalesce; DESTRUCTIVE needs two people.
-Everyday = machine("Everyday")
+# coalesce; DESTRUCTIVE needs two people and is answered once or deny (a quorum's grant
+# is `QuorumTimeBox`'s door below, open today; widen this once it is closed).
+Everyday = machine("Everyday", config={
+    "policy": {"quorum": {"DESTRUCTIVE": 2}},
+    "approvals": {"scopes": {"DESTRUCTIVE": ["once", "deny"]}}})
 TestGateHolds = case(Everyday, "Whatever people and callers do, in any order, nothing "
                                 "runs that enough other people did not see and approve.")
 
@@ -539,7 +545,8 @@ TestARequesterNeverCountsTowardsItsQuorum = closed_by(
                     "own request's quorum.",
     "issue 21 hole 7: a requester's own vote counts through a shared card; fixed where "
     "quorum counts people other than each member's requester",
-    # Four steps in one order: found at the 22nd example on this profile, so 36.
+    # Four steps in one order: found within 36 examples on this profile (the examples
+    # drawn depend on max_examples, so a change of it must be checked to still find it).
     **({"max_examples": 36} if PROFILE_NAME == "gate" else {}))
 
 # 0.3: an outside request is never approved by the identity that asked it, whatever
@@ -566,6 +573,25 @@ TestAnIdempotencyKeyNeverApprovesAnotherRequest = closed_by(
     "issue 21 hole 4: an Idempotency-Key replays another request's approval; fixed where "
     "the key is bound to the request's digest")
 
+# Found by this suite (not in issue 21's list): under a quorum each approver's own time
+# box must hold, as the narrowest scope does; the grant takes only the completing
+# approver's "for". Shortest: req1 asks erase_record {a} (needs 2); bob approves
+# "always" for 10m; carol approves "always"; 31 minutes pass; req1 asks the same again
+# -> approved by the grant, which bob gave for 10 minutes only.
+QuorumTimeBox = machine(
+    "QuorumTimeBox", domain=Domain(askers=("req1",), answerers=("bob", "carol"),
+                                   kinds=("delete",), targets=("a",), scopes=("always",),
+                                   policies=("p1",), picks=(0,), lasts=("10m", None),
+                                   minutes=(31,)),
+    rules=frozenset({"ask_outside", "answer", "time_passes"}))
+TestEveryApproversTimeBoxHoldsUnderAQuorum = closed_by(
+    QuorumTimeBox, "A grant made by a quorum lapses when the shortest \"for\" any approver "
+                   "gave is over.",
+    "found with this suite: a quorum's grant keeps only the completing approver's time box; "
+    "not fixed yet",
+    # Five steps in one order: found at the 24th example on this profile.
+    **({"max_examples": 24} if PROFILE_NAME == "gate" else {}))
+
 # Everything at once: anyone asks and answers (the askers too), near-identical content,
 # reused Idempotency-Keys, a quorum for DESTRUCTIVE. It holds only once every fix above
 # is merged; remove the mark with the last of them.
@@ -575,7 +601,7 @@ Hostile = machine("Hostile", domain=Domain(askers=(*REQUESTERS, "admin"),
 TestTheGateHoldsAgainstEveryoneAtOnce = closed_by(
     Hostile, "Against askers that answer, near-identical requests and reused keys all at "
              "once, nothing unapproved runs.",
-    "issue 21 holes 3, 4, 7 and self-approval of outside requests")
+    "issue 21 holes 3, 4, 7, self-approval of outside requests, and a quorum's time box")
 
 # 0.3 [[people]]: a quorum counts people, not accounts, and a person cannot approve with
 # one account what they asked with another. Rita asks as req1 and answers as carol; Bo
