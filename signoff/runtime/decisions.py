@@ -144,7 +144,7 @@ class Decider(HoldDecisions):
             result = None
             if refused is None:
                 if scope.approves and len(approval.votes) + 1 < approval.needed:
-                    result = await self._vote(task, approval, scope, actor, channel)
+                    result = await self._vote(task, approval, scope, actor, channel, lasts)
                 else:
                     result = await self._apply(task, approval, scope, actor, reason, channel,
                                                lasts=lasts, edited=edited)
@@ -238,11 +238,11 @@ class Decider(HoldDecisions):
                 or self.engine.config.forbid_self_approval)
 
     async def _vote(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
-                    channel: str | None) -> DecisionResult | None:
+                    channel: str | None, lasts: timedelta | None) -> DecisionResult | None:
         """Count one approval towards the quorum; the request stays pending. None when the
         compare-and-set lost (someone else voted or decided meanwhile)."""
         now = self._now()
-        vote = Vote(actor=actor, scope=scope, at=now, channel=channel)
+        vote = Vote(actor=actor, scope=scope, at=now, channel=channel, lasts=lasts)
         counted = approval.model_copy(update={"votes": [*approval.votes, vote]})
         words = progress(counted)
         event = audit_event("approval_partial", task, approval.action, decision="approve",
@@ -285,8 +285,12 @@ class Decider(HoldDecisions):
             # The approval that completes the quorum: everyone's scope counts, the narrowest
             # is granted (a session or always grant needs all of them to have meant it).
             votes = counted if counted is not None else [
-                *approval.votes, Vote(actor=actor, scope=scope, at=now, channel=channel)]
+                *approval.votes, Vote(actor=actor, scope=scope, at=now, channel=channel,
+                                      lasts=lasts)]
             scope = narrowest([v.scope for v in votes])
+            # Likewise the shortest time box any of them gave: nobody agreed to longer.
+            boxes = [v.lasts for v in votes if v.lasts is not None]
+            lasts = min(boxes) if boxes else None
             update |= {"votes": votes, "scope": scope}
         if scope.approves:
             # Kept on the request: the grant is made on release after a hold, and the

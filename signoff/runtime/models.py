@@ -194,6 +194,8 @@ class Vote(BaseModel):
     scope: Scope
     at: datetime
     channel: str | None = None
+    # The time box this approver gave their session or always answer (None: none).
+    lasts: timedelta | None = None
 
 
 class Approval(BaseModel):
