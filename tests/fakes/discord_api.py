@@ -438,10 +438,10 @@ class DiscordHarness:
         """A DiscordPlatform on ``fake`` (with a fake clock), a client for its route; on
         exit everything is stopped and no message Discord would refuse was sent."""
         clock = FakeClock()
+        options = {"bot_token": fake.bot_token, "channel_id": APPROVALS, **options}
         platform = DiscordPlatform(application_id=fake.application_id,
-                                   public_key=fake.public_key, bot_token=fake.bot_token,
-                                   channel_id=APPROVALS, api_base=fake.api_base, clock=clock,
-                                   timeout=5.0, **options)
+                                   public_key=fake.public_key, api_base=fake.api_base,
+                                   clock=clock, timeout=5.0, **options)
         async with route_client(platform) as client:
             harness = cls(fake=fake, platform=platform, client=client, clock=clock)
             try:
