@@ -9,8 +9,9 @@ interactions signed the way Discord signs them.
         fake.message(ref.channel, ref.message_id).labels   # ("Once", "Session", ...)
         body, headers = fake.click(ref.channel, ref.message_id, "Once", user_id="4242")
 
-Routes under ``/api/v10``: ``GET /users/@me``, ``GET /channels/{id}``, ``POST
-/channels/{id}/messages``, ``PATCH /channels/{id}/messages/{id}``, ``GET
+Routes under ``/api/v10``: ``GET /users/@me``, ``GET /channels/{id}``, ``GET`` and ``POST
+/channels/{id}/messages`` (a post with ``enforce_nonce`` and a nonce seen before returns
+the first message, as Discord does), ``PATCH /channels/{id}/messages/{id}``, ``GET
 /channels/{id}/messages/{id}`` and ``PATCH /webhooks/{app}/{token}/messages/@original``
 (an interaction's reply; authorized by its token, not the bot's). Bot routes need
 ``Authorization: Bot <token>`` (401 otherwise). Errors are Discord's JSON: ``{"message",
@@ -25,8 +26,9 @@ characters or used twice in one message, a label over 80, and ``allowed_mentions
 naming ``users`` both in ``parse`` and as a list.
 
 Knobs: `fail_next` answers the next N calls (of one route kind, if given) with a 5xx or a
-429 carrying ``retry_after`` (per route or global); `fail_ratio` fails that share of bot
-calls, chosen by a seeded random, BEFORE doing anything (as a proxy in front of Discord
+429 carrying ``retry_after`` (per route or global); `fail_after_store_next` does a call
+and still answers 500; `forget_nonces` ends the nonces' window; `fail_ratio` fails that
+share of bot calls, chosen by a seeded random, BEFORE doing anything (as a proxy in front of Discord
 would). Interactions are signed with the fake's own Ed25519 key: ``X-Signature-Ed25519``
 is the hex signature of ``X-Signature-Timestamp`` + body, as Discord sends them.
 `DiscordHarness` drives a platform on the fake the way members and Discord would.
@@ -169,6 +171,8 @@ class FakeDiscord:
         self._key = Ed25519PrivateKey.generate()
         self._fail: list[tuple[int, str | None, float, bool]] = []
         self._ratio: tuple[float, random.Random] | None = None
+        self._fail_after: list[tuple[str, int]] = []
+        self._nonces: dict[tuple[str, str], FakeMessage] = {}  # (channel, nonce) -> message
         self._ids = itertools.count(1_200_000_000_000_000_001)
         self._changed = asyncio.Condition()
         app = web.Application()
@@ -202,6 +206,15 @@ class FakeDiscord:
                   retry_after: float = 1.0, is_global: bool = False) -> None:
         """Answer the next ``count`` bot calls (of ``route``, if given) with ``status``."""
         self._fail.extend([(status, route, retry_after, is_global)] * count)
+
+    def fail_after_store_next(self, route: str, *, status: int = 500) -> None:
+        """Do the next call of ``route``, then answer ``status`` anyway (an ambiguous
+        failure: Discord kept the message, the caller cannot know)."""
+        self._fail_after.append((route, status))
+
+    def forget_nonces(self) -> None:
+        """Discord keeps nonces for a few minutes: pretend those minutes have passed."""
+        self._nonces.clear()
 
     def fail_ratio(self, ratio: float, *, seed: int = 7, retry_after: float = 1.0) -> None:
         """Fail that share of bot calls before doing anything: half 500, half 429."""
@@ -264,6 +277,8 @@ class FakeDiscord:
         path = "/" + request.match_info["path"]
         body = await request.json() if request.can_read_body else None
         route, handler, args = self._route(request.method, path)
+        if route == "messages.list":
+            body = dict(request.query)
         call = Call(request.method, route, path, body)
         self.calls.append(call)
         status, headers, answer = 200, {}, None
@@ -273,6 +288,7 @@ class FakeDiscord:
                     raise ApiError(401, 0, "401: Unauthorized")
                 self._maybe_fail(route, headers)
             answer = handler(body, *args)
+            self._maybe_fail_after(route)
         except ApiError as exc:
             status = exc.status
             answer = ({"message": exc.message, "retry_after": headers.pop("_retry"),
@@ -291,6 +307,7 @@ class FakeDiscord:
             ("GET", r"/channels/(\d+)", "channels.get", self._channel),
             ("POST", r"/channels/(\d+)/messages", "messages.create", self._create),
             ("PATCH", r"/channels/(\d+)/messages/(\d+)", "messages.edit", self._edit),
+            ("GET", r"/channels/(\d+)/messages", "messages.list", self._list),
             ("GET", r"/channels/(\d+)/messages/(\d+)", "messages.get",
              lambda body, c, m: self._existing(c, m).json()),
             ("PATCH", r"/webhooks/(\d+)/([^/]+)/messages/@original", "webhook.edit",
@@ -327,6 +344,22 @@ class FakeDiscord:
                         "_retry": retry_after})
         raise ApiError(429, 0, "You are being rate limited.")
 
+    def _maybe_fail_after(self, route: str) -> None:
+        for i, (only, status) in enumerate(self._fail_after):
+            if only == route:
+                del self._fail_after[i]
+                raise ApiError(status, 0, f"{status}: Internal Server Error")
+
+    def _list(self, query: dict[str, str], channel_id: str) -> list[dict[str, Any]]:
+        """Newest first, ``limit`` (1-100) of them, older than ``before`` if given."""
+        self._channel(query, channel_id)
+        limit = int(query.get("limit", "50"))
+        if not 1 <= limit <= 100:
+            raise ApiError(400, 50035, "Invalid Form Body: limit")
+        before = int(query.get("before", str(1 << 64)))
+        found = [m for m in reversed(self.channel_messages(channel_id)) if int(m.id) < before]
+        return [m.json() for m in found[:limit]]
+
     def _channel(self, body: Any, channel_id: str) -> dict[str, Any]:
         if channel_id not in self.channels:
             raise ApiError(404, 10003, "Unknown Channel")
@@ -335,6 +368,12 @@ class FakeDiscord:
     def _create(self, body: Any, channel_id: str) -> dict[str, Any]:
         self._channel(body, channel_id)
         self._validate(body, new=True)
+        nonce = body.get("nonce")
+        if nonce is not None and len(str(nonce)) > 25:
+            self.violations.append(f"nonce over 25 characters: {nonce}")
+            raise ApiError(400, 50035, "Invalid Form Body: nonce")
+        if body.get("enforce_nonce") and (channel_id, str(nonce)) in self._nonces:
+            return self._nonces[(channel_id, str(nonce))].json()  # as Discord: the first one
         reference = body.get("message_reference")
         if reference and reference.get("fail_if_not_exists", True) is not False:
             self._existing(reference.get("channel_id", channel_id), reference["message_id"])
@@ -344,6 +383,8 @@ class FakeDiscord:
             allowed_mentions=body.get("allowed_mentions"), message_reference=reference,
             author=self.bot)
         self.messages[(channel_id, message.id)] = message
+        if nonce is not None:
+            self._nonces[(channel_id, str(nonce))] = message
         return message.json()
 
     def _edit(self, body: Any, channel_id: str, message_id: str) -> dict[str, Any]:

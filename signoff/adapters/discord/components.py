@@ -13,6 +13,7 @@ The request's details live in the store, never in the button.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -74,6 +75,28 @@ def decode_custom_id(custom_id: object) -> tuple[str, Scope, bool] | None:
         return approval_id, Scope.DENY, True
     scope = _SCOPES.get(code)
     return None if scope is None else (approval_id, scope, False)
+
+
+def nonce(approval_id: str) -> str:
+    """The ``nonce`` a card is posted with (25 characters at most, as Discord allows):
+    with ``enforce_nonce`` Discord answers a repeated post of it with the first message
+    instead of creating a second one."""
+    return "so" + hashlib.sha256(approval_id.encode()).hexdigest()[:23]
+
+
+def is_card_of(message: object, approval_id: str, bot_id: str | None) -> bool:
+    """True when ``message`` (as Discord returns it) is one of our cards of ``approval_id``
+    that still has its buttons: a copy whose clicks would still count."""
+    if not isinstance(message, dict) or message.get("message_reference"):
+        return False
+    author = message.get("author")
+    if bot_id is not None and (not isinstance(author, dict) or author.get("id") != bot_id):
+        return False
+    prefix = f"{CUSTOM_ID_PREFIX}:{approval_id}:"
+    rows = message.get("components")
+    return any(isinstance(button, dict) and str(button.get("custom_id", "")).startswith(prefix)
+               for row in (rows if isinstance(rows, list) else []) if isinstance(row, dict)
+               for button in row.get("components") or [])
 
 
 def escape(text: str) -> str:
@@ -202,6 +225,11 @@ def card_message(card: ApprovalCard) -> Json:
     components = [{"type": ACTION_ROW, "components": buttons}] if buttons else []
     return {"content": clip(content, MAX_CONTENT), "embeds": [embed],
             "components": components, "allowed_mentions": allowed_mentions(people)}
+
+
+def new_card(card: ApprovalCard) -> Json:
+    """The body that posts ``card``: `card_message` with its enforced `nonce`."""
+    return {**card_message(card), "nonce": nonce(card.approval_id), "enforce_nonce": True}
 
 
 def notice(text: str, mentions: Sequence[str]) -> Json:

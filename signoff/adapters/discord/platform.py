@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -51,13 +51,24 @@ from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.models import DecisionCode
 from signoff.runtime.replay import ReplayLedger
 
-from .components import SURFACE, allowed_mentions, card_message, decode_custom_id, escape, notice
+from .components import (
+    SURFACE,
+    allowed_mentions,
+    card_message,
+    decode_custom_id,
+    escape,
+    is_card_of,
+    new_card,
+    notice,
+)
 from .rest import DiscordRest
 from .signature import SignatureCheck
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1 << 20
+HISTORY_PAGE, HISTORY_PAGES = 100, 3  # how far back a lost card is looked for
+SHOWN_MEMORY = 1000  # edits remembered, oldest forgotten first
 INTERACTION_TTL = timedelta(minutes=15)  # an interaction token lives 15 minutes
 EPHEMERAL = 64
 PING, APPLICATION_COMMAND, MESSAGE_COMPONENT = 1, 2, 3
@@ -117,6 +128,7 @@ class DiscordPlatform:
         self._group: asyncio.TaskGroup | None = None
         self._on_decision: DecisionHandler | None = None
         self.bot_id: str | None = None
+        self._shown: dict[tuple[str, str], int] = {}  # message -> the body last edited in
 
     @property
     def running(self) -> bool:
@@ -128,19 +140,47 @@ class DiscordPlatform:
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Post ``card`` to the approvals channel; the ref holds the channel and message id."""
         message = await self._rest.call("POST", f"/channels/{self.channel_id}/messages",
-                                        _body(card))
+                                        _body(card, new_card))
         ref = CardRef(SURFACE, str(message.get("channel_id") or self.channel_id),
                       str(message["id"]))
         log.info("discord_card_posted approval_id=%s channel=%s message_id=%s",
                  card.approval_id, ref.channel, ref.message_id)
         return ref
 
+    async def find_cards(self, card: ApprovalCard) -> list[CardRef]:
+        """Copies of ``card`` with live buttons among the channel's newest messages,
+        oldest first (the outbox asks after a post that failed ambiguously, and after a
+        decision). A post retried within minutes is caught by Discord itself (the
+        card's enforced nonce); this finds the ones older than that."""
+        found: list[CardRef] = []
+        before = ""
+        for _ in range(HISTORY_PAGES):
+            page = await self._rest.call(
+                "GET", f"/channels/{self.channel_id}/messages?limit={HISTORY_PAGE}{before}")
+            page = page if isinstance(page, list) else []
+            found += [CardRef(SURFACE, self.channel_id, str(m["id"])) for m in page
+                      if is_card_of(m, card.approval_id, self.bot_id)]
+            if len(page) < HISTORY_PAGE:
+                break
+            before = f"&before={page[-1].get('id')}"
+        log.info("discord_card_lookup approval_id=%s copies=%d", card.approval_id, len(found))
+        return sorted(found, key=lambda ref: int(ref.message_id))
+
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
         """Edit the posted card in place: the outcome shown, the buttons gone once decided."""
         if ref.surface != SURFACE:
             raise PlatformRejected(f"discord: cannot edit a card of surface {ref.surface!r}")
+        body = _body(card)
+        key, shown = (ref.channel, ref.message_id), hash(json.dumps(body, sort_keys=True))
+        if self._shown.get(key) == shown:
+            # Already edited to exactly this: a retry of a job whose later step failed
+            # (the look-up for other copies) need not edit, nor spend a call on it, again.
+            return
         await self._rest.call("PATCH", f"/channels/{ref.channel}/messages/{ref.message_id}",
-                              _body(card))
+                              body)
+        self._shown[key] = shown
+        while len(self._shown) > SHOWN_MEMORY:
+            self._shown.pop(next(iter(self._shown)))
         log.info("discord_card_updated approval_id=%s channel=%s message_id=%s status=%s",
                  card.approval_id, ref.channel, ref.message_id, card.status)
 
@@ -307,9 +347,10 @@ def _tell(outcome: DecisionOutcome) -> bool:
     return not outcome.accepted or outcome.code is DecisionCode.PARTIAL
 
 
-def _body(card: ApprovalCard) -> dict[str, Any]:
+def _body(card: ApprovalCard,
+          render: Callable[[ApprovalCard], dict[str, Any]] = card_message) -> dict[str, Any]:
     try:
-        return card_message(card)
+        return render(card)
     except ValueError as exc:
         raise PlatformRejected(f"discord: cannot post approval {card.approval_id}: {exc}") \
             from exc

@@ -137,6 +137,42 @@ async def test_a_late_click_is_answered_privately_and_audited(rig: Rig) -> None:
     assert [e for e in events if e.kind == "refused" and e.actor == f"discord:{ALICE}"]
 
 
+async def test_a_post_stored_before_a_500_is_not_posted_again(rig: Rig) -> None:
+    """Discord keeps the card and answers 500: the retry ends with one card (the enforced
+    nonce, and the lookup of the channel), which the decision then edits."""
+    rig.discord.fake.fail_after_store_next("messages.create")
+    task = await rig.waiting()
+    assert len([m for m in rig.discord.fake.channel_messages(APPROVALS)
+                if not m.message_reference]) == 1
+    assert task.approval is not None
+    [record] = [r for r in await rig.node.store.cards(task.approval.id)
+                if r.surface == "discord"]
+    assert record.message_id == rig.card().message_id
+    await rig.click("Once")
+    await rig.finish(task)
+    assert rig.discord.fake.message(APPROVALS, rig.card().message_id).labels == ()
+
+
+async def test_every_copy_is_edited_after_the_decision(rig: Rig) -> None:
+    """A copy the store never heard of (posted by a process that died before recording
+    it, minutes ago) is found after the decision and edited too: no live buttons remain."""
+    from signoff.bot.cards import build_card
+
+    task = await rig.node.engine.submit("clean up", steps=DELETE, claim=True)
+    assert task is not None
+    task = await rig.node.engine.advance(task)
+    assert task.approval is not None
+    await rig.discord.platform.post_card(build_card(task, task.approval))
+    rig.discord.fake.forget_nonces()
+    await rig.deliver()
+    cards = [m for m in rig.discord.fake.channel_messages(APPROVALS) if not m.message_reference]
+    assert len(cards) == 2
+    await rig.node.decider.decide(task.approval.id, Scope.DENY, "slack:U1")
+    await rig.deliver()
+    for message in cards:
+        assert message.labels == () and "⛔" in message.text, message.id
+
+
 @pytest.mark.parametrize("rig", [{"policy": {"quorum": {"fs.delete": 2}}}], indirect=True)
 async def test_one_approval_on_discord_and_one_elsewhere_make_the_quorum(rig: Rig) -> None:
     """Alice's Discord click counts 1 of 2 (told to her alone, shown on the card); a
