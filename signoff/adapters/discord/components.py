@@ -49,6 +49,7 @@ _COLOURS = {"pending": 0xF0B232, "held": 0xF0B232, "approved": 0x23A55A,
 # Markdown's control characters, and "<" / ">" which start mentions, emoji and timestamps.
 _MARKDOWN = re.compile(r"([\\*_~`|<>\[\]#])")
 _MASS_MENTION = re.compile(r"@(everyone|here)")
+_URL = re.compile(r"(https?://[^\s<>\\]+)")
 _DISCORD_ACTOR = re.compile(r"\bdiscord:(\d{1,20})\b")
 
 
@@ -100,7 +101,13 @@ def is_card_of(message: object, approval_id: str, bot_id: str | None) -> bool:
 
 
 def escape(text: str) -> str:
-    """Text shown as written: markdown characters escaped, mass mentions defused."""
+    """Text shown as written: markdown characters escaped, mass mentions defused; a URL
+    is left whole, since a backslash inside one would change where it leads."""
+    parts = _URL.split(text)  # odd indexes are the URLs
+    return "".join(part if i % 2 else _escape_words(part) for i, part in enumerate(parts))
+
+
+def _escape_words(text: str) -> str:
     return _MASS_MENTION.sub("@\u200b\\1", _MARKDOWN.sub(r"\\\1", text))
 
 
