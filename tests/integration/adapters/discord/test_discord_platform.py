@@ -268,3 +268,15 @@ def test_the_name_shown_is_the_members_nick_then_global_name_then_username() -> 
     dm = actor_of({"user": {**user, "global_name": None}})
     assert dm is not None and (dm.key, dm.display) == ("discord:9", "bob")
     assert actor_of({"member": {"user": {"id": "x"}}}) is None
+
+
+async def test_a_signed_body_that_is_no_interaction_is_400(rig: DiscordHarness) -> None:
+    """Authentic but unreadable (not JSON, no type) is 400; a slash command gets a private
+    pointer to the buttons."""
+    for body in (b"not json", b"[1]", b'{"id": "1"}'):
+        headers = rig.fake.sign(body, int(rig.clock.now().timestamp()))
+        response = await rig.client.post("/discord/interactions", content=body,
+                                         headers=headers)
+        assert response.status_code == 400, body
+    answer = (await rig.post(rig.fake.interaction(2, data={"name": "approve"}))).json()
+    assert answer["type"] == 4 and answer["data"]["flags"] == 64
