@@ -23,7 +23,8 @@ Messages are checked as Discord checks them (a 400 with code 50035 and kept in
 embed title over 256 or description over 4096, more than 5 rows or 5 buttons a row, a
 button without a custom_id (or a link button without a url), a custom_id over 100
 characters or used twice in one message, a label over 80, and ``allowed_mentions``
-naming ``users`` both in ``parse`` and as a list.
+naming ``users`` both in ``parse`` and as a list; so is a User-Agent that is not
+``DiscordBot (url, version)``, which Discord asks of every bot.
 
 Knobs: `fail_next` answers the next N calls (of one route kind, if given) with a 5xx or a
 429 carrying ``retry_after`` (per route or global); `fail_after_store_next` does a call
@@ -283,6 +284,8 @@ class FakeDiscord:
         self.calls.append(call)
         status, headers, answer = 200, {}, None
         try:
+            if not request.headers.get("User-Agent", "").startswith("DiscordBot ("):
+                self.violations.append(f"User-Agent is not 'DiscordBot (url, version)': {path}")
             if route != "webhook.edit":
                 if request.headers.get("Authorization") != f"Bot {self.bot_token}":
                     raise ApiError(401, 0, "401: Unauthorized")

@@ -19,6 +19,7 @@ import json
 import logging
 import re
 from datetime import datetime, timedelta
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import httpx
@@ -28,7 +29,19 @@ from signoff.runtime.clock import Clock
 
 log = logging.getLogger(__name__)
 
-USER_AGENT = "DiscordBot (https://github.com/signoff/signoff, 0.3)"
+
+def _user_agent() -> str:
+    """Discord asks every bot for a User-Agent of the form "DiscordBot ($url, $version)".
+    (The version comes from the installed metadata: importing the package root from an
+    adapter would pull every other adapter in.)"""
+    try:
+        release = version("signoff")
+    except PackageNotFoundError:
+        release = "0"
+    return f"DiscordBot (https://pypi.org/project/signoff/, {release})"
+
+
+USER_AGENT = _user_agent()
 _ROUTE = re.compile(r"^/(channels|webhooks)/(\d+)")  # the major parameter of a route
 _GLOBAL = "global"
 
