@@ -34,6 +34,8 @@ BUILT_IN: dict[str, dict[str, Any] | None] = {
     "web": None,
     "terminal": None,
     "email": {"to": ["alice@example.com"], "public_url": "https://signoff.example.com"},
+    "discord": {"application_id": "1100000000000000999", "public_key": "ab" * 32,
+                "bot_token": "MTE.fake", "channel_id": 1100000000000000001},
 }
 
 

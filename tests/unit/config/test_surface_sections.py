@@ -51,11 +51,13 @@ def test_built_in_approver_and_channel_messages_are_unchanged(write: WriteConfig
     approvers but no channels)."""
     assert error(write('[approvals]\napprovers = ["alice"]\n')) == (
         "config.toml: approvals.approvers[0]: invalid approver 'alice' (expected "
+        "'discord:<user id>' such as 'discord:80351110224678912' or "
         "'email:<address>' such as 'email:alice@example.com' or "
         "'slack:<user id>' such as 'slack:U123' or 'telegram:<numeric user id>' such as "
         "'telegram:42')")
     assert error(write('[[notify]]\nchannel = "email:ops"\n')) == (
         "config.toml: notify[0].channel: invalid channel 'email:ops' (expected "
+        "'discord:<channel id>' such as 'discord:1234567890123456789' or "
         "'slack:<channel id>' such as 'slack:C123' or 'telegram:<chat id>' such as "
         "'telegram:-100123')")
 
@@ -77,7 +79,8 @@ def test_an_installed_surface_brings_its_section_channels_and_approvers(
     assert (settings.notify[0].platform, settings.notify[0].target) == ("echo", "team")
     assert settings.approvals.approvers == ["echo:bob", "slack:U1"]
     message = error(write('[approvals]\napprovers = ["echo:Bob!"]\n'))
-    assert "(expected 'echo:<name>' such as 'echo:bob' or 'email:<address>'" in message
+    assert ("such as 'discord:80351110224678912' or 'echo:<name>' such as 'echo:bob' or "
+            "'email:<address>'") in message
 
 
 def test_an_installed_surface_is_checked_like_a_built_in_one(write: WriteConfig, echo: None) -> None:

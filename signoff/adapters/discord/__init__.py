@@ -1,0 +1,25 @@
+"""The Discord approval surface: cards with buttons in a channel, clicks over HTTP.
+
+`PLUGIN` registers the surface (entry point ``signoff.surfaces``). Nothing of the
+surface (httpx client, Ed25519) is imported until a platform is built: loading the
+plug-in with the config file imports only its settings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from signoff.adapters.discord.plugin import PLUGIN
+
+if TYPE_CHECKING:
+    from signoff.adapters.discord.platform import DiscordPlatform
+
+__all__ = ["PLUGIN", "DiscordPlatform"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "DiscordPlatform":
+        from signoff.adapters.discord.platform import DiscordPlatform
+
+        return DiscordPlatform
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
