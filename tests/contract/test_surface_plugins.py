@@ -34,6 +34,9 @@ BUILT_IN: dict[str, dict[str, Any] | None] = {
     "web": None,
     "terminal": None,
     "email": {"to": ["alice@example.com"], "public_url": "https://signoff.example.com"},
+    "teams": {"app_id": "00000000-0000-0000-0000-0000000000b0", "app_password": "secret",
+              "tenant_id": "00000000-0000-0000-0000-0000000000t0",
+              "conversation_id": "19:approvals@thread.tacv2"},
 }
 
 
