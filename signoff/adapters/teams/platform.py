@@ -190,6 +190,9 @@ class TeamsPlatform:
             log.warning("teams_activity_refused reason=%r", str(exc))
             return PlainTextResponse("unauthorized", status_code=401)
         self._learn(activity.get("from"))
+        # Logged so an operator can read a conversation id here (a message to the bot).
+        log.info("teams_activity type=%s conversation_id=%s", activity.get("type"),
+                 _field(activity, "conversation", "id"))
         if activity.get("type") != "invoke" or activity.get("name") != ACTION_INVOKE:
             return Response(status_code=200)  # messages, installs: nothing to act on
         return JSONResponse(await self._on_action(activity))
@@ -208,16 +211,16 @@ class TeamsPlatform:
         approval_id, scope, undo = decoded
         if not await self._first_time(activity):
             return await self._answer(approval_id, None)  # a redelivery: decided already
-        sender = activity.get("from") or {}
-        aad = sender.get("aadObjectId") if isinstance(sender, dict) else None
-        if not isinstance(aad, str) or not aad:
+        aad = _field(activity, "from", "aadObjectId")
+        if not aad:
             log.warning("teams_click_anonymous approval_id=%s", approval_id)
             return await self._answer(approval_id, ANONYMOUS)
-        conversation = (activity.get("conversation") or {}).get("id") or self.conversation_id
+        conversation = _field(activity, "conversation", "id") or self.conversation_id
         reply_to = activity.get("replyToId")
-        ref = CardRef(SURFACE, str(conversation), str(reply_to)) if reply_to else None
+        ref = CardRef(SURFACE, conversation, reply_to) \
+            if isinstance(reply_to, str) and reply_to else None
         event = DecisionEvent(approval_id=approval_id, scope=scope, undo=undo, ref=ref,
-                              actor=Actor(SURFACE, aad, display=sender.get("name")),
+                              actor=Actor(SURFACE, aad, display=_field(activity, "from", "name")),
                               surface=SURFACE)
         return await self._answer(approval_id, await self._decide(event))
 
@@ -318,6 +321,14 @@ class TeamsPlatform:
             self._people.move_to_end(aad)
             while len(self._people) > KNOWN_PEOPLE:
                 self._people.popitem(last=False)
+
+
+def _field(activity: dict[str, Any], part: str, key: str) -> str | None:
+    """``activity[part][key]`` when it is a non-empty string (a forged body may put
+    anything anywhere), else None."""
+    holder = activity.get(part)
+    value = holder.get(key) if isinstance(holder, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _message(text: str) -> dict[str, Any]:

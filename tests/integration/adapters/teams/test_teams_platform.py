@@ -222,3 +222,22 @@ async def test_a_held_card_shows_only_undo_and_a_decided_one_no_buttons(
     seen = harness.fake.activity(ref.message_id)
     assert seen.labels == () and "Denied by" in seen.text and "john@example.com" in seen.text
     assert seen.edits == 2
+
+
+async def test_odd_bodies_are_refused_or_answered_never_crash(
+        rig: tuple[TeamsHarness, list[DecisionEvent]]) -> None:
+    """A body that is no JSON object is 400, one over 256 KiB is 413, and a signed click
+    whose parts have the wrong shapes is answered without deciding anything."""
+    harness, events = rig
+    ref = await harness.platform.post_card(sample_card())
+    click = harness.fake.click(ref.message_id, "Once", aad=ALICE)
+    token = harness.fake.sign(click, now=harness.clock.now())
+    headers = {"Authorization": f"Bearer {token}"}
+    assert (await harness.client.post("/teams/messages", content=b"[1]",
+                                      headers=headers)).status_code == 400
+    assert (await harness.client.post("/teams/messages", content=b" " * 300_000,
+                                      headers=headers)).status_code == 413
+    odd = {**click, "from": ["x"], "conversation": "19:x", "replyToId": 7}
+    response = await harness.post(odd)
+    assert response.status_code == 200
+    assert events == []
