@@ -241,3 +241,14 @@ async def test_odd_bodies_are_refused_or_answered_never_crash(
     response = await harness.post(odd)
     assert response.status_code == 200
     assert events == []
+
+
+async def test_a_key_endorsed_for_teams_does_not_vouch_for_another_channel(
+        rig: tuple[TeamsHarness, list[DecisionEvent]]) -> None:
+    """The JWKS endorses the key for msteams only: the same signature on an activity that
+    claims another channel (webchat) is 401 and decides nothing."""
+    harness, events = rig
+    ref = await harness.platform.post_card(sample_card())
+    click = {**harness.fake.click(ref.message_id, "Once", aad=ALICE), "channelId": "webchat"}
+    assert (await harness.post(click)).status_code == 401
+    assert events == []
