@@ -34,7 +34,8 @@ def teams_platform(fake: FakeTeams, clock: FakeClock, **extra: Any) -> TeamsPlat
     return TeamsPlatform(app_id=fake.app_id, app_password=fake.app_password,
                          conversation_id=fake.conversation_id, service_url=fake.service_url,
                          openid_metadata_url=fake.openid_metadata_url,
-                         token_url=fake.token_url, clock=clock, timeout=5.0, **extra)
+                         token_url=fake.token_url, tenant_id=fake.tenant_id, clock=clock,
+                         timeout=5.0, **extra)
 
 
 @dataclass

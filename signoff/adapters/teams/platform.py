@@ -62,6 +62,7 @@ UNKNOWN_REQUEST = "Unknown or expired request"
 NOT_RUNNING = "Approvals are not being taken right now; try again shortly"
 FAILED = "Something went wrong; please try again"
 ANONYMOUS = "Cannot tell who clicked: nothing was decided"
+OTHER_TENANT = "This card belongs to another organization: nothing was decided"
 
 
 class TeamsPlatform:
@@ -72,16 +73,19 @@ class TeamsPlatform:
 
     def __init__(self, *, app_id: str, app_password: str, conversation_id: str,
                  service_url: str, openid_metadata_url: str, token_url: str,
-                 clock: Clock | None = None, lookup: CardLookup | None = None,
+                 tenant_id: str | None = None, clock: Clock | None = None,
+                 lookup: CardLookup | None = None,
                  replay: ReplayLedger | None = None, timeout: float = 10.0) -> None:
         """Build the surface; nothing touches the network until the first call.
 
         ``lookup`` reads a request's card from the store (a click is answered with the
-        card as the store has it); ``replay`` remembers the activity ids acted on.
+        card as the store has it); ``replay`` remembers the activity ids acted on;
+        ``tenant_id``, when given, is the only organization whose clicks decide.
         """
         if not (app_id and app_password and conversation_id):
             raise ConfigError("teams: app_id, app_password and conversation_id are required")
         self.conversation_id = conversation_id
+        self._tenant_id = tenant_id
         self._service_url = service_url.rstrip("/")
         self._clock = clock or SystemClock()
         self._http = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
@@ -211,6 +215,11 @@ class TeamsPlatform:
         approval_id, scope, undo = decoded
         if not await self._first_time(activity):
             return await self._answer(approval_id, None)  # a redelivery: decided already
+        if not self._our_tenant(activity):
+            # A multi-tenant bot installed elsewhere: object ids there are not our people.
+            log.warning("teams_click_foreign_tenant approval_id=%s tenant=%s", approval_id,
+                        _field(activity, "conversation", "tenantId"))
+            return await self._answer(approval_id, OTHER_TENANT)
         aad = _field(activity, "from", "aadObjectId")
         if not aad:
             log.warning("teams_click_anonymous approval_id=%s", approval_id)
@@ -223,6 +232,17 @@ class TeamsPlatform:
                               actor=Actor(SURFACE, aad, display=_field(activity, "from", "name")),
                               surface=SURFACE)
         return await self._answer(approval_id, await self._decide(event))
+
+    def _our_tenant(self, activity: dict[str, Any]) -> bool:
+        """True unless the activity names a tenant other than ours (Teams names it in
+        ``conversation.tenantId`` and ``channelData.tenant.id``)."""
+        if self._tenant_id is None:
+            return True
+        data = activity.get("channelData")
+        tenant = data.get("tenant") if isinstance(data, dict) else None
+        named = {_field(activity, "conversation", "tenantId"),
+                 tenant.get("id") if isinstance(tenant, dict) else None} - {None}
+        return all(t == self._tenant_id for t in named)
 
     async def _decide(self, event: DecisionEvent) -> str:
         """The flow's answer for the clicker, whatever happens inside the flow."""

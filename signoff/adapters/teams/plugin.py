@@ -17,7 +17,8 @@ def build(section: TeamsSettings | None, deps: SurfaceDeps) -> Surface:
         app_id=section.app_id, app_password=section.app_password,
         conversation_id=section.conversation_id, service_url=section.service_url,
         openid_metadata_url=section.openid_metadata_url, token_url=section.token_endpoint,
-        clock=deps.clock, lookup=deps.lookup, replay=deps.ledger())
+        tenant_id=section.tenant_id, clock=deps.clock, lookup=deps.lookup,
+        replay=deps.ledger())
 
 
 PLUGIN = SurfacePlugin(

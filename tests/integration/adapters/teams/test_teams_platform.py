@@ -252,3 +252,16 @@ async def test_a_key_endorsed_for_teams_does_not_vouch_for_another_channel(
     click = {**harness.fake.click(ref.message_id, "Once", aad=ALICE), "channelId": "webchat"}
     assert (await harness.post(click)).status_code == 401
     assert events == []
+
+
+async def test_a_click_from_another_organization_decides_nothing(
+        rig: tuple[TeamsHarness, list[DecisionEvent]]) -> None:
+    """The bot installed in another tenant: a click there, however well signed, is answered
+    with the card and "another organization", and decides nothing."""
+    harness, events = rig
+    ref = await harness.platform.post_card(sample_card())
+    click = harness.fake.click(ref.message_id, "Once", aad=ALICE)
+    click["conversation"]["tenantId"] = "00000000-0000-0000-0000-00000000beef"
+    answer = (await harness.post(click)).json()
+    assert events == []
+    assert "another organization" in str(answer["value"])
