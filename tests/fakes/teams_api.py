@@ -105,6 +105,7 @@ class FakeTeams:
     tokens_issued: int = 0
     failures_served: int = 0
     kid: str = "fake-key-1"
+    keys_down: bool = False  # the OpenID metadata answers 500
 
     def __post_init__(self) -> None:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -217,6 +218,8 @@ class FakeTeams:
     # --- handlers -----------------------------------------------------------------------
 
     async def _metadata(self, request: web.Request) -> web.Response:
+        if self.keys_down:
+            return web.json_response({"error": "unavailable"}, status=500)
         return web.json_response({
             "issuer": ISSUER, "authorization_endpoint": "https://invalid.botframework.com",
             "jwks_uri": f"{self.base}/botframework/keys",

@@ -50,6 +50,10 @@ class Unauthenticated(Exception):
     """The activity's token is missing or wrong: answer 401, act on nothing."""
 
 
+class KeysUnavailable(Exception):
+    """The signing keys could not be fetched: nothing can be checked now (503)."""
+
+
 @dataclass
 class _Keys:
     by_kid: dict[str, jwt.PyJWK]
@@ -70,7 +74,8 @@ class ActivityVerifier:
         self._lock = asyncio.Lock()
 
     async def verify(self, authorization: str | None, activity: dict[str, Any]) -> None:
-        """Return when ``authorization`` vouches for ``activity``; raise `Unauthenticated`."""
+        """Return when ``authorization`` vouches for ``activity``; raise `Unauthenticated`
+        (or `KeysUnavailable` when the keys to check it cannot be fetched)."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise Unauthenticated("no Bearer token")
@@ -125,7 +130,7 @@ class ActivityVerifier:
             jwks = (await self._http.get(metadata["jwks_uri"])).raise_for_status().json()
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
             log.warning("teams_keys_unavailable url=%s error=%s", self._metadata_url, exc)
-            raise Unauthenticated("signing keys unavailable") from exc
+            raise KeysUnavailable(f"signing keys unavailable: {type(exc).__name__}") from exc
         by_kid: dict[str, jwt.PyJWK] = {}
         endorsements: dict[str, list[str]] = {}
         for item in jwks.get("keys", []):

@@ -46,7 +46,7 @@ from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable, S
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.replay import ReplayLedger
 
-from .auth import ActivityVerifier, BotToken, Unauthenticated, raise_for_status
+from .auth import ActivityVerifier, BotToken, KeysUnavailable, Unauthenticated, raise_for_status
 from .cards import CARD_TYPE, REFRESH_VERB, adaptive_card, attachment, decision_of
 
 log = logging.getLogger(__name__)
@@ -177,8 +177,9 @@ class TeamsPlatform:
         return (Route("POST", "/teams/messages", self.handle_activity),)
 
     async def handle_activity(self, request: Request) -> Response:
-        """POST /teams/messages: 401 without a valid token, 413 over 256 KiB, 400 for a
-        body that is no activity; a card click is answered with the card."""
+        """POST /teams/messages: 401 without a valid token, 503 while the signing keys
+        cannot be fetched, 413 over 256 KiB, 400 for a body that is no activity; a card
+        click is answered with the card."""
         body = await request.body()
         if len(body) > MAX_ACTIVITY_BYTES:
             return PlainTextResponse("activity too large", status_code=413)
@@ -193,6 +194,9 @@ class TeamsPlatform:
         except Unauthenticated as exc:
             log.warning("teams_activity_refused reason=%r", str(exc))
             return PlainTextResponse("unauthorized", status_code=401)
+        except KeysUnavailable:  # our side cannot check it now; nothing is read
+            return PlainTextResponse("try again", status_code=503,
+                                     headers={"Retry-After": "5"})
         self._learn(activity.get("from"))
         # Logged so an operator can read a conversation id here (a message to the bot).
         log.info("teams_activity type=%s conversation_id=%s", activity.get("type"),

@@ -265,3 +265,19 @@ async def test_a_click_from_another_organization_decides_nothing(
     answer = (await harness.post(click)).json()
     assert events == []
     assert "another organization" in str(answer["value"])
+
+
+async def test_while_the_signing_keys_cannot_be_fetched_clicks_wait_and_decide_nothing(
+        rig: tuple[TeamsHarness, list[DecisionEvent]]) -> None:
+    """The OpenID metadata answers 500: a click is 503 (retry later), not decided; once it
+    answers again the same click decides."""
+    harness, events = rig
+    ref = await harness.platform.post_card(sample_card())
+    harness.fake.keys_down = True
+    click = harness.fake.click(ref.message_id, "Once", aad=ALICE)
+    response = await harness.post(click)
+    assert (response.status_code, response.headers.get("retry-after")) == (503, "5")
+    assert events == []
+    harness.fake.keys_down = False
+    assert (await harness.post(click)).status_code == 200
+    assert len(events) == 1
