@@ -48,6 +48,7 @@ from signoff.runtime.models import Action, Approval, RunMode, Task, TaskState, u
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.registry import builtin_registry
+from signoff.wiring import prepare_state
 
 TASKS = 10_000
 REQUESTS = 400
@@ -64,14 +65,24 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def settings_for(work_dir: Path) -> Settings:
-    return Settings.model_validate({"daemon": {"work_dir": str(work_dir), "node_id": "bench"},
+def settings_for(root: Path) -> Settings:
+    """The bench node's settings: its work and state dirs side by side inside ``root``."""
+    return Settings.model_validate({"daemon": {"work_dir": str(root / "work"),
+                                               "state_dir": str(root / "state"),
+                                               "node_id": "bench"},
                                     "api": {"key": KEY}})
+
+
+def bench_database(root: Path) -> str:
+    """The bench node's database URL, its state dir made."""
+    settings = settings_for(root)
+    prepare_state(settings)
+    return settings.database_url()
 
 
 async def populate(work_dir: Path, count: int) -> list[str]:
     """Insert ``count`` waiting tasks; return their ids."""
-    store = make_store(settings_for(work_dir).database_url())
+    store = make_store(bench_database(work_dir))
     await store.open()
     registry = builtin_registry(work_dir=work_dir)
     ids = []
@@ -106,7 +117,7 @@ async def serve(work_dir: Path, port: int) -> None:
 
     settings = settings_for(work_dir)
     web = WebPlatform()
-    node = build_node(settings, work_dir=work_dir, platforms={"web": web})
+    node = build_node(settings, platforms={"web": web})
     await node.store.open()
     ctx = api_context(settings, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,
@@ -191,7 +202,7 @@ async def scrape_costs(work_dir: Path, finished: int, scrapes: int
     from signoff.api.metrics import MetricsListener
     from signoff.runtime.clock import FakeClock
 
-    store = make_store(settings_for(work_dir).database_url())
+    store = make_store(bench_database(work_dir))
     await store.open()
     clock = FakeClock(utcnow())
 

@@ -39,6 +39,8 @@ from bench.api import free_port, percentile, wait_ready
 from signoff.config.settings import Settings
 
 KEY = "bench-key-0123456789abcdef"
+# The agent asks with its own key: an outside request is never approved by its asker.
+AGENT_KEY = "bench-agent-key-0123456789abcdef"
 REQUESTS = 3000
 CONCURRENCY = 16
 DECISIONS = 200
@@ -46,9 +48,13 @@ RATIO_TARGET = 0.5
 P99_TARGET_MS = 25.0
 
 
-def settings_for(work_dir: Path) -> Settings:
-    return Settings.model_validate({"daemon": {"work_dir": str(work_dir), "node_id": "bench"},
-                                    "api": {"key": KEY}})
+def settings_for(root: Path) -> Settings:
+    """The bench node's settings: its work and state dirs side by side inside ``root``."""
+    return Settings.model_validate({"daemon": {"work_dir": str(root / "work"),
+                                               "state_dir": str(root / "state"),
+                                               "node_id": "bench"},
+                                    "api": {"key": KEY, "keys": [
+                                        {"name": "agent", "key": AGENT_KEY}]}})
 
 
 async def serve(work_dir: Path, port: int) -> None:
@@ -61,7 +67,7 @@ async def serve(work_dir: Path, port: int) -> None:
 
     settings = settings_for(work_dir)
     web = WebPlatform()
-    node = build_node(settings, work_dir=work_dir, platforms={"web": web})
+    node = build_node(settings, platforms={"web": web})
     await node.store.open()
     ctx = api_context(settings, store=node.store, engine=node.engine, decider=node.decider,
                       flow=node.flow, clock=node.clock, wake=node.worker.wake, web=web)
@@ -104,8 +110,9 @@ async def rate(client: httpx.AsyncClient, count: int, concurrency: int, post: bo
 async def decision_latency(base: str, count: int) -> list[float]:
     """Milliseconds from sending a decision to the waiting long poll's answer."""
     headers = {"Authorization": f"Bearer {KEY}"}
+    agent = {"Authorization": f"Bearer {AGENT_KEY}"}
     results = []
-    async with (httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as asker,
+    async with (httpx.AsyncClient(base_url=base, headers=agent, timeout=60) as asker,
                 httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as poller,
                 httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as decider):
         for n in range(count + 10):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -352,11 +353,13 @@ class RecordingHarness:
 
 def surface_deps(*, clock: Clock | None = None,
                  pending: Sequence[ApprovalCard] = ()) -> SurfaceDeps:
-    """What the daemon hands `SurfacePlugin.build`: a clock and the waiting cards."""
+    """What the daemon hands `SurfacePlugin.build`: a clock, the waiting cards and a
+    server secret drawn for this call (the daemon's lives in its state dir)."""
     async def lister() -> list[ApprovalCard]:
         return list(pending)
 
-    return SurfaceDeps(clock=clock or FakeClock(), pending=lister)
+    return SurfaceDeps(clock=clock or FakeClock(), pending=lister,
+                       secret=secrets.token_bytes(32))
 
 
 def route_client(surface: Surface) -> httpx.AsyncClient:

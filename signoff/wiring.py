@@ -50,8 +50,17 @@ from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.replay import ReplayLedger
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
+from signoff.runtime.state import (
+    NODE_ID_FILE,
+    ProtectedFiles,
+    create_private_file,
+    ensure_private_dir,
+    migrate_layout,
+    prepare_sqlite_file,
+)
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import TaskStore
+from signoff.runtime.store.sqlite.store import sqlite_path
 from signoff.runtime.tools.base import ChannelForm, SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.mcp import McpHub, McpServerSpec, McpToolRule
@@ -86,20 +95,49 @@ class Node:
     mcp: McpHub = field(default_factory=lambda: McpHub(()))
 
 
-NODE_ID_FILE = "node-id"
+def prepare_state(settings: Settings, work_dir: Path | None = None) -> Path:
+    """The state dir, created 0700, with a 0.2 layout's files moved in from the work dir
+    (once, logged). ConfigError when it lies inside the work dir."""
+    state = settings.resolved_state_dir(work_dir)
+    ensure_private_dir(state)
+    wd = settings.resolved_work_dir(work_dir)
+    moved, left = migrate_layout(wd, state, database_default=settings.daemon.database is None)
+    if moved:
+        log.warning(f"state_moved from={wd} to={state} files={','.join(moved)} (the daemon's "
+                    f"own files no longer live in the work dir, where the tools could reach "
+                    f"them)")
+    if left:
+        log.warning(f"state_not_moved dir={wd} files={','.join(left)} (the state dir {state} "
+                    f"has its own; these old copies are not used, and the tools can read "
+                    f"them: delete them)")
+    return state
 
 
-def node_id(settings: Settings, work_dir: Path) -> str:
+def protected_files(state_dir: Path, database: str | None) -> ProtectedFiles:
+    """What the file tools refuse: the state dir, and the SQLite file wherever it is
+    (created 0600 first when it is not there yet)."""
+    path = sqlite_path(database) if database else None
+    db = Path(path) if path else None
+    if db is not None:
+        prepare_sqlite_file(db)
+        mode = db.stat().st_mode & 0o777
+        if mode & 0o077:  # a file of the user's own, not ours to change: say so
+            log.warning(f"database_readable_by_others path={db} mode={oct(mode)} (chmod 600 "
+                        f"it: it holds the audit log and every pending request)")
+    return ProtectedFiles.of(state_dir=state_dir, database=db)
+
+
+def node_id(settings: Settings, state_dir: Path) -> str:
     """``daemon.node_id``, else the host name + a short random suffix.
 
-    The suffix is drawn once and kept in ``<work_dir>/node-id``: distinct between daemons
-    sharing a database (each has its own work dir), and stable across restarts, so that a
+    The suffix is drawn once and kept in ``<state_dir>/node-id``: distinct between daemons
+    sharing a database (each has its own state dir), and stable across restarts, so that a
     restarted daemon takes its own interrupted claims back at once instead of waiting for
     their leases to run out.
     """
     if settings.daemon.node_id:
         return settings.daemon.node_id
-    return f"{socket.gethostname()}-{_node_suffix(work_dir / NODE_ID_FILE)}"
+    return f"{socket.gethostname()}-{_node_suffix(state_dir / NODE_ID_FILE)}"
 
 
 def _node_suffix(path: Path) -> str:
@@ -113,10 +151,9 @@ def _node_suffix(path: Path) -> str:
         return kept
     suffix = secrets.token_hex(3)
     try:
-        with path.open("x") as f:
-            f.write(suffix + "\n")
-    except FileExistsError:  # another process on this work dir wrote it first
-        return path.read_text().strip() or suffix
+        if not create_private_file(path, (suffix + "\n").encode()):
+            # another process on this state dir wrote it first
+            return path.read_text().strip() or suffix
     except OSError as exc:
         raise ConfigError(f"cannot keep the node id in {path}: {exc}") from exc
     return suffix
@@ -158,10 +195,11 @@ def mcp_specs(settings: Settings) -> list[McpServerSpec]:
 
 def build_tools(settings: Settings, work_dir: Path | None = None
                 ) -> tuple[ToolRegistry, McpHub]:
-    """Built-ins, plugins and the configured MCP servers' tools (servers not started)."""
+    """Built-ins, plugins and the configured MCP servers' tools (servers not started);
+    the servers log into the state dir."""
     registry = builtin_registry(read_only_commands=settings.policy.read_only_commands,
                                 work_dir=settings.resolved_work_dir(work_dir))
-    hub = McpHub(mcp_specs(settings), log_dir=settings.resolved_work_dir(work_dir))
+    hub = McpHub(mcp_specs(settings), log_dir=settings.resolved_state_dir(work_dir))
     registry.add_source(hub)
     return registry, hub
 
@@ -251,9 +289,12 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     tools and the policy resolve host names; the system's by default)."""
     wd = settings.resolved_work_dir(work_dir)
     wd.mkdir(parents=True, exist_ok=True)
+    state = prepare_state(settings, work_dir)
     clock = clock or SystemClock()
     chosen = dict(platforms or {})
-    store = store or make_store(database or settings.database_url(work_dir))
+    url = (database or settings.database_url(work_dir)) if store is None else _store_url(store)
+    protected = protected_files(state, url)
+    store = store or make_store(url or "")
     pol = settings.policy
     registry, hub = build_tools(settings, wd)
     em = settings.email
@@ -262,6 +303,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     context = ToolContext(
         net=net,
         work_dir=wd, command_timeout=pol.command_timeout.total_seconds(),
+        protected=protected, command_env=tuple(settings.tools.run_command.env),
         post_message=SurfacePoster(chosen, channels), channels=channels,
         smtp=SmtpSettings(host=em.host, port=em.port, sender=em.sender, starttls=em.starttls,
                           username=em.username, password=em.password,
@@ -277,11 +319,12 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         rotations=settings.oncall.rotations, overrides=settings.oncall.overrides, clock=clock,
         schedule_approvers={s.name: s.approvers for s in settings.schedules if s.approvers})
     config = EngineConfig(
-        node_id=node_id(settings, wd), approval_timeout=ap.timeout, lease=settings.daemon.lease,
+        node_id=node_id(settings, state), approval_timeout=ap.timeout, lease=settings.daemon.lease,
         max_retries=settings.daemon.max_retries, scopes=scopes,
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, grant_ttl=ap.grant_ttl,
+        people=settings.who_is_who,
         coalesce=ap.coalesce,
         approvers_for=router.approvers_for,
         rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
@@ -321,6 +364,13 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                 mcp=hub)
 
 
+def _store_url(store: TaskStore) -> str | None:
+    """The database URL of a store built elsewhere (tests, embedding), if it has one."""
+    from signoff.runtime.store.sql.store import SqlTaskStore
+
+    return store.url if isinstance(store, SqlTaskStore) else None
+
+
 def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:
     """For help texts."""
     return [s.value for s in scopes]
@@ -341,7 +391,8 @@ class PendingCards:
         url = self.node.settings.daemon.public_url
         flow = self.node.flow
         return [build_card(r.task, r.approval, console_url=url,
-                           preview=await flow.preview(r.approval), step_up=flow.step_up)
+                           preview=await flow.preview(r.approval), step_up=flow.step_up,
+                           people=flow.people)
                 for r in page.items]
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
@@ -360,7 +411,8 @@ class PendingCards:
         refs = tuple(CardRef(r.surface, r.channel, r.message_id)
                      for r in await store.cards(approval_id))
         card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
-                          preview=await self.node.flow.preview(approval))
+                          preview=await self.node.flow.preview(approval),
+                          people=self.node.flow.people)
         return PostedCard(card=card, refs=refs)
 
 
@@ -476,9 +528,8 @@ def cluster_ports(settings: Settings, *, work_dir: Path | None, database: str | 
     from signoff.runtime.leadership import SoleLeadership
 
     url = database or settings.database_url(work_dir)
-    wd = settings.resolved_work_dir(work_dir)
-    wd.mkdir(parents=True, exist_ok=True)
-    nid = node_id(settings, wd)
+    settings.resolved_work_dir(work_dir).mkdir(parents=True, exist_ok=True)
+    nid = node_id(settings, prepare_state(settings, work_dir))
     if sa_backend(url) != "postgresql":
         return ClusterPorts(leadership=SoleLeadership(node_id=nid), replay=None)
     from signoff.runtime.store.sql.leader import PgLeadership

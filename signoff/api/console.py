@@ -39,14 +39,14 @@ from signoff.api.auth import (
 from signoff.api.batch import decide_all, summary
 from signoff.api.context import ApiContext
 from signoff.api.routes import identity_of
-from signoff.bot.cards import build_card
+from signoff.bot.cards import build_card, complete
 from signoff.bot.flow import ApprovalFlow
-from signoff.bot.ports import Actor, CardRef, DecisionEvent
+from signoff.bot.ports import Actor, ApprovalCard, CardRef, DecisionEvent
 from signoff.runtime.coalesce import group_size
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, Scope, Task
 from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest, TaskStore
-from signoff.runtime.text import mask_urls
+from signoff.runtime.text import shown as as_shown
 
 FLASH = "signoff_flash"
 SSE_POLL = 2.0  # seconds between store checks on each open stream
@@ -107,6 +107,11 @@ def answer_terms(form: dict[str, str], scope: Scope) -> tuple[timedelta | None, 
     return lasts, args
 
 
+def asker(task: Task, flow: ApprovalFlow) -> str | None:
+    """Who submitted ``task``, by their person's name when ``[[people]]`` lists them."""
+    return flow.people.name(task.submitted_by) if task.submitted_by else None
+
+
 async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView | None:
     """The card of a task's current (or last) approval request, with its preview (the
     file as it is now) while pending, its args for the edit form, and how many identical
@@ -115,16 +120,25 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
     if approval is None:
         return None
     card = build_card(task, approval, preview=await flow.preview(approval),
-                      step_up=flow.step_up, identical=identical)
+                      step_up=flow.step_up, identical=identical, people=flow.people)
     args = None
     if approval.status is ApprovalStatus.PENDING:
         args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
-        # The console never shows a URL's secrets, and masked args cannot be edited back
-        # into the real ones: such a request is edited over the API (POST .../approve).
-        if mask_urls(args) != args:
+        # The console never shows a URL's secrets or an invisible character as it is, and
+        # shown args cannot be edited back into the real ones: such a request is edited
+        # over the API (POST .../approve).
+        if as_shown(args) != args:
             args = None
-    return CardView(card, asked_by=task.submitted_by, task_state=task.state.value,
-                    args_json=args)
+    return CardView(card, asked_by=asker(task, flow), task_state=task.state.value,
+                    args_json=args, whole=whole_args(card, approval))
+
+
+def whole_args(card: ApprovalCard, approval: Approval) -> str | None:
+    """All of a pending request's arguments, for a card that shows some of them cut: the
+    chat cards send people here to see everything they approve (the page masks them)."""
+    if approval.status is not ApprovalStatus.PENDING or complete(card, None):
+        return None
+    return json.dumps(approval.action.args, indent=2, ensure_ascii=False, default=str)
 
 
 async def request_view(item: PendingRequest, flow: ApprovalFlow,
@@ -133,8 +147,9 @@ async def request_view(item: PendingRequest, flow: ApprovalFlow,
     if item.task is not None:
         return await view(item.task, flow, identical)
     card = build_card(None, item.approval, preview=await flow.preview(item.approval),
-                      step_up=flow.step_up, identical=identical)
-    return CardView(card, asked_by=item.approval.requester)
+                      step_up=flow.step_up, identical=identical, people=flow.people)
+    return CardView(card, asked_by=item.approval.requester,
+                    whole=whole_args(card, item.approval))
 
 
 async def identical(store: TaskStore, approval: Approval) -> int:
@@ -194,7 +209,8 @@ class Console:
 
     async def _held_view(self, approval: Approval) -> CardView | None:
         if approval.task_id is None:
-            return CardView(build_card(None, approval), asked_by=approval.requester)
+            return CardView(build_card(None, approval, people=self.ctx.flow.people),
+                            asked_by=approval.requester)
         task = await self.ctx.store.get_task(approval.task_id)
         return await view(task, self.ctx.flow) if task is not None else None
 
@@ -224,11 +240,12 @@ class Console:
             current = task.approval is not None and task.approval.id == approval.id
             card = (await view(task, self.ctx.flow) if current else None) or CardView(
                 build_card(task, approval, preview=preview, step_up=self.ctx.flow.step_up,
-                           identical=count),
-                asked_by=task.submitted_by, task_state=task.state.value)
+                           identical=count, people=self.ctx.flow.people),
+                asked_by=asker(task, self.ctx.flow), task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
             card = CardView(build_card(None, approval, preview=preview,
-                                       step_up=self.ctx.flow.step_up, identical=count),
+                                       step_up=self.ctx.flow.step_up, identical=count,
+                                       people=self.ctx.flow.people),
                             asked_by=approval.requester)
         else:
             local = self.ctx.web.card(approval_id)

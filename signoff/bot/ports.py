@@ -14,7 +14,7 @@ plug-ins are found through the entry-point group ``signoff.surfaces``
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
@@ -97,6 +97,10 @@ class ApprovalCard:
     hold_until: datetime | None = None  # held: the action runs then unless undone
     preview: Preview | None = None  # what will happen (a diff, the command), while pending
     identical: int = 1  # how many identical requests this card decides (coalescing)
+    # Some approvable content (a message body) was longer than a card carries, so the
+    # card shows it cut: no surface with a length limit may offer decisions on it
+    # (`bot.cards.complete`).
+    cut: bool = False
 
     @property
     def origin(self) -> str:
@@ -225,6 +229,19 @@ class Surface(Protocol):
 ChatPlatform = Surface
 """The port's name before surfaces became plug-ins; the same Protocol."""
 
+
+@runtime_checkable
+class ShowsCards(Protocol):
+    """A surface whose cards may show less than what a decision approves (a chat message
+    has a length limit) says on which cards it offers decisions (optional). The flow
+    refuses a decision from it on any other card — a forged click, an old button — and
+    sends the person to the console. Without it, a surface is taken to show a card's
+    texts whole (`bot.cards.complete` with no limit)."""
+
+    def decides(self, card: ApprovalCard) -> bool:
+        """True when this surface's rendering of ``card`` offers decision buttons."""
+        ...
+
 S = TypeVar("S", bound=BaseModel)
 PendingLister = Callable[[], Awaitable[list[ApprovalCard]]]
 
@@ -264,6 +281,9 @@ class SurfaceDeps:
     public_url: str | None = None
     leadership: Leadership | None = None
     replay: ReplayLedger | None = None
+    # The node's server secret (state_dir/server-secret): keys a surface must not store,
+    # such as the e-mail links', are derived from it. Never in a repr.
+    secret: bytes = field(default=b"", repr=False)
 
     def lead(self) -> Leadership:
         """The node's leadership port (a sole node's when none was given)."""

@@ -48,6 +48,11 @@ async def run_audit(settings: Settings, *, task: str | None, verify: bool, head:
     """Do what the flags ask; return the exit code."""
     expected = _expected(expect_head)
     url = database or settings.database_url(work_dir)
+    old = settings.resolved_work_dir(work_dir) / "signoff.db"
+    if database is None and settings.daemon.database is None and old.exists() \
+            and not settings.resolved_state_dir(work_dir).joinpath("signoff.db").exists():
+        raise BadArguments(f"the database is still at {old} (0.2 kept it in the work dir): "
+                           "start the daemon once, it moves it into the state dir")
     _sqlite_must_exist(url)
     store = make_store(url)
     await store.open()

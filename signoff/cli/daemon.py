@@ -27,6 +27,7 @@ from signoff.errors import ConfigError
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.daemon import Daemon, Service
 from signoff.runtime.models import RiskClass
+from signoff.runtime.state import server_secret
 from signoff.wiring import (
     Node,
     PendingCards,
@@ -38,6 +39,7 @@ from signoff.wiring import (
     build_surfaces,
     cluster_ports,
     cluster_services,
+    prepare_state,
 )
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,7 @@ def server_config(app: Any, host: str, port: int) -> uvicorn.Config:
     and parsing was a large share of a small request's cost (bench/cluster.py)."""
     return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
                           access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                          log_config=None,  # its records reach our handler (masked)
                           http="httptools")
 
 
@@ -107,6 +110,7 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
         loop.add_signal_handler(sig, stop.set)
     main = asyncio.create_task(daemon.run(), name="daemon")
     log.info(f"signoff_started url=http://{host}:{port}/ work_dir={node.work_dir} "
+             f"state_dir={settings.resolved_state_dir(work_dir)} "
              f"surfaces={','.join(node.platforms) or 'none'}")
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -150,9 +154,10 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     clock = SystemClock()
     public_url = settings.daemon.public_url or f"http://{host}:{port}"
     ports = cluster_ports(settings, work_dir=work_dir, database=database, clock=clock)
+    secret = server_secret(prepare_state(settings, work_dir))
     platforms = build_surfaces(settings, deps=SurfaceDeps(
         clock=clock, pending=pending, lookup=pending.lookup, public_url=public_url,
-        leadership=ports.leadership, replay=ports.replay))
+        leadership=ports.leadership, replay=ports.replay, secret=secret))
     web = platforms.get("web")
     if not isinstance(web, WebPlatform):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")

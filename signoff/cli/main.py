@@ -58,7 +58,9 @@ def daemon_start(
     config: ConfigOpt = None,
     host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="HTTP port (default 8080).")] = None,
-    work_dir: Annotated[Path | None, typer.Option(help="Sandbox for file tools and state.")] = None,
+    work_dir: Annotated[Path | None, typer.Option(
+        help="Sandbox for file tools (state: daemon.state_dir, or signoff-state beside it)."
+    )] = None,
     database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
     reset: Annotated[bool, typer.Option(
         help="Delete all tasks, approvals and audit first.")] = False,
@@ -100,7 +102,9 @@ def handle(
         help="Nobody will answer: every approval request becomes a block.")] = False,
     yolo: Annotated[bool, typer.Option(
         help="Approve every request automatically (BLOCK stays BLOCK).")] = False,
-    work_dir: Annotated[Path | None, typer.Option(help="Sandbox for file tools and state.")] = None,
+    work_dir: Annotated[Path | None, typer.Option(
+        help="Sandbox for file tools (state: daemon.state_dir, or signoff-state beside it)."
+    )] = None,
 ) -> None:
     """Run one goal now, asking at this terminal for each SEND or DESTRUCTIVE action.
 
@@ -156,7 +160,8 @@ def audit(
     expect_head: Annotated[str | None, typer.Option(
         help="With --verify: COUNT:HASH from an earlier --head that must still be there.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines.")] = False,
-    work_dir: Annotated[Path | None, typer.Option(help="Work dir of the daemon.")] = None,
+    work_dir: Annotated[Path | None, typer.Option(
+        help="Work dir of the daemon (its database is in the state dir beside it).")] = None,
     database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
 ) -> None:
     """List, verify or pin the audit log in the daemon's database."""
@@ -176,7 +181,8 @@ def audit(
 def nodes(
     config: ConfigOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
-    work_dir: Annotated[Path | None, typer.Option(help="Work dir of the daemon.")] = None,
+    work_dir: Annotated[Path | None, typer.Option(
+        help="Work dir of the daemon (its database is in the state dir beside it).")] = None,
     database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
 ) -> None:
     """List the live daemons sharing the configured database (the node registry)."""

@@ -40,7 +40,7 @@ def cmd_mcp_gate(
     if server not in specs:
         known = ", ".join(specs) or "none"
         fail(f"no [[mcp.servers]] entry named {server!r} (configured: {known})")
-    upstream = McpConnection(specs[server], log_dir=settings.resolved_work_dir())
+    upstream = McpConnection(specs[server], log_dir=settings.resolved_state_dir())
     limit = settings.approvals.timeout.total_seconds() + GRACE
     try:
         asyncio.run(serve_gate(upstream, url=url, api_key=api_key, wait_limit=limit))

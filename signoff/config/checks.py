@@ -32,6 +32,7 @@ from signoff.bot.plugins import surface_registry
 from signoff.errors import ConfigError
 from signoff.runtime.models import RiskClass
 from signoff.runtime.schedule.durations import format_duration, parse_duration
+from signoff.runtime.text import mask_url  # a database URL is printed as any URL is shown
 from signoff.sections import KEYED, MULTI, NonEmpty, problem, problems
 
 __all__ = [
@@ -305,11 +306,6 @@ def absolute_sqlite_url(url: str) -> str:
         return url
     path = Path(match.group(2)).expanduser().resolve()
     return f"{match.group(1)}{path}{match.group(3) or ''}"
-
-
-def mask_url(url: str) -> str:
-    """Hide the password of a database URL before it is printed or logged."""
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
 
 
 # ---------------------------------------------------------------- error reporting

@@ -135,15 +135,16 @@ def _capabilities(settings: Settings, registry: ToolRegistry) -> set[str]:
 def _deciders(settings: Settings) -> set[str]:
     """Everyone who could ever decide a request of this config: the approvers, every
     on-call member or override and schedule approver, and one console/API identity per
-    key (``web:local`` for the keyless loopback mode). An outside request's own approvers
-    are not known here, so this is the most a quorum can count on."""
+    key (``web:local`` for the keyless loopback mode), one account per person
+    (``[[people]]``: a person's accounts are one vote). An outside request's own
+    approvers are not known here, so this is the most a quorum can count on."""
     people = set(settings.approvals.approvers)
     people.update(m for r in settings.oncall.rotations for m in r.members)
     people.update(o.who for o in settings.oncall.overrides)
     people.update(a for s in settings.schedules for a in (s.approvers or ()))
     names = (["admin"] if settings.api.key else []) + [k.name for k in settings.api.keys]
     people.update(f"web:{name}" for name in (names or ["local"]))
-    return people
+    return set(settings.who_is_who.distinct(sorted(people)))
 
 
 def notices(settings: Settings, registry: ToolRegistry, *,

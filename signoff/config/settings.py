@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     Field,
     ModelWrapValidatorHandler,
@@ -50,6 +51,7 @@ from signoff.config.checks import (
     Regex,
     Risk,
     absolute_sqlite_url,
+    check_actor,
     describe_errors,
     error_items,
     mask_url,
@@ -77,6 +79,7 @@ from signoff.config.ops import (
 )
 from signoff.errors import ConfigError
 from signoff.runtime.models import ALL_SCOPES, OnDeny, RiskClass, Scope
+from signoff.runtime.people import People, clashes
 from signoff.runtime.policy.net import NetAllow
 
 __all__ = [
@@ -86,8 +89,8 @@ __all__ = [
     "OnDeny", "OncallOverride", "OncallSettings", "PlannerKind", "PlannerMode",
     "PlannerSettings", "PolicySettings",
     "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
-    "TelegramMode", "TelegramSettings", "check_config", "load_settings", "source_name",
-    "summary",
+    "TelegramMode", "TelegramSettings", "ToolsSettings", "check_config", "load_settings",
+    "source_name", "summary",
 ]  # fmt: skip
 
 
@@ -97,9 +100,12 @@ class DaemonSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     work_dir: Path = Path("./signoff-work")
-    database: DatabaseUrl | None = None  # None: sqlite file signoff.db inside work_dir
+    # The daemon's own files (database, node id, keys, logs): never inside work_dir, where
+    # the tools could read or overwrite them. None: "signoff-state" beside work_dir.
+    state_dir: Path | None = None
+    database: DatabaseUrl | None = None  # None: sqlite file signoff.db inside state_dir
     max_retries: int = Field(default=1, ge=0)
-    node_id: str | None = None  # None: host name + a random suffix kept in work_dir
+    node_id: str | None = None  # None: host name + a random suffix kept in state_dir
     public_url: HttpUrl | None = None  # base URL of the console, used in chat links
     lease: PositiveDuration = timedelta(seconds=60)
     heartbeat: PositiveDuration = timedelta(seconds=5)  # node registry beat; live = 3 beats
@@ -107,6 +113,30 @@ class DaemonSettings(Section):
     # SIGTERM: how long tasks in flight may finish before they are cut short (and requeued
     # on the next start); keep it under a supervisor's stop timeout (systemd: 90 s).
     shutdown_grace: Duration = timedelta(seconds=10)
+
+    @model_validator(mode="after")
+    def _state_outside_work(self) -> Self:
+        problem_text = state_inside_work(self.work_dir, self.state_dir)
+        if problem_text:
+            raise problem("state_dir", problem_text)
+        return self
+
+
+def default_state_dir(work_dir: Path) -> Path:
+    """``signoff-state`` beside the (resolved) work dir."""
+    return work_dir.expanduser().resolve().parent / "signoff-state"
+
+
+def state_inside_work(work_dir: Path, state_dir: Path | None) -> str | None:
+    """Why ``state_dir`` may not be used with ``work_dir`` (None when it may)."""
+    work = work_dir.expanduser().resolve()
+    state = (state_dir.expanduser().resolve() if state_dir is not None
+             else default_state_dir(work_dir))
+    if state.is_relative_to(work):
+        return (f"the state dir {state} is inside the work dir {work}: the tools could read "
+                f"and overwrite the daemon's database and keys; set daemon.state_dir to a "
+                f"directory outside it")
+    return None
 
 
 class ApiKey(Section):
@@ -286,6 +316,33 @@ class Recipe(Section):
         return re.compile(self.match, re.IGNORECASE)
 
 
+# Accounts of surfaces whose callers are named by signoff itself, not by a chat platform's
+# user ids: the console/API (``web:<key name>``) and the terminal.
+_NAMED_ACCOUNTS = ("web", "terminal", "cli")
+
+
+def _check_account(value: str) -> str:
+    surface, _, name = value.partition(":")
+    if surface in _NAMED_ACCOUNTS:
+        if not name or name != name.strip() or any(c.isspace() for c in name):
+            raise ValueError(f"invalid account {value!r} (expected '{surface}:<name>', "
+                             f"such as 'web:alice' for the API key named alice)")
+        return value
+    try:
+        return check_actor(value)
+    except ValueError as exc:
+        said = str(exc).replace("invalid approver", "invalid account")
+        raise ValueError(f"{said}; or 'web:<API key name>'") from None
+
+
+class Person(Section):
+    """[[people]]: one person's accounts; a quorum counts people, self-approval compares
+    people, cards show ``name`` (`signoff.runtime.people`)."""
+
+    name: NonEmpty
+    accounts: list[Annotated[str, AfterValidator(_check_account)]] = Field(min_length=1)
+
+
 class EmailSettings(Section):
     """[email]: the SMTP server used by send_email."""
 
@@ -296,6 +353,20 @@ class EmailSettings(Section):
     username: str | None = None
     password: str | None = None
     timeout: PositiveDuration = timedelta(seconds=30)
+
+
+class RunCommandSettings(Section):
+    """[tools.run_command]: what a command's child process may see of the daemon."""
+
+    # Only these variables of the daemon's environment are passed on; never its secrets.
+    env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = [
+        "PATH", "HOME", "LANG", "LC_ALL", "TZ"]
+
+
+class ToolsSettings(Section):
+    """[tools]: settings of the built-in tools."""
+
+    run_command: RunCommandSettings = RunCommandSettings()
 
 
 class Settings(Section):
@@ -313,12 +384,14 @@ class Settings(Section):
     oncall: OncallSettings = OncallSettings()
     notify: list[NotifySettings] = []
     mcp: McpSettings = McpSettings()
+    people: list[Person] = []
+    tools: ToolsSettings = ToolsSettings()
     # The surfaces' sections, validated by their own models (see the module docstring).
     _surfaces: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def default(cls) -> Settings:
-        """The embedded defaults: SQLite in ./signoff-work, 127.0.0.1:8080, no chat."""
+        """The embedded defaults: SQLite in ./signoff-state, 127.0.0.1:8080, no chat."""
         return cls()
 
     @model_validator(mode="wrap")
@@ -352,6 +425,7 @@ class Settings(Section):
         found.extend(settings._email_surface(sections))
         settings._surfaces = sections
         found.extend(settings._cross_checks())
+        found.extend(settings._people_checks())
         if found:
             raise problems(found)
         return settings
@@ -393,6 +467,20 @@ class Settings(Section):
                               f"{target.platform} is not configured (add a [{name}] section)"))
         return found
 
+    def _people_checks(self) -> list[tuple[str, str]]:
+        # One account is one person's: listed under two, its vote would count for either.
+        names = [p.name for p in self.people]
+        found = [(f"people[{i}].name", f"duplicate person {name!r}")
+                 for i, name in enumerate(names) if name in names[:i]]
+        listed = [(p.name, p.accounts) for p in self.people]
+        found.extend((f"people[{i}].accounts[{j}]", words) for i, j, words in clashes(listed))
+        return found
+
+    @cached_property
+    def who_is_who(self) -> People:
+        """``[[people]]`` as the runtime's `People` (who counts as whom)."""
+        return People.of([(p.name, p.accounts) for p in self.people])
+
     @property
     def surfaces(self) -> Mapping[str, BaseModel]:
         """The configured surface sections by surface name (``{"slack": SlackSettings}``)."""
@@ -418,6 +506,17 @@ class Settings(Section):
         """The absolute work dir (relative paths are taken from the current directory)."""
         return (work_dir_override or self.daemon.work_dir).expanduser().resolve()
 
+    def resolved_state_dir(self, work_dir_override: Path | None = None) -> Path:
+        """The absolute state dir: ``daemon.state_dir``, else ``signoff-state`` beside the
+        work dir. ConfigError when it lies inside the work dir (``--work-dir`` included)."""
+        work = self.resolved_work_dir(work_dir_override)
+        why = state_inside_work(work, self.daemon.state_dir)
+        if why:
+            raise ConfigError(f"daemon.state_dir: {why}")
+        if self.daemon.state_dir is None:
+            return default_state_dir(work)
+        return self.daemon.state_dir.expanduser().resolve()
+
     def database_url(self, work_dir_override: Path | None = None) -> str:
         """The SQLAlchemy URL to use, with any SQLite path made absolute.
 
@@ -425,7 +524,7 @@ class Settings(Section):
         not the config file's directory (see :func:`absolute_sqlite_url` for why).
         """
         if self.daemon.database is None:
-            db = self.resolved_work_dir(work_dir_override) / "signoff.db"
+            db = self.resolved_state_dir(work_dir_override) / "signoff.db"
             return f"sqlite:///{db}"
         return absolute_sqlite_url(self.daemon.database)
 

@@ -1,18 +1,23 @@
 """Coalescing: identical pending requests share one card, and one answer decides them all.
 
 With ``approvals.coalesce`` on, a new request is put in a group by what it asks (the same
-tool, capability, risk and fingerprint — whatever its task or policy id — asked of the
-same approvers). The oldest pending request of a group (the *leader*) has the card; a
-later one *joins* it while it is pending: it is stored with ``coalesced_into`` = the
-leader's id, gets no card of its own, and the leader's card is edited to show the count
-("3 identical requests"). Its expiry becomes the leader's when that comes first, so the
-group ends together and nobody is left pending without a card.
+tool, capability, risk, fingerprint *and content* — whatever its task or policy id —
+asked of the same approvers). Content matters as much as the target: the card shows the
+leader's payload, body or text, and one answer sends every member's, so two requests that
+differ only in what they would say never share a card. The oldest pending request of a
+group (the *leader*) has the card; a later one *joins* it while it is pending: it is
+stored with ``coalesced_into`` = the leader's id, gets no card of its own, and the
+leader's card is edited to show the count ("3 identical requests"). Its expiry becomes
+the leader's when that comes first, so the group ends together and nobody is left
+pending without a card.
 
 The answer is taken on the leader (by `Decider.decide`, like any answer, so a quorum's
 partial approvals live on the leader too); the decider then gives the same answer to
 each pending member, one compare-and-set each, each audited as that request's own
 decision, and a session or always answer makes each member's own grant under its own
-policy_id. A member decided directly (by its own id) leaves the group.
+policy_id. A member decided directly (by its own id) leaves the group. A member follows
+an approval only on the votes of people other than its own requester, counted against
+its own quorum (`Decider._follow`); short of that it gets a card of its own.
 
 Durable by construction: the membership is stored with each request, so after a crash
 between the leader's decision and its members' the daemon's sweep (`strays`) finds the
@@ -25,23 +30,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import weakref
 from collections.abc import AsyncIterator
 
 from signoff.runtime.events import ApprovalEvent, approval_event
 from signoff.runtime.models import Approval, ApprovalStatus
 from signoff.runtime.store.port import OutboxItem, TaskStore
+from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 
 
 def group_key(approval: Approval) -> str:
     """What makes two requests identical: the action as a grant sees it (tool,
-    capability, risk, fingerprint), and who is asked (an answer must be theirs to give)."""
+    capability, risk, fingerprint), everything it would do — every argument, content
+    included, canonicalised, and which of them are content (what the card shows) — and
+    who is asked (an answer must be theirs to give)."""
     action = approval.action
     fields = [action.tool, action.capability or "", action.risk.value if action.risk else "",
-              action.fingerprint or "", sorted(approval.approvers)]
-    return hashlib.sha256(json.dumps(fields, separators=(",", ":")).encode()).hexdigest()
+              action.fingerprint or "", action.args, sorted(action.content),
+              sorted(approval.approvers)]
+    try:
+        return sha256_hex(canonical_json(fields))
+    except (TypeError, ValueError):
+        # Args with no one JSON spelling (NaN) cannot be compared: a card of its own.
+        return sha256_hex(canonical_json(["unique", approval.id]))
 
 
 class GroupLocks:
@@ -109,7 +120,17 @@ def follows(leader: Approval, member: Approval) -> bool:
     # (the sweep then gives them the final answer) and are never left to run early.
     if not leader.status.final or member.status is not ApprovalStatus.PENDING:
         return False
+    if not same_content(leader, member):
+        return False  # grouped under an older key (before 0.3): the card never showed it
     return leader.decided_at is None or member.requested_at <= leader.decided_at
+
+
+def same_content(leader: Approval, member: Approval) -> bool:
+    """True when ``member`` asks exactly what ``leader``'s card showed (as asked, before
+    any edit): the same arguments, content included."""
+    shown = leader.original_action or leader.action
+    return (shown.tool, shown.args, sorted(shown.content)) == (
+        member.action.tool, member.action.args, sorted(member.action.content))
 
 
 def group_size(leader: Approval, members: list[Approval]) -> int:

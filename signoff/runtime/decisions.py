@@ -4,7 +4,10 @@ Every decision is a compare-and-set on the approval request (pending → decided
 same transaction as the task's state change, the grant it creates and its audit event,
 so on any backend and any number of nodes the first answer wins and the action runs
 once. Who may decide is the bot layer's question; this module checks what the request
-itself allows (scopes, expiry, the self-approval rule).
+itself allows (scopes, expiry, the self-approval rule). Every path that decides — API
+route, batch, chat click, e-mail link, CLI — ends here, so the self-approval rule and the
+quorum compare *people* (`signoff.runtime.people`) in this one place: an outside request
+is never approved by whoever asked it, from any of their accounts.
 
 A request under a quorum (`Approval.needed` > 1) collects approvals (`Approval.votes`)
 while it stays pending; each is its own compare-and-set on the request's status *and*
@@ -70,6 +73,22 @@ def _already(approval: Approval) -> DecisionResult:
     return DecisionResult(False, DecisionCode.ALREADY_DECIDED,
                           f"Already decided by {approval.decided_by} at {when}",
                           approval=approval)
+
+
+def requester_of(task: Task | None, approval: Approval) -> str | None:
+    """Who asked: the API caller of an outside request, else the task's submitter."""
+    return approval.submitted_by or (task.submitted_by if task else None)
+
+
+def _not_waiting(task: Task | None, approval: Approval) -> DecisionResult | None:
+    """The refusal when ``approval`` belongs to a task that no longer waits for it."""
+    if approval.task_id is None or (
+            task is not None and task.state is TaskState.WAITING_APPROVAL
+            and task.approval is not None and task.approval.id == approval.id):
+        return None
+    state = task.state.value if task else "missing"
+    return DecisionResult(False, DecisionCode.NOT_WAITING, f"The task is {state}, not waiting",
+                          task=task, approval=approval)
 
 
 def progress(approval: Approval, votes: int | None = None) -> str:
@@ -192,28 +211,31 @@ class Decider(HoldDecisions):
     def _check(self, task: Task | None, approval: Approval, scope: Scope,
                actor: str) -> DecisionResult | None:
         """What stands in the way of this answer besides the request's own status."""
-        if approval.task_id is not None and (
-                task is None or task.state is not TaskState.WAITING_APPROVAL
-                or task.approval is None or task.approval.id != approval.id):
-            state = task.state.value if task else "missing"
-            return DecisionResult(False, DecisionCode.NOT_WAITING,
-                                  f"The task is {state}, not waiting", task=task,
-                                  approval=approval)
-        submitter = approval.submitted_by or (task.submitted_by if task else None)
-        # Under a quorum the requester never counts, whatever forbid_self_approval says:
-        # two people means two people other than the one asking.
-        forbidden = self.engine.config.forbid_self_approval or approval.needed > 1
-        if forbidden and scope.approves and submitter and submitter == actor:
+        moved = _not_waiting(task, approval)
+        if moved is not None:
+            return moved
+        people = self.engine.config.people
+        if (scope.approves and self._self_forbidden(approval)
+                and people.same(requester_of(task, approval), actor)):
             what = "task" if task is not None else "request"
             return DecisionResult(False, DecisionCode.NOT_AUTHORIZED,
-                                  f"You submitted this {what}; someone else must approve it",
-                                  task=task, approval=approval)
-        if scope.approves and any(v.actor == actor for v in approval.votes):
+                                  f"You submitted this {what} (as {requester_of(task, approval)}"
+                                  f"); someone else must approve it", task=task,
+                                  approval=approval)
+        if scope.approves and any(people.same(v.actor, actor) for v in approval.votes):
             return DecisionResult(False, DecisionCode.ALREADY_COUNTED,
                                   f"You already approved this request; it counts once "
                                   f"({progress(approval)} — waiting for "
                                   f"{_more(approval)})", task=task, approval=approval)
         return None
+
+    def _self_forbidden(self, approval: Approval) -> bool:
+        """True when the requester's own approval is refused: always for an outside request
+        (never approved by the identity that asked it), always under a quorum (two people
+        means two people other than the one asking), and for a task's request when
+        ``approvals.forbid_self_approval`` says so."""
+        return (approval.outside or approval.needed > 1
+                or self.engine.config.forbid_self_approval)
 
     async def _vote(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
                     channel: str | None) -> DecisionResult | None:
@@ -246,11 +268,12 @@ class Decider(HoldDecisions):
 
     async def _apply(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
                      reason: str | None, channel: str | None, *, lasts: timedelta | None = None,
-                     edited: Action | None = None,
-                     in_group: bool = False) -> DecisionResult | None:
+                     edited: Action | None = None, in_group: bool = False,
+                     counted: list[Vote] | None = None) -> DecisionResult | None:
         """Commit the decision; None when the compare-and-set lost (the caller sorts out why).
         ``edited``: the action approved instead of the one asked (it is what runs). A member
-        of a group decided by its own id (not ``in_group``) leaves the group."""
+        of a group decided by its own id (not ``in_group``) leaves the group; one that
+        follows its card's approval brings the votes that count for it (``counted``)."""
         now = self.engine.clock.now()
         status = ApprovalStatus.APPROVED if scope.approves else ApprovalStatus.DENIED
         update: dict[str, object] = {"status": status, "scope": scope, "decided_by": actor,
@@ -261,7 +284,8 @@ class Decider(HoldDecisions):
         if scope.approves and approval.needed > 1:
             # The approval that completes the quorum: everyone's scope counts, the narrowest
             # is granted (a session or always grant needs all of them to have meant it).
-            votes = [*approval.votes, Vote(actor=actor, scope=scope, at=now, channel=channel)]
+            votes = counted if counted is not None else [
+                *approval.votes, Vote(actor=actor, scope=scope, at=now, channel=channel)]
             scope = narrowest([v.scope for v in votes])
             update |= {"votes": votes, "scope": scope}
         if scope.approves:
@@ -405,25 +429,45 @@ class Decider(HoldDecisions):
 
     async def _follow(self, leader: Approval, member: Approval, channel: str | None) -> None:
         """One member takes the leader's decision: its own compare-and-set, task move,
-        grant (under its own policy_id) and audit event, with the leader's decider."""
+        grant (under its own policy_id) and audit event, with the leader's decider. An
+        approval counts for it only by the votes of people other than its own requester,
+        against its own quorum; short of that it gets a card of its own."""
         if leader.status is ApprovalStatus.EXPIRED:
             await self._expire(member)
             return
         scope, actor = leader.scope or Scope.DENY, leader.decided_by or "?"
         for _ in range(5):
             task = await self.store.get_task(member.task_id) if member.task_id else None
-            refused = self._check(task, member, scope, actor)
-            if refused is not None:
-                if refused.code is DecisionCode.NOT_AUTHORIZED:
-                    await self._detach(member)  # its submitter answered: someone else must
-                return  # NOT_WAITING: the task moved on; nothing of it is pending here
+            if _not_waiting(task, member) is not None:
+                return  # the task moved on; nothing of it is pending here
+            counted = self._votes_for(task, member, leader) if scope.approves else None
+            if counted is not None and len(counted) < member.needed:
+                await self._detach(member)  # its requester's vote cannot decide it
+                return
             if await self._apply(task, member, scope, actor, leader.reason, channel,
-                                 lasts=leader.grant_lasts, in_group=True) is not None:
+                                 lasts=leader.grant_lasts, in_group=True,
+                                 counted=counted if member.needed > 1 else None) is not None:
                 return
             current = await self.store.get_approval(member.id)
             if current is None or current.status is not ApprovalStatus.PENDING:
                 return  # decided by its own id meanwhile
             member = current
+
+    def _votes_for(self, task: Task | None, member: Approval, leader: Approval) -> list[Vote]:
+        """The approvals of the shared card (and of the member itself) that count for
+        ``member``: one per person, its own requester's left out when self-approval is
+        refused for it."""
+        given = leader.votes or [Vote(actor=leader.decided_by or "?",
+                                      scope=leader.scope or Scope.ONCE,
+                                      at=leader.decided_at or self._now())]
+        people = self.engine.config.people
+        requester = requester_of(task, member)
+        votes = [v for v in [*member.votes, *given]
+                 if not (self._self_forbidden(member) and people.same(requester, v.actor))]
+        first: dict[str, Vote] = {}
+        for vote in votes:
+            first.setdefault(vote.actor, vote)
+        return [first[a] for a in people.distinct(first)]
 
     async def _detach(self, member: Approval) -> None:
         """Give a member a card of its own (it leaves the group, still pending)."""

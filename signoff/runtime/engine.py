@@ -45,6 +45,7 @@ from signoff.runtime.models import (
     TaskState,
     Verdict,
 )
+from signoff.runtime.people import People
 from signoff.runtime.planning.planner import Planner, call_planner
 from signoff.runtime.policy.policy import Evaluation, Policy, new_approval
 from signoff.runtime.policy.quorum import ApprovalRules
@@ -91,6 +92,7 @@ class EngineConfig:
     scopes: Mapping[RiskClass, tuple[Scope, ...]] = field(default_factory=dict)
     unattended: Unattended = field(default_factory=Unattended)
     forbid_self_approval: bool = False
+    people: People = field(default_factory=People)  # who counts as whom ([[people]])
     coalesce: bool = False  # identical pending requests share one card (approvals.coalesce)
     # How long an always grant lasts unless the answer says ("for"); None: until revoked.
     grant_ttl: timedelta | None = None

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.helpers import Running, running_node
+from tests.api.helpers import BOB_KEY, Running, running_node
 from tests.fakes.http_echo import HttpEcho
 
 
@@ -23,6 +23,14 @@ async def node(tmp_path: Path) -> AsyncIterator[Running]:
 async def client(node: Running) -> AsyncIterator[httpx.AsyncClient]:
     """An in-process client holding the admin key."""
     async with node.client() as c:
+        yield c
+
+
+@pytest.fixture
+async def agent(node: Running) -> AsyncIterator[httpx.AsyncClient]:
+    """An in-process client holding bob's key: an agent that asks (POST /v1/approvals),
+    never the admin who decides (an outside request is never approved by its asker)."""
+    async with node.client(BOB_KEY) as c:
         yield c
 
 

@@ -34,10 +34,17 @@ BOB_KEY = "bob-key-0123456789abcdef"
 BASE = "http://127.0.0.1"
 
 
+def state_beside(work_dir: Path) -> Path:
+    """A test's own state dir beside its work dir (the default, ``signoff-state`` in the
+    work dir's parent, would be shared by every test whose work dir is its tmp_path)."""
+    return work_dir.with_name(f"{work_dir.name}-state")
+
+
 def make_settings(work_dir: Path, *, keys: bool = True, host: str = "127.0.0.1",
                   **sections: Any) -> Settings:
     """Settings for a test node: the admin key and a named key ``bob`` unless ``keys=False``."""
     data: dict[str, Any] = {"daemon": {"work_dir": str(work_dir), "host": host,
+                                       "state_dir": str(state_beside(work_dir)),
                                        "node_id": "test-node"}}
     if keys:
         data["api"] = {"key": KEY, "keys": [{"name": "bob", "key": BOB_KEY}]}

@@ -10,7 +10,6 @@ import pytest
 from tests.api.helpers import (
     BOB_KEY,
     Running,
-    make_settings,
     running_node,
     wait_state,
     webhook_steps,
@@ -29,10 +28,11 @@ async def outside(client: httpx.AsyncClient, to: str) -> str:
 
 
 async def test_batch_approves_once_with_mixed_results(client: httpx.AsyncClient,
+                                                      agent: httpx.AsyncClient,
                                                       echo: HttpEcho) -> None:
     """Pending ids are approved once (200), an unknown one is 404, a decided one 409;
     the task of an approved request runs; no session or always grant is made."""
-    first, second = await outside(client, "a@example.com"), await outside(client, "b@x.org")
+    first, second = await outside(agent, "a@example.com"), await outside(agent, "b@x.org")
     task = await client.post("/tasks", json={"goal": "hook",
                                              "steps": webhook_steps(echo.url("/hook"))})
     task_id = task.json()["id"]
@@ -87,9 +87,8 @@ async def test_batch_refuses_bad_ids(client: httpx.AsyncClient, body: dict[str, 
 
 
 async def test_batch_is_403_for_a_request_the_caller_may_not_decide(tmp_path: Path) -> None:
-    """With forbid_self_approval, bob's own request in bob's batch is 403; others pass."""
-    settings = make_settings(tmp_path, approvals={"forbid_self_approval": True})
-    async with running_node(tmp_path, settings=settings) as node, node.client() as admin, \
+    """Bob's own outside request in bob's batch is 403; others pass."""
+    async with running_node(tmp_path) as node, node.client() as admin, \
             node.client(key=BOB_KEY) as bob:
         mine = await outside(bob, "a@example.com")
         theirs = await outside(admin, "b@example.com")
@@ -106,3 +105,21 @@ async def test_batch_needs_a_key(node: Running) -> None:
         answer = await anonymous.post("/approvals/batch", json={"ids": ["a-1"],
                                                                 "decision": "once"})
     assert answer.status_code == 401
+
+
+async def test_a_batch_once_sends_only_the_content_of_the_ids_it_names(
+        client: httpx.AsyncClient, echo: HttpEcho) -> None:
+    """Two tasks post different payloads to one webhook: a batch Once naming the first
+    request sends its payload only; the other task still waits for its own answer."""
+    tasks = []
+    for payload in ({"say": "ship it"}, {"say": "wipe prod"}):
+        answer = await client.post("/tasks", json={
+            "goal": "hook", "steps": webhook_steps(echo.url("/hook"), payload)})
+        tasks.append(answer.json()["id"])
+    waiting = [await wait_state(client, t, "waiting_approval") for t in tasks]
+    shown = waiting[0]["approval"]["id"]
+    answer = await client.post("/approvals/batch", json={"ids": [shown], "decision": "once"})
+    assert [r["status"] for r in answer.json()["results"]] == [200]
+    await wait_state(client, tasks[0], "completed")
+    assert [r.json() for r in echo.requests if r.path == "/hook"] == [{"say": "ship it"}]
+    assert (await client.get(f"/tasks/{tasks[1]}")).json()["state"] == "waiting_approval"

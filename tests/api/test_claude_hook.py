@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 
 from signoff.cli.claude_hook import run_hook
-from tests.api.helpers import KEY, Running, eventually, running_node, serve
+from tests.api.helpers import BOB_KEY, Running, eventually, running_node, serve
+
+AGENT_KEY = BOB_KEY  # the agent asks with its own key; a person (the admin) decides
 
 
 @pytest.fixture
@@ -40,7 +42,7 @@ def hook_input(project: Path, tool: str, args: dict[str, Any],
 
 async def hook(url: str, text: str, state: Path, wait: float) -> tuple[str, str]:
     """Run the hook in a thread (it is synchronous, as the CLI runs it): decision, reason."""
-    out = await asyncio.to_thread(run_hook, text, url=url, api_key=KEY, wait=wait,
+    out = await asyncio.to_thread(run_hook, text, url=url, api_key=AGENT_KEY, wait=wait,
                                   state_root=state)
     spec = out["hookSpecificOutput"]
     assert spec["hookEventName"] == "PreToolUse"
@@ -163,7 +165,7 @@ async def test_mcp_permission_answers_still_pending_before_claude_gives_up(
 
     node, url = daemon
     args = {"command": "make deploy"}
-    async with Signoff(url, api_key=KEY) as client:
+    async with Signoff(url, api_key=AGENT_KEY) as client:
         prompts = PermissionPrompts(client, cwd=project, wait_limit=0.3, progress_every=0.3)
         first = json.loads(await prompts.answer("Bash", args, tool_use_id="toolu_1"))
         assert first["behavior"] == "deny" and "still pending" in first["message"]

@@ -194,7 +194,7 @@ async def test_approve_and_deny_take_an_approval_id(node: Running, base: str) ->
     """`signoff approve a-…` and `signoff deny a-…` decide requests of outside agents."""
     ask = {"tool": "post_message", "args": {"channel": "#ops", "text": "deploying"},
            "requester": "ci:deploy", "policy_id": "run-7"}
-    async with node.client() as client:
+    async with node.client(BOB_KEY) as client:  # the agent asks; the admin decides
         first = (await client.post("/v1/approvals", json=ask)).json()["id"]
         # Another channel: an identical request would share the first one's card.
         other = {**ask, "args": {**ask["args"], "channel": "#dev"}}

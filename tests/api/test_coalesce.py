@@ -126,12 +126,13 @@ async def test_outside_requests_of_different_policies_coalesce_and_deny_together
 
 
 async def test_always_on_a_shared_card_grants_each_policy_id(
-        node: Running, client: httpx.AsyncClient) -> None:
+        node: Running, client: httpx.AsyncClient,
+        agent: httpx.AsyncClient) -> None:
     """An always answer on a shared card remembers the action under each request's own
     policy_id: the next identical request of each policy is allowed at once."""
     ids = []
     for policy in ("s-1", "s-2"):
-        answer = await client.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
+        answer = await agent.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
         ids.append(answer.json()["id"])
     answer = await client.post(f"/approvals/{ids[0]}/approve", json={"scope": "always"})
     assert answer.status_code == 200, answer.text
@@ -143,11 +144,12 @@ async def test_always_on_a_shared_card_grants_each_policy_id(
 
 
 async def test_a_member_decided_by_its_own_id_leaves_the_group(
-        node: Running, client: httpx.AsyncClient) -> None:
+        node: Running, client: httpx.AsyncClient,
+        agent: httpx.AsyncClient) -> None:
     """Deciding a member directly decides only it; the shared card counts one less."""
     ids = []
     for policy in ("s-1", "s-2", "s-3"):
-        answer = await client.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
+        answer = await agent.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
         ids.append(answer.json()["id"])
     await one_card_saying(node, "3 identical requests")
     assert (await client.post(f"/approvals/{ids[2]}/deny")).status_code == 200
@@ -172,12 +174,13 @@ async def test_coalescing_off_gives_each_request_its_card(tmp_path: Path) -> Non
 
 
 async def test_a_time_boxed_answer_on_a_shared_card_boxes_every_grant(
-        node: Running, client: httpx.AsyncClient) -> None:
+        node: Running, client: httpx.AsyncClient,
+        agent: httpx.AsyncClient) -> None:
     """Always "for 30m" on a shared card: each request's own grant lapses 30 minutes after
     the answer, not never (the members take the card's time box)."""
     ids = []
     for policy in ("s-1", "s-2"):
-        answer = await client.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
+        answer = await agent.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
         ids.append(answer.json()["id"])
     await one_card_saying(node, "2 identical requests")
     answer = await client.post(f"/approvals/{ids[0]}/approve",
@@ -201,3 +204,46 @@ async def test_a_shared_card_cannot_be_edited(
     assert answer.status_code == 422 and "shared by identical requests" in answer.text
     assert [(await client.get(f"/tasks/{t}")).json()["state"] for t in tasks] == [
         "waiting_approval", "waiting_approval"]
+
+
+async def test_two_payloads_to_one_url_get_two_cards_and_once_sends_only_the_shown_one(
+        node: Running, client: httpx.AsyncClient, echo: HttpEcho) -> None:
+    """Two tasks posting different payloads to one webhook get a card each; Once on the
+    first card sends the first payload only, and the second task keeps waiting."""
+    tasks = []
+    for n, payload in enumerate(({"say": "ship it"}, {"say": "wipe prod"})):
+        answer = await client.post("/tasks", json={
+            "goal": f"hook {n}", "steps": webhook_steps(echo.url("/hook"), payload)})
+        tasks.append(str(answer.json()["id"]))
+    for task_id in tasks:
+        await wait_state(client, task_id, "waiting_approval")
+    approvals = await approvals_of(client, tasks)
+
+    async def two_cards() -> bool:
+        return sorted(c.approval_id for c in open_cards(node)) == sorted(approvals)
+    await eventually(two_cards, what=f"a card per request: {open_cards(node)}")
+    assert all("identical" not in c.title for c in open_cards(node))
+    first = node.web.cards[approvals[0]]
+    assert any("ship it" in value for _, value in first.details)
+    answer = await client.post(f"/approvals/{approvals[0]}/approve", json={"scope": "once"})
+    assert answer.status_code == 200, answer.text
+    await wait_state(client, tasks[0], "completed")
+    sent = [r.json() for r in echo.requests if r.path == "/hook"]
+    assert sent == [{"say": "ship it"}]
+    assert (await client.get(f"/tasks/{tasks[1]}")).json()["state"] == "waiting_approval"
+
+
+async def test_outside_requests_that_differ_only_in_content_never_share_a_card(
+        node: Running, client: httpx.AsyncClient, agent: httpx.AsyncClient) -> None:
+    """Two e-mails to one recipient with different bodies are two requests with a card
+    each; denying one leaves the other pending."""
+    ids = []
+    for body in ("lunch at noon?", "here are the payroll files"):
+        answer = await agent.post("/v1/approvals", json={
+            **OUTSIDE, "args": {**OUTSIDE["args"], "body": body}, "policy_id": "s-1"})
+        assert answer.status_code == 202, answer.text
+        ids.append(answer.json()["id"])
+    pending = (await client.get("/approvals")).json()["items"]
+    assert {p["id"]: p["coalesced_into"] for p in pending} == {ids[0]: None, ids[1]: None}
+    assert (await client.post(f"/approvals/{ids[0]}/deny")).status_code == 200
+    assert (await client.get(f"/v1/approvals/{ids[1]}")).json()["status"] == "pending"

@@ -109,3 +109,13 @@ async def test_always_on_a_decided_request_is_refused_without_a_question(
     assert late.status_code == 303
     after = (await client.get("/")).text
     assert "Already decided" in after
+
+
+async def test_a_card_cut_for_chat_shows_everything_it_approves_in_the_console(
+        client: httpx.AsyncClient, echo: HttpEcho) -> None:
+    """A payload longer than a card carries: the console card (where chat cards send
+    people) shows all of it, its tail included."""
+    payload = {"text": "x" * 1500 + " THE-END"}
+    await waiting(client, webhook_steps(echo.url("/hook"), payload))
+    html = (await client.get("/")).text
+    assert '<details class="whole" open>' in html and "THE-END" in html

@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from signoff.client import Signoff
-from tests.api.helpers import KEY, Running, eventually, serve
+from tests.api.helpers import BOB_KEY, Running, eventually, serve
 
 SENT: list[dict[str, Any]] = []
+
+AGENT_KEY = BOB_KEY  # the agent asks with its own key; a person (the admin) decides
 
 
 @pytest.fixture
@@ -95,7 +97,7 @@ async def run_langgraph(base: str, node: Running, verb: str) -> list[Any]:
     config = {"configurable": {"thread_id": "t1"}}
     result = await agent.ainvoke({"messages": [("user", "send the note")]}, config)
     assert result.get("__interrupt__"), result
-    async with Signoff(base, api_key=KEY, policy_id="lg-run") as s:
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="lg-run") as s:
         resume = await with_person(node, verb, aresolve(result["__interrupt__"], s))
     result = await agent.ainvoke(Command(resume=resume), config)
     return list(result["messages"])
@@ -168,7 +170,7 @@ async def run_openai(base: str, node: Running, verb: str) -> str:
     from agents import Runner
     from signoff_client.openai_agents import SignoffApprovals
 
-    async with Signoff(base, api_key=KEY, policy_id="oa-run") as s:
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="oa-run") as s:
         approvals = SignoffApprovals(s)
         agent = openai_agent(approvals.needs_approval)
         result = await Runner.run(agent, "send the note")
@@ -199,7 +201,7 @@ async def test_openai_agents_grant_skips_the_interruption(base: str, node: Runni
     from agents import Runner
     from signoff_client.openai_agents import SignoffApprovals
 
-    async with Signoff(base, api_key=KEY, policy_id="oa-grant") as s:
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="oa-grant") as s:
         approvals = SignoffApprovals(s)
         agent = openai_agent(approvals.needs_approval)
         first = await Runner.run(agent, "send the note")
@@ -249,7 +251,7 @@ async def run_pydantic(base: str, node: Running, verb: str) -> str:
     agent = pydantic_agent()
     result = await agent.run("send the note")
     assert isinstance(result.output, DeferredToolRequests)
-    async with Signoff(base, api_key=KEY, policy_id="pa-run") as s:
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="pa-run") as s:
         results = await with_person(node, verb, resolve_deferred(result.output, s))
     result = await agent.run(message_history=result.all_messages(),
                              deferred_tool_results=results)

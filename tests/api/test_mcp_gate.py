@@ -17,8 +17,10 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.api.helpers import KEY, Running, eventually, running_node, serve
+from tests.api.helpers import BOB_KEY, Running, eventually, running_node, serve
 from tests.mcp_support import git, make_repo, servers_of
+
+AGENT_KEY = BOB_KEY  # the agent asks with its key; a person (the admin) decides
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +68,7 @@ async def session(command: str, *args: str) -> AsyncIterator[ClientSession]:
 
 def gate(config: Path, url: str) -> Any:
     return session(sys.executable, "-m", "signoff", "mcp-gate", "git", "--config", str(config),
-                   "--url", url, "--api-key", KEY)
+                   "--url", url, "--api-key", AGENT_KEY)
 
 
 def async_true(check: Any) -> Any:

@@ -18,7 +18,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from signoff.cli.claude_tools import label_for
 from signoff.cli.permission import request_for
-from tests.api.helpers import KEY, Running, eventually, running_node, serve
+from tests.api.helpers import BOB_KEY, Running, eventually, running_node, serve
+
+AGENT_KEY = BOB_KEY  # the agent asks with its key; a person (the admin) decides
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +34,7 @@ async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Running, str]]:
 @contextlib.asynccontextmanager
 async def permission(url: str, project: Path) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(command=sys.executable, cwd=project, args=[
-        "-m", "signoff", "mcp-permission", "--url", url, "--api-key", KEY])
+        "-m", "signoff", "mcp-permission", "--url", url, "--api-key", AGENT_KEY])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         yield s

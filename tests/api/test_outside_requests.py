@@ -43,9 +43,10 @@ async def audit_of(client: httpx.AsyncClient, approval_id: str) -> list[dict[str
     return [e for e in events if e["approval_id"] == approval_id]
 
 
-async def test_pending_then_approved_by_a_person(client: httpx.AsyncClient) -> None:
+async def test_pending_then_approved_by_a_person(client: httpx.AsyncClient,
+                                                 agent: httpx.AsyncClient) -> None:
     """A SEND request waits (202, a card in the console), is approved, and reads approved."""
-    approval_id = await pending(client)
+    approval_id = await pending(agent)
     status = (await client.get(f"/v1/approvals/{approval_id}")).json()
     assert status["status"] == "pending" and status["decided_by"] is None
     answer = await client.post(f"/approvals/{approval_id}/approve", json={"scope": "once"})
@@ -154,7 +155,8 @@ async def test_idempotency_key_returns_the_same_request(node: Running,
     async with node.client(key=BOB_KEY) as bob:
         other = await bob.post("/v1/approvals", json=ask(), headers=headers)
     assert other.status_code == 202 and other.json()["id"] != first.json()["id"]
-    await client.post(f"/approvals/{first.json()['id']}/approve")
+    async with node.client(key=BOB_KEY) as bob:
+        assert (await bob.post(f"/approvals/{first.json()['id']}/approve")).status_code == 200
     replay = await client.post("/v1/approvals", json=ask(), headers=headers)
     assert replay.status_code == 200 and replay.json()["status"] == "approved"
     assert replay.json()["id"] == first.json()["id"]
@@ -213,9 +215,10 @@ async def test_concurrent_requests_with_one_key_make_one_request(
     assert len((await client.get("/approvals")).json()["items"]) == 1
 
 
-async def test_a_session_grant_covers_its_policy_id_only(client: httpx.AsyncClient) -> None:
+async def test_a_session_grant_covers_its_policy_id_only(client: httpx.AsyncClient,
+                                                         agent: httpx.AsyncClient) -> None:
     """Approved for the session: the same action of that policy_id runs, another asks again."""
-    approval_id = await pending(client)
+    approval_id = await pending(agent)
     await client.post(f"/approvals/{approval_id}/approve", json={"scope": "session"})
     again = await client.post("/v1/approvals", json=ask(args={**ASK["args"], "body": "other"}))
     assert again.status_code == 200, again.text
@@ -239,9 +242,10 @@ async def test_a_task_grant_never_covers_an_outside_request(
     assert response.status_code == 202
 
 
-async def test_one_of_many_concurrent_approvals_wins(client: httpx.AsyncClient) -> None:
+async def test_one_of_many_concurrent_approvals_wins(client: httpx.AsyncClient,
+                                                     agent: httpx.AsyncClient) -> None:
     """Racing approve/deny calls: exactly one 200, the rest 409; one decision audited."""
-    approval_id = await pending(client)
+    approval_id = await pending(agent)
     answers = await asyncio.gather(
         *(client.post(f"/approvals/{approval_id}/approve") for _ in range(4)),
         *(client.post(f"/approvals/{approval_id}/deny") for _ in range(4)))
@@ -250,9 +254,10 @@ async def test_one_of_many_concurrent_approvals_wins(client: httpx.AsyncClient) 
     assert len(decisions) == 1
 
 
-async def test_outcome_is_recorded_once(client: httpx.AsyncClient) -> None:
+async def test_outcome_is_recorded_once(client: httpx.AsyncClient,
+                                        agent: httpx.AsyncClient) -> None:
     """The caller reports what it did once (kind outcome); a second report is 409."""
-    approval_id = await pending(client)
+    approval_id = await pending(agent)
     early = await client.post(f"/v1/approvals/{approval_id}/outcome", json={"ok": True})
     assert early.status_code == 409 and "pending" in early.json()["detail"]
     await client.post(f"/approvals/{approval_id}/approve")
@@ -269,9 +274,10 @@ async def test_outcome_is_recorded_once(client: httpx.AsyncClient) -> None:
     assert missing.status_code == 404
 
 
-async def test_concurrent_outcome_reports_record_one(client: httpx.AsyncClient) -> None:
+async def test_concurrent_outcome_reports_record_one(client: httpx.AsyncClient,
+                                                     agent: httpx.AsyncClient) -> None:
     """Racing outcome reports: one 200, the others 409, one audit event."""
-    approval_id = await pending(client)
+    approval_id = await pending(agent)
     await client.post(f"/approvals/{approval_id}/approve")
     answers = await asyncio.gather(*(client.post(f"/v1/approvals/{approval_id}/outcome",
                                                  json={"ok": True}) for _ in range(6)))
@@ -308,10 +314,11 @@ async def test_approvals_route_decides_a_task_request_too(client: httpx.AsyncCli
 
 
 async def test_long_poll_answers_when_the_decision_lands(node: Running,
-                                                          client: httpx.AsyncClient) -> None:
+                                                          client: httpx.AsyncClient,
+                                                          agent: httpx.AsyncClient) -> None:
     """A waiting GET ?wait= is woken by the decision itself, not by a periodic re-check."""
     node.node.decider.watch.recheck = 3600.0  # only the decider's wake-up can end the wait
-    approval_id = await pending(client)
+    approval_id = await pending(agent)
     waiter = asyncio.create_task(client.get(f"/v1/approvals/{approval_id}",
                                             params={"wait": "60s"}, timeout=120))
     for _ in range(500):
@@ -395,10 +402,10 @@ async def test_budgets_count_the_requests_of_a_policy_id(tmp_path: Path) -> None
         assert (await client.post("/v1/approvals", json=ask())).status_code == 202
 
 
-async def test_self_approval_is_refused_when_forbidden(tmp_path: Path) -> None:
-    """With forbid_self_approval, the key that asked cannot approve its own request."""
-    settings = make_settings(tmp_path, approvals={"forbid_self_approval": True})
-    async with running_node(tmp_path, settings=settings) as node, node.client() as client:
+async def test_self_approval_is_refused(tmp_path: Path) -> None:
+    """The key that asked cannot approve its own outside request (forbid_self_approval or
+    not); another key can."""
+    async with running_node(tmp_path) as node, node.client() as client:
         approval_id = await pending(client)
         mine = await client.post(f"/approvals/{approval_id}/approve")
         assert mine.status_code == 403
@@ -412,17 +419,19 @@ async def test_a_pending_request_survives_a_restart(tmp_path: Path) -> None:
     headers = {"Idempotency-Key": "k-restart"}
     async with running_node(tmp_path) as node, node.client() as client:
         first = (await client.post("/v1/approvals", json=ask(), headers=headers)).json()["id"]
-    async with running_node(tmp_path) as node, node.client() as client:
+    async with running_node(tmp_path) as node, node.client() as client, \
+            node.client(BOB_KEY) as bob:
         replay = await client.post("/v1/approvals", json=ask(), headers=headers)
         assert replay.json()["id"] == first
-        assert (await client.post(f"/approvals/{first}/approve")).status_code == 200
+        assert (await bob.post(f"/approvals/{first}/approve")).status_code == 200
 
 
 async def test_the_console_decides_an_outside_request(node: Running,
-                                                      client: httpx.AsyncClient) -> None:
+                                                      client: httpx.AsyncClient,
+                                                      agent: httpx.AsyncClient) -> None:
     """A console press on an outside request's card decides it; the card shows who asked,
     its own fragment renders, and an escaped requester never becomes markup."""
-    approval_id = await pending(client, requester="<b>bot</b>")
+    approval_id = await pending(agent, requester="<b>bot</b>")
     page = (await client.get("/")).text
     assert "&lt;b&gt;bot&lt;/b&gt;" in page and "<b>bot</b>" not in page
     fragment = await client.get(f"/console/cards/{approval_id}")
@@ -441,7 +450,7 @@ async def test_a_decision_on_another_node_reaches_a_waiting_agent(tmp_path: Path
     """Two daemons on one database: node B decides, node A's long poll (whose own wake-up
     never fires) answers after its periodic re-check."""
     async with running_node(tmp_path) as a, running_node(tmp_path) as b, \
-            a.client() as on_a, b.client() as on_b:
+            a.client(BOB_KEY) as on_a, b.client() as on_b:
         a.node.decider.watch.recheck = 0.05
         approval_id = await pending(on_a)
         waiter = asyncio.create_task(on_a.get(f"/v1/approvals/{approval_id}",

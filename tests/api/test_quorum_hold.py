@@ -10,7 +10,15 @@ import httpx
 
 from signoff.config.settings import Settings
 from signoff.runtime.clock import FakeClock
-from tests.api.helpers import KEY, eventually, running_node, wait_state, webhook_steps
+from tests.api.helpers import (
+    BOB_KEY,
+    KEY,
+    eventually,
+    running_node,
+    state_beside,
+    wait_state,
+    webhook_steps,
+)
 from tests.fakes.http_echo import HttpEcho
 
 CAROL_KEY = "carol-key-0123456789abcdef"
@@ -21,8 +29,9 @@ ASK = {"tool": "send_email", "args": {"to": "john@example.com", "subject": "hi",
 def settings_with(tmp_path: Path, **sections: Any) -> Settings:
     """A node with three API keys (admin, bob, carol) and the given sections."""
     data: dict[str, Any] = {
-        "daemon": {"work_dir": str(tmp_path), "host": "127.0.0.1", "node_id": "test-node"},
-        "api": {"key": KEY, "keys": [{"name": "bob", "key": "bob-key-0123456789abcdef"},
+        "daemon": {"work_dir": str(tmp_path), "host": "127.0.0.1", "node_id": "test-node",
+                   "state_dir": str(state_beside(tmp_path))},
+        "api": {"key": KEY, "keys": [{"name": "bob", "key": BOB_KEY},
                                      {"name": "carol", "key": CAROL_KEY}]},
         **sections}
     return Settings.model_validate(data)
@@ -109,9 +118,9 @@ async def test_a_held_outside_request_reads_held_then_approved(tmp_path: Path) -
     clock = FakeClock()
     settings = settings_with(tmp_path, approvals={"hold": {"SEND": "30s"}})
     async with running_node(tmp_path, settings=settings, clock=clock) as node, \
-            node.client() as admin:
+            node.client() as admin, node.client(BOB_KEY) as agent:
         node.node.decider.watch.recheck = 3600.0
-        approval_id = await ask(admin)
+        approval_id = await ask(agent)
         held = (await admin.post(f"/approvals/{approval_id}/approve")).json()
         assert held["status"] == "held" and held["hold_until"]
         waiter = asyncio.create_task(admin.get(f"/v1/approvals/{approval_id}",
@@ -233,3 +242,74 @@ async def test_a_shared_card_held_then_released_runs_every_member_once(
         assert len([r for r in echo.requests if r.path == "/hook"]) == 2
         member = (await admin.get(f"/tasks/{tasks[1]}")).json()
         assert member["approval"]["status"] == "approved"
+
+
+async def test_a_requesters_vote_on_a_shared_card_never_counts_for_their_own_request(
+        tmp_path: Path) -> None:
+    """Under a quorum of 2, bob's approval of the card his own identical request shares
+    counts for the others only: his request is not approved by it, gets a card of its
+    own, and waits for two people other than bob."""
+    settings = settings_with(tmp_path, policy={"quorum": {"SEND": 2}})
+    async with running_node(tmp_path, settings=settings) as node, node.client() as admin, \
+            node.client(key=BOB_KEY) as bob, node.client(key=CAROL_KEY) as carol:
+        leader = await ask(carol)
+        mine = (await bob.post("/v1/approvals", json={**ASK, "policy_id": "s-2"})).json()["id"]
+        listed = (await admin.get("/approvals")).json()["items"]
+        assert {i["id"]: i["coalesced_into"] for i in listed} == {leader: None, mine: leader}
+        assert (await bob.post(f"/approvals/{leader}/approve")).json()["approvals"] == 1
+        done = await admin.post(f"/approvals/{leader}/approve")
+        assert done.status_code == 200 and done.json()["status"] == "approved"
+        status = (await admin.get(f"/v1/approvals/{mine}")).json()
+        assert (status["status"], status["approvals"]) == ("pending", 0)
+        listed = (await admin.get("/approvals")).json()["items"]
+        assert [(i["id"], i["coalesced_into"]) for i in listed] == [(mine, None)]
+
+        async def own_card() -> bool:
+            card = node.web.card(mine)
+            return card is not None and card.status == "pending"
+        await eventually(own_card, what="a card of bob's own request")
+        assert (await carol.post(f"/approvals/{mine}/approve")).json()["approvals"] == 1
+        final = await admin.post(f"/approvals/{mine}/approve")
+        assert final.json()["status"] == "approved" and final.json()["approvals"] == 2
+
+
+def people_settings(tmp_path: Path, **sections: Any) -> Settings:
+    """Robert holds two keys: ``web:bob`` and ``web:carol`` are one person."""
+    return settings_with(tmp_path, people=[{"name": "robert",
+                                            "accounts": ["web:bob", "web:carol"]}], **sections)
+
+
+async def test_two_accounts_of_one_person_give_one_vote(tmp_path: Path) -> None:
+    """Under a quorum of 2, Robert approving with one key and then another counts once
+    (409) and the request stays pending; the card names him, not his key."""
+    settings = people_settings(tmp_path, policy={"quorum": {"SEND": 2}})
+    async with running_node(tmp_path, settings=settings) as node, node.client() as admin, \
+            node.client(key=BOB_KEY) as bob, node.client(key=CAROL_KEY) as also_bob:
+        approval_id = await ask(admin)
+        assert (await bob.post(f"/approvals/{approval_id}/approve")).json()["approvals"] == 1
+        again = await also_bob.post(f"/approvals/{approval_id}/approve")
+        assert again.status_code == 409 and "counts once" in again.json()["detail"]
+        status = (await admin.get(f"/v1/approvals/{approval_id}")).json()
+        assert (status["status"], status["approvals"]) == ("pending", 1)
+
+        async def named() -> bool:
+            card = node.web.card(approval_id)
+            return card is not None and card.progress == "1 of 2 approvals (robert)"
+        await eventually(named, what=f"the card naming robert: {node.web.card(approval_id)}")
+
+
+async def test_self_approval_across_linked_accounts_is_refused(tmp_path: Path) -> None:
+    """An outside request asked with Robert's one key cannot be approved with his other
+    key, by a route or in a batch (403); someone else approves it."""
+    settings = people_settings(tmp_path)
+    async with running_node(tmp_path, settings=settings) as node, node.client() as admin, \
+            node.client(key=BOB_KEY) as bob, node.client(key=CAROL_KEY) as also_bob:
+        approval_id = await ask(bob)
+        own = await also_bob.post(f"/approvals/{approval_id}/approve")
+        assert own.status_code == 403 and "someone else" in own.json()["detail"]
+        batch = await also_bob.post("/approvals/batch",
+                                    json={"ids": [approval_id], "decision": "once"})
+        assert [r["status"] for r in batch.json()["results"]] == [403]
+        assert (await admin.get(f"/v1/approvals/{approval_id}")).json()["status"] == "pending"
+        theirs = await admin.post(f"/approvals/{approval_id}/approve")
+        assert theirs.status_code == 200 and theirs.json()["decided_by"] == "web:admin"

@@ -15,7 +15,9 @@ import pytest
 
 from signoff.client import NotApproved, Signoff, SignoffSync
 from signoff.runtime.clock import FakeClock
-from tests.api.helpers import KEY, Running, eventually, running_node, serve
+from tests.api.helpers import BOB_KEY, Running, eventually, running_node, serve
+
+AGENT_KEY = BOB_KEY  # the agent asks with its key; a person (the admin) decides
 
 
 @pytest.fixture
@@ -77,14 +79,14 @@ class FlakyTransport(httpx.AsyncBaseTransport):
 
 async def test_a_read_action_is_approved_at_once(base: str) -> None:
     """READ is settled by the policy: approved, decision ALLOW, no waiting."""
-    async with Signoff(base, api_key=KEY) as s:
+    async with Signoff(base, api_key=AGENT_KEY) as s:
         d = await s.request(tool="read_file", args={"path": "notes.txt"}, policy_id="p-1")
     assert d.approved and d.decision == "ALLOW" and d.id
 
 
 async def test_request_waits_for_a_person(node: Running, base: str) -> None:
     """A SEND request long-polls until someone approves it; the answer says who and how."""
-    async with Signoff(base, api_key=KEY, requester="script:report") as s:
+    async with Signoff(base, api_key=AGENT_KEY, requester="script:report") as s:
         asking = asyncio.create_task(s.request(
             tool="send_email", args={"to": "john@example.com", "subject": "hi", "body": "b"},
             policy_id="run-1", why="weekly report"))
@@ -96,7 +98,7 @@ async def test_request_waits_for_a_person(node: Running, base: str) -> None:
 
 async def test_a_denial_is_not_approved(node: Running, base: str) -> None:
     """Denied: approved is False and the reason is kept."""
-    async with Signoff(base, api_key=KEY) as s:
+    async with Signoff(base, api_key=AGENT_KEY) as s:
         asking = asyncio.create_task(s.request(tool="delete_file", args={"path": "a.txt"}))
         await decide_first(node, "deny", {"reason": "keep it"})
         d = await asking
@@ -108,7 +110,7 @@ async def test_gate_runs_the_function_only_when_approved(node: Running, base: st
     """@gate asks with the function's arguments and targets, runs it once approved and
     reports the outcome; a denial raises NotApproved and the function never runs."""
     sent: list[str] = []
-    async with Signoff(base, api_key=KEY, policy_id="mailer") as s:
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="mailer") as s:
 
         @s.gate(risk="SEND", targets=lambda to, **_: [to], content=["body"])
         async def send(to: str, body: str) -> str:
@@ -139,7 +141,7 @@ async def _has_outcome(node: Running, approval_id: str) -> bool:
 async def test_gate_reports_a_failure_and_reraises(node: Running, base: str) -> None:
     """When the gated function raises after approval, the outcome is ok=false with the
     error, and the exception reaches the caller."""
-    async with Signoff(base, api_key=KEY) as s:
+    async with Signoff(base, api_key=AGENT_KEY) as s:
 
         @s.gate(risk="READ", tool="fetch_report")
         async def fetch(url: str) -> None:
@@ -159,7 +161,7 @@ async def test_connection_errors_are_retried_with_the_same_request(node: Running
     """A connection lost after the daemon stored the request is retried with the same
     Idempotency-Key: one request exists, and the answer is its answer."""
     transport = FlakyTransport(2, after=True)
-    async with Signoff(base, api_key=KEY, transport=transport, backoff=0.01) as s:
+    async with Signoff(base, api_key=AGENT_KEY, transport=transport, backoff=0.01) as s:
         asking = asyncio.create_task(s.request(tool="post_message",
                                                args={"channel": "#ops", "text": "x"}))
         approval_id = await decide_first(node, "approve")
@@ -180,7 +182,7 @@ async def test_an_unreachable_daemon_is_never_approved() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     ran: list[bool] = []
-    async with Signoff(f"http://127.0.0.1:{port}", api_key=KEY, retries=2,
+    async with Signoff(f"http://127.0.0.1:{port}", api_key=AGENT_KEY, retries=2,
                        backoff=0.01) as s:
         d = await s.request(tool="read_file", args={"path": "x"})
         assert not d.approved and d.status == "unreachable"
@@ -206,7 +208,7 @@ async def test_a_refused_key_is_an_error_not_an_approval(base: str) -> None:
 async def test_a_bounded_wait_gives_pending(base: str) -> None:
     """request(wait=0.2) returns pending (not approved) when nobody answered in time;
     wait() then picks the request up again."""
-    async with Signoff(base, api_key=KEY) as s:
+    async with Signoff(base, api_key=AGENT_KEY) as s:
         d = await s.request(tool="delete_file", args={"path": "x"}, wait=0.2)
         assert d.pending and not d.approved and d.id
         again = await s.status(d.id)
@@ -217,7 +219,7 @@ async def test_expiry_reaches_a_waiting_client(tmp_path: Path) -> None:
     """A request nobody answers expires on the daemon; the waiting client gets expired."""
     clock = FakeClock()
     async with (running_node(tmp_path, clock=clock) as node, serve(node.app) as url,
-                Signoff(url, api_key=KEY) as s):
+                Signoff(url, api_key=AGENT_KEY) as s):
         asking = asyncio.create_task(s.request(tool="delete_file", args={"path": "x"},
                                                timeout=60))
         await eventually(lambda: _any_pending(node), what="a pending request")
@@ -234,7 +236,7 @@ async def _any_pending(node: Running) -> bool:
 async def test_the_sync_twin_asks_gates_and_reports(node: Running, base: str) -> None:
     """SignoffSync does the same for scripts: request, gate, report."""
     def script() -> tuple[bool, str]:
-        with SignoffSync(base, api_key=KEY, policy_id="nightly-script") as s:
+        with SignoffSync(base, api_key=AGENT_KEY, policy_id="nightly-script") as s:
             read = s.request("list_dir", {"path": "."})
 
             @s.gate(risk="SEND", targets=lambda channel, **_: [channel])
@@ -257,7 +259,7 @@ async def test_the_hermes_hook_asks_anew_when_a_model_repeats_a_call_id(
     from signoff_client import hermes
 
     monkeypatch.setenv("SIGNOFF_URL", base)
-    monkeypatch.setenv("SIGNOFF_API_KEY", KEY)
+    monkeypatch.setenv("SIGNOFF_API_KEY", AGENT_KEY)
     monkeypatch.setenv("SIGNOFF_WAIT", "0")
     hermes.reset_client()
 
@@ -289,7 +291,7 @@ def test_the_sdk_imports_only_httpx_and_the_standard_library() -> None:
 
 def test_gate_refuses_the_wrong_kind_of_function() -> None:
     """Signoff.gate needs an async function, SignoffSync.gate a plain one."""
-    s = Signoff("http://127.0.0.1:9", api_key=KEY)
+    s = Signoff("http://127.0.0.1:9", api_key=AGENT_KEY)
     with pytest.raises(TypeError, match=r"SignoffSync\.gate"):
         s.gate(risk="READ")(lambda: None)
     with SignoffSync("http://127.0.0.1:9") as sync, pytest.raises(TypeError):

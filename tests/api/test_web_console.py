@@ -175,3 +175,12 @@ def test_time_left_words() -> None:
     assert time_left(now + timedelta(hours=2), now) == "expires in 2 h"
     assert time_left(now + timedelta(hours=1, minutes=5), now) == "expires in 1 h 5 min"
     assert time_left(now - timedelta(seconds=1), now) == "expired"
+
+
+async def test_the_card_names_the_person_who_asked(tmp_path: Path, echo: HttpEcho) -> None:
+    """With [[people]] listing the admin key as Dana, the console card says she asked."""
+    settings = make_settings(tmp_path, people=[{"name": "Dana", "accounts": ["web:admin"]}])
+    async with running_node(tmp_path, settings=settings) as node, node.client() as client:
+        await waiting(client, echo)
+        html = (await client.get("/")).text
+        assert re.search(r"Asked by.{0,80}Dana", html, re.S), html

@@ -103,7 +103,7 @@ def test_config_check_reports_every_problem_daemon_start_refuses(project: Path) 
     assert "missing required argument 'content'" in lines[4]
     assert "API key" in lines[0] and "judge endpoint" in lines[1]
     assert started.stderr == checked.stderr
-    assert not (project / "signoff-work" / "signoff.db").exists()  # nothing was started
+    assert not (project / "signoff-state" / "signoff.db").exists()  # nothing was started
 
 
 def test_config_check_passes_what_daemon_start_accepts(project: Path) -> None:
@@ -206,6 +206,17 @@ def test_audit_where_no_daemon_ran_says_so_and_creates_nothing(tmp_path: Path) -
     assert result.returncode == 2
     assert "no signoff database at" in result.stderr and "--work-dir" in result.stderr
     assert not (tmp_path / "signoff-work").exists()
+
+
+def test_audit_on_an_unmoved_0_2_layout_says_where_the_database_is(tmp_path: Path) -> None:
+    """A 0.2 database still in the work dir: `signoff audit` names it and says that one
+    daemon start moves it, instead of reporting no database (exit 2, nothing created)."""
+    (tmp_path / "signoff-work").mkdir()
+    (tmp_path / "signoff-work" / "signoff.db").write_bytes(b"")
+    result = signoff("audit", "--verify", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "still at" in result.stderr and "start the daemon once" in result.stderr
+    assert not (tmp_path / "signoff-state" / "signoff.db").exists()
 
 
 def test_strict_yolo_blocks_instead(project: Path) -> None:

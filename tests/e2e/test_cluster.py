@@ -195,11 +195,11 @@ def signoff_nodes(node: DaemonProcess, *args: str) -> subprocess.CompletedProces
 
 def test_nodes_and_health_list_the_live_nodes_and_drop_a_killed_one(cluster: Cluster) -> None:
     """`signoff nodes` and /health list the three nodes (host name + the suffix kept in
-    the work dir); kill -9 one and it drops out once its heartbeat window has passed."""
+    the state dir); kill -9 one and it drops out once its heartbeat window has passed."""
     nodes = cluster(3, daemon={"heartbeat": "1s"})
     ids = {n.health()["node"] for n in nodes}
     for node in nodes:
-        suffix = (node.work / "node-id").read_text().strip()
+        suffix = (node.work.parent / "signoff-state" / "node-id").read_text().strip()
         assert node.health()["node"] == f"{socket.gethostname()}-{suffix}"
     wait_for(lambda: listed(nodes[0]) == ids, "all three nodes to beat")
     [entry, *_] = nodes[1].health()["nodes"]

@@ -1,10 +1,11 @@
-"""Log lines carry their ids as key=value after the event name."""
+"""Log lines carry their ids as key=value after the event name, and show URLs masked."""
 
 from __future__ import annotations
 
+import io
 import logging
 
-from signoff.logs import KeyValueFormatter
+from signoff.logs import KeyValueFormatter, handler
 
 
 def test_extras_follow_the_event_name() -> None:
@@ -21,3 +22,27 @@ def test_a_plain_line_stays_plain() -> None:
     """Without extras nothing is appended."""
     record = logging.LogRecord("signoff.x", logging.INFO, __file__, 1, "started", None, None)
     assert KeyValueFormatter("%(message)s").format(record) == "started"
+
+
+def test_every_line_of_the_daemon_handler_is_masked() -> None:
+    """A library's line with a URL in its args, an extra, a traceback: the secret and a
+    bidi override never reach the log as they are."""
+    stream = io.StringIO()
+    log = logging.getLogger("test.masked.lines")
+    log.propagate = False
+    log.setLevel(logging.INFO)  # whatever level an earlier test left on the root
+    log.addHandler(handler(stream))
+    try:
+        log.warning("HTTP Request: %s %s", "GET", "https://h/p?token=SECRET1")
+        log.warning("fetched", extra={"url": "https://bob:SECRET2@h/", "note": "a\u202eb"})
+        try:
+            raise ValueError("cannot reach https://h/?sig=SECRET3")
+        except ValueError:
+            log.exception("failed")
+    finally:
+        log.handlers.clear()
+    text = stream.getvalue()
+    assert "HTTP Request: GET https://h/p?token=•••" in text
+    assert "url=https://•••@h/" in text and "note=a[U+202E]b" in text
+    assert "ValueError: cannot reach https://h/?sig=•••" in text
+    assert "SECRET" not in text and "\u202e" not in text

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from email.message import EmailMessage
 from email.utils import format_datetime
 
-from signoff.bot.cards import BUTTON_LABELS, why_line
+from signoff.bot.cards import BUTTON_LABELS, decides_here, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -60,6 +60,13 @@ def _preview_html(card: ApprovalCard) -> str:
             f"border:1px solid #ccc'>{e(card.preview.text)}</pre>")
 
 
+def decides(card: ApprovalCard) -> bool:
+    """True when the mail offers decision links: a mail has no length limit, but a card
+    whose content was cut when it was made, or a step-up request, is decided in the
+    console only (`cards.decides_here`)."""
+    return decides_here(card, None)
+
+
 def message_id(card: ApprovalCard, sender: str, kind: str) -> str:
     """The same id for every sending of one mail (a retry is then one message to mail
     clients), and the card's own for the "decided" mail to reply to."""
@@ -81,9 +88,10 @@ def card_message(card: ApprovalCard, *, sender: str, to: str,
     lines.extend(_preview_text(card))
     lines.append("")
     hint = "Each link opens a page where you confirm; opening it decides nothing."
-    if card.step_up:  # approvals.step_up: only a signed-in console key decides this one
+    if not decides(card):
         links = {}
-        hint = (f"This request is decided in the signoff console only (step-up): "
+        why = "step-up" if card.step_up else "too long to show whole in a mail"
+        hint = (f"This request is decided in the signoff console only ({why}): "
                 f"{card.confirm_url or 'open the console'}")
     lines.append(hint)
     for scope, url in links.items():

@@ -1,12 +1,14 @@
 """E-mail as an approval surface: a card is a mail to each address, a link a decision.
 
-`post_card` draws the card's key (`tokens.new_key`), signs one link per allowed decision
-for each address and sends each address its own mail over SMTP (stdlib `smtplib` in a
-worker thread, as send_email does). The key is returned as the card's message id, which
-the outbox stores: that is how every node finds it again. An SMTP failure raises
-`PlatformUnavailable` (4xx, refused connection, timeout: the outbox retries with backoff)
-or `PlatformRejected` (5xx, refused login: given up), like every other surface. Once the
-request is decided (`update_card`), each address gets a short reply saying how.
+`post_card` draws a card id (`tokens.new_card_id`), derives the card's key from it and the
+server secret (`tokens.card_key`), signs one link per allowed decision for each address
+and sends each address its own mail over SMTP (stdlib `smtplib` in a worker thread, as
+send_email does). The card id is returned as the card's message id, which the outbox
+stores: that is how every node finds it again (the key itself is never stored). An SMTP
+failure raises `PlatformUnavailable` (4xx, refused connection, timeout: the outbox
+retries with backoff) or `PlatformRejected` (5xx, refused login: given up), like every
+other surface. Once the request is decided (`update_card`), each address gets a short
+reply saying how.
 
 Its routes, served without the API key (the token is the credential, and it opens
 nothing but its own request):
@@ -105,10 +107,11 @@ class EmailPlatform:
     channel_prefix = None  # no channels: post_message cannot target an inbox
 
     def __init__(self, *, settings: EmailSurfaceSettings, clock: Clock,
-                 lookup: CardLookup) -> None:
+                 lookup: CardLookup, secret: bytes) -> None:
         self.settings = settings
         self.clock = clock
         self.lookup = lookup
+        self._secret = secret  # the server secret: each card's key is derived from it
         self.handler: DecisionHandler | None = None
 
     # -- Surface -----------------------------------------------------------------------
@@ -121,9 +124,14 @@ class EmailPlatform:
         return (Route("GET", messages.CONFIRM_PATH, self.confirm_page),
                 Route("POST", messages.CONFIRM_PATH, self.confirm))
 
+    def decides(self, card: ApprovalCard) -> bool:
+        """Whether this card's mail offers decision links (`bot.ports.ShowsCards`)."""
+        return messages.decides(card)
+
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Mail the card to every address, each with links of its own."""
-        key = tokens.new_key()
+        card_id = tokens.new_card_id()
+        key = tokens.card_key(self._secret, card.approval_id, card_id)
         mails = [messages.card_message(card, sender=self.settings.sender, to=address,
                                        links=self._links(card, address, key))
                  for address in self.settings.to]
@@ -137,7 +145,7 @@ class EmailPlatform:
         log.info("email_card_sent", extra={"approval_id": card.approval_id,
                                            "recipients": len(mails) - len(refused)})
         # The addresses stay in the config (a long list would not fit the channel column).
-        return CardRef(surface=NAME, channel=CHANNEL, message_id=key)
+        return CardRef(surface=NAME, channel=CHANNEL, message_id=card_id)
 
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
         """A sent mail cannot be edited: once decided, each address gets a short reply
@@ -167,7 +175,7 @@ class EmailPlatform:
             self.handler = None
 
     # -- links and pages ---------------------------------------------------------------
-    def _links(self, card: ApprovalCard, address: str, key: str) -> dict[Scope, str]:
+    def _links(self, card: ApprovalCard, address: str, key: bytes) -> dict[Scope, str]:
         base = (self.settings.public_url or "").rstrip("/") + messages.CONFIRM_PATH
         out: dict[Scope, str] = {}
         for scope in card.allowed:
@@ -218,11 +226,12 @@ class EmailPlatform:
         posted = await self.lookup(claimed.approval_id)
         if posted is None:
             raise _invalid()
-        key = next((r.message_id for r in posted.refs if r.surface == NAME), None)
-        if key is None:  # the mail is out, its key not stored yet (a moment, or a crash)
+        card_id = next((r.message_id for r in posted.refs if r.surface == NAME), None)
+        if card_id is None:  # the mail is out, its id not stored yet (a moment, or a crash)
             raise _Refused(503, "Not ready", "This link cannot be checked yet; try again "
                            "in a moment.")
         try:
+            key = tokens.card_key(self._secret, claimed.approval_id, card_id)
             claim = tokens.verify(token, key)
         except tokens.BadToken:
             raise _invalid() from None

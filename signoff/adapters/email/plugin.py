@@ -20,8 +20,11 @@ def build(section: EmailSurfaceSettings | None, deps: SurfaceDeps) -> Surface:
     if not url or host in (None, "0.0.0.0", "::"):
         raise ConfigError(f"approvals.email_to: the links in the mails need daemon.public_url "
                           f"(the daemon's own address is {url!r})")
+    if not deps.secret:
+        raise ConfigError("email: the surface needs the daemon's server secret (kept in "
+                          "daemon.state_dir) to sign its links")
     return EmailPlatform(settings=section.model_copy(update={"public_url": url}),
-                         clock=deps.clock, lookup=deps.lookup)
+                         clock=deps.clock, lookup=deps.lookup, secret=deps.secret)
 
 
 PLUGIN = SurfacePlugin(

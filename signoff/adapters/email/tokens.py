@@ -2,10 +2,17 @@
 
 A link carries ``<payload>.<mac>``, both base64url: the payload names the approval, the
 decision, the address it was sent to and when it expires (the request's own expiry);
-the MAC is HMAC-SHA256 over the payload with the card's key. That key is 32 random bytes
-drawn when the mail is sent and kept in the database as the e-mail card's message id —
-never in the code, never in the config, one per request — so any node sharing the
-database can check a link, and a link of one request proves nothing about another.
+the MAC is HMAC-SHA256 over the payload with the card's key. That key is never stored: it
+is derived (`card_key`) from the daemon's server secret (`signoff.runtime.state`, a file
+of the state dir, 0600) and the request's id and card id. The card id — random, drawn
+when the mail is sent — is all the database keeps (the e-mail card's message id): read
+from the database, it forges nothing. Nodes sharing a database check each other's links
+when they share the server secret file. One key per card, so a link of one request
+proves nothing about another.
+
+Cards mailed by 0.2 kept their key itself as the message id; such a card id has no
+``CARD_PREFIX`` and its links are refused as invalid (the request can still be decided
+on any other surface): a key that was readable in the database must not decide anything.
 
 Changing any part of a token (another decision, another address, a later expiry) breaks
 its MAC. Single use comes from the decision itself: the POST decides by compare-and-set,
@@ -24,8 +31,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from signoff.runtime.models import Scope
+from signoff.runtime.state import derive_key
 
 _CONTEXT = b"signoff-email-link-v1:"
+CARD_PREFIX = "c2."  # a card id of ours (0.2 stored the key itself, without it)
 
 
 class BadToken(ValueError):
@@ -42,9 +51,16 @@ class LinkClaim:
     expires_at: datetime
 
 
-def new_key() -> str:
-    """A fresh card key (kept as the card's message id)."""
-    return secrets.token_urlsafe(32)
+def new_card_id() -> str:
+    """A fresh card id (kept as the card's message id); not a key by itself."""
+    return CARD_PREFIX + secrets.token_urlsafe(16)
+
+
+def card_key(secret: bytes, approval_id: str, card_id: str) -> bytes:
+    """The key of one card's links; BadToken for a card id that is not ours (0.2's)."""
+    if not card_id.startswith(CARD_PREFIX):
+        raise BadToken("the card was mailed before its key was derived; its links expired")
+    return derive_key(secret, "email-link", approval_id, card_id)
 
 
 def _b64(data: bytes) -> str:
@@ -58,12 +74,12 @@ def _unb64(text: str) -> bytes:
         raise BadToken("not base64") from exc
 
 
-def _mac(key: str, payload: str) -> str:
-    digest = hmac.new(key.encode("ascii"), _CONTEXT + payload.encode("ascii"), hashlib.sha256)
+def _mac(key: bytes, payload: str) -> str:
+    digest = hmac.new(key, _CONTEXT + payload.encode("ascii"), hashlib.sha256)
     return _b64(digest.digest())
 
 
-def sign(claim: LinkClaim, key: str) -> str:
+def sign(claim: LinkClaim, key: bytes) -> str:
     """The token for ``claim``, signed with the card's ``key``."""
     body = {"a": claim.approval_id, "d": claim.scope.value, "m": claim.address,
             "x": int(claim.expires_at.timestamp())}
@@ -85,7 +101,7 @@ def read(token: str) -> LinkClaim:
         raise BadToken("unreadable link token") from exc
 
 
-def verify(token: str, key: str) -> LinkClaim:
+def verify(token: str, key: bytes) -> LinkClaim:
     """The claim of ``token`` if its MAC is right for ``key``; BadToken otherwise."""
     claim = read(token)
     payload, _, mac = token.partition(".")

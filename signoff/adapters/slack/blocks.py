@@ -16,7 +16,13 @@ import re
 from datetime import datetime
 from typing import Any
 
-from signoff.bot.cards import BUTTON_LABELS, UNDO_LABEL, why_line
+from signoff.bot.cards import (
+    BUTTON_LABELS,
+    UNDO_LABEL,
+    console_only_text,
+    decides_here,
+    why_line,
+)
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -24,10 +30,9 @@ Block = dict[str, Any]
 
 ACTION_PREFIX = "signoff_"
 ACTIONS_BLOCK_ID = "signoff_decide"
-# A step-up card's only button: a link to the console (Slack opens it; the click it also
-# reports is acked and ignored, it decides nothing).
+# The only button of a card decided in the console (step-up, or too long to show whole
+# here): a link (Slack opens it; the click it also reports is acked and ignored).
 CONSOLE_ACTION = f"{ACTION_PREFIX}console"
-STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
 UNDO_ACTION = "signoff_undo"
 
 # Slack's documented limits (Block Kit reference).
@@ -37,6 +42,12 @@ MAX_HEADER = 150  # header plain_text
 MAX_CONFIRM_TITLE = 100
 MAX_CONFIRM_TEXT = 300
 MAX_CONTEXT_ELEMENTS = 10
+MAX_TITLE = 250  # the action in words (escaped); what it approves is in targets, preview
+MAX_TOOL = 100
+# What a card approves (targets, content, preview) is shown whole or not decided here:
+# at most this much of it (`cards.shown_size`), so that each of the sections holding it
+# stays under MAX_TEXT with the title and labels beside it.
+CARD_LIMIT = 2400
 
 _RISK_ICON = {"READ": "📖", "DRAFT": "📝", "SEND": "📤", "DESTRUCTIVE": "🧨"}
 _STATUS_ICON = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛"}
@@ -68,6 +79,17 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _escaped(text: str, limit: int) -> str:
+    """``text`` escaped, clipped so that the escaped form is at most ``limit`` characters
+    (cut in the text, never through an entity): "&" is five characters once escaped."""
+    raw = clip(text, limit)
+    body = escape(raw)
+    while len(body) > limit:
+        raw = clip(raw, max(1, len(raw) * limit // len(body)))
+        body = escape(raw)
+    return body
+
+
 def mention(actor_key: str) -> str | None:
     """``slack:U123`` → ``<@U123>``; None for people on other surfaces."""
     # Only well-formed member ids: the result goes into mrkdwn unescaped.
@@ -96,7 +118,9 @@ def _plain(text: str, limit: int) -> dict[str, Any]:
 
 
 def _mrkdwn(text: str, limit: int = MAX_TEXT) -> dict[str, Any]:
-    return {"type": "mrkdwn", "text": clip(text, limit)}
+    # verbatim: Slack does not turn a URL, #channel or @here in agent text into a link or
+    # a mention; our own <url|label>, <@U…> and <!date…> markup still renders.
+    return {"type": "mrkdwn", "text": clip(text, limit), "verbatim": True}
 
 
 def _header(card: ApprovalCard) -> Block:
@@ -106,12 +130,12 @@ def _header(card: ApprovalCard) -> Block:
 
 
 def _action_section(card: ApprovalCard) -> Block:
-    lines = [f"*{escape(card.title)}*"]
+    lines = [f"*{_escaped(card.title, MAX_TITLE)}*"]
     if card.targets:
         targets = ", ".join(f"`{escape(t)}`" for t in card.targets)
         lines.append(f"Targets: {targets}")
-    lines.append(f"Tool: `{escape(card.tool)}`" + (
-        f" ({escape(card.capability)})" if card.capability else ""))
+    lines.append(f"Tool: `{_escaped(card.tool, MAX_TOOL)}`" + (
+        f" ({_escaped(card.capability, MAX_TOOL)})" if card.capability else ""))
     return {"type": "section", "text": _mrkdwn("\n".join(lines))}
 
 
@@ -194,9 +218,16 @@ def _button(card: ApprovalCard, scope: Scope) -> dict[str, Any]:
     return button
 
 
-def _step_up(card: ApprovalCard, blocks: list[Block]) -> list[dict[str, Any]]:
-    """A step-up card says where it is decided and links there, with no decision button."""
-    blocks.append({"type": "context", "elements": [_mrkdwn(STEP_UP_TEXT)]})
+def decides(card: ApprovalCard) -> bool:
+    """True when the Slack card offers decision buttons: not under step-up, and what the
+    decision approves fits whole (`cards.decides_here` within CARD_LIMIT)."""
+    return decides_here(card, CARD_LIMIT)
+
+
+def _console_only(card: ApprovalCard, blocks: list[Block]) -> list[dict[str, Any]]:
+    """A card decided in the console (step-up, or too long to show whole here) says so and
+    links there, with no decision button."""
+    blocks.append({"type": "context", "elements": [_mrkdwn(console_only_text(card))]})
     if not card.confirm_url:
         return []
     return [{"type": "button", "action_id": CONSOLE_ACTION,
@@ -237,8 +268,8 @@ def card_blocks(card: ApprovalCard) -> list[Block]:
     if card.open:
         if card.note:
             blocks.append({"type": "context", "elements": [_mrkdwn(escape(card.note))]})
-        buttons = _step_up(card, blocks) if card.step_up else [
-            _button(card, scope) for scope in card.allowed]
+        buttons = [_button(card, scope) for scope in card.allowed] \
+            if decides(card) else _console_only(card, blocks)
         if buttons:
             blocks.append({"type": "actions", "block_id": ACTIONS_BLOCK_ID, "elements": buttons})
     else:

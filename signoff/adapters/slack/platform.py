@@ -36,6 +36,7 @@ from signoff.adapters.slack.blocks import (
     ACTION_PREFIX,
     card_blocks,
     card_text,
+    decides,
     escape,
     person,
 )
@@ -155,6 +156,10 @@ class SlackPlatform:
         return self._group is not None
 
     # -- outbound -------------------------------------------------------------------------
+
+    def decides(self, card: ApprovalCard) -> bool:
+        """Whether this card's message offers decisions (`bot.ports.ShowsCards`)."""
+        return decides(card)
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Post ``card`` to the approvals channel; the ref holds the channel id and ts.

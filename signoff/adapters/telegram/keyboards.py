@@ -12,9 +12,16 @@ does; the details of a request live in the store, never in the button.
 from __future__ import annotations
 
 import html
+import sys
 from datetime import datetime
 
-from signoff.bot.cards import BUTTON_LABELS, UNDO_LABEL, why_line  # one wording for every surface
+from signoff.bot.cards import (  # one wording and one completeness rule for every surface
+    BUTTON_LABELS,
+    UNDO_LABEL,
+    complete,
+    console_only_text,
+    why_line,
+)
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -39,6 +46,11 @@ _STATUS_MARK = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "�
 _BUDGETS = ((400, 20), (160, 8), (60, 3))
 # Characters of a preview (diff, command) kept at each budget step above, in order.
 _PREVIEW_BUDGETS = {400: 2600, 160: 1200, 60: 300}
+
+# What a card approves (targets, content, preview) is shown whole or not decided here: at
+# most this much of it (`cards.shown_size`), leaving the rest of MAX_TEXT to the title,
+# goal and the other lines at their smallest budget.
+CARD_LIMIT = 2800
 
 Keyboard = list[list[tuple[str, str]]]
 
@@ -72,9 +84,6 @@ def decode_callback(data: str | None) -> tuple[str, Scope] | None:
     return approval_id, scope
 
 
-STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
-
-
 def decode_undo(data: str | None) -> str | None:
     """The approval id of an Undo button's data (``so:<id>:u``), else None."""
     if not data or len(data.encode("utf-8")) > MAX_CALLBACK_BYTES:
@@ -86,33 +95,49 @@ def decode_undo(data: str | None) -> str | None:
     return approval_id
 
 
+def decides(card: ApprovalCard) -> bool:
+    """True when the Telegram card offers decisions: not under step-up, and it shows
+    whole what the decision approves (`cards.complete` within CARD_LIMIT, and the
+    message with it fits)."""
+    return not card.step_up and _fitted(card)[1]
+
+
 def card_keyboard(card: ApprovalCard) -> Keyboard:
     """One row of (label, callback data) for the allowed decisions; Undo while held;
-    empty once decided, and for a step-up card (its only button is `console_button`)."""
+    empty once decided, and for a card decided in the console (step-up, or too long to
+    show whole: its only button is `console_button`)."""
     if card.held:
         data = f"{CALLBACK_PREFIX}:{card.approval_id}:{UNDO_CODE}"
         return [[(UNDO_LABEL, data)]] if len(data.encode()) <= MAX_CALLBACK_BYTES else []
-    if not card.open or card.step_up:
+    if not card.open or not decides(card):
         return []
     row = [(BUTTON_LABELS[s], encode_callback(card.approval_id, s)) for s in card.allowed]
     return [row] if row else []
 
 
 def console_button(card: ApprovalCard) -> tuple[str, str] | None:
-    """(label, url) of a pending step-up card's URL button to its console page."""
-    if not card.open or not card.step_up or not card.confirm_url:
+    """(label, url) of the URL button to its console page of a pending card decided
+    there (step-up, or too long to show whole here)."""
+    if not card.open or decides(card) or not card.confirm_url:
         return None
     return "Open in console to decide", card.confirm_url
 
 
 def card_html(card: ApprovalCard) -> str:
     """The card as Telegram HTML, at most 4096 characters."""
-    for field_limit, list_limit in _BUDGETS:
-        text = _render(card, field_limit, list_limit)
-        if len(text) <= MAX_TEXT:
-            return text
+    return _fitted(card)[0]
+
+
+def _fitted(card: ApprovalCard) -> tuple[str, bool]:
+    """The card's HTML, and whether it shows whole what the decision approves: tried
+    whole first (when `cards.complete`), the other lines shrinking to fit; else cut."""
+    for whole in (True, False) if complete(card, CARD_LIMIT) else (False,):
+        for field_limit, list_limit in _BUDGETS:
+            text = _render(card, field_limit, list_limit, whole=whole)
+            if len(text) <= MAX_TEXT:
+                return text, whole
     # Unreachable with sane budgets; cut plain text rather than break a tag.
-    return html.escape(_cut(card.title, MAX_TEXT // 8))
+    return html.escape(_cut(card.title, MAX_TEXT // 8)), False
 
 
 def _cut(value: str, limit: int) -> str:
@@ -128,7 +153,7 @@ def _hhmm(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _render(card: ApprovalCard, limit: int, items: int) -> str:
+def _render(card: ApprovalCard, limit: int, items: int, *, whole: bool) -> str:
     risk = card.risk.upper()
     head = "Approval needed" if card.open else "Decided"
     lines = [
@@ -136,15 +161,7 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
         f"<code>{_e(card.tool, 60)}</code>",
         f"<b>{_e(card.title, limit)}</b>",
     ]
-    if card.targets:
-        shown = ", ".join(f"<code>{_e(t, limit)}</code>" for t in card.targets[:items])
-        more = len(card.targets) - items
-        lines.append(f"Targets: {shown}" + (f" and {more} more" if more > 0 else ""))
-    lines.extend(f"{_e(label, 40)}: <i>{_e(value, limit)}</i>"
-                 for label, value in card.details[:items])
-    preview = _preview(card, _PREVIEW_BUDGETS.get(limit, 300))
-    if preview:
-        lines.append(preview)
+    lines.extend(_approvable(card, limit, items, whole=whole))
     why = why_line(card)
     if why:
         lines.append(f"<i>{_e(why, limit)}</i>")
@@ -165,8 +182,8 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
     if card.open:
         lines.append(f"Expires {_hhmm(card.expires_at)} · request "
                      f"<code>{_e(card.approval_id, 80)}</code>")
-    if card.open and card.step_up:
-        lines.append(html.escape(STEP_UP_TEXT))
+    if card.open and (card.step_up or not whole):
+        lines.append(html.escape(console_only_text(card)))
     if card.console_url:
         url = html.escape(card.console_url, quote=True)
         lines.append(f'<a href="{url}">Open in console</a>')
@@ -179,7 +196,25 @@ def _render(card: ApprovalCard, limit: int, items: int) -> str:
     return "\n".join(lines)
 
 
-def _preview(card: ApprovalCard, limit: int) -> str | None:
+def _approvable(card: ApprovalCard, limit: int, items: int, *, whole: bool) -> list[str]:
+    """Targets, content and preview: all of each when ``whole``, else within budget."""
+    if whole:
+        limit = items = sys.maxsize
+    lines = []
+    if card.targets:
+        shown = ", ".join(f"<code>{_e(t, limit)}</code>" for t in card.targets[:items])
+        more = len(card.targets) - items
+        lines.append(f"Targets: {shown}" + (f" and {more} more" if more > 0 else ""))
+    lines.extend(f"{_e(label, 40 if not whole else limit)}: <i>{_e(value, limit)}</i>"
+                 for label, value in card.details[:items])
+    preview = _preview(card, limit if whole else _PREVIEW_BUDGETS.get(limit, 300),
+                       label=limit if whole else 200)
+    if preview:
+        lines.append(preview)
+    return lines
+
+
+def _preview(card: ApprovalCard, limit: int, *, label: int) -> str | None:
     """The preview as a <pre> block, line breaks kept (never `_cut`, which joins lines),
     escaped; cut to ``limit`` characters with a note when the message needs the room."""
     if card.preview is None:
@@ -187,7 +222,7 @@ def _preview(card: ApprovalCard, limit: int) -> str | None:
     text = card.preview.text
     if len(text) > limit:
         text = text[:limit].rsplit("\n", 1)[0] + "\n… (cut to fit Telegram)"
-    return f"<b>{_e(card.preview.label, 200)}</b>\n<pre>{html.escape(text)}</pre>"
+    return f"<b>{_e(card.preview.label, label)}</b>\n<pre>{html.escape(text)}</pre>"
 
 
 def _mentions(keys: tuple[str, ...]) -> str:

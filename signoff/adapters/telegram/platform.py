@@ -61,7 +61,7 @@ from signoff.runtime.replay import ReplayLedger
 from . import logfilters
 from .failures import BAD_TOKEN, is_not_modified, translate
 from .handlers import SURFACE, PendingLister, UpdateRouter
-from .keyboards import MAX_TEXT, card_html, card_keyboard, console_button
+from .keyboards import MAX_TEXT, card_html, card_keyboard, console_button, decides
 from .mentions import with_mentions
 
 # PTB 22 warns on every RetryAfter unless time periods are opted in as timedelta; we read
@@ -158,6 +158,10 @@ class TelegramPlatform:
         self._app.add_error_handler(self._router.on_error)
 
     # --- outbound -----------------------------------------------------------------------
+
+    def decides(self, card: ApprovalCard) -> bool:
+        """Whether this card's message offers decisions (`bot.ports.ShowsCards`)."""
+        return decides(card)
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Send the card with its buttons to the approval chat."""

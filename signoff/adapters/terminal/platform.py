@@ -37,7 +37,7 @@ from signoff.bot.ports import (
     with_people,
 )
 from signoff.runtime.models import ActionRecord, DecisionCode, Scope
-from signoff.runtime.text import mask_urls
+from signoff.runtime.text import shown as as_shown
 
 KEYS = {"o": Scope.ONCE, "once": Scope.ONCE, "s": Scope.SESSION, "session": Scope.SESSION,
         "a": Scope.ALWAYS, "always": Scope.ALWAYS, "d": Scope.DENY, "deny": Scope.DENY,
@@ -89,8 +89,9 @@ def parse_answer(text: str | None) -> Scope | None:
 
 def render_record(record: ActionRecord) -> str:
     """One ran (or failed) action and what came out of it, shortened for a terminal, its
-    URLs masked like a card's."""
-    return mask_urls(_record_text(record))
+    shown like a card's texts (URLs masked; an ESC or CR is an escape, not a command to
+    the terminal)."""
+    return as_shown(_record_text(record))
 
 
 def _record_text(record: ActionRecord) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from signoff.bot.cards import UNDO_LABEL, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import AuditEvent, Scope, Task
+from signoff.runtime.text import shown
 from signoff.runtime.transcript import TranscriptEntry, call_summary, shorten_text
 
 TOOL_OUTPUT_SHOWN = 300  # characters of a tool's output on the task page
@@ -32,8 +33,10 @@ BUTTONS = {Scope.ONCE: "Once", Scope.SESSION: "Session", Scope.ALWAYS: "Always",
 
 
 def e(value: object) -> str:
-    """Escape anything for HTML text and attribute values."""
-    return html.escape("" if value is None else str(value), quote=True)
+    """Escape anything for HTML text and attribute values, shown as every surface shows
+    text (`shown`: URLs masked, invisible characters as escapes). The one door of every
+    value to a page: a task's result, its targets, an error, the agent's words."""
+    return html.escape(shown("" if value is None else str(value)), quote=True)
 
 
 @cache
@@ -52,6 +55,9 @@ class CardView:
     # The asked action's args as JSON, for the edit form (a task's pending request only:
     # an outside agent runs its own call, so its requests are not editable).
     args_json: str | None = None
+    # All the request's arguments as JSON when the card shows some of them cut (a long
+    # body, a bounded preview): what the chat cards send people here to see.
+    whole: str | None = None
 
 
 def time_left(expires_at: datetime, now: datetime) -> str:
@@ -291,7 +297,7 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/",
     why = why_line(card)
     details += f'<p class="why">{e(why)}</p>' if why else ""
     note = f'<p class="note">{e(card.note)}</p>' if card.note else ""
-    details += preview_html(card)
+    details += preview_html(card) + _whole(view)
     if card.open and card.progress:
         note += f'<p class="progress">{e(card.progress)}</p>'
     if card.open:
@@ -313,6 +319,14 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/",
             f'<h2 class="title">{e(card.title)}</h2>'
             f'<ul class="targets" aria-label="Targets">{targets}</ul>'
             f'{_dl(meta)}{details}{note}{tail}</article>')
+
+
+def _whole(view: CardView) -> str:
+    """All the arguments of a request whose card shows part of them (see CardView)."""
+    if view.whole is None:
+        return ""
+    return (f'<details class="whole" open><summary>Everything this approves (the card '
+            f'shows part of it)</summary><pre>{e(view.whole)}</pre></details>')
 
 
 def _task_item(task: Task) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from signoff.runtime.models import RiskClass
 from signoff.runtime.policy.net import NetRule
+from signoff.runtime.state import ProtectedFiles
 
 
 @runtime_checkable
@@ -80,6 +81,10 @@ class ToolContext:
     # Set by the registry for one call the policy marked "private network" (so a person or
     # their grant allowed it): its own URL may then be on a private network.
     private_ok: bool = False
+    # The daemon's own files (state dir, database): refused by every file tool.
+    protected: ProtectedFiles = field(default_factory=ProtectedFiles)
+    # The only variables of the daemon's environment a run_command child sees.
+    command_env: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
 
 
 @dataclass(frozen=True)

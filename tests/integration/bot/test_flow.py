@@ -12,6 +12,7 @@ from signoff.config.settings import Settings
 from signoff.errors import PlatformUnavailable, RateLimited
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Action, Scope, TaskState
+from signoff.runtime.outside import OutsideRequests, RequestSpec
 from signoff.testing import RecordingPlatform
 from signoff.wiring import Node, build_node
 
@@ -241,4 +242,34 @@ async def test_a_finished_task_is_reported_under_its_card(tmp_path: Path) -> Non
     channel, text, thread = slack.notes[-1]
     assert thread == only_ref(slack) and channel == "recording"
     assert text == f"Task {task.id} completed"
+    await node.store.close()
+
+
+async def test_a_chat_click_from_the_askers_other_account_is_refused(tmp_path: Path) -> None:
+    """Alice asks with her API key (web:alice) and clicks Once in Slack (slack:U1, also
+    hers): refused as self-approval, audited, still pending; slack:U2 approves it and
+    the card names who decided."""
+    slack = RecordingPlatform(name="slack")
+    node = make(tmp_path, {"slack": slack},
+                approvals={"approvers": ["slack:U1", "slack:U2"]},
+                people=[{"name": "alice", "accounts": ["web:alice", "slack:U1"]},
+                        {"name": "bob", "accounts": ["slack:U2"]}])
+    await node.store.open()
+    desk = OutsideRequests(engine=node.engine)
+    asked, _ = await desk.submit(RequestSpec(
+        tool="send_email", args={"to": "john@example.com", "subject": "hi", "body": "x"},
+        policy_id="s-1", requester="hermes:alice", submitted_by="web:alice"))
+    await node.flow.dispatcher.run_once()
+    slack.attach(node.flow.on_decision)
+    own = await slack.click(only_ref(slack), Scope.ONCE, "U1")
+    assert not own.accepted and own.code == "not_authorized"
+    assert "someone else must approve" in own.message
+    still = await node.store.get_approval(asked.id)
+    assert still is not None and still.status.value == "pending"
+    last = (await node.store.audit_events()).items[-1]
+    assert (last.kind, last.actor, last.approval_id) == ("refused", "slack:U1", asked.id)
+    theirs = await slack.click(only_ref(slack), Scope.ONCE, "U2")
+    assert theirs.accepted
+    await node.flow.dispatcher.run_once()
+    assert "Approved once by bob" in (slack.card(only_ref(slack)).outcome or "")
     await node.store.close()

@@ -92,3 +92,30 @@ async def test_a_group_expires_together_with_its_card(node_factory: NodeFactory)
     await node.flow.dispatcher.run_once()
     (message,) = recording.messages.values()
     assert message.card.status == "expired" and message.card.identical == 2
+
+
+async def test_a_member_grouped_before_content_counted_never_follows(
+        node_factory: NodeFactory) -> None:
+    """A request grouped under a card that showed other content (a group stored before
+    content was part of the key) is not decided by that card's answer: it stays pending
+    and the sweep gives it a card of its own."""
+    recording = RecordingPlatform()
+    node = await node_factory({"approvals": {"coalesce": True}},
+                              platforms={"recording": recording})
+    node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
+    shown = await start(node, [noop("ops", tool="notify_team", text="all good")])
+    other = await start(node, [noop("ops", tool="notify_team", text="drop the table")])
+    assert shown.approval is not None and other.approval is not None
+    assert other.approval.coalesced_into is None  # different content: a card of its own
+    grouped = other.approval.model_copy(update={"coalesce_key": shown.approval.coalesce_key,
+                                                "coalesced_into": shown.approval.id})
+    assert await node.store.commit(Change(at=grouped.requested_at, approval=grouped,
+                                          approval_expect=ApprovalStatus.PENDING))
+    decided = await node.decider.decide(shown.approval.id, Scope.ONCE, "recording:alice")
+    assert decided.accepted
+    member = await node.store.get_approval(other.approval.id)
+    assert member is not None and member.status is ApprovalStatus.PENDING
+    await node.decider.settle_coalesced()
+    member = await node.store.get_approval(other.approval.id)
+    assert member is not None and member.status is ApprovalStatus.PENDING
+    assert member.coalesced_into is None

@@ -493,13 +493,33 @@ def test_budgets_must_be_positive(write_config: WriteConfig) -> None:
 # ------------------------------------------------------------------ database, work dir
 
 
-def test_default_database_is_sqlite_in_work_dir(tmp_path: Path) -> None:
-    """No database: an absolute sqlite URL for signoff.db inside the (overridable) work dir."""
+def test_default_database_is_sqlite_in_the_state_dir_beside_the_work_dir(
+        tmp_path: Path) -> None:
+    """No database: an absolute sqlite URL for signoff.db in ``signoff-state`` beside the
+    (overridable) work dir, never inside it."""
     s = Settings.default()
-    expected = (Path.cwd() / "signoff-work" / "signoff.db").resolve()
+    expected = (Path.cwd() / "signoff-state" / "signoff.db").resolve()
     assert s.database_url() == f"sqlite:///{expected}"
-    assert s.database_url(tmp_path) == f"sqlite:///{tmp_path.resolve() / 'signoff.db'}"
-    assert s.resolved_work_dir(tmp_path) == tmp_path.resolve()
+    work = tmp_path / "work"
+    state = tmp_path.resolve() / "signoff-state"
+    assert s.database_url(work) == f"sqlite:///{state / 'signoff.db'}"
+    assert s.resolved_work_dir(work) == work.resolve()
+    assert s.resolved_state_dir(work) == state
+
+
+def test_state_dir_inside_the_work_dir_is_a_config_error(write_config: WriteConfig,
+                                                         tmp_path: Path) -> None:
+    """A state dir inside (or equal to) the work dir is refused, naming both paths; so is
+    a --work-dir that puts the configured state dir inside it."""
+    for state in ("work/state", "work"):
+        message = config_error(write_config(
+            f'[daemon]\nwork_dir = "work"\nstate_dir = "{state}"\n'))
+        assert message.startswith("config.toml: daemon.state_dir: the state dir ")
+        assert str(tmp_path.resolve() / state) in message
+        assert f"inside the work dir {tmp_path.resolve() / 'work'}" in message
+    s = load_settings(write_config('[daemon]\nwork_dir = "w"\nstate_dir = "/srv/s/st"\n'))
+    with pytest.raises(ConfigError, match="the state dir /srv/s/st is inside the work dir"):
+        s.resolved_state_dir(Path("/srv/s"))
 
 
 def test_relative_sqlite_path_resolves_against_cwd(
@@ -544,10 +564,45 @@ def test_check_config_summary(write_config: WriteConfig) -> None:
     assert "config.toml: OK" in summary
     assert "127.0.0.1:9000" in summary and "slack (socket)" in summary
     assert "schedules: 1" in summary and "rotations: 0" in summary
-    assert "hunter2" not in summary and "u:***@db" in summary
+    assert "hunter2" not in summary and "://•••@db" in summary
 
 
 def test_check_config_raises_on_errors(write_config: WriteConfig) -> None:
     """check_config raises the same ConfigError as load_settings."""
     with pytest.raises(ConfigError, match=r"approvals\.timeout"):
         check_config(write_config('[approvals]\ntimeout = "soon"\n'))
+
+
+# ------------------------------------------------------------------ people
+
+
+PEOPLE = """
+[[people]]
+name = "alice"
+accounts = ["slack:U1", "telegram:42", "web:alice", "email:alice@example.com"]
+
+[[people]]
+name = "bob"
+accounts = ["web:bob", "slack:U1"]
+"""
+
+
+def test_an_account_under_two_people_names_both(write_config: WriteConfig) -> None:
+    """One account listed under two people is refused, naming the account and both."""
+    message = config_error(write_config(PEOPLE))
+    assert message == ("config.toml: people[1].accounts[1]: account 'slack:U1' is listed "
+                       "under both 'alice' and 'bob'")
+
+
+def test_people_link_accounts_to_one_name(write_config: WriteConfig) -> None:
+    """Each listed account is its person; an unlisted actor is nobody else."""
+    people = load_settings(write_config(PEOPLE.replace(', "slack:U1"]', "]"))).who_is_who
+    assert people.same("slack:U1", "web:alice") and people.name("telegram:42") == "alice"
+    assert not people.same("web:alice", "web:bob") and people.name("web:eve") == "web:eve"
+
+
+def test_a_malformed_account_is_named(write_config: WriteConfig) -> None:
+    """An account that is no actor key is refused with the forms expected."""
+    message = config_error(write_config('[[people]]\nname = "a"\naccounts = ["alice"]\n'))
+    assert message.startswith("config.toml: people[0].accounts[0]: invalid account 'alice'")
+    assert "'web:<API key name>'" in message

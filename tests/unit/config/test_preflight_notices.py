@@ -69,3 +69,14 @@ def test_config_check_prints_the_warning_and_accepts_the_file(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     assert f"warning: {path}: policy.quorum.fs.delet: no tool here" in result.stderr
     assert "warning" not in result.stdout
+
+
+def test_two_accounts_of_one_person_count_as_one_decider(tmp_path: Path) -> None:
+    """Alice's Slack and Telegram accounts are one person: with the admin key that is two
+    people, so a quorum of 3 can only expire."""
+    text = ('[api]\nkey = "k-123456789"\n[approvals]\n'
+            'approvers = ["slack:U0ALICE", "telegram:42"]\n'
+            '[[people]]\nname = "alice"\naccounts = ["slack:U0ALICE", "telegram:42"]\n'
+            '[policy.quorum]\nDESTRUCTIVE = 3\n')
+    [found] = notices(tmp_path, text)
+    assert "needs 3 distinct approvers, but only 2" in found

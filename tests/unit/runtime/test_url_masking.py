@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import sys
+import time
+import unicodedata
+from collections.abc import Callable
+
 import pytest
 
-from signoff.runtime.text import MASK, mask, mask_url, mask_urls
+from signoff.runtime.text import MASK, mask, mask_url, mask_urls, shown, visible
 
 
 @pytest.mark.parametrize(("url", "shown"), [
@@ -42,3 +48,110 @@ def test_mask_walks_json_without_changing_the_original() -> None:
     assert shown == {"url": f"https://h/?t={MASK}", "list": [f"https://{MASK}@h/", 3, None],
                      "nested": {"pair": ("x", f"https://h/?q={MASK}")}}
     assert data["url"] == "https://h/?t=1"
+
+
+def _best_times(*runs: Callable[[], object], repeat: int = 11) -> list[float]:
+    """The fastest of ``repeat`` runs of each; the runs take turns, so a machine busy
+    with something else slows each alike."""
+    times: list[list[float]] = [[] for _ in runs]
+    # As timeit does: a garbage collection walks every object of this test session, a
+    # cost of the session's size rather than of the masking measured.
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            for run, spent in zip(runs, times, strict=True):
+                start = time.perf_counter()
+                run()
+                spent.append(time.perf_counter() - start)
+    finally:
+        gc.enable()
+    return [min(spent) for spent in times]
+
+
+def _hostile(n: int) -> str:
+    # A scheme candidate at every "a" and a "://" only at the end (the input that took
+    # ~10 s per render), then URLs that do need masking and a long non-ASCII host (whose
+    # punycode would take time quadratic in its length), all growing with n.
+    return ("a." * n + "://" + " see https://u:p@h/p?t=1" * (n // 10)
+            + " https://" + "一" * (n // 10) + ".example/")
+
+
+def test_masking_a_hostile_text_takes_time_linear_in_its_length() -> None:
+    """Twice as long a hostile text takes about twice as long to mask, not four times:
+    an agent cannot stall every page, click and the worker with one payload."""
+    small, large = _hostile(4_000), _hostile(8_000)
+    mask_urls(small)  # warm up
+    ratios = []
+    for _ in range(3):  # a machine busy elsewhere can spoil one measurement, not three
+        small_time, large_time = _best_times(lambda: mask_urls(small),
+                                             lambda: mask_urls(large))
+        ratios.append(large_time / small_time)
+        if ratios[-1] <= 3.0:
+            break
+    assert min(ratios) <= 3.0, f"2x the input took {min(ratios):.1f}x the time"
+    assert f"https://{MASK}@h/p?t={MASK} https://\\u4e00\\u4e00" in mask_urls(small)
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    # a scheme longer than looked for: the part after "://" is masked all the same
+    ("a" * 40 + "://h/?t=1", "a" * 40 + f"://h/?t={MASK}"),
+    ("x_https://h/?t=1", f"x_https://h/?t={MASK}"),
+    ("no scheme ://h/?t=1", "no scheme ://h/?t=1"),
+    ("https://h/docs#usage?x", "https://h/docs#usage?x"),
+    ("https://h/?a=1&b&c=2", f"https://h/?a={MASK}&{MASK}&c={MASK}"),
+])
+def test_urls_are_found_by_their_scheme_however_the_text_around_looks(text: str,
+                                                                     shown: str) -> None:
+    """A URL is masked wherever its "://" has a scheme before it."""
+    assert mask_urls(text) == shown
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("https://bücher.example/p", "https://xn--bcher-kva.example/p"),
+    ("https://u:p@пример.рф:8443/?t=1", f"https://{MASK}@xn--e1afmkfd.xn--p1ai:8443/?t={MASK}"),
+    ("https://аррӏе.com/", "https://xn--80ak6aa92e.com/"),
+    # no DNS name has a 64-character label: no punycode, each character escaped
+    ("https://" + "é" * 64 + ".com/", "https://" + "\\xe9" * 64 + ".com/"),
+])
+def test_internationalized_hosts_are_shown_as_punycode(url: str, shown: str) -> None:
+    """A look-alike host (Cyrillic "аррӏе.com") shows as the punycode it really is."""
+    assert mask_url(url) == shown
+
+
+def test_invisible_and_control_characters_are_shown_as_escapes() -> None:
+    """A right-to-left override, a zero-width space, ESC or CR become visible escapes;
+    tabs, newlines and ordinary non-ASCII text stay."""
+    assert visible("report\u202efdp.exe") == "report[U+202E]fdp.exe"
+    assert visible("a\u200bb\x1b[31mc\rd") == "a[U+200B]b[U+001B][31mc[U+000D]d"
+    assert visible("line 1\n\tline 2 — café ✓") == "line 1\n\tline 2 — café ✓"
+    assert shown({"k\u202e": ["https://h/?t=1\u2066 x"]}) == {
+        "k[U+202E]": [f"https://h/?t={MASK} x"]}
+
+
+def test_a_text_full_of_long_idn_hosts_is_masked_without_punycode_costs() -> None:
+    """Punycode takes ~1 ms a label: past a small budget per text, hosts show as
+    ``\\uXXXX`` escapes, so a thousand 80-character IDN hosts cost about what as many
+    ASCII hosts do (and the first host still reads as punycode)."""
+    label = "".join(chr(0x4E00 + 7 * i) for i in range(20))
+    idn = ("https://" + ".".join([label] * 4) + ".example/?t=1 ") * 1000
+    plain = ("https://" + ".".join(["a" * 20] * 4) + ".example/?t=1 ") * 1000
+    masked = mask_urls(idn)
+    assert masked.startswith("https://xn--") and "\\u4e00" in masked
+    ratios = []
+    for _ in range(3):  # a machine busy elsewhere can spoil one measurement, not three
+        plain_time, idn_time = _best_times(lambda: mask_urls(plain), lambda: mask_urls(idn),
+                                           repeat=5)
+        ratios.append(idn_time / plain_time)
+        if ratios[-1] <= 5.0:
+            break
+    assert min(ratios) <= 5.0, f"IDN hosts took {min(ratios):.1f}x as long as ASCII ones"
+
+
+def test_every_control_format_and_separator_character_is_escaped() -> None:
+    """The escaped set is Unicode's Cc, Cf, Zl and Zp (less tab and newline), checked
+    against the Unicode database of this Python."""
+    wanted = {chr(c) for c in range(sys.maxunicode + 1)
+              if unicodedata.category(chr(c)) in ("Cc", "Cf", "Zl", "Zp")} - {"\t", "\n"}
+    text = "".join(sorted(wanted))
+    assert visible(text) == "".join(f"[U+{ord(c):04X}]" for c in sorted(wanted))
+    assert visible("\t\n") == "\t\n"

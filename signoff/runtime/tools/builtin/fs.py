@@ -3,7 +3,10 @@
 Confinement lives in one function, :func:`confine`, so every tool (run_command's cwd
 included) refuses the same paths the same way: a ``..`` that climbs out, an absolute path
 elsewhere, or a symlink whose real target is elsewhere. It decides before anything is
-opened or created, so a refused action leaves the disk as it was.
+opened or created, so a refused action leaves the disk as it was. :func:`reach` adds the
+daemon's own files (`signoff.runtime.state.ProtectedFiles`): every tool asks it, so the
+database, its siblings and the state dir are refused by identity wherever they are, and
+a write or delete through a hard link or a symlink is refused.
 
 Fingerprints use the *lexically normalized* path relative to the work dir: "a/../b.txt",
 "./b.txt" and "b.txt" all become "b.txt". A grant is meant for a target, not for one
@@ -100,6 +103,26 @@ def confine(work_dir: Path, path: str | os.PathLike[str]) -> Path:
     return real
 
 
+def reach(ctx: ToolContext, raw: str, *, write: bool = False) -> Path:
+    """:func:`confine` plus the daemon's own files: the real path a tool may use for
+    ``raw``, or PathEscape. ``write`` (write_file, delete_file) also refuses a file with
+    other hard links, and a path whose last part is a symlink."""
+    real = confine(ctx.work_dir, raw)
+    if real != _real_root(ctx.work_dir):  # the work dir itself may lie in the state dir
+        ctx.protected.refuse(raw, real, write=write)
+    # One lstat of the path as written (its parents were resolved by confine).
+    if write and os.path.islink(_real_root(ctx.work_dir) / normalize_path(ctx.work_dir, raw)):
+        raise PathEscape(f"path {raw!r} is a symlink; the tools write and delete only the "
+                         f"file itself, not through a link to it")
+    return real
+
+
+def _entry(work_dir: Path, raw: str) -> Path:
+    """The path as written, inside its (confined) parent: the link itself, not its target."""
+    rel = normalize_path(work_dir, raw)
+    return confine(work_dir, posixpath.dirname(rel) or ".") / posixpath.basename(rel)
+
+
 def _rel(work_dir: Path, real: Path) -> str:
     return real.relative_to(_real_root(work_dir)).as_posix() or "."
 
@@ -123,6 +146,7 @@ class _PathTool:
     risk: RiskClass
     verb: str  # how a card says it: "Read", "Write file", "Delete file"
     content: tuple[str, ...] = ()
+    writes = False  # writes or deletes: hard links and symlinks are refused too
 
     def __init__(self, *, work_dir: Path | None = None) -> None:
         # Only used to spell absolute paths relative to the work dir in fingerprints.
@@ -144,7 +168,7 @@ class _PathTool:
         """Refuse a path outside the work dir before anyone is asked. On the event loop:
         resolving one path is a few lstat calls on the local work dir, cheaper than a
         thread hop (the tool's run confines the path again, when it acts)."""
-        confine(ctx.work_dir, args["path"])
+        reach(ctx, args["path"], write=self.writes)
 
 
 _PATH = Param("path", str, description="Path relative to the work dir.")
@@ -166,7 +190,7 @@ class ReadFileTool(_PathTool):
         return await asyncio.to_thread(self._read, args["path"], ctx)
 
     def _read(self, raw: str, ctx: ToolContext) -> dict[str, Any]:
-        real = confine(ctx.work_dir, raw)
+        real = reach(ctx, raw)
         if real.is_dir():
             raise ToolError(f"read_file: {raw!r} is a directory (use list_dir)")
         if real.exists() and not real.is_file():
@@ -202,7 +226,7 @@ class ListDirTool(_PathTool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         raw = args["path"]
-        real = confine(ctx.work_dir, raw)  # once: the listing below uses its result
+        real = reach(ctx, raw)  # once: the listing below uses its result
         if _small_dir(real):
             return self._list(raw, real, ctx)
         return await asyncio.to_thread(self._list, raw, real, ctx)
@@ -257,6 +281,7 @@ class WriteFileTool(_PathTool):
         Param("content", str, description="The full new text of the file."),
     )
     risk = RiskClass.DRAFT
+    writes = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         if len(args["content"]) * 4 <= INLINE_BYTES:  # at most 4 bytes a character
@@ -266,10 +291,10 @@ class WriteFileTool(_PathTool):
     def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview | None:
         """A unified diff of the file as it is now against the new content ("new file"
         when there is none), bounded for a card."""
-        return write_preview(ctx.work_dir, args["path"], args["content"])
+        return write_preview(ctx, args["path"], args["content"])
 
     def _write(self, raw: str, content: str, ctx: ToolContext) -> dict[str, Any]:
-        real = confine(ctx.work_dir, raw)
+        real = reach(ctx, raw, write=True)
         if real.is_dir():
             raise ToolError(f"write_file: {raw!r} is a directory")
         data = content.encode("utf-8")
@@ -277,10 +302,29 @@ class WriteFileTool(_PathTool):
         try:
             # confine() resolved the parents inside the work dir, so creating them is safe.
             real.parent.mkdir(parents=True, exist_ok=True)
-            real.write_bytes(data)
+            _write_new_content(raw, real, data, ctx)
         except OSError as exc:
             raise _os_error(self.name, raw, exc) from exc
         return {"path": _rel(ctx.work_dir, real), "bytes": len(data), "created": not existed}
+
+
+def _write_new_content(raw: str, real: Path, data: bytes, ctx: ToolContext) -> None:
+    """Open without following a symlink and without truncating, look at what was opened
+    (a hard link swapped in after the check is refused untouched), then replace it."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(real, flags, 0o666)
+    except OSError as exc:
+        if os.path.islink(real):  # O_NOFOLLOW's ELOOP: a symlink appeared since the check
+            raise PathEscape(f"path {raw!r} is a symlink; the tools write only the file "
+                             f"itself") from exc
+        raise
+    with os.fdopen(fd, "wb") as fh:
+        reason = ctx.protected.opened(os.fstat(fd))
+        if reason:
+            raise PathEscape(f"path {raw!r} {reason}; the tools may not touch it")
+        fh.truncate(0)
+        fh.write(data)
 
 
 class DeleteFileTool(_PathTool):
@@ -292,17 +336,26 @@ class DeleteFileTool(_PathTool):
     description = "Delete a file inside the work dir (directories are refused)."
     params: tuple[Param, ...] = (_PATH,)
     risk = RiskClass.DESTRUCTIVE
+    writes = True
+
+    async def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
+        """As every file tool, but a symlink is deleted itself (like `rm`)."""
+        self._victim(args["path"], ctx)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return self._delete(args["path"], ctx)  # one unlink: on the loop
 
-    def _delete(self, raw: str, ctx: ToolContext) -> dict[str, Any]:
+    def _victim(self, raw: str, ctx: ToolContext) -> Path:
+        """What the unlink removes: a symlink itself (its target confined and unprotected
+        all the same), else the file, which may not be protected or hard-linked."""
+        entry = _entry(ctx.work_dir, raw)
         real = confine(ctx.work_dir, raw)
-        # Deleting a symlink removes the link, not what it points to (like `rm`): look at
-        # the entry itself inside its (confined) parent directory.
+        ctx.protected.refuse(raw, real, write=True)
+        return entry if entry.is_symlink() else real
+
+    def _delete(self, raw: str, ctx: ToolContext) -> dict[str, Any]:
+        victim = self._victim(raw, ctx)
         rel = normalize_path(ctx.work_dir, raw)
-        entry = confine(ctx.work_dir, posixpath.dirname(rel) or ".") / posixpath.basename(rel)
-        victim = entry if entry.is_symlink() else real
         if victim.is_dir():
             raise ToolError(f"delete_file: {raw!r} is a directory; only files are deleted")
         try:
@@ -312,15 +365,15 @@ class DeleteFileTool(_PathTool):
         return {"path": rel, "deleted": True}
 
 
-def write_preview(work_dir: Path, raw: str, content: str) -> Preview | None:
+def write_preview(ctx: ToolContext, raw: str, content: str) -> Preview | None:
     """What writing ``content`` to ``raw`` changes, as a unified diff (difflib) of the file
     as it is at this moment; None for a path that cannot be written (the check refuses it).
     """
     try:
-        real = confine(work_dir, raw)
+        real = reach(ctx, raw, write=True)
     except ToolError:
         return None
-    rel = normalize_path(work_dir, raw)
+    rel = normalize_path(ctx.work_dir, raw)
     if real.is_dir():
         return None
     if not real.exists():

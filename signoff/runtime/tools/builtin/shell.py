@@ -7,6 +7,10 @@ be satisfied by a different command that happens to share a prefix.
 
 A command is DESTRUCTIVE unless its exact string is listed in
 ``policy.read_only_commands``; then it is READ and may run unattended.
+
+The child gets only the variables of the daemon's environment named in
+``tools.run_command.env`` (`ToolContext.command_env`): the daemon's own secrets (API keys,
+tokens, database passwords passed as variables) never reach a command.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from signoff.runtime.tools.base import (
     decode_prefix,
     tail,
 )
-from signoff.runtime.tools.builtin.fs import confine, normalize_path
+from signoff.runtime.tools.builtin.fs import normalize_path, reach
 
 CHUNK = 65_536
 
@@ -65,6 +69,11 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
     """Kill the command and anything it started (it leads its own process group)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def command_env(names: tuple[str, ...]) -> dict[str, str]:
+    """The child's environment: only ``names``, from the daemon's, where set."""
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 class RunCommandTool:
@@ -120,17 +129,18 @@ class RunCommandTool:
     async def check(self, args: dict[str, Any], ctx: ToolContext) -> None:
         """Refuse an unparsable command or a cwd outside the work dir before anyone is asked."""
         split_command(args["command"])
-        await asyncio.to_thread(confine, ctx.work_dir, args.get("cwd") or ".")
+        await asyncio.to_thread(reach, ctx, args.get("cwd") or ".")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         argv = split_command(args["command"])
-        cwd = await asyncio.to_thread(confine, ctx.work_dir, args.get("cwd") or ".")
+        cwd = await asyncio.to_thread(reach, ctx, args.get("cwd") or ".")
         if not cwd.is_dir():
             raise ToolError(f"run_command: cwd {args.get('cwd')!r} is not a directory")
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=cwd,
+                env=command_env(ctx.command_env),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,

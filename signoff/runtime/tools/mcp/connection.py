@@ -38,6 +38,7 @@ from mcp.shared.message import SessionMessage
 from signoff import __version__
 from signoff.errors import ToolError, ToolUnavailable, UnknownTool
 from signoff.runtime.bounds import TOO_DEEP, too_deep_at
+from signoff.runtime.state import PRIVATE_DIR, PRIVATE_FILE
 from signoff.runtime.tools.mcp.procs import child_pid, is_alive, release, running
 from signoff.runtime.tools.mcp.spec import McpServerSpec
 from signoff.runtime.tools.mcp.tool import ListedTool, McpTool
@@ -220,11 +221,12 @@ class McpConnection:
 
     @contextlib.contextmanager
     def _open_log(self) -> Any:
-        """The server's stderr: its log file in the work dir (else nowhere)."""
+        """The server's stderr: its log file in the state dir, 0600 (else nowhere): a
+        server may log what it was sent."""
         path = self.log_path
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path or os.devnull, "a", encoding="utf-8") as fh:
+            path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        with open(path or os.devnull, "a", encoding="utf-8", opener=_private) as fh:
             self._log_start = fh.tell()
             yield fh
 
@@ -265,6 +267,10 @@ class McpConnection:
             lines = [ln.strip() for ln in fh.read()[-2000:].decode(errors="replace").splitlines()]
         last = next((ln for ln in reversed(lines) if ln), "")
         return f"{reason}: {last[-300:]}" if last else reason
+
+
+def _private(path: str, flags: int) -> int:
+    return os.open(path, flags, PRIVATE_FILE)
 
 
 async def _first(*events: asyncio.Event) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
+import hmac
 import json
 import re
 from collections.abc import AsyncIterator
@@ -22,8 +24,9 @@ from signoff.bot.outbox import FOREVER
 from signoff.bot.ports import SurfaceDeps
 from signoff.config.settings import Settings, summary
 from signoff.runtime.clock import Clock, FakeClock, SystemClock
+from signoff.runtime.state import server_secret
 from signoff.runtime.store.factory import make_store
-from signoff.wiring import PendingCards, build_surfaces
+from signoff.wiring import PendingCards, build_surfaces, prepare_state
 from tests.api.helpers import Running, eventually, make_settings, running_node
 from tests.fakes.smtp import FakeSmtpServer, ReceivedMessage
 
@@ -109,7 +112,8 @@ async def mailed(tmp_path: Path, *, approvers: tuple[str, ...] = (f"email:{ALICE
         chosen = clock or SystemClock()
         cards = PendingCards()
         surfaces = build_surfaces(settings, deps=SurfaceDeps(
-            clock=chosen, pending=cards, lookup=cards.lookup, public_url=PUBLIC))
+            clock=chosen, pending=cards, lookup=cards.lookup, public_url=PUBLIC,
+            secret=server_secret(prepare_state(settings))))
         email = {"email": surfaces["email"]}
         store = make_store(store_url) if store_url else None
         async with running_node(tmp_path, settings=settings, clock=chosen, store=store,
@@ -281,6 +285,34 @@ async def test_tampered_cut_or_foreign_tokens_are_refused(tmp_path: Path) -> Non
         as_json = await m.anonymous.post("/email/confirm", json={"token": token})
         assert as_json.status_code == 400, "only the page's urlencoded form is read"
         assert {(await m.status(i))["status"] for i in (first, second)} == {"pending"}
+
+
+def _signed_with(claim: dict[str, Any], key: bytes) -> str:
+    """A link token for ``claim`` signed with ``key`` the way every version signs links."""
+    payload = base64.urlsafe_b64encode(json.dumps(claim, separators=(",", ":"),
+                                                  sort_keys=True).encode()).rstrip(b"=")
+    mac = hmac.new(key, b"signoff-email-link-v1:" + payload, hashlib.sha256).digest()
+    return f"{payload.decode()}.{base64.urlsafe_b64encode(mac).rstrip(b'=').decode()}"
+
+
+async def test_what_the_database_stores_forges_no_link(tmp_path: Path) -> None:
+    """Someone who can read the database (the card's stored id) cannot sign an approving
+    link with it: 400, nothing decided; the database holds nothing of the server secret."""
+    async with mailed(tmp_path) as m:
+        approval_id = await m.ask()
+        token = token_of(links(await m.mail_for(approval_id))["Approve once"])
+        claim = json.loads(base64.urlsafe_b64decode(
+            token.partition(".")[0] + "=" * (-len(token.partition(".")[0]) % 4)))
+        [card] = [c for c in await m.running.node.store.cards(approval_id)
+                  if c.surface == "email"]
+        forged = _signed_with({**claim, "d": "always"}, card.message_id.encode("ascii"))
+        answer = await m.anonymous.post("/email/confirm", data={"token": forged})
+        assert answer.status_code == 400 and "not a valid approval link" in answer.text
+        assert (await m.status(approval_id))["status"] == "pending"
+        secret = server_secret(prepare_state(m.running.node.settings))
+        state = tmp_path.with_name(f"{tmp_path.name}-state")
+        stored = b"".join(p.read_bytes() for p in state.glob("signoff.db*"))
+        assert secret not in stored and base64.urlsafe_b64encode(secret)[:20] not in stored
 
 
 async def test_an_address_that_is_not_an_approver_is_refused(tmp_path: Path) -> None:

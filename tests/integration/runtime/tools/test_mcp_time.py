@@ -70,3 +70,11 @@ async def test_the_model_sees_double_underscore_names_that_resolve_back(node_fac
     assert node.registry.prepare(from_model).tool == "time.get_current_time"
     assert node.registry.source_of("time.get_current_time") == "mcp:time"
     assert node.registry.source_of("read_file") == "builtin"
+
+
+async def test_a_servers_log_is_kept_private_in_the_state_dir(node_factory, tmp_path) -> None:
+    """The server's stderr log is written 0600 into the state dir, not the tools' work dir."""
+    node = await time_node(node_factory)
+    log = tmp_path / "signoff-state" / "mcp-time.log"
+    assert log.exists() and not list(node.work_dir.glob("mcp-*.log"))
+    assert log.stat().st_mode & 0o777 == 0o600

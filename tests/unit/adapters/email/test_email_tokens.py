@@ -11,22 +11,30 @@ from signoff.adapters.email.messages import card_message, decided_message
 from signoff.runtime.models import Scope
 from signoff.testing import sample_card
 
+SECRET = b"s" * 32
+
+
+def new_key() -> bytes:
+    """A fresh card's key, derived as the surface derives it."""
+    return tokens.card_key(SECRET, "a-1", tokens.new_card_id())
+
+
 CLAIM = tokens.LinkClaim(approval_id="a-1", scope=Scope.ONCE, address="alice@example.com",
                          expires_at=datetime(2026, 11, 30, 12, 30, tzinfo=UTC))
 
 
 def test_a_signed_claim_verifies_to_itself() -> None:
     """sign then verify with the same key gives the claim back."""
-    key = tokens.new_key()
+    key = new_key()
     assert tokens.verify(tokens.sign(CLAIM, key), key) == CLAIM
 
 
 def test_another_key_or_any_changed_part_fails() -> None:
     """Another card's key, or a token whose payload was re-signed for more, is refused."""
-    key = tokens.new_key()
+    key = new_key()
     token = tokens.sign(CLAIM, key)
     with pytest.raises(tokens.BadToken):
-        tokens.verify(token, tokens.new_key())
+        tokens.verify(token, new_key())
     for changed in (
         tokens.LinkClaim("a-2", CLAIM.scope, CLAIM.address, CLAIM.expires_at),
         tokens.LinkClaim(CLAIM.approval_id, Scope.ALWAYS, CLAIM.address, CLAIM.expires_at),
@@ -35,7 +43,7 @@ def test_another_key_or_any_changed_part_fails() -> None:
         tokens.LinkClaim(CLAIM.approval_id, CLAIM.scope, CLAIM.address,
                          datetime(2027, 1, 1, tzinfo=UTC)),
     ):
-        forged = f"{tokens.sign(changed, 'x').partition('.')[0]}.{token.partition('.')[2]}"
+        forged = f"{tokens.sign(changed, b'x').partition('.')[0]}.{token.partition('.')[2]}"
         with pytest.raises(tokens.BadToken):
             tokens.verify(forged, key)
 
@@ -44,12 +52,23 @@ def test_another_key_or_any_changed_part_fails() -> None:
 def test_garbage_is_a_bad_token(garbage: str) -> None:
     """Anything that is not one of our tokens raises BadToken, never another error."""
     with pytest.raises(tokens.BadToken):
-        tokens.verify(garbage, tokens.new_key())
+        tokens.verify(garbage, new_key())
 
 
 def test_every_card_gets_its_own_key() -> None:
-    """Keys are drawn fresh (a link of one request proves nothing about another)."""
-    assert len({tokens.new_key() for _ in range(50)}) == 50
+    """Card ids are drawn fresh and keys derived per card (a link of one request proves
+    nothing about another); the same card gives the same key on every node."""
+    assert len({new_key() for _ in range(50)}) == 50
+    card = tokens.new_card_id()
+    assert tokens.card_key(SECRET, "a-1", card) == tokens.card_key(SECRET, "a-1", card)
+    assert tokens.card_key(SECRET, "a-1", card) != tokens.card_key(SECRET, "a-2", card)
+    assert tokens.card_key(SECRET, "a-1", card) != tokens.card_key(b"t" * 32, "a-1", card)
+
+
+def test_a_card_id_of_0_2_checks_no_link() -> None:
+    """A card mailed by 0.2 stored its key as the card id: that id checks no link now."""
+    with pytest.raises(tokens.BadToken, match="expired"):
+        tokens.card_key(SECRET, "a-1", "x" * 43)
 
 
 def test_the_mail_escapes_card_text_in_html() -> None:

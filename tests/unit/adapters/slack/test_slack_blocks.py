@@ -14,6 +14,7 @@ from signoff.adapters.slack.blocks import (
     card_text,
     scope_of_action,
 )
+from signoff.bot.cards import CUT_TEXT
 from signoff.runtime.models import ALL_SCOPES, Scope
 from signoff.testing import BUTTON_LABELS, sample_card
 from tests.fakes.slack_api import message_text
@@ -120,7 +121,8 @@ def test_user_text_is_escaped() -> None:
 
 
 def test_huge_card_stays_within_slack_limits() -> None:
-    """Long goals, details and many targets are clipped to Slack's per-field limits."""
+    """Long goals, details and many targets are clipped to Slack's per-field limits; a
+    card that cannot show what it approves whole offers no decision there."""
     card = sample_card(goal="g" * 10_000, title="t" * 5_000,
                        targets=tuple(f"user{i}@example.com" for i in range(500)),
                        details=tuple((f"k{i}", "v" * 500) for i in range(50)),
@@ -130,7 +132,8 @@ def test_huge_card_stays_within_slack_limits() -> None:
     assert len(blocks[0]["text"]["text"]) <= MAX_HEADER
     assert all(len(t) <= MAX_TEXT for t in all_texts(blocks))
     assert len(card_text(card)) <= MAX_TEXT
-    assert len(buttons(blocks)) == 4
+    assert buttons(blocks) == []
+    assert CUT_TEXT in all_texts(blocks)
 
 
 def test_only_well_formed_slack_ids_become_mentions() -> None:
