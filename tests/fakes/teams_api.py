@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -47,6 +48,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 CARD_TYPE = "application/vnd.microsoft.card.adaptive"
 ISSUER = "https://api.botframework.com"
+MAX_MESSAGE_BYTES = 28_000  # about what Teams accepts for one message, cards included
 
 
 @dataclass
@@ -69,13 +71,14 @@ class FakeActivity:
 
     @property
     def text(self) -> str:
-        """What a person reads: the text, or every TextBlock and fact of the card."""
+        """What a person reads: the text, or every TextBlock and TextRun of the card."""
         parts = [str(self.body.get("text") or "")]
         for item in self.card.get("body", []):
             if item.get("type") == "TextBlock":
                 parts.append(str(item.get("text", "")))
-            parts.extend(f"{f.get('title')} {f.get('value')}" for f in item.get("facts", []))
-        return "\n".join(p for p in parts if p).replace("\\", "")
+            elif item.get("type") == "RichTextBlock":
+                parts.append("".join(str(r.get("text", "")) for r in item.get("inlines", [])))
+        return "\n".join(p for p in parts if p)
 
     @property
     def executes(self) -> list[dict[str, Any]]:
@@ -180,10 +183,14 @@ class FakeTeams:
                 if conversation is None or a.conversation == conversation]
 
     def click(self, activity_id: str, label: str, *, aad: str | None, name: str = "Alice",
-              mri: str = "29:1alice", verb: str | None = None) -> dict[str, Any]:
-        """The ``adaptiveCard/action`` invoke Teams sends when ``label`` is pressed."""
+              mri: str = "29:1alice", verb: str | None = None,
+              forged: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The ``adaptiveCard/action`` invoke Teams sends when ``label`` is pressed (with
+        ``forged``: a button of that data the card does not have)."""
         message = self.activities[activity_id]
         button = next((a for a in message.executes if a.get("title") == label), None)
+        if forged is not None:
+            button = {"verb": "signoff.decide", "data": forged}
         if button is None:
             raise AssertionError(f"no button {label!r} on {activity_id}: {message.labels}")
         sender: dict[str, Any] = {"id": mri, "name": name}
@@ -306,6 +313,9 @@ class FakeTeams:
 
     def _check(self, body: dict[str, Any]) -> None:
         """Record what Teams would refuse or render badly."""
+        size = len(json.dumps(body).encode())  # as the connector measures it, \u-escaped
+        if size > MAX_MESSAGE_BYTES:
+            self.violations.append(f"message of {size} bytes (Teams takes {MAX_MESSAGE_BYTES})")
         if body.get("type") != "message":
             self.violations.append(f"activity type {body.get('type')!r}")
         for item in body.get("attachments") or []:

@@ -7,17 +7,25 @@ in the button. ``refresh`` (an ``Action.Execute`` with verb ``signoff.refresh``)
 fetch the card as it is now for the listed people (their MRIs, ``29:…``, at most 60) when
 they look at it. Teams needs card version 1.5 for these actions.
 
-Text from a task (goal, targets, content) is put in TextBlocks, which Teams renders as a
-small subset of Markdown; `plain` escapes what would change how it reads.
+What a decision approves (targets, content, the preview) is shown whole or not decided
+here (`bot.cards.decides_here` within `CARD_LIMIT`): a card too long for that shows it cut,
+without decision buttons, with a link to the console. Text from a task is put in
+``TextRun``s, which Teams shows as written (a ``TextBlock`` would read it as Markdown).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-from signoff.bot.cards import BUTTON_LABELS, UNDO_LABEL, identical_words, why_line
+from signoff.bot.cards import (
+    BUTTON_LABELS,
+    UNDO_LABEL,
+    console_only_text,
+    decides_here,
+    identical_words,
+    why_line,
+)
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import JsonDict, Scope
 
@@ -28,18 +36,19 @@ REFRESH_VERB = "signoff.refresh"
 UNDO = "undo"
 _DECISIONS = {scope.value: scope for scope in BUTTON_LABELS}
 MAX_REFRESH_USERS = 60  # Teams refreshes automatically for at most 60 listed users
-_FIELD = 400  # characters of one field on the card
-_PREVIEW = 2400  # characters of a preview (Teams caps a message near 28 KB)
-_MARKDOWN = re.compile(r"([\\`*_\[\]()#>~|-])")
+# Characters of what a decision approves that a card shows whole. A Teams message holds
+# about 28 KB and the connector's JSON may write a character as \uXXXX (6 bytes).
+CARD_LIMIT = 3000
+_FIELD = 400  # characters of one other field (or of an approvable one on a cut card)
+_ITEMS = 20  # targets and content lines shown on a cut card
+_PREVIEW = 1200  # characters of a preview on a cut card
 _RISK_COLOR = {"READ": "Good", "DRAFT": "Accent", "SEND": "Warning", "DESTRUCTIVE": "Attention"}
 
 
-def plain(value: str, limit: int = _FIELD) -> str:
-    """``value`` shortened to ``limit`` and with Markdown characters escaped."""
-    value = " ".join(value.split())
-    if len(value) > limit:
-        value = value[: limit - 1] + "…"
-    return _MARKDOWN.sub(r"\\\1", value)
+def decides(card: ApprovalCard) -> bool:
+    """True when the Teams card offers decisions: not under step-up, and what the
+    decision approves fits whole (`cards.decides_here` within CARD_LIMIT)."""
+    return decides_here(card, CARD_LIMIT)
 
 
 def decision_of(data: object) -> tuple[str, Scope, bool] | None:
@@ -58,26 +67,22 @@ def decision_of(data: object) -> tuple[str, Scope, bool] | None:
 def adaptive_card(card: ApprovalCard, *, refresh_users: Sequence[str] = (),
                   feedback: str | None = None) -> JsonDict:
     """The Adaptive Card of ``card``; ``feedback`` is a line for whoever just clicked."""
-    body: list[JsonDict] = [_text(f"{'Approval needed' if card.open else 'Decided'} · "
-                                  f"{card.risk.upper()} · {plain(card.tool, 60)}",
-                                  color=_RISK_COLOR.get(card.risk.upper(), "Default"),
-                                  size="Small"),
-                            _text(plain(card.title), weight="Bolder", size="Medium")]
-    body.extend(_facts(card))
-    if card.preview is not None and card.open:
-        text = card.preview.text[:_PREVIEW]
-        body.append(_text(plain(card.preview.label, 200), weight="Bolder"))
-        body.append(_text(text, fontType="Monospace", isSubtle=False))
-    body.extend(_text(line) for line in _status_lines(card))
+    whole = card.open and decides(card)
+    body: list[JsonDict] = [
+        _line(f"{'Approval needed' if card.open else 'Decided'} · {card.risk.upper()} · "
+              f"{cut(card.tool, 60)}", color=_RISK_COLOR.get(card.risk.upper(), "Default")),
+        _line(cut(card.title), weight="Bolder", size="Medium"),
+        *_approvable(card, whole=whole), *_context(card)]
+    body.extend(_line(text) for text in _status_lines(card, whole=whole))
     if card.outcome:
-        body.append(_text(plain(card.outcome), weight="Bolder",
+        body.append(_line(cut(card.outcome), weight="Bolder",
                           color="Good" if card.status == "approved" else "Attention"))
     if feedback:
-        body.append(_text(plain(feedback), color="Warning", weight="Bolder"))
+        body.append(_line(cut(feedback), weight="Bolder", color="Warning"))
     result: JsonDict = {
         "type": "AdaptiveCard", "version": VERSION,
         "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
-        "body": body, "actions": _actions(card),
+        "body": body, "actions": _actions(card, whole=whole),
     }
     if refresh_users and (card.open or card.held):
         result["refresh"] = {
@@ -88,56 +93,79 @@ def adaptive_card(card: ApprovalCard, *, refresh_users: Sequence[str] = (),
 
 
 def rendered_text(content: JsonDict) -> str:
-    """Every TextBlock's and fact's text of an Adaptive Card, in order (tests, logs)."""
-    parts: list[str] = []
+    """Every text of an Adaptive Card's body, one block a line (tests, logs)."""
+    lines = []
     for item in content.get("body", []):
         if item.get("type") == "TextBlock":
-            parts.append(str(item.get("text", "")))
-        for fact in item.get("facts", []):
-            parts.append(f"{fact.get('title')} {fact.get('value')}")
-    return "\n".join(parts).replace("\\", "")
+            lines.append(str(item.get("text", "")))
+        elif item.get("type") == "RichTextBlock":
+            lines.append("".join(str(r.get("text", "")) for r in item.get("inlines", [])))
+    return "\n".join(lines)
 
 
-def _text(text: str, **style: Any) -> JsonDict:
-    return {"type": "TextBlock", "text": text, "wrap": True, **style}
+def cut(value: str, limit: int = _FIELD) -> str:
+    """``value`` on one line, at most ``limit`` characters."""
+    value = " ".join(value.split())
+    return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
-def _facts(card: ApprovalCard) -> list[JsonDict]:
-    facts = [("Targets", ", ".join(plain(t, 200) for t in card.targets[:20]))] \
-        if card.targets else []
-    facts.extend((plain(label, 40), plain(value)) for label, value in card.details[:20])
-    if card.goal:
-        facts.append(("Goal", plain(card.goal)))
-    facts.append(("From", plain(card.origin)))
-    if card.open:
-        facts.append(("Expires", card.expires_at.strftime("%Y-%m-%d %H:%M UTC")))
-    facts.append(("Request", plain(card.approval_id, 80)))
-    blocks: list[JsonDict] = [{"type": "FactSet", "facts": [
-        {"title": title, "value": value} for title, value in facts]}]
-    why = why_line(card)
-    if why:  # whose words these are is part of the line ("Why (agent): …")
-        blocks.append(_text(plain(why), isSubtle=True))
+def _line(text: str, *, label: str | None = None, **style: Any) -> JsonDict:
+    """One block of text shown as written: an optional bold label, then the text."""
+    runs: list[JsonDict] = [{"type": "TextRun", "text": f"{label}: ", "weight": "Bolder"}] \
+        if label else []
+    runs.append({"type": "TextRun", "text": text, **style})
+    return {"type": "RichTextBlock", "inlines": runs}
+
+
+def _approvable(card: ApprovalCard, *, whole: bool) -> list[JsonDict]:
+    """Targets, content lines and the preview: whole when the card decides here."""
+    blocks: list[JsonDict] = []
+    items = None if whole else _ITEMS
+    shown = card.targets[:items]
+    if shown:
+        more = len(card.targets) - len(shown)
+        text = ", ".join(t if whole else cut(t) for t in shown)
+        blocks.append(_line(text + (f" and {more} more" if more else ""), label="Targets"))
+    for label, value in card.details[:items]:
+        blocks.append(_line(value if whole else cut(value), label=cut(label, 40)))
+    if card.preview is not None and card.open:
+        text = card.preview.text
+        if not whole and len(text) > _PREVIEW:
+            text = text[:_PREVIEW].rsplit("\n", 1)[0] + "\n… (cut to fit Teams)"
+        blocks.append(_line(cut(card.preview.label, 200), weight="Bolder"))
+        blocks.append(_line(text, fontType="Monospace"))
     return blocks
 
 
-def _status_lines(card: ApprovalCard) -> list[str]:
-    lines = [plain(f"Note: {card.note}")] if card.note else []
+def _context(card: ApprovalCard) -> list[JsonDict]:
+    blocks = [_line(cut(why), isSubtle=True) for why in [why_line(card)] if why]
+    if card.goal:
+        blocks.append(_line(cut(card.goal), label="Goal"))
+    blocks.append(_line(cut(card.origin), isSubtle=True))
+    if card.open:
+        blocks.append(_line(f"{card.expires_at.strftime('%Y-%m-%d %H:%M UTC')} · request "
+                            f"{cut(card.approval_id, 80)}", label="Expires", isSubtle=True))
+    return blocks
+
+
+def _status_lines(card: ApprovalCard, *, whole: bool) -> list[str]:
+    lines = [cut(f"Note: {card.note}")] if card.note else []
     same = identical_words(card.identical)
     if same and card.open:
-        lines.append(plain(f"Decides {same}"))
+        lines.append(f"Decides {same}")
     if card.open and card.progress:
-        lines.append(plain(card.progress))
+        lines.append(cut(card.progress))
     if card.held and card.hold_until is not None:
         lines.append(f"Runs at {card.hold_until.strftime('%H:%M UTC')} unless undone")
-    if card.open and card.step_up:
-        lines.append("Decided in the console only (step-up): open it to approve or deny.")
+    if card.open and not whole:
+        lines.append(console_only_text(card))
     return lines
 
 
-def _actions(card: ApprovalCard) -> list[JsonDict]:
+def _actions(card: ApprovalCard, *, whole: bool) -> list[JsonDict]:
     if card.held:
         return [_execute(UNDO_LABEL, card.approval_id, UNDO)]
-    if card.open and card.step_up:
+    if card.open and not whole:  # step-up, or too long to show whole: the console decides
         url = card.confirm_url or card.console_url
         return [{"type": "Action.OpenUrl", "title": "Open in console to decide",
                  "url": url}] if url else []

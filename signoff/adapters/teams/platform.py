@@ -47,7 +47,7 @@ from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.replay import ReplayLedger
 
 from .auth import ActivityVerifier, BotToken, KeysUnavailable, Unauthenticated, raise_for_status
-from .cards import CARD_TYPE, REFRESH_VERB, adaptive_card, attachment, decision_of
+from .cards import CARD_TYPE, REFRESH_VERB, adaptive_card, attachment, decides, decision_of
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,10 @@ class TeamsPlatform:
         self._people: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     # --- outbound -----------------------------------------------------------------------
+
+    def decides(self, card: ApprovalCard) -> bool:
+        """Whether this card offers decisions here (`bot.ports.ShowsCards`)."""
+        return decides(card)
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Post the card to the conversation; the activity id is its reference."""
