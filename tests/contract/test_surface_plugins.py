@@ -36,6 +36,9 @@ BUILT_IN: dict[str, dict[str, Any] | None] = {
     "email": {"to": ["alice@example.com"], "public_url": "https://signoff.example.com"},
     "discord": {"application_id": "1100000000000000999", "public_key": "ab" * 32,
                 "bot_token": "MTE.fake", "channel_id": 1100000000000000001},
+    "teams": {"app_id": "00000000-0000-0000-0000-0000000000b0", "app_password": "secret",
+              "tenant_id": "00000000-0000-0000-0000-0000000000t0",
+              "conversation_id": "19:approvals@thread.tacv2"},
 }
 
 

@@ -53,13 +53,14 @@ def test_built_in_approver_and_channel_messages_are_unchanged(write: WriteConfig
         "config.toml: approvals.approvers[0]: invalid approver 'alice' (expected "
         "'discord:<user id>' such as 'discord:80351110224678912' or "
         "'email:<address>' such as 'email:alice@example.com' or "
-        "'slack:<user id>' such as 'slack:U123' or 'telegram:<numeric user id>' such as "
+        "'slack:<user id>' such as 'slack:U123' or 'teams:<AAD object id>' such as "
+        "'teams:00000000-0000-0000-0000-0000000000a1' or 'telegram:<numeric user id>' such as "
         "'telegram:42')")
     assert error(write('[[notify]]\nchannel = "email:ops"\n')) == (
         "config.toml: notify[0].channel: invalid channel 'email:ops' (expected "
         "'discord:<channel id>' such as 'discord:1234567890123456789' or "
-        "'slack:<channel id>' such as 'slack:C123' or 'telegram:<chat id>' such as "
-        "'telegram:-100123')")
+        "'slack:<channel id>' such as 'slack:C123' or 'teams:<conversation id>' such as "
+        "'teams:19:abc@thread.tacv2' or 'telegram:<chat id>' such as 'telegram:-100123')")
 
 
 def test_a_section_of_a_surface_not_installed_is_unknown(write: WriteConfig) -> None:
