@@ -78,6 +78,10 @@ async def running_node(work_dir: Path, *, keys: bool = True, store: TaskStore | 
     routes served by the app); stop it when the block ends."""
     web = WebPlatform()
     chosen = settings or make_settings(work_dir, keys=keys)
+    # The default state dir is beside the work dir: with the work dir a test's tmp_path,
+    # every such test would share one database. Settings must name their own.
+    assert chosen.daemon.state_dir is not None or work_dir.name == "work", (
+        "give the test node its own daemon.state_dir (state_beside(work_dir))")
     others = dict(surfaces or {})
     node = build_node(chosen, work_dir=work_dir, store=store, platforms={"web": web, **others},
                       clock=clock)

@@ -13,7 +13,7 @@ import pytest
 
 from signoff.api.access import REQUESTER_ROUTES
 from signoff.config.settings import Settings
-from tests.api.helpers import KEY, Running, running_node, wait_state, webhook_steps
+from tests.api.helpers import KEY, Running, running_node, state_beside, wait_state, webhook_steps
 from tests.api.test_api_security import _flatten
 from tests.fakes.http_echo import HttpEcho
 
@@ -27,7 +27,8 @@ ASK = {"tool": "send_email", "args": {"to": "john@example.com", "subject": "hi",
 async def roles_node(tmp_path: Path) -> AsyncIterator[Running]:
     """A node with the admin key and two requester keys, ``agent`` and ``other``."""
     settings = Settings.model_validate({
-        "daemon": {"work_dir": str(tmp_path), "node_id": "test-node"},
+        "daemon": {"work_dir": str(tmp_path), "node_id": "test-node",
+                   "state_dir": str(state_beside(tmp_path))},
         "api": {"key": KEY, "keys": [
             {"name": "agent", "key": AGENT_KEY, "role": "requester"},
             {"name": "other", "key": OTHER_KEY, "role": "requester"}]}})
