@@ -22,6 +22,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.refusals import refused_actions
 from signoff.runtime.store.port import Change
 from signoff.runtime.watch import ApprovalWatch
 
@@ -113,7 +114,8 @@ class Settler:
         task.state = TaskState.FAILED
         task.pending_action = None
         task.claimed_by = task.lease_until = None
-        task.result = {"reason": reason, "step": task.step_index}
+        task.result = {"reason": reason, "step": task.step_index,
+                       "refused": refused_actions(task.actions)}
 
     async def _announce(self, task: Task | None, approval: Approval, kind: TaskEvent) -> None:
         self.watch.fire(approval.id)
