@@ -55,6 +55,7 @@ from signoff.runtime.policy.unattended import (
     Unattended,
     resolve_unattended,
 )
+from signoff.runtime.refusals import refused_actions
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 from signoff.runtime.tools.base import ToolContext
 from signoff.runtime.tools.registry import ToolRegistry
@@ -92,6 +93,8 @@ class EngineConfig:
     unattended: Unattended = field(default_factory=Unattended)
     forbid_self_approval: bool = False
     coalesce: bool = False  # identical pending requests share one card (approvals.coalesce)
+    # A denied outside request asked again unchanged within this is denied at once (0: off).
+    remember_deny: timedelta = timedelta(0)
     # How long an always grant lasts unless the answer says ("for"); None: until revoked.
     grant_ttl: timedelta | None = None
     rules: ApprovalRules = field(default_factory=ApprovalRules)  # quorum and hold
@@ -210,6 +213,20 @@ class Engine:
         except Conflict:
             log.info("task_changed_elsewhere", extra={"task_id": task.id})
             return await self.store.get_task(task.id) or task
+        except Exception as exc:  # a bug or a surprise must not crash-loop the task
+            return await self._crashed(task, exc)
+
+    async def _crashed(self, task: Task, exc: Exception) -> Task:
+        """An exception while planning or running a step: one retry, as after a crash;
+        past ``max_retries`` the task fails with the exception as its reason."""
+        reason = f"{type(exc).__name__}: {exc}"
+        log.exception("task_crashed", extra={"task_id": task.id, "reason": reason})
+        stored = await self.store.get_task(task.id)
+        if stored is None or stored.claimed_by != self.config.node_id or stored.state not in (
+                TaskState.PLANNING, TaskState.IN_PROGRESS):
+            return stored or task
+        await self._recover_one(stored, why=reason)
+        return stored
 
     async def _plan(self, task: Task) -> bool:
         try:
@@ -409,11 +426,12 @@ class Engine:
         outputs = [{"step": r.step, "tool": r.tool, "output": r.output}
                    for r in task.actions if r.outcome == "ok"]
         task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs,
-                       **_planner_of(task)}
+                       "refused": refused_actions(task.actions), **_planner_of(task)}
         if answer is not None:
             task.result["answer"] = answer
         await self._save(task)
-        log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs)})
+        log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs),
+                                          "refused": len(task.result["refused"])})
         await self.listener.task_event(TaskEvent.COMPLETED, task)
 
     async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
@@ -422,7 +440,8 @@ class Engine:
         task.state = TaskState.FAILED
         task.pending_action = task.executing = None
         task.claimed_by = task.lease_until = None
-        task.result = {"reason": reason, "step": task.step_index, **_planner_of(task)}
+        task.result = {"reason": reason, "step": task.step_index,
+                       "refused": refused_actions(task.actions), **_planner_of(task)}
         await self._save(task, audit=audit or [], approval=approval, transcript=transcript)
         log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)
@@ -456,8 +475,10 @@ class Engine:
             recovered.append(task)
         return recovered
 
-    async def _recover_one(self, task: Task) -> None:
-        if task.state is TaskState.PLANNING:
+    async def _recover_one(self, task: Task, *, why: str | None = None) -> None:
+        """Requeue ``task`` as one retry (a planning task cut short by a crash is no
+        retry: it did nothing yet); ``why``: the exception that stopped it, if known."""
+        if task.state is TaskState.PLANNING and why is None:
             task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
             await self._save(task)
             return
@@ -471,7 +492,8 @@ class Engine:
             return
         task.executing = None
         if task.retries > self.config.max_retries:
-            await self._fail(task, "max retries exceeded")
+            await self._fail(task, "max retries exceeded" if why is None else
+                             f"max retries exceeded ({task.retries - 1}); last error: {why}")
             return
         task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
         await self._save(task)
