@@ -3,6 +3,7 @@
     POST /v1/approvals                  ask about one action (Idempotency-Key honoured)
     GET  /v1/approvals/{id}?wait=30s    its status; long-polls until decided (≤ MAX_WAIT)
     POST /v1/approvals/{id}/outcome     what the caller did (once; audited as ``outcome``)
+    DELETE /v1/approvals/{id}           withdraw a pending request (its requester or admin)
     GET  /approvals?status=pending      pending requests of tasks and from outside
     POST /approvals/{id}/approve|deny   decide any request, like a click on its card
     POST /approvals/batch               once or deny for several requests, one result each
@@ -27,8 +28,9 @@ from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
 from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
+from signoff.api.auth import Identity
 from signoff.api.batch import decide_all
-from signoff.api.context import ApiContext
+from signoff.api.context import ADMIN, ApiContext
 from signoff.api.errors import ApiError, duration_field, invalid, responses
 from signoff.api.routes import identity_of
 from signoff.api.schemas import (
@@ -42,6 +44,7 @@ from signoff.api.schemas import (
     RequestPendingOut,
     RequestSettledOut,
     RequestStatusOut,
+    WithdrawnOut,
 )
 from signoff.bot.ports import Actor, DecisionEvent
 from signoff.errors import ToolError
@@ -82,9 +85,25 @@ def request_status(approval: Approval) -> JsonDict:
         "task_id": approval.task_id, "policy_id": approval.policy_id,
         "decision": approval.verdict.value if approval.verdict else None,
         "outcome": approval.outcome,
-        "approvals": len(approval.votes), "needed": approval.needed,
+        "approvals": approvals_counted(approval), "needed": approval.needed,
         "hold_until": _iso(approval.hold_until),
     }
+
+
+def approvals_counted(approval: Approval) -> int:
+    """People's approvals of a request: its quorum votes, or the one person who approved
+    it alone (an automatic approval is nobody's)."""
+    if approval.votes:
+        return len(approval.votes)
+    approved = approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.HELD)
+    by_person = bool(approval.decided_by) and not str(approval.decided_by).startswith("auto")
+    return int(approved and by_person)
+
+
+def may_withdraw(who: Identity, approval: Approval) -> bool:
+    """Who may take a request back: the key that asked it, or an admin key."""
+    return who.name == ADMIN or (approval.submitted_by is not None
+                                 and approval.submitted_by == who.actor)
 
 
 def submitted(approval: Approval, response: Response, *, replayed: bool) -> Submission:
@@ -119,7 +138,7 @@ def request_item(item: PendingRequest) -> JsonDict:
         "action": action.public(), "note": approval.note,
         "requester": approval.requester, "policy_id": approval.policy_id,
         "why": approval.why, "coalesced_into": approval.coalesced_into,
-        "approvals": len(approval.votes), "needed": approval.needed,
+        "approvals": approvals_counted(approval), "needed": approval.needed,
         "hold_until": _iso(approval.hold_until),
     }
 
@@ -247,6 +266,27 @@ def build_router(ctx: ApiContext) -> APIRouter:
             current = await ctx.store.get_approval(approval_id) or approval
             raise ApiError(409, str(exc), state=current.status.value) from exc
         return request_status(updated)
+
+    @router.delete("/v1/approvals/{approval_id}", tags=["approvals"],
+                   response_model=WithdrawnOut, responses=responses(401, 403, 404, 409, 422))
+    async def withdraw(request: Request, approval_id: ApprovalId) -> JsonDict:
+        """Withdraw a pending request (the caller stopped waiting): its cards say
+        "Withdrawn by …" and any later decision is refused (409)."""
+        who = identity_of(request)
+        approval = await approval_or_404(approval_id)
+        if not may_withdraw(who, approval):
+            raise ApiError(403, f"request {approval.id} was asked by another key; only it "
+                                "or an admin key may withdraw it")
+        if approval.task_id is not None:
+            raise ApiError(409, f"request {approval.id} belongs to task {approval.task_id}; "
+                                "deny it instead", state=approval.status.value)
+        if approval.status is ApprovalStatus.PENDING:
+            done = await ctx.decider.withdraw(approval, who.actor)
+            if done is not None:
+                return {"id": done.id, "status": done.status.value}
+        current = await ctx.store.get_approval(approval.id) or approval
+        raise ApiError(409, f"request {approval.id} is already {current.status.value}",
+                       state=current.status.value)
 
     @router.get("/approvals", tags=["decisions"],
                 response_model=ApprovalList, responses=responses(401, 422))

@@ -296,7 +296,7 @@ class RequestStatusOut(BaseModel):
     """GET /v1/approvals/{id}, and the answer of POST /approvals/{id}/approve|deny."""
 
     id: str
-    status: Literal["pending", "held", "approved", "denied", "expired"]
+    status: Literal["pending", "held", "approved", "denied", "expired", "withdrawn"]
     scope: str | None
     decided_by: str | None
     decided_at: str | None
@@ -311,6 +311,13 @@ class RequestStatusOut(BaseModel):
     approvals: int = 0
     needed: int = 1
     hold_until: str | None = None
+
+
+class WithdrawnOut(BaseModel):
+    """DELETE /v1/approvals/{id}: the request was taken back before anyone answered."""
+
+    id: str
+    status: Literal["withdrawn"]
 
 
 class ApprovalList(BaseModel):

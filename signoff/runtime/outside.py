@@ -109,6 +109,15 @@ class ForeignTool:
         raise BadArguments(f"{self.name} is run by the agent that asked, not by signoff")
 
 
+def same_action(a: Action, b: Action) -> bool:
+    """The same action as a person saw it: the same fingerprint and the same content."""
+    def content(action: Action) -> list[Any]:
+        return [action.args.get(k) for k in sorted(action.content)]
+
+    return (a.tool == b.tool and a.fingerprint == b.fingerprint
+            and sorted(a.content) == sorted(b.content) and content(a) == content(b))
+
+
 class OutsideRequests:
     """Creates outside requests and records their outcomes (decisions are the Decider's)."""
 
@@ -144,9 +153,11 @@ class OutsideRequests:
             if found is not None:
                 return found, True
         action = self.prepare(spec)
-        ev = await self.engine.policy.evaluate_request(action, self.store,
-                                                       policy_id=spec.policy_id,
-                                                       now=self.engine.clock.now())
+        ev = await self._denied_earlier(spec.policy_id, action)
+        if ev is None:
+            ev = await self.engine.policy.evaluate_request(action, self.store,
+                                                           policy_id=spec.policy_id,
+                                                           now=self.engine.clock.now())
         approval, event = self._build(spec, action, ev)
         grouped = approval.status.open and self.engine.config.coalesce
         async with (self.engine.groups.hold(approval) if grouped
@@ -172,6 +183,24 @@ class OutsideRequests:
         if approval.status.open:
             await self.engine.listener.approval_requested(None, approval)
         return approval, False
+
+    async def _denied_earlier(self, policy_id: str, action: Action) -> Evaluation | None:
+        """A BLOCK when a person denied this very action (same fingerprint and content)
+        for ``policy_id`` within ``approvals.remember_deny``: an agent retrying a refused
+        call gets the answer at once instead of a fresh card each time."""
+        window = self.engine.config.remember_deny
+        if window <= timedelta(0) or action.capability is None:
+            return None
+        since = self.engine.clock.now() - window
+        for earlier in await self.store.denied_requests(policy_id, action.capability):
+            by = earlier.decided_by or ""
+            if (by.startswith("auto:") or earlier.decided_at is None
+                    or earlier.decided_at < since or not same_action(earlier.action, action)):
+                continue
+            why = f": {earlier.reason}" if earlier.reason else ""
+            return Evaluation(Verdict.BLOCK, f"denied earlier by {by} ({earlier.id}){why}",
+                              actor="auto:remember_deny")
+        return None
 
     def _build(self, spec: RequestSpec, action: Action,
                ev: Evaluation) -> tuple[Approval, AuditEvent]:

@@ -1,0 +1,158 @@
+"""Outside requests end cleanly: withdrawn by the one that asked (its cards on Slack and
+Telegram say so, a later answer is refused), withdrawn when an SDK wait is cancelled, a
+repeated denied request answered at once, and an approval counted as one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.telegram import TelegramPlatform
+from signoff.client import Signoff
+from tests.api.helpers import (
+    BOB_KEY,
+    KEY,
+    Running,
+    eventually,
+    make_settings,
+    running_node,
+    serve,
+)
+from tests.fakes.slack_api import APPROVALS, BOT_TOKEN, SECRET, FakeSlack
+from tests.fakes.telegram_api import FakeTelegramApi
+
+CHAT = "-1001234567890"
+ASK = {"tool": "send_email", "args": {"to": "john@example.com", "subject": "hi", "body": "x"},
+       "requester": "hermes:alice@laptop", "policy_id": "s-1"}
+
+
+async def ask(client: httpx.AsyncClient, **changes: Any) -> dict[str, Any]:
+    """POST /v1/approvals; the answer's body."""
+    response = await client.post("/v1/approvals", json={**ASK, **changes})
+    assert response.status_code in (200, 202), response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def audit_kinds(client: httpx.AsyncClient, approval_id: str) -> list[tuple[str, str]]:
+    """(kind, decision) of a request's audit events, oldest first."""
+    events = (await client.get("/audit", params={"limit": 500})).json()["items"]
+    return [(e["kind"], e["decision"]) for e in events if e["approval_id"] == approval_id]
+
+
+async def test_a_withdrawn_request_says_so_on_every_card_and_takes_no_answer(
+        tmp_path: Path) -> None:
+    """DELETE by the key that asked: 200 withdrawn, the Slack and Telegram cards are edited
+    "Withdrawn by web:bob", a later approve is 409, the audit log has it; another key
+    (not admin) may not withdraw it."""
+    async with FakeSlack() as slack_api, FakeTelegramApi() as telegram_api:
+        slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+                              signing_secret=SECRET, api_url=slack_api.api_url)
+        telegram = TelegramPlatform(bot_token=telegram_api.token, chat_id=CHAT,
+                                    base_url=telegram_api.base_url,
+                                    base_file_url=telegram_api.base_file_url)
+        surfaces = {"slack": slack, "telegram": telegram}
+        async with running_node(tmp_path, surfaces=surfaces) as node, \
+                node.client(BOB_KEY) as bob, node.client(KEY) as admin:
+            mine = (await ask(bob))["id"]
+            theirs = (await ask(admin, args={**ASK["args"], "to": "ann@example.com"}))["id"]
+            await slack_api.wait_for_calls("chat.postMessage", 2)
+            await telegram_api.wait_call("sendMessage", 2)
+            refused = await bob.delete(f"/v1/approvals/{theirs}")
+            assert refused.status_code == 403, refused.text
+            gone = await bob.delete(f"/v1/approvals/{mine}")
+            assert gone.status_code == 200, gone.text
+            assert gone.json() == {"id": mine, "status": "withdrawn"}
+            await slack_api.wait_for_calls("chat.update")
+            await telegram_api.wait_call("editMessageText")
+            late = await admin.post(f"/approvals/{mine}/approve", json={"scope": "once"})
+            again = await bob.delete(f"/v1/approvals/{mine}")
+            status = (await admin.get(f"/v1/approvals/{mine}")).json()
+            kinds = await audit_kinds(admin, mine)
+        await telegram.aclose()
+    updated = json.dumps([c.body for c in slack_api.calls_to("chat.update")])
+    assert "Withdrawn by web:bob" in updated
+    edited = [m.text for m in telegram_api.chat_messages(CHAT) if m.edits]
+    assert len(edited) == 1 and "Withdrawn by web:bob" in edited[0]
+    assert late.status_code == 409 and again.status_code == 409
+    assert status["status"] == "withdrawn" and status["decided_by"] == "web:bob"
+    assert kinds == [("evaluation", "ASK_USER"), ("withdrawn", "withdraw")]
+
+
+async def test_an_admin_may_withdraw_any_outside_request(client: httpx.AsyncClient,
+                                                         node: Running) -> None:
+    """The admin key withdraws a request another key asked; an unknown id is 404."""
+    async with node.client(BOB_KEY) as bob:
+        asked = (await ask(bob))["id"]
+    gone = await client.delete(f"/v1/approvals/{asked}")
+    assert gone.status_code == 200 and gone.json()["status"] == "withdrawn"
+    assert (await client.delete("/v1/approvals/a-nope")).status_code == 404
+
+
+@pytest.fixture
+async def base(node: Running) -> AsyncIterator[str]:
+    async with serve(node.app) as url:
+        yield url
+
+
+async def test_a_cancelled_sdk_wait_withdraws_its_request(node: Running, base: str) -> None:
+    """An agent that stops waiting (its task cancelled) takes its request back: the card
+    does not wait for an answer nobody will use."""
+    async with Signoff(base, api_key=KEY) as s:
+        asking = asyncio.create_task(s.request(tool="send_email", args=ASK["args"],
+                                               policy_id="s-1"))
+        found: list[str] = []
+
+        async def pending() -> bool:
+            async with node.client() as client:
+                found[:] = [i["id"] for i in (await client.get("/approvals")).json()["items"]]
+            return bool(found)
+
+        await eventually(pending, what="the pending request")
+        asking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+
+        async def withdrawn() -> bool:
+            async with node.client() as client:
+                status = (await client.get(f"/v1/approvals/{found[0]}")).json()["status"]
+            return bool(status == "withdrawn")
+
+        await eventually(withdrawn, what="the withdrawal")
+
+
+async def test_a_request_denied_earlier_is_answered_at_once(tmp_path: Path) -> None:
+    """Asked again unchanged for the same policy_id after a person's deny: denied at once
+    ("denied earlier", no new card); changed content or another policy_id asks again, and
+    remember_deny = "0" turns it off."""
+    async with running_node(tmp_path) as node, node.client() as client:
+        first = (await ask(client))["id"]
+        denied = await client.post(f"/approvals/{first}/deny", json={"reason": "not now"})
+        assert denied.status_code == 200
+        again = await ask(client)
+        other_body = await ask(client, args={**ASK["args"], "body": "changed"})
+        other_policy = await ask(client, policy_id="s-2")
+    assert again["status"] == "denied" and again["decision"] == "BLOCK"
+    assert "denied earlier by web:admin" in again["reason"] and "not now" in again["reason"]
+    assert other_body["status"] == "pending" and other_policy["status"] == "pending"
+    settings = make_settings(tmp_path / "off", approvals={"remember_deny": "0"})
+    async with running_node(tmp_path / "off", settings=settings) as node, \
+            node.client() as client:
+        first = (await ask(client))["id"]
+        await client.post(f"/approvals/{first}/deny")
+        assert (await ask(client))["status"] == "pending"
+
+
+async def test_an_approval_by_one_person_counts_one(client: httpx.AsyncClient) -> None:
+    """A request approved by one person (no quorum) says "approvals": 1, not 0."""
+    asked = (await ask(client))["id"]
+    approved = await client.post(f"/approvals/{asked}/approve", json={"scope": "once"})
+    assert approved.json()["approvals"] == 1
+    assert (await client.get(f"/v1/approvals/{asked}")).json()["approvals"] == 1
