@@ -120,9 +120,9 @@ def _short(value: Any) -> Any:
 def _error_text(action: Action, exc: ToolError) -> str:
     """A tool's error without its own name in front: the reason says the name once."""
     text = str(exc)
-    for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
+    for prefix in (f"{action.tool} failed: ", f"{action.tool}: ", f"{action.tool} "):
         if text.startswith(prefix):
-            text = text[len(prefix):]
+            return text[len(prefix):]
     return text
 
 
@@ -440,8 +440,7 @@ class Engine:
         task.state = TaskState.FAILED
         task.pending_action = task.executing = None
         task.claimed_by = task.lease_until = None
-        task.result = {"reason": reason, "step": task.step_index,
-                       "refused": refused_actions(task.actions), **_planner_of(task)}
+        task.result = {"reason": reason, "step": task.step_index, **_planner_of(task)}
         await self._save(task, audit=audit or [], approval=approval, transcript=transcript)
         log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)

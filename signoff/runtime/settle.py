@@ -22,7 +22,6 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.refusals import refused_actions
 from signoff.runtime.store.port import Change
 from signoff.runtime.watch import ApprovalWatch
 
@@ -114,8 +113,7 @@ class Settler:
         task.state = TaskState.FAILED
         task.pending_action = None
         task.claimed_by = task.lease_until = None
-        task.result = {"reason": reason, "step": task.step_index,
-                       "refused": refused_actions(task.actions)}
+        task.result = {"reason": reason, "step": task.step_index}
 
     async def _announce(self, task: Task | None, approval: Approval, kind: TaskEvent) -> None:
         self.watch.fire(approval.id)
