@@ -50,6 +50,7 @@ from signoff.bot.ports import Actor, DecisionEvent
 from signoff.errors import ToolError
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, RiskClass, Scope
 from signoff.runtime.outside import OutcomeConflict, OutsideRequests, RequestSpec
+from signoff.runtime.refusals import reported_words
 from signoff.runtime.store.port import PendingRequest
 
 MAX_WAIT = 60.0  # seconds a long poll may hold a connection; longer waits are shortened
@@ -84,7 +85,7 @@ def request_status(approval: Approval) -> JsonDict:
         "reason": approval.reason, "expires_at": approval.expires_at.isoformat(),
         "task_id": approval.task_id, "policy_id": approval.policy_id,
         "decision": approval.verdict.value if approval.verdict else None,
-        "outcome": approval.outcome,
+        "outcome": approval.outcome, "reported": reported_words(approval),
         "approvals": approvals_counted(approval), "needed": approval.needed,
         "hold_until": _iso(approval.hold_until),
     }

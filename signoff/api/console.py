@@ -41,6 +41,7 @@ from signoff.bot.flow import ApprovalFlow
 from signoff.bot.ports import Actor, CardRef, DecisionEvent
 from signoff.runtime.coalesce import group_size
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, Scope, Task
+from signoff.runtime.refusals import reported_words
 from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest, TaskStore
 from signoff.runtime.text import mask_urls
@@ -226,7 +227,7 @@ class Console:
         elif approval is not None and approval.task_id is None:
             card = CardView(build_card(None, approval, preview=preview,
                                        step_up=self.ctx.flow.step_up, identical=count),
-                            asked_by=approval.requester)
+                            asked_by=approval.requester, reported=reported_words(approval))
         else:
             local = self.ctx.web.card(approval_id)
             if local is None:

@@ -306,6 +306,8 @@ class RequestStatusOut(BaseModel):
     policy_id: str | None
     decision: str | None
     outcome: MaskedJson | None
+    # An approved outside request: "outcome not reported by the caller" until it reports.
+    reported: MaskedStr | None = None
     # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
     # many are needed, and until when an approved request waits ("held", undoable).
     approvals: int = 0

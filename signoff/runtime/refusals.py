@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from signoff.runtime.models import ActionRecord, JsonDict
+from signoff.runtime.models import ActionRecord, Approval, ApprovalStatus, JsonDict
 
 # ActionRecord.outcome values of an action that did not run because it was refused.
 REFUSED_OUTCOMES = frozenset({"denied", "blocked", "timed_out", "expired"})
@@ -36,3 +36,16 @@ def outcome_words(state: str, result: Mapping[str, Any] | None) -> str:
     if state != "completed" or count == 0:
         return state
     return f"completed, {count} action{'' if count == 1 else 's'} refused"
+
+
+def reported_words(approval: Approval) -> str | None:
+    """What the caller of an approved outside request said it did: an approval is consent,
+    not a done deed, so one without a report says so (None when there is nothing to say:
+    a task's request, or one that was not approved)."""
+    if approval.task_id is not None or approval.status is not ApprovalStatus.APPROVED:
+        return None
+    outcome = approval.outcome
+    if outcome is None:
+        return "outcome not reported by the caller"
+    detail = f": {outcome['detail']}" if outcome.get("detail") else ""
+    return f"caller reported {'done' if outcome.get('ok') else 'failure'}{detail}"

@@ -156,3 +156,16 @@ async def test_an_approval_by_one_person_counts_one(client: httpx.AsyncClient) -
     approved = await client.post(f"/approvals/{asked}/approve", json={"scope": "once"})
     assert approved.json()["approvals"] == 1
     assert (await client.get(f"/v1/approvals/{asked}")).json()["approvals"] == 1
+
+
+async def test_an_approval_without_a_report_does_not_read_as_done(
+        client: httpx.AsyncClient) -> None:
+    """Approved is consent, not a done deed: until the caller reports, the request says
+    the outcome was not reported; then it says what was reported."""
+    asked = (await ask(client))["id"]
+    await client.post(f"/approvals/{asked}/approve", json={"scope": "once"})
+    before = (await client.get(f"/v1/approvals/{asked}")).json()
+    assert before["reported"] == "outcome not reported by the caller"
+    await client.post(f"/v1/approvals/{asked}/outcome", json={"ok": False, "detail": "550"})
+    after = (await client.get(f"/v1/approvals/{asked}")).json()
+    assert after["reported"] == "caller reported failure: 550"

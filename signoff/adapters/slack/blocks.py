@@ -39,7 +39,7 @@ MAX_CONFIRM_TEXT = 300
 MAX_CONTEXT_ELEMENTS = 10
 
 _RISK_ICON = {"READ": "📖", "DRAFT": "📝", "SEND": "📤", "DESTRUCTIVE": "🧨"}
-_STATUS_ICON = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛"}
+_STATUS_ICON = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛", "withdrawn": "↩️"}
 _SLACK_ACTOR = re.compile(r"\bslack:([UW][A-Z0-9]{2,})\b")
 
 

@@ -53,6 +53,7 @@ class CardView:
     # The asked action's args as JSON, for the edit form (a task's pending request only:
     # an outside agent runs its own call, so its requests are not editable).
     args_json: str | None = None
+    reported: str | None = None  # an approved outside request: what its caller reported
 
 
 def time_left(expires_at: datetime, now: datetime) -> str:
@@ -305,6 +306,8 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/",
         if view.task_state:
             state = (f'<p class="task-state state-{e(view.task_state)}">'
                      f'Task {e(view.task_state.replace("_", " "))}</p>')
+        if view.reported:
+            state += f'<p class="reported">{e(view.reported)}</p>'
         tail = f'<p class="outcome">{e(card.outcome or card.status)}</p>{state}'
     return (f'<article class="card risk-{e(risk)} status-{e(card.status)}" '
             f'id="card-{e(card.approval_id)}" data-approval="{e(card.approval_id)}">'

@@ -183,6 +183,21 @@ def _waited_on(call: _Call) -> str | None:
     return None
 
 
+def _pending_id(answer: _Answer) -> str | None:
+    """The id of the pending request a POST /v1/approvals answer reports, if any."""
+    response = answer.response
+    if response is None or not response.is_success:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get("status") != "pending":
+        return None
+    found = body.get("id")
+    return str(found) if found else None
+
+
 def _request_flow(body: dict[str, Any], key: str, base: str, wait: bool | float) -> Flow:
     answer = yield _Call("POST", "/v1/approvals", body=body, headers={"Idempotency-Key": key})
     failed = _failure(answer, None, base)
@@ -341,17 +356,30 @@ class Signoff(_Base):
         try:
             call = next(flow)
             while True:
+                sending = asyncio.ensure_future(self._send(call))
                 try:
-                    answer = await self._send(call)
+                    answer = await asyncio.shield(sending)
                 except asyncio.CancelledError:
-                    waited = _waited_on(call) if withdraw else None
-                    if waited is not None:
-                        await asyncio.shield(self.withdraw(waited))
+                    if not withdraw:
+                        sending.cancel()
+                        raise
+                    await asyncio.shield(self._take_back(call, sending))
                     raise
                 call = flow.send(answer)
         except StopIteration as done:
             result: Decision = done.value
             return result
+
+    async def _take_back(self, call: _Call, sending: asyncio.Future[_Answer]) -> None:
+        """After a cancellation: withdraw the request being waited on, or the one the
+        cancelled POST created (its answer is awaited to learn the id)."""
+        approval_id = _waited_on(call)
+        if approval_id is None and call.method == "POST":
+            approval_id = _pending_id(await sending)
+        else:
+            sending.cancel()
+        if approval_id is not None:
+            await self.withdraw(approval_id)
 
     async def withdraw(self, approval_id: str) -> bool:
         """Take back a pending request (nobody needs to answer it any more); False when it
