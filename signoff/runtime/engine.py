@@ -94,7 +94,7 @@ class EngineConfig:
     forbid_self_approval: bool = False
     coalesce: bool = False  # identical pending requests share one card (approvals.coalesce)
     # A denied outside request asked again unchanged within this is denied at once (0: off).
-    remember_deny: timedelta = timedelta(0)
+    remember_deny: timedelta = timedelta(hours=1)
     # How long an always grant lasts unless the answer says ("for"); None: until revoked.
     grant_ttl: timedelta | None = None
     rules: ApprovalRules = field(default_factory=ApprovalRules)  # quorum and hold

@@ -41,6 +41,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.policy.policy import Evaluation
 from signoff.runtime.policy.unattended import Outcome, resolve_unattended
+from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
 from signoff.runtime.tools.registry import fingerprint
@@ -107,15 +108,6 @@ class ForeignTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         """Never run here: the outside agent runs its own tools."""
         raise BadArguments(f"{self.name} is run by the agent that asked, not by signoff")
-
-
-def same_action(a: Action, b: Action) -> bool:
-    """The same action as a person saw it: the same fingerprint and the same content."""
-    def content(action: Action) -> list[Any]:
-        return [action.args.get(k) for k in sorted(action.content)]
-
-    return (a.tool == b.tool and a.fingerprint == b.fingerprint
-            and sorted(a.content) == sorted(b.content) and content(a) == content(b))
 
 
 class OutsideRequests:
@@ -195,7 +187,8 @@ class OutsideRequests:
         for earlier in await self.store.denied_requests(policy_id, action.capability):
             by = earlier.decided_by or ""
             if (by.startswith("auto:") or earlier.decided_at is None
-                    or earlier.decided_at < since or not same_action(earlier.action, action)):
+                    or earlier.decided_at < since
+                    or refusal_key(earlier.action) != refusal_key(action)):
                 continue
             why = f": {earlier.reason}" if earlier.reason else ""
             return Evaluation(Verdict.BLOCK, f"denied earlier by {by} ({earlier.id}){why}",

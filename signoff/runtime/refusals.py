@@ -8,10 +8,12 @@ schedules` and the console all say it with `outcome_words`, from ``result.refuse
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from signoff.runtime.models import ActionRecord, Approval, ApprovalStatus, JsonDict
+from signoff.runtime.models import Action, ActionRecord, Approval, ApprovalStatus, JsonDict
 
 # ActionRecord.outcome values of an action that did not run because it was refused.
 REFUSED_OUTCOMES = frozenset({"denied", "blocked", "timed_out", "expired"})
@@ -49,3 +51,12 @@ def reported_words(approval: Approval) -> str | None:
         return "outcome not reported by the caller"
     detail = f": {outcome['detail']}" if outcome.get("detail") else ""
     return f"caller reported {'done' if outcome.get('ok') else 'failure'}{detail}"
+
+
+def refusal_key(action: Action) -> str:
+    """What makes a retried action "the same" as a refused one: its fingerprint (what a
+    grant covers) and its content (a changed message is a new question)."""
+    content = json.dumps([action.args.get(k) for k in sorted(action.content)],
+                         sort_keys=True, default=str, ensure_ascii=False)
+    digest = hashlib.sha256(content.encode()).hexdigest()[:16]
+    return f"{action.fingerprint}:{digest}"
