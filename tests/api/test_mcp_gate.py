@@ -276,3 +276,34 @@ async def test_the_policy_id_is_stable_per_client_or_as_given(
             await asyncio.wait_for(call, 60)
     assert seen[0] == seen[1] and seen[0].startswith("mcp-gate:git:")
     assert seen[2] == "ide-laptop"
+
+
+async def test_an_error_result_reports_its_text_as_the_outcome(
+        daemon, config: Path, repo: Path) -> None:
+    """An approved call the upstream answers with isError is reported as a failed outcome
+    that keeps the error's text (not a bare "error")."""
+    node, url = daemon
+    asked = asyncio.Event()
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        asked.set()
+
+    async with gate(config, url) as s:
+        call = asyncio.create_task(s.call_tool(
+            "git_add", {"repo_path": str(repo), "files": ["missing.txt"]},
+            progress_callback=progress))
+        item = await decide_when_asked(node, asked, "approve", {"scope": "once"})
+        result = await asyncio.wait_for(call, 60)
+    assert result.is_error
+    reported: list[dict[str, Any]] = []
+
+    async def outcome() -> bool:
+        async with node.client() as client:
+            events = (await client.get("/audit", params={"limit": 500})).json()["items"]
+        reported[:] = [e for e in events
+                       if e["approval_id"] == item["id"] and e["kind"] == "outcome"]
+        return bool(reported)
+
+    await eventually(outcome, 30, "the outcome")
+    assert reported[0]["decision"] == "error"
+    assert "missing.txt" in (reported[0]["reason"] or ""), reported[0]
