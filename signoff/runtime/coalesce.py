@@ -109,6 +109,8 @@ def follows(leader: Approval, member: Approval) -> bool:
     # (the sweep then gives them the final answer) and are never left to run early.
     if not leader.status.final or member.status is not ApprovalStatus.PENDING:
         return False
+    if leader.status is ApprovalStatus.WITHDRAWN:  # its asker gave up, not the members'
+        return False
     return leader.decided_at is None or member.requested_at <= leader.decided_at
 
 

@@ -403,6 +403,9 @@ class Decider(HoldDecisions):
             return None
         log.info("approval_withdrawn", extra={"approval_id": approval.id, "actor": actor})
         await self._announce(None, decided, TaskEvent.DENIED)
+        for member in await self.store.coalesced(approval.id):  # identical ones still ask
+            if member.status is ApprovalStatus.PENDING:
+                await self._detach(member)
         return decided
 
     # -- groups of identical requests (signoff.runtime.coalesce) --------------------------

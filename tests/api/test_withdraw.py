@@ -169,3 +169,19 @@ async def test_an_approval_without_a_report_does_not_read_as_done(
     await client.post(f"/v1/approvals/{asked}/outcome", json={"ok": False, "detail": "550"})
     after = (await client.get(f"/v1/approvals/{asked}")).json()
     assert after["reported"] == "caller reported failure: 550"
+
+
+async def test_withdrawing_a_shared_card_leaves_the_identical_request_asking(
+        client: httpx.AsyncClient, node: Running) -> None:
+    """Two identical requests share a card; the first asker withdraws: the other one is
+    still pending, on a card of its own, and can be approved."""
+    async with node.client(BOB_KEY) as bob:
+        first = (await ask(bob))["id"]
+    second = (await ask(client, policy_id="s-2"))["id"]
+    joined = (await client.get("/approvals")).json()["items"]
+    assert [i["coalesced_into"] for i in joined] == [None, first]
+    assert (await client.delete(f"/v1/approvals/{first}")).status_code == 200
+    listed = (await client.get("/approvals")).json()["items"]
+    assert [(i["id"], i["coalesced_into"]) for i in listed] == [(second, None)]
+    approved = await client.post(f"/approvals/{second}/approve", json={"scope": "once"})
+    assert approved.status_code == 200 and approved.json()["status"] == "approved"
