@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.web.pages import task_fragment
 from signoff.cli.client import tasks_table
 from signoff.runtime.models import RunMode, Scope, Task, TaskState
 from signoff.wiring import Node
@@ -187,10 +188,15 @@ async def test_a_run_with_a_refused_call_is_never_announced_as_a_plain_success(
         await node.flow.dispatcher.run_once()
         lines = "\n".join(slack_api.posted_texts(team))
         table = tasks_table([done.model_dump(mode="json")])
+        assert node.scheduler is not None
+        [row] = await node.scheduler.status()
+        console = task_fragment(done, [], card=None, csrf="-", now=node.clock.now())
     assert done.state is TaskState.COMPLETED and done.result is not None
     assert done.result["refused"] == [{"step": 0, "tool": "delete_file",
                                        "reason": "needs approval but cron_mode is deny"}]
     assert "completed, 1 action refused: tidy the work dir" in lines
     assert "✅" not in lines
     assert "would have needed approval: delete_file" in lines
-    assert [row[1] for row in table.rows] == ["completed, 1 action refused"]
+    assert [cells[1] for cells in table.rows] == ["completed, 1 action refused"]
+    assert row["last_run"]["outcome"] == "completed, 1 action refused"
+    assert ">completed, 1 action refused</span>" in console
