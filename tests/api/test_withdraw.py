@@ -15,7 +15,7 @@ import pytest
 
 from signoff.adapters.slack import SlackPlatform
 from signoff.adapters.telegram import TelegramPlatform
-from signoff.client import Signoff
+from signoff.client import Signoff, SignoffSync
 from tests.api.helpers import (
     BOB_KEY,
     KEY,
@@ -185,3 +185,19 @@ async def test_withdrawing_a_shared_card_leaves_the_identical_request_asking(
     assert [(i["id"], i["coalesced_into"]) for i in listed] == [(second, None)]
     approved = await client.post(f"/approvals/{second}/approve", json={"scope": "once"})
     assert approved.status_code == 200 and approved.json()["status"] == "approved"
+
+
+async def test_a_script_withdraws_with_the_sync_client(node: Running, base: str) -> None:
+    """SignoffSync.withdraw takes back a request it asked without waiting; a second
+    withdraw says it could not (already withdrawn)."""
+    def script() -> tuple[str | None, bool, bool]:
+        with SignoffSync(base, api_key=KEY) as s:
+            d = s.request(tool="send_email", args=ASK["args"], policy_id="s-9", wait=False)
+            assert d.id is not None and d.pending
+            return d.id, s.withdraw(d.id), s.withdraw(d.id)
+
+    approval_id, first, again = await asyncio.to_thread(script)
+    assert first and not again
+    async with node.client() as client:
+        status = (await client.get(f"/v1/approvals/{approval_id}")).json()["status"]
+    assert status == "withdrawn"

@@ -535,6 +535,14 @@ class SignoffSync(_Base):
                                   body={"ok": ok, "detail": detail}))
         return answer.response is not None and answer.response.is_success
 
+    def withdraw(self, approval_id: str) -> bool:
+        """See `Signoff.withdraw`."""
+        try:
+            response = self._http.delete(f"/v1/approvals/{approval_id}")
+        except httpx.HTTPError:
+            return False
+        return response.is_success
+
     def gate(self, *, risk: str | None = None, tool: str | None = None,
              capability: str | None = None, targets: Targets = None,
              content: Iterable[str] | None = None, policy_id: str | None = None,
