@@ -93,7 +93,8 @@ class EngineConfig:
     unattended: Unattended = field(default_factory=Unattended)
     forbid_self_approval: bool = False
     coalesce: bool = False  # identical pending requests share one card (approvals.coalesce)
-    # A denied outside request asked again unchanged within this is denied at once (0: off).
+    # An action a person denied, asked again unchanged for the same policy_id (outside) or
+    # task (agent) within this, is refused at once without a card (0: off).
     remember_deny: timedelta = timedelta(hours=1)
     # How long an always grant lasts unless the answer says ("for"); None: until revoked.
     grant_ttl: timedelta | None = None

@@ -51,3 +51,18 @@ async def test_remember_deny_zero_asks_every_time(node_factory: NodeFactory,
     assert task.state is TaskState.WAITING_APPROVAL
     assert task.pending_action is not None and task.pending_action.args["payload"] == {"n": 1}
     assert len(recorder(node).messages) == 2
+
+
+async def test_the_reply_under_a_denied_card_says_the_run_had_a_refusal(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    """An agent told of a deny finishes; the reply under the card says "completed, 1
+    action refused", not a bare "completed"."""
+    script = steps(Answer(calls=[hook({"n": 1})]), Answer(content="could not ping"))
+    async with FakeOpenAI(script=script) as llm:
+        node = await agent_node(node_factory, llm.base_url, tmp_path / "work")
+        await start(node, "ping the hook")
+        done = await decide(node, Scope.DENY)
+        await node.flow.dispatcher.run_once()
+    assert done.state is TaskState.COMPLETED
+    replies = [text for _, text, thread in recorder(node).notes if thread is not None]
+    assert replies == [f"Task {done.id} completed, 1 action refused"]
