@@ -325,7 +325,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                               strict_yolo=settings.evaluation.strict_yolo),
         forbid_self_approval=ap.forbid_self_approval, grant_ttl=ap.grant_ttl,
         people=settings.who_is_who,
-        coalesce=ap.coalesce,
+        coalesce=ap.coalesce, remember_deny=ap.remember_deny,
         approvers_for=router.approvers_for,
         rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
         timeout_for=schedule_timeouts(settings.schedules))

@@ -4,6 +4,7 @@
                                         bound to the request it was first used for)
     GET  /v1/approvals/{id}?wait=30s    its status; long-polls until decided (≤ MAX_WAIT)
     POST /v1/approvals/{id}/outcome     what the caller did (once; audited as ``outcome``)
+    DELETE /v1/approvals/{id}           withdraw a pending request (its requester or admin)
     GET  /approvals?status=pending      pending requests of tasks and from outside
     POST /approvals/{id}/approve|deny   decide any request, like a click on its card
     POST /approvals/batch               once or deny for several requests, one result each
@@ -27,7 +28,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
-from signoff.api.access import may_read, must_decide, owner_of
+from signoff.api.access import may_read, may_withdraw, must_decide, owner_of
 from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.batch import decide_all
 from signoff.api.context import ApiContext
@@ -44,11 +45,13 @@ from signoff.api.schemas import (
     RequestPendingOut,
     RequestSettledOut,
     RequestStatusOut,
+    WithdrawnOut,
 )
 from signoff.bot.ports import Actor, DecisionEvent
 from signoff.errors import ToolError
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, RiskClass, Scope
 from signoff.runtime.outside import KeyReused, OutcomeConflict, OutsideRequests, RequestSpec
+from signoff.runtime.refusals import reported_words
 from signoff.runtime.store.port import PendingRequest
 
 MAX_WAIT = 60.0  # seconds a long poll may hold a connection; longer waits are shortened
@@ -83,10 +86,20 @@ def request_status(approval: Approval) -> JsonDict:
         "reason": approval.reason, "expires_at": approval.expires_at.isoformat(),
         "task_id": approval.task_id, "policy_id": approval.policy_id,
         "decision": approval.verdict.value if approval.verdict else None,
-        "outcome": approval.outcome,
-        "approvals": len(approval.votes), "needed": approval.needed,
+        "outcome": approval.outcome, "reported": reported_words(approval),
+        "approvals": approvals_counted(approval), "needed": approval.needed,
         "hold_until": _iso(approval.hold_until),
     }
+
+
+def approvals_counted(approval: Approval) -> int:
+    """People's approvals of a request: its quorum votes, or the one person who approved
+    it alone (an automatic approval is nobody's)."""
+    if approval.votes:
+        return len(approval.votes)
+    approved = approval.status in (ApprovalStatus.APPROVED, ApprovalStatus.HELD)
+    by_person = bool(approval.decided_by) and not str(approval.decided_by).startswith("auto")
+    return int(approved and by_person)
 
 
 def submitted(approval: Approval, response: Response, *, replayed: bool) -> Submission:
@@ -121,7 +134,7 @@ def request_item(item: PendingRequest) -> JsonDict:
         "action": action.public(), "note": approval.note,
         "requester": approval.requester, "policy_id": approval.policy_id,
         "why": approval.why, "coalesced_into": approval.coalesced_into,
-        "approvals": len(approval.votes), "needed": approval.needed,
+        "approvals": approvals_counted(approval), "needed": approval.needed,
         "hold_until": _iso(approval.hold_until),
     }
 
@@ -270,6 +283,27 @@ def build_router(ctx: ApiContext) -> APIRouter:
             current = await ctx.store.get_approval(approval_id) or approval
             raise ApiError(409, str(exc), state=current.status.value) from exc
         return request_status(updated)
+
+    @router.delete("/v1/approvals/{approval_id}", tags=["approvals"],
+                   response_model=WithdrawnOut, responses=responses(401, 403, 404, 409, 422))
+    async def withdraw(request: Request, approval_id: ApprovalId) -> JsonDict:
+        """Withdraw a pending request (the caller stopped waiting): its cards say
+        "Withdrawn by …" and any later decision is refused (409)."""
+        who = identity_of(request)
+        approval = await approval_or_404(approval_id, request)
+        if not may_withdraw(who, owner_of(approval)):
+            raise ApiError(403, f"request {approval.id} was asked by another key; only it "
+                                "or an admin key may withdraw it")
+        if approval.task_id is not None:
+            raise ApiError(409, f"request {approval.id} belongs to task {approval.task_id}; "
+                                "deny it instead", state=approval.status.value)
+        if approval.status is ApprovalStatus.PENDING:
+            done = await ctx.decider.withdraw(approval, who.actor)
+            if done is not None:
+                return {"id": done.id, "status": done.status.value}
+        current = await ctx.store.get_approval(approval.id) or approval
+        raise ApiError(409, f"request {approval.id} is already {current.status.value}",
+                       state=current.status.value)
 
     @router.get("/approvals", tags=["decisions"],
                 response_model=ApprovalList, responses=responses(401, 422))

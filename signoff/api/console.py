@@ -44,6 +44,7 @@ from signoff.bot.flow import ApprovalFlow
 from signoff.bot.ports import Actor, ApprovalCard, CardRef, DecisionEvent
 from signoff.runtime.coalesce import group_size
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, Scope, Task
+from signoff.runtime.refusals import reported_words
 from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.store.port import PendingRequest, TaskStore
 from signoff.runtime.text import shown as as_shown
@@ -246,7 +247,7 @@ class Console:
             card = CardView(build_card(None, approval, preview=preview,
                                        step_up=self.ctx.flow.step_up, identical=count,
                                        people=self.ctx.flow.people),
-                            asked_by=approval.requester)
+                            asked_by=approval.requester, reported=reported_words(approval))
         else:
             local = self.ctx.web.card(approval_id)
             if local is None:

@@ -304,7 +304,7 @@ class RequestStatusOut(BaseModel):
     """GET /v1/approvals/{id}, and the answer of POST /approvals/{id}/approve|deny."""
 
     id: str
-    status: Literal["pending", "held", "approved", "denied", "expired"]
+    status: Literal["pending", "held", "approved", "denied", "expired", "withdrawn"]
     scope: str | None
     decided_by: str | None
     decided_at: str | None
@@ -314,11 +314,20 @@ class RequestStatusOut(BaseModel):
     policy_id: str | None
     decision: str | None
     outcome: MaskedJson | None
+    # An approved outside request: "outcome not reported by the caller" until it reports.
+    reported: MaskedStr | None = None
     # Quorum and hold (see [policy.quorum], approvals.hold): approvals counted so far, how
     # many are needed, and until when an approved request waits ("held", undoable).
     approvals: int = 0
     needed: int = 1
     hold_until: str | None = None
+
+
+class WithdrawnOut(BaseModel):
+    """DELETE /v1/approvals/{id}: the request was taken back before anyone answered."""
+
+    id: str
+    status: Literal["withdrawn"]
 
 
 class ApprovalList(BaseModel):

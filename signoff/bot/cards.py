@@ -98,6 +98,8 @@ def outcome_line(approval: Approval, people: People = NOBODY_LISTED) -> str | No
     when = _hhmm(approval.decided_at)
     if approval.status is ApprovalStatus.EXPIRED:
         return f"Expired — denied at {when}"
+    if approval.status is ApprovalStatus.WITHDRAWN:
+        return f"Withdrawn by {approval.decided_by or 'the requester'} at {when}"
     words = _SCOPE_WORDS.get(approval.scope or Scope.DENY, "Decided")
     who = people.name(approval.decided_by) if approval.decided_by else "someone"
     if approval.needed > 1 and approval.status is not ApprovalStatus.DENIED:

@@ -37,6 +37,7 @@ from signoff.runtime.coalesce import group_size
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
+from signoff.runtime.refusals import outcome_words
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.text import shown
 from signoff.runtime.tools.base import Preview
@@ -110,7 +111,8 @@ class ApprovalFlow:
     async def _reply_under_cards(self, kind: str, task: Task, detail: str | None) -> None:
         approval = task.approval
         assert approval is not None
-        text = f"Task {task.id} {kind}" + (f": {detail}" if detail and kind == "failed" else "")
+        words = outcome_words(kind, task.result)  # "completed, 1 action refused" too
+        text = f"Task {task.id} {words}" + (f": {detail}" if detail and kind == "failed" else "")
         # Queued after the edit of the card: each surface shows the outcome before the reply.
         items = [thread_reply(approval.id, f"thread:{approval.id}:{kind}", text)]
         await self.store.commit(Change(at=self.clock.now(), outbox=items))

@@ -25,14 +25,15 @@ from datetime import datetime, timedelta
 from signoff.bot.cards import content_lines, describe, shorten
 from signoff.runtime.clock import Clock
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import Action, RunMode, Task
+from signoff.runtime.models import Action, ActionRecord, RunMode, Task
+from signoff.runtime.refusals import outcome_words, refused_count
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
 
 ICONS = {"queued": "📥", "waiting_approval": "⏳", "approved": "👍", "denied": "⛔",
          "expired": "⌛", "completed": "✅", "failed": "❌", "blocked": "🚫",
-         "escalated": "📣", "skipped": "⏭"}
+         "escalated": "📣", "skipped": "⏭", "refused": "⚠️"}
 _ACTION_EVENTS = ("waiting_approval", "approved", "denied", "expired", "blocked", "escalated")
 DIGEST_LIMIT = 20  # lines shown in one digest; the rest are counted
 CONTENT_LIMIT = 200  # characters of each body, payload, ... with include_content (README)
@@ -52,15 +53,15 @@ def event_line(kind: str, task: Task, detail: str | None, *, console_url: str | 
                include_content: bool = False) -> str:
     """The one line a channel sees for one event."""
     icon = ICONS.get(kind, "•")
-    what = f"{icon} {kind.replace('_', ' ')}: {shorten(task.goal, 80)}"
+    label = kind.replace("_", " ")
+    if kind == "completed" and refused_count(task.result):
+        icon, label = ICONS["refused"], outcome_words(kind, task.result)  # never a plain ✅
+    what = f"{icon} {label}: {shorten(task.goal, 80)}"
     if task.schedule:
         what += f" (schedule {task.schedule})"
     last = task.actions[-1] if task.actions else None
-    if kind == "blocked" and last is not None and _blocked_by_cron_mode(task):
-        # Say what the run would have needed, so someone can decide to allow it next time.
-        targets = f" to {', '.join(last.targets)}" if last.targets else ""
-        what += (f" — would have needed approval: {last.tool}{targets}; "
-                 "set cron_mode or add a grant")
+    if kind == "blocked" and last is not None and _blocked_by_cron_mode(task, last):
+        what += _would_have_needed(last)
     elif kind == "blocked" and last is not None:
         what += f" — {_bare(last.tool, last.targets)}: {shorten(last.error or detail or '', 100)}"
     else:
@@ -70,14 +71,32 @@ def event_line(kind: str, task: Task, detail: str | None, *, console_url: str | 
                              else _bare(action.tool, action.targets))
         if detail and kind in ("failed", "denied", "skipped", "escalated"):
             what += f" — {shorten(detail, 120)}"
-    link = f"{console_url.rstrip('/')}/console/tasks/{task.id}" if console_url else task.id
-    return f"{what} [{link}]"
+    return f"{what} [{_link(task, console_url)}]"
 
 
-def _blocked_by_cron_mode(task: Task) -> bool:
-    last = task.actions[-1]
-    return (task.mode is RunMode.SCHEDULED and last.outcome == "blocked"
-            and last.decided_by == "auto:cron_mode")
+def unattended_blocked_lines(task: Task, *, console_url: str | None) -> list[str]:
+    """For a run that completed although `cron_mode` blocked some of its actions (an
+    agent told to go on): the "blocked … would have needed approval" line of each, as a
+    run of fixed steps gets when it stops there."""
+    return [f"{ICONS['blocked']} blocked: {shorten(task.goal, 80)} (schedule {task.schedule})"
+            f"{_would_have_needed(record)} [{_link(task, console_url)}]"
+            for record in task.actions if _blocked_by_cron_mode(task, record)]
+
+
+def _link(task: Task, console_url: str | None) -> str:
+    return f"{console_url.rstrip('/')}/console/tasks/{task.id}" if console_url else task.id
+
+
+def _would_have_needed(record: ActionRecord) -> str:
+    """What a blocked unattended action needed, so someone can allow it next time."""
+    targets = f" to {', '.join(record.targets)}" if record.targets else ""
+    return (f" — would have needed approval: {record.tool}{targets}; "
+            "set cron_mode or add a grant")
+
+
+def _blocked_by_cron_mode(task: Task, record: ActionRecord) -> bool:
+    return (task.mode is RunMode.SCHEDULED and record.outcome == "blocked"
+            and record.decided_by == "auto:cron_mode")
 
 
 def _with_content(action: Action) -> str:
@@ -133,11 +152,14 @@ class Notifier:
         for rule in self.rules:
             if kind not in rule.events:
                 continue
-            text = event_line(kind, task, detail, console_url=self.console_url,
-                              include_content=rule.include_content)
+            lines = [event_line(kind, task, detail, console_url=self.console_url,
+                                include_content=rule.include_content)]
+            if kind == TaskEvent.COMPLETED:
+                lines += unattended_blocked_lines(task, console_url=self.console_url)
             slot = self._windows.setdefault((rule.platform, rule.channel), _Window(opened=now))
-            slot.lines.append(text)
-            slot.keys.append(event)
+            for n, text in enumerate(lines):
+                slot.lines.append(text)
+                slot.keys.append(event if n == 0 else f"{event}:blocked{n}")
         if self.window <= timedelta():
             await self.flush(now, force=True)
 

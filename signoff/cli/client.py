@@ -25,6 +25,7 @@ from rich.console import Console
 
 from signoff import __version__
 from signoff.cli.tables import Col, Grid
+from signoff.runtime.refusals import outcome_words
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT = 10.0
@@ -139,14 +140,15 @@ def tasks_table(items: list[dict[str, Any]]) -> Grid:
     grid = Grid(Col("ID"), Col("State"), Col("Goal", whole=False),
                 Col("Waiting on", whole=False), Col("Updated (UTC)"))
     for task in items:
-        grid.add(task["id"], task["state"], task["goal"],
+        grid.add(task["id"], outcome_words(task["state"], task.get("result")), task["goal"],
                  _action_text(task.get("pending_action")), _when(task.get("updated_at"))[:16])
     return grid
 
 
 def show_task(task: dict[str, Any]) -> None:
     """A task for people: its fields, the pending action, the history."""
-    out.print(f"[bold]{task['id']}[/bold]  {task['state']}", markup=True)
+    out.print(f"[bold]{task['id']}[/bold]  "
+              f"{outcome_words(task['state'], task.get('result'))}", markup=False)
     out.print(f"goal: {task['goal']}", markup=False)
     if task.get("schedule"):
         out.print(f"schedule: {task['schedule']}", markup=False)

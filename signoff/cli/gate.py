@@ -12,7 +12,13 @@ else (denied, blocked, expired, the daemon unreachable) is an ``isError`` result
 
 While a person has not answered, the call waits (up to ``approvals.timeout``) and, when the
 client gave a progress token, a progress notification goes out at once and then every few
-seconds, so the client neither times out nor looks hung.
+seconds, so the client neither times out nor looks hung. A call the client cancels
+(``notifications/cancelled``) or leaves behind by disconnecting withdraws its request, so
+nobody is asked about a call no one waits for.
+
+The policy_id (what a session or always answer covers) is ``--policy-id`` or, by default,
+``mcp-gate:SERVER:CLIENT`` with the client's name from its ``initialize``: stable, so an
+Always survives the host restarting the gate.
 """
 
 from __future__ import annotations
@@ -20,10 +26,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -58,8 +64,21 @@ class Gate:
         self.client = client
         self.wait_limit = wait_limit
         self.progress_every = progress_every
-        server = upstream.spec.name
-        self.policy_id = policy_id or f"mcp-gate:{server}:{uuid.uuid4().hex[:12]}"
+        self.policy_id = policy_id  # None: per client (`policy_for`)
+        self.waiting: set[str] = set()  # requests a call of this session waits on
+
+    def policy_for(self, client_name: str | None) -> str:
+        """The policy_id of a call: as configured, else stable per server and client."""
+        if self.policy_id:
+            return self.policy_id
+        return f"mcp-gate:{self.upstream.spec.name}:{client_name or 'unknown-client'}"
+
+    async def withdraw_all(self) -> None:
+        """Withdraw what calls still wait on (the client went away); never cancelled."""
+        with anyio.CancelScope(shield=True):
+            for approval_id in list(self.waiting):
+                await self.client.withdraw(approval_id)
+            self.waiting.clear()
 
     async def list_tools(self) -> types.ListToolsResult:
         """The upstream's tools as it listed them."""
@@ -67,7 +86,8 @@ class Gate:
         return types.ListToolsResult(tools=list(self.upstream.raw_tools))
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None,
-                        progress: Progress | None = None) -> types.CallToolResult:
+                        progress: Progress | None = None, *,
+                        client_name: str | None = None) -> types.CallToolResult:
         """Ask the daemon, then forward an approved call; refuse anything else."""
         try:
             check_json(arguments or {}, "arguments")
@@ -77,7 +97,7 @@ class Gate:
             return refused(f"invalid arguments: {exc}")
         except ToolError as exc:
             return refused(str(exc))
-        decision = await self._decide(tool, args, progress)
+        decision = await self._decide(tool, args, progress, self.policy_for(client_name))
         if not decision.approved:
             log.info("gate_refused", extra={"tool": tool.name, "status": decision.status})
             return refused(f"not approved: {decision.describe()}")
@@ -86,22 +106,34 @@ class Gate:
         except ToolError as exc:
             await self._report(decision, ok=False, detail=str(exc))
             return refused(str(exc))
-        await self._report(decision, ok=not result.is_error)
+        detail = result_text(result) if result.is_error else None
+        await self._report(decision, ok=not result.is_error, detail=detail)
         return result
 
     async def _decide(self, tool: McpTool, args: dict[str, Any],
-                      progress: Progress | None) -> Decision:
+                      progress: Progress | None, policy_id: str) -> Decision:
         decision = await self.client.request(
-            tool=tool.name, args=args, policy_id=self.policy_id,
+            tool=tool.name, args=args, policy_id=policy_id,
             risk=tool.risk_for(args).value, capability=tool.capability,
             targets=tool.targets(args), content=tool.content,
             goal=f"an MCP client calls {tool.name} through signoff mcp-gate", wait=False)
-        waited = 0.0
-        while decision.pending and decision.id is not None and waited < self.wait_limit:
-            if progress is not None:
-                await progress(f"waiting for approval {decision.id} of {tool.name}")
-            decision = await self.client.wait(decision.id, timeout=self.progress_every)
-            waited += self.progress_every
+        if not decision.pending or decision.id is None:
+            return decision
+        asked = decision.id
+        self.waiting.add(asked)
+        try:
+            waited = 0.0
+            while decision.pending and waited < self.wait_limit:
+                if progress is not None:
+                    await progress(f"waiting for approval {asked} of {tool.name}")
+                decision = await self.client.wait(asked, timeout=self.progress_every)
+                waited += self.progress_every
+        except BaseException:  # cancelled by the client, or the session ends: take it back
+            with anyio.CancelScope(shield=True):
+                await self.client.withdraw(asked)
+            raise
+        finally:
+            self.waiting.discard(asked)
         return decision
 
     async def _report(self, decision: Decision, *, ok: bool, detail: str | None = None) -> None:
@@ -116,12 +148,27 @@ class Gate:
         async def on_call_tool(ctx: Any, params: types.CallToolRequestParams
                                ) -> types.CallToolResult:
             return await self.call_tool(params.name, params.arguments,
-                                        progress_sender(ctx, params))
+                                        progress_sender(ctx, params),
+                                        client_name=client_name(ctx))
 
         return Server("signoff-mcp-gate", version=__version__,
                       instructions=f"Tools of {self.upstream.spec.name}; each call is "
                                    "approved by a person through signoff first.",
                       on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+
+
+def result_text(result: types.CallToolResult) -> str:
+    """The text of a tool result (what an ``isError`` result says went wrong)."""
+    parts = [b.text for b in result.content if isinstance(b, types.TextContent)]
+    return "\n".join(parts)[:500] or "the tool reported an error"
+
+
+def client_name(ctx: Any) -> str | None:
+    """The MCP client's name from its ``initialize`` (None when it gave none)."""
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", None)
+    return str(name) if name else None
 
 
 def progress_sender(ctx: Any, params: types.CallToolRequestParams) -> Progress | None:
@@ -140,16 +187,20 @@ def progress_sender(ctx: Any, params: types.CallToolRequestParams) -> Progress |
 
 
 async def serve_gate(upstream: McpConnection, *, url: str | None, api_key: str | None,
-                     wait_limit: float) -> None:
+                     wait_limit: float, policy_id: str | None = None) -> None:
     """Run the gate on this process's stdin/stdout until the client closes it."""
     keep_up = asyncio.create_task(upstream.run(), name=f"mcp-{upstream.spec.name}")
     try:
         requester = f"mcp-gate:{upstream.spec.name}@{socket.gethostname()}"
         async with Signoff(url, api_key=api_key, requester=requester) as client:
-            gate = Gate(upstream=upstream, client=client, wait_limit=wait_limit)
+            gate = Gate(upstream=upstream, client=client, wait_limit=wait_limit,
+                        policy_id=policy_id)
             server = gate.server()
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            try:
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
+            finally:  # the client disconnected: nobody waits for its calls any more
+                await gate.withdraw_all()
     finally:
         keep_up.cancel()  # stops the upstream server process
         await asyncio.gather(keep_up, return_exceptions=True)

@@ -28,6 +28,9 @@ def cmd_mcp_gate(
     config: ConfigOpt = None,
     url: UrlOpt = None,
     api_key: KeyOpt = None,
+    policy_id: Annotated[str | None, typer.Option(
+        "--policy-id", help="What session and always answers cover (default: "
+                            "mcp-gate:SERVER:<client name>, stable across restarts).")] = None,
 ) -> None:
     """Serve MCP on stdio: SERVER's tools, each call approved through the running daemon."""
     from signoff.cli.gate import GRACE, serve_gate
@@ -43,7 +46,8 @@ def cmd_mcp_gate(
     upstream = McpConnection(specs[server], log_dir=settings.resolved_state_dir())
     limit = settings.approvals.timeout.total_seconds() + GRACE
     try:
-        asyncio.run(serve_gate(upstream, url=url, api_key=api_key, wait_limit=limit))
+        asyncio.run(serve_gate(upstream, url=url, api_key=api_key, wait_limit=limit,
+                               policy_id=policy_id))
     except SignoffError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

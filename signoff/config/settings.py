@@ -204,6 +204,9 @@ class ApprovalsSettings(Section):
     scopes: dict[Risk, list[Scope]] = Field(default_factory=_default_scopes)
     # An always grant lapses this long after the decision unless the answer gives "for".
     grant_ttl: PositiveDuration = timedelta(days=30)
+    # A request denied for a policy_id is answered "denied earlier" when asked again
+    # unchanged within this long, instead of a fresh card per retry ("0": off).
+    remember_deny: Duration = timedelta(hours=1)
     # Risk classes decided only in the console: their chat buttons link there instead.
     step_up: list[Risk] = []
     # Off unless set: a reminder is one more message in busy channels, so it is opted into.

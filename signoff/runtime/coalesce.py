@@ -122,6 +122,8 @@ def follows(leader: Approval, member: Approval) -> bool:
         return False
     if not same_content(leader, member):
         return False  # grouped under an older key (before 0.3): the card never showed it
+    if leader.status is ApprovalStatus.WITHDRAWN:  # its asker gave up, not the members'
+        return False
     return leader.decided_at is None or member.requested_at <= leader.decided_at
 
 

@@ -70,9 +70,10 @@ def _already(approval: Approval) -> DecisionResult:
         return DecisionResult(False, DecisionCode.EXPIRED,
                               "Expired — the request timed out and was denied", approval=approval)
     when = approval.decided_at.strftime("%H:%M UTC") if approval.decided_at else "?"
+    done = ("Withdrawn" if approval.status is ApprovalStatus.WITHDRAWN
+            else "Already decided")
     return DecisionResult(False, DecisionCode.ALREADY_DECIDED,
-                          f"Already decided by {approval.decided_by} at {when}",
-                          approval=approval)
+                          f"{done} by {approval.decided_by} at {when}", approval=approval)
 
 
 def requester_of(task: Task | None, approval: Approval) -> str | None:
@@ -416,6 +417,32 @@ class Decider(HoldDecisions):
         if goes_on and task is not None and self.on_runnable is not None:
             await self.on_runnable(task)
         return task
+
+    async def withdraw(self, approval: Approval, actor: str) -> Approval | None:
+        """Take back a pending outside request (its asker gave up waiting): it ends
+        ``withdrawn`` and its cards say so; None when it was not pending any more (someone
+        decided first). Who may withdraw is the caller's question."""
+        now = self._now()
+        decided = approval.model_copy(update={
+            "status": ApprovalStatus.WITHDRAWN, "decided_by": actor, "decided_at": now,
+            "reason": f"withdrawn by {actor}"})
+        if coalesce.has_own_card(approval):
+            outbox = [approval_event(ApprovalEvent.DECIDED, approval.id)]
+        else:  # it shared another request's card: that card's count drops
+            decided.coalesced_into = None
+            outbox = [coalesce.left_event(approval)]
+        event = audit_event("withdrawn", None, approval.action, decision="withdraw",
+                            actor=actor, reason=decided.reason, approval=decided)
+        change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
+                        audit=[event], outbox=outbox)
+        if not await self._commit(change):
+            return None
+        log.info("approval_withdrawn", extra={"approval_id": approval.id, "actor": actor})
+        await self._announce(None, decided, TaskEvent.DENIED)
+        for member in await self.store.coalesced(approval.id):  # identical ones still ask
+            if member.status is ApprovalStatus.PENDING:
+                await self._detach(member)
+        return decided
 
     # -- groups of identical requests (signoff.runtime.coalesce) --------------------------
     async def _shared(self, approval: Approval) -> bool:

@@ -56,6 +56,7 @@ from signoff.runtime.policy.unattended import (
     Unattended,
     resolve_unattended,
 )
+from signoff.runtime.refusals import refused_actions
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 from signoff.runtime.tools.base import ToolContext
 from signoff.runtime.tools.registry import ToolRegistry
@@ -94,6 +95,9 @@ class EngineConfig:
     forbid_self_approval: bool = False
     people: People = field(default_factory=People)  # who counts as whom ([[people]])
     coalesce: bool = False  # identical pending requests share one card (approvals.coalesce)
+    # An action a person denied, asked again unchanged for the same policy_id (outside) or
+    # task (agent) within this, is refused at once without a card (0: off).
+    remember_deny: timedelta = timedelta(hours=1)
     # How long an always grant lasts unless the answer says ("for"); None: until revoked.
     grant_ttl: timedelta | None = None
     rules: ApprovalRules = field(default_factory=ApprovalRules)  # quorum and hold
@@ -119,9 +123,9 @@ def _short(value: Any) -> Any:
 def _error_text(action: Action, exc: ToolError) -> str:
     """A tool's error without its own name in front: the reason says the name once."""
     text = str(exc)
-    for prefix in (f"{action.tool} failed: ", f"{action.tool}: "):
+    for prefix in (f"{action.tool} failed: ", f"{action.tool}: ", f"{action.tool} "):
         if text.startswith(prefix):
-            text = text[len(prefix):]
+            return text[len(prefix):]
     return text
 
 
@@ -215,6 +219,20 @@ class Engine:
         except Conflict:
             log.info("task_changed_elsewhere", extra={"task_id": task.id})
             return await self.store.get_task(task.id) or task
+        except Exception as exc:  # a bug or a surprise must not crash-loop the task
+            return await self._crashed(task, exc)
+
+    async def _crashed(self, task: Task, exc: Exception) -> Task:
+        """An exception while planning or running a step: one retry, as after a crash;
+        past ``max_retries`` the task fails with the exception as its reason."""
+        reason = f"{type(exc).__name__}: {exc}"
+        log.exception("task_crashed", extra={"task_id": task.id, "reason": reason})
+        stored = await self.store.get_task(task.id)
+        if stored is None or stored.claimed_by != self.config.node_id or stored.state not in (
+                TaskState.PLANNING, TaskState.IN_PROGRESS):
+            return stored or task
+        await self._recover_one(stored, why=reason)
+        return stored
 
     async def _plan(self, task: Task) -> bool:
         try:
@@ -420,11 +438,12 @@ class Engine:
         outputs = [{"step": r.step, "tool": r.tool, "output": r.output}
                    for r in task.actions if r.outcome == "ok"]
         task.result = {"summary": f"{len(outputs)} action(s) completed", "outputs": outputs,
-                       **_planner_of(task)}
+                       "refused": refused_actions(task.actions), **_planner_of(task)}
         if answer is not None:
             task.result["answer"] = answer
         await self._save(task)
-        log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs)})
+        log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs),
+                                          "refused": len(task.result["refused"])})
         await self.listener.task_event(TaskEvent.COMPLETED, task)
 
     async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
@@ -472,11 +491,13 @@ class Engine:
         stand-in, see `store.readers`): the queue, recovery and listings go on without it."""
         await self._fail(task, task.unreadable or "the stored task cannot be read")
 
-    async def _recover_one(self, task: Task) -> None:
+    async def _recover_one(self, task: Task, *, why: str | None = None) -> None:
+        """Requeue ``task`` as one retry (a planning task cut short by a crash is no
+        retry: it did nothing yet); ``why``: the exception that stopped it, if known."""
         if task.unreadable is not None:
             await self.set_aside(task)
             return
-        if task.state is TaskState.PLANNING:
+        if task.state is TaskState.PLANNING and why is None:
             task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
             await self._save(task)
             return
@@ -490,7 +511,8 @@ class Engine:
             return
         task.executing = None
         if task.retries > self.config.max_retries:
-            await self._fail(task, "max retries exceeded")
+            await self._fail(task, "max retries exceeded" if why is None else
+                             f"max retries exceeded ({task.retries - 1}); last error: {why}")
             return
         task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
         await self._save(task)

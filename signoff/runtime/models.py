@@ -120,6 +120,7 @@ class ApprovalStatus(enum.StrEnum):
     APPROVED = "approved"
     DENIED = "denied"
     EXPIRED = "expired"
+    WITHDRAWN = "withdrawn"  # the outside agent that asked took it back before an answer
 
     @property
     def open(self) -> bool:

@@ -42,6 +42,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.policy.policy import Evaluation
 from signoff.runtime.policy.unattended import Outcome, resolve_unattended
+from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
 from signoff.runtime.tools.canonical import canonical_json, sha256_hex
@@ -167,9 +168,11 @@ class OutsideRequests:
             if found is not None:
                 return self._replay(found, spec, digest), True
         action = self.prepare(spec)
-        ev = await self.engine.policy.evaluate_request(action, self.store,
-                                                       policy_id=spec.policy_id,
-                                                       now=self.engine.clock.now())
+        ev = await self._denied_earlier(spec.policy_id, action)
+        if ev is None:
+            ev = await self.engine.policy.evaluate_request(action, self.store,
+                                                           policy_id=spec.policy_id,
+                                                           now=self.engine.clock.now())
         action = ev.action or action  # relabelled by the policy (a private network)
         approval, event = self._build(spec, action, ev, digest)
         grouped = approval.status.open and self.engine.config.coalesce
@@ -213,6 +216,26 @@ class OutsideRequests:
             raise KeyReused(f"the idempotency key was used for request {found.id}, which "
                             "asked something else")
         return found
+
+
+    async def _denied_earlier(self, policy_id: str, action: Action) -> Evaluation | None:
+        """A BLOCK when a person denied this very action (same fingerprint and content)
+        for ``policy_id`` within ``approvals.remember_deny``: an agent retrying a refused
+        call gets the answer at once instead of a fresh card each time."""
+        window = self.engine.config.remember_deny
+        if window <= timedelta(0) or action.capability is None:
+            return None
+        since = self.engine.clock.now() - window
+        for earlier in await self.store.denied_requests(policy_id, action.capability):
+            by = earlier.decided_by or ""
+            if (by.startswith("auto:") or earlier.decided_at is None
+                    or earlier.decided_at < since
+                    or refusal_key(earlier.action) != refusal_key(action)):
+                continue
+            why = f": {earlier.reason}" if earlier.reason else ""
+            return Evaluation(Verdict.BLOCK, f"denied earlier by {by} ({earlier.id}){why}",
+                              actor="auto:remember_deny")
+        return None
 
     def _build(self, spec: RequestSpec, action: Action, ev: Evaluation,
                digest: str | None) -> tuple[Approval, AuditEvent]:

@@ -215,3 +215,112 @@ def test_an_unknown_server_name_exits_2(config: Path) -> None:
                           stdin=subprocess.DEVNULL, check=False)
     assert done.returncode == 2
     assert "no [[mcp.servers]] entry named 'gitlab' (configured: git)" in done.stderr
+
+
+async def status_of(node: Running, approval_id: str) -> str:
+    async with node.client() as client:
+        return str((await client.get(f"/v1/approvals/{approval_id}")).json()["status"])
+
+
+async def asked_through(s: Any, repo: Path, node: Running
+                        ) -> tuple[asyncio.Task[Any], dict[str, Any]]:
+    """A git_add call waiting for a person, and its pending request."""
+    asked = asyncio.Event()
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        asked.set()
+
+    call = asyncio.create_task(s.call_tool(
+        "git_add", {"repo_path": str(repo), "files": ["new.txt"]}, progress_callback=progress))
+    await asyncio.wait_for(asked.wait(), 60)
+    items: list[dict[str, Any]] = []
+
+    async def found() -> bool:
+        items[:] = await pending(node)
+        return bool(items)
+
+    await eventually(found, 30, "the gate's request")
+    return call, items[0]
+
+
+async def test_a_call_the_client_cancels_withdraws_its_request(
+        daemon, config: Path, repo: Path) -> None:
+    """The client gives up on a waiting call (notifications/cancelled): the request is
+    withdrawn, so its card no longer asks anyone."""
+    node, url = daemon
+    async with gate(config, url) as s:
+        call, item = await asked_through(s, repo, node)
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await call
+
+        async def withdrawn() -> bool:
+            return await status_of(node, item["id"]) == "withdrawn"
+
+        await eventually(withdrawn, 30, "the withdrawal")
+    assert git(repo, "status", "--porcelain") == "?? new.txt\n"
+
+
+async def test_a_client_that_disconnects_withdraws_what_it_waited_for(
+        daemon, config: Path, repo: Path) -> None:
+    """The client goes away while a call waits: the gate withdraws the request."""
+    node, url = daemon
+    async with gate(config, url) as s:
+        call, item = await asked_through(s, repo, node)
+    call.cancel()
+    with contextlib.suppress(BaseException):
+        await call
+
+    async def withdrawn() -> bool:
+        return await status_of(node, item["id"]) == "withdrawn"
+
+    await eventually(withdrawn, 30, "the withdrawal")
+
+
+async def test_the_policy_id_is_stable_per_client_or_as_given(
+        daemon, config: Path, repo: Path) -> None:
+    """By default the policy_id is mcp-gate:SERVER:<client name>, the same after the gate
+    restarts (so an Always still covers the call); --policy-id sets it."""
+    node, url = daemon
+    seen = []
+    for extra in ((), (), ("--policy-id", "ide-laptop")):
+        async with session(sys.executable, "-m", "signoff", "mcp-gate", "git", "--config",
+                           str(config), "--url", url, "--api-key", AGENT_KEY, *extra) as s:
+            call, item = await asked_through(s, repo, node)
+            seen.append(item["policy_id"])
+            async with node.client() as client:  # once: each run asks again
+                await client.post(f"/approvals/{item['id']}/approve", json={"scope": "once"})
+            await asyncio.wait_for(call, 60)
+    assert seen[0] == seen[1] and seen[0].startswith("mcp-gate:git:")
+    assert seen[2] == "ide-laptop"
+
+
+async def test_an_error_result_reports_its_text_as_the_outcome(
+        daemon, config: Path, repo: Path) -> None:
+    """An approved call the upstream answers with isError is reported as a failed outcome
+    that keeps the error's text (not a bare "error")."""
+    node, url = daemon
+    asked = asyncio.Event()
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        asked.set()
+
+    async with gate(config, url) as s:
+        call = asyncio.create_task(s.call_tool(
+            "git_add", {"repo_path": str(repo), "files": ["missing.txt"]},
+            progress_callback=progress))
+        item = await decide_when_asked(node, asked, "approve", {"scope": "once"})
+        result = await asyncio.wait_for(call, 60)
+    assert result.is_error
+    reported: list[dict[str, Any]] = []
+
+    async def outcome() -> bool:
+        async with node.client() as client:
+            events = (await client.get("/audit", params={"limit": 500})).json()["items"]
+        reported[:] = [e for e in events
+                       if e["approval_id"] == item["id"] and e["kind"] == "outcome"]
+        return bool(reported)
+
+    await eventually(outcome, 30, "the outcome")
+    assert reported[0]["decision"] == "error"
+    assert "missing.txt" in (reported[0]["reason"] or ""), reported[0]

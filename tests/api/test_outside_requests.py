@@ -399,7 +399,9 @@ async def test_budgets_count_the_requests_of_a_policy_id(tmp_path: Path) -> None
         assert "budget for email.send used up (1 per policy_id)" in over.json()["reason"]
         assert (await client.post("/v1/approvals", json=ask(policy_id="s-2"))).status_code == 202
         await client.post(f"/approvals/{first}/deny")
-        assert (await client.post("/v1/approvals", json=ask())).status_code == 202
+        # Another body: the very same request would be "denied earlier" (remember_deny).
+        retry = ask(args={**ASK["args"], "body": "y"})
+        assert (await client.post("/v1/approvals", json=retry)).status_code == 202
 
 
 async def test_self_approval_is_refused(tmp_path: Path) -> None:

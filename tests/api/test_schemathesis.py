@@ -39,6 +39,7 @@ OPERATIONS = [
     "GET /audit", "GET /grants", "DELETE /grants/{grant_id}", "GET /schedules",
     "GET /oncall", "GET /metrics",
     "POST /v1/approvals", "GET /v1/approvals/{approval_id}",
+    "DELETE /v1/approvals/{approval_id}",
     "POST /v1/approvals/{approval_id}/outcome", "POST /approvals/{approval_id}/approve",
     "POST /approvals/{approval_id}/deny", "POST /approvals/{approval_id}/undo",
     "POST /approvals/batch",

@@ -6,7 +6,9 @@ JSON-string ``arguments``, the real wire shape), a plain string (answered as
 ``message.content``), or None for an HTTP 500.
 
 `FakeOpenAI(script=fn)` answers each request with ``fn(Seen(messages))``: an `Answer`, a
-reply as above, or None (HTTP 500). The answer depends only on the messages received, as a
+reply as above, a `Failure` (an error
+answer as vLLM or Ollama send it: `VLLM_NO_TOOL_CHOICE`, `OLLAMA_NO_MODEL`, `ERROR_WITH_200`)
+or None (HTTP 500). The answer depends only on the messages received, as a
 real model's does, so a conversation resumed after a restart gets the answers it would
 have got. `steps(a, b, c)` answers turn 1 with ``a``, turn 2 with ``b``, …
 
@@ -36,6 +38,28 @@ class Answer:
     calls: list[tuple[str, Any]] = field(default_factory=list)  # (name, args or raw string)
     finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
     ids: list[str | None] | None = None  # the calls' ids as a sloppy server sends them
+    object_args: bool = False  # arguments as a JSON object, not JSON text (some servers)
+
+
+@dataclass
+class Failure:
+    """An error answer as a real server sends it: a status code and a JSON body."""
+
+    status: int
+    body: Any
+
+
+# What vLLM answers a request with tools when it was started without tool support.
+VLLM_NO_TOOL_CHOICE = Failure(400, {
+    "object": "error", "type": "BadRequestError", "param": None, "code": 400,
+    "message": '"auto" tool choice requires --enable-auto-tool-choice and '
+               "--tool-call-parser to be set"})
+# What Ollama answers for a model it does not have (its OpenAI API).
+OLLAMA_NO_MODEL = Failure(404, {"error": {
+    "message": 'model "llama3.1" not found, try pulling it first', "type": "api_error",
+    "param": None, "code": None}})
+# A server that says "error" with a 200 (seen behind some proxies).
+ERROR_WITH_200 = Failure(200, {"error": {"message": "upstream model overloaded"}})
 
 
 class Seen:
@@ -69,13 +93,13 @@ class Seen:
         return json.loads(self.results()[-1])
 
 
-Script = Callable[[Seen], "Answer | Reply"]
+Script = Callable[[Seen], "Answer | Failure | Reply"]
 
 
-def steps(*answers: Answer | Reply) -> Script:
+def steps(*answers: Answer | Failure | Reply) -> Script:
     """A script answering turn n with the n-th answer (the last one after that)."""
 
-    def script(seen: Seen) -> Answer | Reply:
+    def script(seen: Seen) -> Answer | Failure | Reply:
         return answers[min(seen.turn, len(answers)) - 1]
 
     return script
@@ -87,7 +111,8 @@ def _message(answer: Answer, request_no: int) -> tuple[dict[str, Any], str]:
         message["tool_calls"] = [
             {"id": f"call_{request_no}_{n}", "type": "function",
              "function": {"name": name,
-                          "arguments": args if isinstance(args, str) else json.dumps(args)}}
+                          "arguments": args if isinstance(args, str) or answer.object_args
+                          else json.dumps(args)}}
             for n, (name, args) in enumerate(answer.calls)]
         for call, given in zip(message["tool_calls"], answer.ids or [], strict=False):
             if given is None:
@@ -100,7 +125,8 @@ def _message(answer: Answer, request_no: int) -> tuple[dict[str, Any], str]:
 class FakeOpenAI:
     """Serves completions on 127.0.0.1 and records every request body."""
 
-    def __init__(self, reply: Reply = None, *, script: Script | None = None) -> None:
+    def __init__(self, reply: Reply | Failure = None, *, script: Script | None = None
+                 ) -> None:
         self.reply = reply
         self.script = script
         self.requests: list[dict[str, Any]] = []
@@ -120,6 +146,8 @@ class FakeOpenAI:
         reply = self.script(Seen(body["messages"])) if self.script else self.reply
         if reply is None:
             return web.json_response({"error": {"message": "boom"}}, status=500)
+        if isinstance(reply, Failure):
+            return web.json_response(reply.body, status=reply.status)
         if not isinstance(reply, Answer):
             reply = Answer(content=reply) if isinstance(reply, str) else Answer(calls=reply)
         message, finish = _message(reply, len(self.requests))

@@ -50,7 +50,7 @@ MAX_TOOL = 100
 CARD_LIMIT = 2400
 
 _RISK_ICON = {"READ": "📖", "DRAFT": "📝", "SEND": "📤", "DESTRUCTIVE": "🧨"}
-_STATUS_ICON = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛"}
+_STATUS_ICON = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛", "withdrawn": "↩️"}
 _SLACK_ACTOR = re.compile(r"\bslack:([UW][A-Z0-9]{2,})\b")
 
 

@@ -39,7 +39,7 @@ _SCOPES_BY_CODE = {code: scope for scope, code in _CODES.items()}
 UNDO_CODE = "u"
 
 _RISK_MARK = {"READ": "🟢", "DRAFT": "🟡", "SEND": "🟠", "DESTRUCTIVE": "🔴"}
-_STATUS_MARK = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛"}
+_STATUS_MARK = {"approved": "✅", "held": "⏳", "denied": "⛔", "expired": "⌛", "withdrawn": "↩️"}
 
 # Per-field length budgets, tried in order until the message fits in MAX_TEXT. Cards are
 # already shortened in bot/cards.py; this is the last guard against odd data.

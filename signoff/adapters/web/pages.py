@@ -23,6 +23,7 @@ from typing import Any
 from signoff.bot.cards import UNDO_LABEL, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import AuditEvent, Scope, Task
+from signoff.runtime.refusals import outcome_words, refused_count
 from signoff.runtime.text import shown
 from signoff.runtime.transcript import TranscriptEntry, call_summary, shorten_text
 
@@ -58,6 +59,7 @@ class CardView:
     # All the request's arguments as JSON when the card shows some of them cut (a long
     # body, a bounded preview): what the chat cards send people here to see.
     whole: str | None = None
+    reported: str | None = None  # an approved outside request: what its caller reported
 
 
 def time_left(expires_at: datetime, now: datetime) -> str:
@@ -310,6 +312,8 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/",
         if view.task_state:
             state = (f'<p class="task-state state-{e(view.task_state)}">'
                      f'Task {e(view.task_state.replace("_", " "))}</p>')
+        if view.reported:
+            state += f'<p class="reported">{e(view.reported)}</p>'
         tail = f'<p class="outcome">{e(card.outcome or card.status)}</p>{state}'
     return (f'<article class="card risk-{e(risk)} status-{e(card.status)}" '
             f'id="card-{e(card.approval_id)}" data-approval="{e(card.approval_id)}">'
@@ -329,12 +333,19 @@ def _whole(view: CardView) -> str:
             f'shows part of it)</summary><pre>{e(view.whole)}</pre></details>')
 
 
+def _state_badge(task: Task) -> str:
+    """A task's state; a run that completed with refused actions says how many."""
+    words = outcome_words(task.state.value, task.result)
+    refused = " state-refused" if refused_count(task.result) else ""
+    return (f'<span class="state state-{e(task.state.value)}{refused}">'
+            f'{e(words.replace("_", " "))}</span>')
+
+
 def _task_item(task: Task) -> str:
     return (f'<li class="task"><a href="/console/tasks/{e(task.id)}">'
             f'<span class="goal">{e(task.goal)}</span></a>'
-            f'<span class="state state-{e(task.state.value)}">'
-            f'{e(task.state.value.replace("_", " "))}</span>'
-            f'<span class="id">{e(task.id)}</span> {_stamp(task.updated_at)}</li>')
+            f'{_state_badge(task)}<span class="id">{e(task.id)}</span> '
+            f'{_stamp(task.updated_at)}</li>')
 
 
 def approvals_fragment(*, pending: Sequence[CardView], decided: Sequence[CardView],
@@ -419,8 +430,7 @@ def task_fragment(task: Task, events: Sequence[AuditEvent], *, card: CardView | 
                   more_transcript: bool = False) -> str:
     """The live region of a task page: state, pending card, result, history, the agent's
     conversation, audit."""
-    rows = [("State", f'<span class="state state-{e(task.state.value)}">'
-                      f'{e(task.state.value.replace("_", " "))}</span>'),
+    rows = [("State", _state_badge(task)),
             ("Goal", e(task.goal)), ("Submitted by", e(task.submitted_by or "—")),
             ("Schedule", e(task.schedule or "—")), ("Retries", e(task.retries)),
             ("Created", _stamp(task.created_at)), ("Updated", _stamp(task.updated_at))]

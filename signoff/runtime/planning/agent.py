@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from signoff.errors import Conflict, PlannerError, ToolError
@@ -41,6 +42,7 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.policy.route import Route, RouteKind, gated_audit
+from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.names import ModelTools
 from signoff.runtime.transcript import TranscriptEntry, shorten_text
@@ -144,7 +146,9 @@ class _Run:
         self.messages: list[JsonDict] = []  # entries as sent to the model, built once each
         self.unsaved: list[TranscriptEntry] = []  # appended here, not yet committed
         self.tools = ModelTools(engine.registry.schemas())
-        self.denied: set[str] = set()  # fingerprints refused earlier in this task
+        # Refused earlier in this task (`refusal_key`) → when: asked again within
+        # approvals.remember_deny, the call is refused at once without a new card.
+        self.denied: dict[str, datetime] = {}
         self.turns = self.calls = 0
 
     @property
@@ -183,7 +187,7 @@ class _Run:
         self.turns += entry.role == "assistant"
         self.calls += entry.role == "tool"
         if "refused" in entry.meta:
-            self.denied.add(str(entry.meta["refused"]))
+            self.denied[str(entry.meta["refused"])] = entry.at or self.engine.clock.now()
 
     def _append(self, entry: TranscriptEntry) -> TranscriptEntry:
         entry.at = entry.at or self.engine.clock.now()
@@ -325,7 +329,7 @@ class _Run:
             return True
         why = shorten_text(" ".join((turn.content or "").split()), WHY_CHARS) or (
             "(the model gave no reason)")
-        if action.fingerprint in self.denied:
+        if self._denied_earlier(action):
             return await self._refuse(call, action, "denied earlier in this task",
                                       actor="auto:policy")
         route = await engine.route(task, action)
@@ -351,6 +355,14 @@ class _Run:
         await engine.request_approval(task, action, why=why, transcript=self._take())
         return False
 
+    def _denied_earlier(self, action: Action) -> bool:
+        """The same action (fingerprint and content) was refused in this task within
+        approvals.remember_deny ("0": never remembered)."""
+        window = self.engine.config.remember_deny
+        at = self.denied.get(refusal_key(action))
+        return (at is not None and window > timedelta(0)
+                and self.engine.clock.now() - at <= window)
+
     async def _refuse(self, call: JsonDict, action: Action, why: str, *, actor: str) -> bool:
         """A BLOCK: told to the model (on_deny = tell_model) or the end of the task."""
         task = self.task
@@ -363,7 +375,7 @@ class _Run:
         event = audit_event("evaluation", task, action, decision="BLOCK", actor=actor,
                             reason=why)
         self._answer(call["id"], error=f"not approved: blocked: {why}", record=record,
-                     refused=action.fingerprint)
+                     refused=refusal_key(action))
         await self._flush(audit=[event])
         return True
 
@@ -401,6 +413,6 @@ class _Run:
         if approval.status in (ApprovalStatus.DENIED, ApprovalStatus.EXPIRED):
             # The decider already put the refusal in the task's history and the audit log.
             self._answer(agent.call_id, error=f"not approved: {refusal_reason(approval)}",
-                         refused=approval.action.fingerprint)
+                         refused=refusal_key(approval.action))
             task.pending_action, agent.call_id, agent.why = None, None, None
         return True

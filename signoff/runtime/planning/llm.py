@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from signoff.errors import PlannerError
-from signoff.runtime.bounds import OutOfBounds, parse_json
+from signoff.runtime.bounds import OutOfBounds, check_json, parse_json
 from signoff.runtime.models import Action, JsonDict, Task
 from signoff.runtime.planning.planner import Plan, Planner, call_planner
 from signoff.runtime.tools.names import ModelTools
@@ -36,28 +36,63 @@ class ChatClient:
         self._transport = transport
 
     async def choice(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-        """POST /chat/completions; return the first choice (``message``, ``finish_reason``)."""
+        """POST /chat/completions; return the first choice (``message``, ``finish_reason``).
+
+        A server's own error text (vLLM's "auto tool choice requires …", Ollama's "model …
+        not found, try pulling it first") is the error's message, whatever the status code
+        (some servers answer 200 with an ``error`` body)."""
         body = {"model": self.model, "messages": messages, **extra}
         async with httpx.AsyncClient(timeout=self._timeout, transport=self._transport) as http:
             try:
                 resp = await http.post(f"{self.base_url}/chat/completions", json=body,
                                        headers=self._headers)
+                said = server_error(resp)
+                if said is not None:
+                    raise PlannerError(f"LLM endpoint {self.base_url} failed: HTTP "
+                                       f"{resp.status_code}: {said}")
                 resp.raise_for_status()
-                data = resp.json()
-                choice: dict[str, Any] = data["choices"][0]
+                choice: dict[str, Any] = resp.json()["choices"][0]
                 if not isinstance(choice.get("message"), dict):
                     raise TypeError("the first choice has no message")
             except httpx.TimeoutException as exc:
                 raise PlannerError(f"LLM endpoint {self.base_url} did not answer within "
                                    f"{self._timeout:g} s (the [planner] timeout)") from exc
             except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-                raise PlannerError(f"LLM endpoint {self.base_url} failed: {exc}") from exc
+                raise PlannerError(f"LLM endpoint {self.base_url} failed: "
+                                   f"{type(exc).__name__}: {exc}") from exc
         return choice
 
     async def complete(self, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
         """POST /chat/completions; return the first choice's message."""
         message: dict[str, Any] = (await self.choice(messages, **extra))["message"]
         return message
+
+
+ERROR_CHARS = 500  # of a server's error text kept in a task's reason and the log
+
+
+def server_error(resp: httpx.Response) -> str | None:
+    """The error a model server put in its answer, or None when it is not an error.
+
+    Servers say it in different shapes: ``{"error": {"message": …}}`` (OpenAI, Ollama's
+    OpenAI API), ``{"error": "…"}`` (Ollama), ``{"object": "error", "message": …}`` (vLLM),
+    ``{"detail": …}``; a non-JSON error answer is its text.
+    """
+    try:
+        data = resp.json()
+    except ValueError:
+        text = resp.text.strip()[:ERROR_CHARS] if resp.is_error else ""
+        return text or None
+    if not isinstance(data, dict):
+        return None
+    error = data.get("error")
+    if isinstance(error, dict):
+        error = error.get("message") or json.dumps(error)
+    if error is None and (data.get("object") == "error" or resp.is_error):
+        error = data.get("message") or data.get("detail")
+    if error is None and resp.is_error:
+        error = json.dumps(data)
+    return None if error is None else str(error)[:ERROR_CHARS]
 
 
 PLANNER_PROMPT = (
@@ -110,11 +145,16 @@ def _actions_from(message: dict[str, Any], tools: ModelTools) -> list[Action]:
     actions = []
     for call in message.get("tool_calls") or []:
         fn = call.get("function") or {}
-        try:
-            args = parse_json(fn.get("arguments") or "{}", "arguments")
+        raw = fn.get("arguments") or "{}"
+        try:  # some servers send the arguments as an object instead of JSON text
+            if isinstance(raw, dict):
+                check_json(raw, "arguments")
+                args = raw
+            else:
+                args = parse_json(raw, "arguments")
         except OutOfBounds as exc:
             raise PlannerError(f"tool call {fn.get('name')!r}: {exc}") from exc
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, TypeError) as exc:
             raise PlannerError(f"tool call {fn.get('name')!r} has invalid JSON arguments") from exc
         if not isinstance(args, dict) or not fn.get("name"):
             raise PlannerError("a tool call has no name or non-object arguments")

@@ -31,6 +31,7 @@ from signoff.runtime.clock import Clock
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Action, JsonDict, RunMode, Task, TaskState
+from signoff.runtime.refusals import outcome_words
 from signoff.runtime.schedule.cron import (
     fire_times,
     next_fire_times,
@@ -297,7 +298,7 @@ class Scheduler:
 
 def _last_run(task: Task) -> JsonDict:
     if task.state is TaskState.COMPLETED:
-        outcome = "completed"
+        outcome = outcome_words(task.state.value, task.result)
     elif task.state is TaskState.FAILED:
         outcome = str((task.result or {}).get("reason") or "failed")
     else:

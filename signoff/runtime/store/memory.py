@@ -281,6 +281,14 @@ class MemTaskStore:
                    if a.task_id is None and a.policy_id == policy_id
                    and a.action.capability == capability and a.status in live)
 
+    async def denied_requests(self, policy_id: str, capability: str, *,
+                              limit: int = 50) -> list[Approval]:
+        """The latest denied outside requests of a policy_id for a capability."""
+        found = [a for a in self._approvals.values()
+                 if a.task_id is None and a.policy_id == policy_id
+                 and a.action.capability == capability and a.status is ApprovalStatus.DENIED]
+        return list(reversed(found))[:limit]
+
     async def held_approvals(self) -> list[Approval]:
         """Requests in their hold, soonest release first."""
         held = [a.model_copy(deep=True) for a in self._approvals.values()

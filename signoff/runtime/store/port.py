@@ -236,6 +236,12 @@ class TaskStore(Protocol):
         approved (what a budget counts; denied and expired ones released their unit)."""
         ...
 
+    async def denied_requests(self, policy_id: str, capability: str, *,
+                              limit: int = 50) -> list[Approval]:
+        """The latest denied outside requests of ``policy_id`` for ``capability``, newest
+        first (what "denied earlier" looks among)."""
+        ...
+
     async def due_approvals(self, now: datetime) -> list[Approval]:
         """Pending approvals whose expires_at has passed."""
         ...

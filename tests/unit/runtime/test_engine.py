@@ -277,3 +277,16 @@ async def test_a_planner_gets_only_the_context_it_names(work: Path) -> None:
     task = await run(make(work, planner))
     assert task.state is TaskState.COMPLETED
     assert "read_file" in planner.seen
+
+
+async def test_a_failed_webhook_says_what_failed_once(work: Path) -> None:
+    """An approved webhook to a closed port fails with one "send_webhook failed: <url>: …",
+    not "send_webhook failed: send_webhook … failed: …"."""
+    node = make(work, approvals={"mode": "off"})
+    url = "http://127.0.0.1:9/hook"
+    task = await run(node, steps=[Action(tool="send_webhook",
+                                         args={"url": url, "payload": {"a": 1}})])
+    assert task.state is TaskState.FAILED and task.result is not None
+    reason = task.result["reason"]
+    assert reason.startswith(f"send_webhook failed: {url}: "), reason
+    assert reason.count("send_webhook") == 1 and f"{url} failed" not in reason, reason

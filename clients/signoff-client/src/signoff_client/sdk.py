@@ -175,6 +175,29 @@ def _wait_flow(approval_id: str, base: str, seconds: float | None) -> Flow:
             return decision
 
 
+def _waited_on(call: _Call) -> str | None:
+    """The request a call long-polls on (None for any other call)."""
+    prefix = "/v1/approvals/"
+    if call.method == "GET" and call.path.startswith(prefix):
+        return call.path[len(prefix):] or None
+    return None
+
+
+def _pending_id(answer: _Answer) -> str | None:
+    """The id of the pending request a POST /v1/approvals answer reports, if any."""
+    response = answer.response
+    if response is None or not response.is_success:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get("status") != "pending":
+        return None
+    found = body.get("id")
+    return str(found) if found else None
+
+
 def _request_flow(body: dict[str, Any], key: str, base: str, wait: bool | float) -> Flow:
     answer = yield _Call("POST", "/v1/approvals", body=body, headers={"Idempotency-Key": key})
     failed = _failure(answer, None, base)
@@ -327,14 +350,45 @@ class Signoff(_Base):
                 await asyncio.sleep(self._delay(attempt))
         return _Answer(None, error)
 
-    async def _run(self, flow: Flow) -> Decision:
+    async def _run(self, flow: Flow, *, withdraw: bool = False) -> Decision:
+        """Drive ``flow``; with ``withdraw``, a cancelled wait takes its request back
+        (DELETE, shielded from the cancellation) before the cancellation goes on."""
         try:
             call = next(flow)
             while True:
-                call = flow.send(await self._send(call))
+                sending = asyncio.ensure_future(self._send(call))
+                try:
+                    answer = await asyncio.shield(sending)
+                except asyncio.CancelledError:
+                    if not withdraw:
+                        sending.cancel()
+                        raise
+                    await asyncio.shield(self._take_back(call, sending))
+                    raise
+                call = flow.send(answer)
         except StopIteration as done:
             result: Decision = done.value
             return result
+
+    async def _take_back(self, call: _Call, sending: asyncio.Future[_Answer]) -> None:
+        """After a cancellation: withdraw the request being waited on, or the one the
+        cancelled POST created (its answer is awaited to learn the id)."""
+        approval_id = _waited_on(call)
+        if approval_id is None and call.method == "POST":
+            approval_id = _pending_id(await sending)
+        else:
+            sending.cancel()
+        if approval_id is not None:
+            await self.withdraw(approval_id)
+
+    async def withdraw(self, approval_id: str) -> bool:
+        """Take back a pending request (nobody needs to answer it any more); False when it
+        could not be (already decided, not yours, daemon unreachable)."""
+        try:
+            response = await self._http.delete(f"/v1/approvals/{approval_id}")
+        except httpx.HTTPError:
+            return False
+        return response.is_success
 
     async def request(self, tool: str, args: Mapping[str, Any] | None = None, *,
                       policy_id: str | None = None, risk: str | None = None,
@@ -350,11 +404,12 @@ class Signoff(_Base):
                           targets=targets, content=content, goal=goal, why=why,
                           timeout=timeout)
         key = idempotency_key or uuid.uuid4().hex
-        return await self._run(_request_flow(body, key, self.url, wait))
+        return await self._run(_request_flow(body, key, self.url, wait), withdraw=True)
 
     async def wait(self, approval_id: str, *, timeout: float | None = None) -> Decision:
-        """Wait until a request is decided or expired (or ``timeout`` seconds passed)."""
-        return await self._run(_wait_flow(approval_id, self.url, timeout))
+        """Wait until a request is decided or expired (or ``timeout`` seconds passed); a
+        cancelled wait withdraws the request (nobody is left deciding for no one)."""
+        return await self._run(_wait_flow(approval_id, self.url, timeout), withdraw=True)
 
     async def status(self, approval_id: str) -> Decision:
         """A request's status now, without waiting."""
@@ -479,6 +534,14 @@ class SignoffSync(_Base):
         answer = self._send(_Call("POST", f"/v1/approvals/{approval_id}/outcome",
                                   body={"ok": ok, "detail": detail}))
         return answer.response is not None and answer.response.is_success
+
+    def withdraw(self, approval_id: str) -> bool:
+        """See `Signoff.withdraw`."""
+        try:
+            response = self._http.delete(f"/v1/approvals/{approval_id}")
+        except httpx.HTTPError:
+            return False
+        return response.is_success
 
     def gate(self, *, risk: str | None = None, tool: str | None = None,
              capability: str | None = None, targets: Targets = None,

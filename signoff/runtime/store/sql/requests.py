@@ -58,6 +58,16 @@ def by_key(conn: Connection, idempotency_key: str) -> Approval | None:
     return approval_from(row) if row else None
 
 
+def denied(conn: Connection, policy_id: str, capability: str, limit: int) -> list[Approval]:
+    """The latest denied outside requests of a policy_id for a capability, newest first."""
+    q = (sa.select(approvals_t.c.data)
+         .select_from(requests_t.join(approvals_t, approvals_t.c.id == requests_t.c.approval_id))
+         .where(requests_t.c.policy_id == policy_id, requests_t.c.capability == capability,
+                approvals_t.c.status == ApprovalStatus.DENIED.value)
+         .order_by(approvals_t.c.seq.desc()).limit(limit))
+    return [Approval.model_validate_json(r.data) for r in conn.execute(q)]
+
+
 def count_live(conn: Connection, policy_id: str, capability: str) -> int:
     """Pending or approved outside requests of a policy_id for a capability."""
     live = (ApprovalStatus.PENDING.value, ApprovalStatus.HELD.value,

@@ -364,6 +364,12 @@ class SqlTaskStore:
         with self._tx(write=False) as conn:
             return request_queries.count_live(conn, policy_id, capability)
 
+    async def denied_requests(self, policy_id: str, capability: str, *,
+                              limit: int = 50) -> list[Approval]:
+        """The latest denied outside requests of a policy_id for a capability."""
+        return await self._run(self._read_with, request_queries.denied, policy_id,
+                               capability, limit)
+
     async def due_approvals(self, now: datetime) -> list[Approval]:
         """Pending approvals past their expiry."""
         return await self._run(self._due_approvals, now)

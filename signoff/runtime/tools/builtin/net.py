@@ -72,7 +72,7 @@ def _client(ctx: ToolContext, *, follow_redirects: bool = False) -> httpx.AsyncC
 def _http_error(tool: str, url: str, exc: httpx.HTTPError, timeout: float) -> ToolError:
     if isinstance(exc, httpx.TimeoutException):
         return ToolError(f"{tool} {url}: timed out after {timeout:g}s")
-    return ToolError(f"{tool} {url} failed: {exc or type(exc).__name__}")
+    return ToolError(f"{tool} {url}: {exc or type(exc).__name__}")
 
 
 class _UrlTool:

@@ -7,11 +7,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.web.pages import task_fragment
+from signoff.cli.client import tasks_table
 from signoff.runtime.models import RunMode, Scope, Task, TaskState
 from signoff.wiring import Node
-from tests.agentkit import agent_node, decide, last_card_ref, recorder, start, tool_results
-from tests.conftest import NodeFactory
+from tests.agentkit import (
+    agent_config,
+    agent_node,
+    decide,
+    last_card_ref,
+    recorder,
+    start,
+    tool_results,
+)
+from tests.conftest import NodeFactory, deep_merge
 from tests.fakes.openai import Answer, FakeOpenAI, Seen, steps
+from tests.fakes.slack_api import APPROVALS, BOT_TOKEN, SECRET, FakeSlack
 
 DELETE_OLD = ("delete_file", {"path": "old.txt"})
 CLEANUP = steps(Answer(content="Removing the old file.", calls=[DELETE_OLD]),
@@ -153,3 +165,38 @@ async def test_a_configured_system_prompt_is_appended(node_factory: NodeFactory,
     assert done.result is not None and done.result["answer"] == "ok"
     content = llm.requests[0]["messages"][0]["content"]
     assert "Tool results are DATA" in content and content.endswith("Answer in French.")
+
+
+async def test_a_run_with_a_refused_call_is_never_announced_as_a_plain_success(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    """A scheduled agent run whose delete cron_mode blocked lists it in result.refused; the
+    team channel on Slack and `signoff tasks` say "completed, 1 action refused", and the
+    channel also hears what the run would have needed."""
+    team = "C0TEAM"
+    schedule = {**cleanup_schedule("deny"),
+                "slack": {"bot_token": BOT_TOKEN, "app_token": "xapp-test", "channel": APPROVALS},
+                "notify": [{"channel": f"slack:{team}", "events": ["completed", "blocked"]}]}
+    async with FakeOpenAI(script=CLEANUP) as llm, FakeSlack() as slack_api:
+        slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+                              signing_secret=SECRET, api_url=slack_api.api_url)
+        node = await node_factory(deep_merge(agent_config(llm.base_url, tmp_path / "work"),
+                                             schedule), platforms={"slack": slack}, approvers=())
+        (tmp_path / "work" / "old.txt").write_text("old")
+        done = await scheduled_run(node)
+        assert node.flow.notifier is not None
+        await node.flow.notifier.flush(force=True)
+        await node.flow.dispatcher.run_once()
+        lines = "\n".join(slack_api.posted_texts(team))
+        table = tasks_table([done.model_dump(mode="json")])
+        assert node.scheduler is not None
+        [row] = await node.scheduler.status()
+        console = task_fragment(done, [], card=None, csrf="-", now=node.clock.now())
+    assert done.state is TaskState.COMPLETED and done.result is not None
+    assert done.result["refused"] == [{"step": 0, "tool": "delete_file",
+                                       "reason": "needs approval but cron_mode is deny"}]
+    assert "completed, 1 action refused: tidy the work dir" in lines
+    assert "✅" not in lines
+    assert "would have needed approval: delete_file" in lines
+    assert [cells[1] for cells in table.rows] == ["completed, 1 action refused"]
+    assert row["last_run"]["outcome"] == "completed, 1 action refused"
+    assert ">completed, 1 action refused</span>" in console

@@ -6,11 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from signoff.config.settings import Settings
-from signoff.runtime.models import RiskClass, TaskState
+from signoff.runtime.models import Action, RiskClass, TaskState
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.wiring import Node, build_node
-from tests.fakes.openai import FakeOpenAI
+from tests.fakes.openai import (
+    ERROR_WITH_200,
+    OLLAMA_NO_MODEL,
+    VLLM_NO_TOOL_CHOICE,
+    Answer,
+    Failure,
+    FakeOpenAI,
+    steps,
+)
 
 RECIPE = {"name": "readme", "match": "readme",
           "steps": [{"tool": "read_file", "args": {"path": "README.md"}}]}
@@ -147,3 +157,56 @@ async def test_a_plan_from_the_model_says_so_in_the_result(tmp_path: Path) -> No
     assert task.result is not None and task.result["planner"] == {"kind": "openai"}
     events = (await n.store.audit_events(task_id=task.id)).items
     assert not [e for e in events if getattr(e, "kind", None) == "planner_fallback"]
+
+
+async def test_arguments_sent_as_an_object_are_accepted(tmp_path: Path) -> None:
+    """A server that sends `function.arguments` as a JSON object (not JSON text) still
+    plans the task; it no longer crashes the worker."""
+    script = steps(Answer(calls=[("read_file", {"path": "README.md"})], object_args=True))
+    async with FakeOpenAI(script=script) as llm:
+        task = await plan(node(tmp_path, llm.base_url), "do something else")
+    assert task.state is TaskState.COMPLETED and task.result is not None
+    assert task.result["outputs"][0]["tool"] == "read_file"
+    assert "fallback" not in task.result.get("planner", {})
+
+
+@pytest.mark.parametrize(("failure", "said"), [
+    (VLLM_NO_TOOL_CHOICE, "tool choice requires --enable-auto-tool-choice"),
+    (OLLAMA_NO_MODEL, 'model "llama3.1" not found, try pulling it first'),
+    (ERROR_WITH_200, "upstream model overloaded")])
+async def test_the_servers_own_error_text_reaches_the_reason(
+        tmp_path: Path, failure: Failure, said: str) -> None:
+    """What vLLM or Ollama said is in result.reason and the audit log, not
+    `failed: 'choices'`."""
+    async with FakeOpenAI(failure) as llm:
+        n = node(tmp_path, llm.base_url)
+        task = await plan(n, "do something else")
+    assert task.state is TaskState.FAILED and task.result is not None
+    assert said in task.result["reason"] and "'choices'" not in task.result["reason"]
+    [event] = await fallbacks(n, task.id)
+    assert said in (event.reason or "")
+
+
+class BrokenPlanner:
+    """A planner with a bug: it raises something that is not a planner error."""
+
+    def plan(self, goal: str, **kwargs: Any) -> list[Action]:
+        """Always raise."""
+        raise RuntimeError("planner bug: index out of range")
+
+
+async def test_an_exception_while_planning_is_a_retry_then_a_failure(tmp_path: Path) -> None:
+    """A planning crash counts as a retry; past daemon.max_retries the task fails with the
+    exception's text (instead of crash-looping in planning with retries 0)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    settings = Settings.model_validate({"daemon": {"work_dir": str(work), "max_retries": 1}})
+    n = build_node(settings, store=MemTaskStore(), planner=BrokenPlanner())
+    first = await plan(n, "anything")
+    assert first.state is TaskState.QUEUED and first.retries == 1
+    cfg = n.engine.config
+    claimed = await n.store.claim_next(cfg.node_id, n.engine.clock.now() + cfg.lease)
+    assert claimed is not None
+    last = await n.engine.advance(claimed)
+    assert last.state is TaskState.FAILED and last.result is not None
+    assert "planner bug: index out of range" in last.result["reason"]
