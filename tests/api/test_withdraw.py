@@ -132,13 +132,14 @@ async def test_a_request_denied_earlier_is_answered_at_once(tmp_path: Path) -> N
     """Asked again unchanged for the same policy_id after a person's deny: denied at once
     ("denied earlier", no new card); changed content or another policy_id asks again, and
     remember_deny = "0" turns it off."""
-    async with running_node(tmp_path) as node, node.client() as client:
-        first = (await ask(client))["id"]
+    async with running_node(tmp_path) as node, node.client() as client, \
+            node.client(BOB_KEY) as bob:
+        first = (await ask(bob))["id"]
         denied = await client.post(f"/approvals/{first}/deny", json={"reason": "not now"})
         assert denied.status_code == 200
-        again = await ask(client)
-        other_body = await ask(client, args={**ASK["args"], "body": "changed"})
-        other_policy = await ask(client, policy_id="s-2")
+        again = await ask(bob)
+        other_body = await ask(bob, args={**ASK["args"], "body": "changed"})
+        other_policy = await ask(bob, policy_id="s-2")
     assert again["status"] == "denied" and again["decision"] == "BLOCK"
     assert "denied earlier by web:admin" in again["reason"] and "not now" in again["reason"]
     assert other_body["status"] == "pending" and other_policy["status"] == "pending"
@@ -150,19 +151,22 @@ async def test_a_request_denied_earlier_is_answered_at_once(tmp_path: Path) -> N
         assert (await ask(client))["status"] == "pending"
 
 
-async def test_an_approval_by_one_person_counts_one(client: httpx.AsyncClient) -> None:
+async def test_an_approval_by_one_person_counts_one(client: httpx.AsyncClient,
+                                                   node: Running) -> None:
     """A request approved by one person (no quorum) says "approvals": 1, not 0."""
-    asked = (await ask(client))["id"]
+    async with node.client(BOB_KEY) as bob:
+        asked = (await ask(bob))["id"]
     approved = await client.post(f"/approvals/{asked}/approve", json={"scope": "once"})
     assert approved.json()["approvals"] == 1
     assert (await client.get(f"/v1/approvals/{asked}")).json()["approvals"] == 1
 
 
 async def test_an_approval_without_a_report_does_not_read_as_done(
-        client: httpx.AsyncClient) -> None:
+        client: httpx.AsyncClient, node: Running) -> None:
     """Approved is consent, not a done deed: until the caller reports, the request says
     the outcome was not reported; then it says what was reported."""
-    asked = (await ask(client))["id"]
+    async with node.client(BOB_KEY) as bob:
+        asked = (await ask(bob))["id"]
     await client.post(f"/approvals/{asked}/approve", json={"scope": "once"})
     before = (await client.get(f"/v1/approvals/{asked}")).json()
     assert before["reported"] == "outcome not reported by the caller"
@@ -175,9 +179,10 @@ async def test_withdrawing_a_shared_card_leaves_the_identical_request_asking(
         client: httpx.AsyncClient, node: Running) -> None:
     """Two identical requests share a card; the first asker withdraws: the other one is
     still pending, on a card of its own, and can be approved."""
+    async with node.client(KEY) as admin:
+        first = (await ask(admin))["id"]
     async with node.client(BOB_KEY) as bob:
-        first = (await ask(bob))["id"]
-    second = (await ask(client, policy_id="s-2"))["id"]
+        second = (await ask(bob, policy_id="s-2"))["id"]
     joined = (await client.get("/approvals")).json()["items"]
     assert [i["coalesced_into"] for i in joined] == [None, first]
     assert (await client.delete(f"/v1/approvals/{first}")).status_code == 200
