@@ -429,7 +429,7 @@ def cluster_services(node: Node) -> list[tuple[str, Any]]:
     heartbeat = Heartbeat(store=node.store, clock=node.clock,
                           node_id=node.engine.config.node_id, host=socket.gethostname(),
                           interval=node.settings.daemon.heartbeat,
-                          running=lambda: node.worker.busy)
+                          running=lambda: node.worker.busy, outages=node.engine.outages)
     services: list[tuple[str, Any]] = [("heartbeat", heartbeat.run)]
     if isinstance(node.store, SqlTaskStore) and not node.store.is_sqlite:
         # The node's own inserts already woke its worker (API, scheduler): skip the echo.

@@ -27,6 +27,7 @@ from signoff.errors import ConfigError
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.daemon import Daemon, Service
 from signoff.runtime.models import RiskClass
+from signoff.runtime.outages import OutageTooLong
 from signoff.wiring import (
     Node,
     PendingCards,
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 # (about once in 2,000-4,000 POST /tasks under bench/cluster.py). The server must keep an
 # idle connection longer than clients do, so that the client is the one to drop it.
 KEEP_ALIVE_SECONDS = 75
+OUTAGE_EXIT = 3  # the database was away longer than daemon.db_outage_limit
 
 
 class _Server(uvicorn.Server):
@@ -100,7 +102,7 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
         log.warning("store_reset " + " ".join(f"{k.replace(' ', '_')}={v}"
                                               for k, v in counts.items()))
     daemon = Daemon(engine=node.engine, worker=node.worker, decider=node.decider,
-                    services=services)
+                    services=services, db_outage_limit=settings.daemon.db_outage_limit)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -116,8 +118,12 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
         await node.worker.drain(settings.daemon.shutdown_grace.total_seconds())
         main.cancel()
     stopper.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await main
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await main
+    except OutageTooLong as exc:
+        log.error("signoff_exiting", extra={"reason": str(exc)})
+        return OUTAGE_EXIT
     return 0
 
 

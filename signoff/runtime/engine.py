@@ -16,14 +16,22 @@ pause (`request_approval`) and the same ends (`_complete`, `_fail`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
-from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
+from signoff.errors import (
+    BadArguments,
+    Conflict,
+    PlannerError,
+    SignoffError,
+    StoreUnavailable,
+    ToolError,
+)
 from signoff.runtime import coalesce, ids
 from signoff.runtime.clock import Clock
 from signoff.runtime.events import (
@@ -45,6 +53,7 @@ from signoff.runtime.models import (
     TaskState,
     Verdict,
 )
+from signoff.runtime.outages import Backoff, Outages, failing
 from signoff.runtime.planning.planner import Planner, call_planner
 from signoff.runtime.policy.policy import Policy, new_approval
 from signoff.runtime.policy.quorum import ApprovalRules
@@ -158,6 +167,7 @@ class Engine:
         self.listener: EngineListener = listener or NullListener()
         self.runner = runner  # None: goals without steps are planned once
         self.groups = coalesce.GroupLocks()  # identical requests join one card (coalesce.py)
+        self.outages = Outages(clock)  # what /health reports; every loop feeds it
 
     # -- submission -------------------------------------------------------------------
     def prepare_steps(self, steps: Sequence[Action]) -> list[Action]:
@@ -336,11 +346,31 @@ class Engine:
         task.executing = None
         task.actions.append(self._record(task, action, decision, actor, ok, output, error))
         if not ok:
-            await self._fail(task, f"{action.tool} failed: {error}")
+            await self._recorded(lambda: self._fail(task, f"{action.tool} failed: {error}"))
             return False
         task.step_index += 1
-        await self._save(task)
+        await self._recorded(lambda: self._save(task))
         return True
+
+    async def _recorded(self, write: Callable[[], Awaitable[None]]) -> None:
+        """Record what an effect that ran did, waiting out a database outage while this
+        node's lease lasts: a record lost to a brief outage would send the action back to
+        a person as "outcome unknown". Retrying is safe: the write is a compare-and-set on
+        the task's version, so one that did commit before its answer was lost makes the
+        retry a `Conflict` (the task is then re-read), never a second write. Past the
+        lease the outcome is left unknown, exactly as after a crash."""
+        give_up = self.clock.now() + self.config.lease
+        backoff = Backoff(first=0.1, maximum=2.0)
+        while True:
+            try:
+                await write()
+                self.outages.recovered("record")
+                return
+            except StoreUnavailable as exc:
+                if self.clock.now() >= give_up:
+                    raise
+                failing("record", exc, self.outages)
+                await asyncio.sleep(backoff.next())
 
     async def _execute(self, action: Action) -> tuple[bool, Any, str | None]:
         try:

@@ -48,6 +48,7 @@ from sqlalchemy.util import greenlet_spawn
 
 from signoff.errors import StoreError
 from signoff.runtime.models import AuditEvent, Task, TaskState
+from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql.notify import CHANNEL, libpq_url
 from signoff.runtime.store.sql.rows import only_task, safe_url, task_cols, task_from
@@ -245,7 +246,7 @@ class PgTaskStore(SqlTaskStore):
             await pool.open(wait=True, timeout=30)
         except Exception as exc:
             await pool.close()
-            raise StoreError(f"cannot open database {safe_url(self.url)}: {exc}") from exc
+            raise store_error(exc, safe_url(self.url)) from exc
         self._apool = pool
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -288,8 +289,8 @@ class PgTaskStore(SqlTaskStore):
                 yield conn
         except (Lost, psycopg.IntegrityError):
             raise
-        except psycopg.OperationalError as exc:
-            raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
+        except (psycopg.Error, OSError) as exc:
+            raise store_error(exc, safe_url(self.url)) from exc
 
     # -- the unit of work -----------------------------------------------------------------
     async def _commit_unit(self, change: Change) -> list[AuditEvent]:

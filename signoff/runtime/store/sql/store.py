@@ -20,6 +20,7 @@ import asyncio
 import functools
 import logging
 import secrets
+import sqlite3
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import (
     CardRecord,
     Change,
@@ -127,8 +129,8 @@ class SqlTaskStore:
             yield
         except (Lost, sa.exc.IntegrityError):
             raise
-        except sa.exc.OperationalError as exc:
-            raise StoreError(f"database {safe_url(self.url)} failed: {exc.orig}") from exc
+        except (sa.exc.DBAPIError, sa.exc.TimeoutError, sqlite3.Error, OSError) as exc:
+            raise store_error(exc, safe_url(self.url)) from exc
 
     async def open(self) -> None:
         """Create tables and the audit head row; fail clearly when unreachable."""
@@ -151,8 +153,8 @@ class SqlTaskStore:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
         except sa.exc.IntegrityError:
             pass  # another node created the head row at the same moment
-        except sa.exc.OperationalError as exc:
-            raise StoreError(f"cannot open database {safe_url(self.url)}: {exc.orig}") from exc
+        except (sa.exc.DBAPIError, sa.exc.TimeoutError, OSError) as exc:
+            raise store_error(exc, safe_url(self.url)) from exc
 
     async def close(self) -> None:
         """Dispose of the engines and the thread pool."""
