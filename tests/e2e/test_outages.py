@@ -188,3 +188,106 @@ def test_two_nodes_survive_postgresql_restarts_and_every_send_runs_once(
         finally:
             for node in nodes:
                 node.stop()
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs of this test's own (root only), unmounted whatever happens."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Fill the file system of ``directory`` to the last byte; the file to delete."""
+    filler = directory / "filler"
+    with open(filler, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_sqlite_on_a_full_disk_refuses_writes_with_507_and_recovers(
+        tmp_path: Path, small_fs: Path) -> None:
+    """The disk under SQLite fills up: the daemon stays up, refuses submissions and
+    decisions with 507 + Retry-After + reason disk_full, /health says down, reads still
+    work; once space is freed it recovers by itself and nothing accepted is lost."""
+    node = DaemonProcess(tmp_path / "node", daemon={
+        "database": f"sqlite:///{small_fs / 'signoff.db'}", "heartbeat": "1s"})
+    steps = [{"tool": "send_webhook", "args": {"url": "http://127.0.0.1:9/x", "payload": {}}}]
+    node.start()
+    try:
+        accepted = [node.submit(steps) for _ in range(3)]
+        wait_for(lambda: all(node.task(t)["state"] == "waiting_approval" for t in accepted),
+                 "the requests")
+        filler = fill(small_fs)
+        refused = None
+        for _ in range(200):  # SQLite may still have room in its WAL for a few writes
+            r = httpx.post(f"{node.url}/tasks", json={"goal": "more", "steps": steps},
+                           timeout=30)
+            if r.status_code == 202:
+                accepted.append(r.json()["id"])
+                continue
+            refused = r
+            break
+        assert refused is not None and refused.status_code == 507, refused and refused.text
+        assert refused.json()["reason"] == "disk_full"
+        assert refused.headers["Retry-After"]
+        health = httpx.get(f"{node.url}/health", timeout=10)
+        assert health.status_code == 503 and health.json()["status"] == "down"
+        assert "full" in health.json()["problems"][0]
+        assert httpx.get(f"{node.url}/tasks", timeout=10).status_code == 200  # reads work
+        console = httpx.get(f"{node.url}/", headers={"Accept": "text/html"}, timeout=10)
+        assert console.status_code == 200 and "The database is unavailable" in console.text
+        decided = httpx.post(f"{node.url}/tasks/{accepted[0]}/deny", json={}, timeout=30)
+        assert decided.status_code == 507, decided.text
+        assert node.proc is not None and node.proc.poll() is None
+        filler.unlink()
+        wait_for(node.healthy, "/health to recover once space is freed")
+        assert node.health()["status"] == "ok"
+        accepted.append(node.submit(steps))
+        listed = {t["id"] for t in httpx.get(f"{node.url}/tasks", params={"limit": 200},
+                                              timeout=10).json()["items"]}
+        assert set(accepted) <= listed
+        assert node.task(accepted[0])["state"] == "waiting_approval"  # the 507 changed nothing
+    finally:
+        node.stop()
+
+
+def test_a_database_outage_past_db_outage_limit_ends_the_daemon_for_its_supervisor(
+        tmp_path: Path, private_pg: PrivatePostgres) -> None:
+    """With daemon.db_outage_limit set, /health says down during the outage and the daemon
+    exits with code 3 once the database has been away that long (systemd restarts it)."""
+    node = DaemonProcess(tmp_path / "node", daemon={
+        "database": private_pg.url, "heartbeat": "1s", "db_outage_limit": "3s"})
+    node.start()
+    try:
+        private_pg.stop("fast")
+        try:
+            down = None
+            for _ in range(100):
+                r = httpx.get(f"{node.url}/health", timeout=10)
+                if r.status_code == 503:
+                    down = r
+                    break
+                time.sleep(0.05)
+            assert down is not None and down.json()["status"] == "down", down
+            assert down.json()["problems"] and down.headers["Retry-After"]
+            assert node.proc is not None
+            assert node.proc.wait(timeout=60) == 3
+            assert "db_outage_limit" in node.log_text()
+        finally:
+            private_pg.start()
+    finally:
+        node.stop()
