@@ -66,7 +66,9 @@ class PgLeadership:
         import psycopg
 
         conn = await self._acquire(psycopg, name)
-        lease = Lease(name)
+        # A confirmation holds for less than the server's idle limit: after a pause the
+        # session, and the lock with it, may be gone (see `Lease.fence`).
+        lease = Lease(name, fresh_for=self.ping + PING_TIMEOUT)
         log.info("leadership_acquired", extra={"lease": name, "node": self.node_id,
                                                "backend_pid": conn.info.backend_pid})
         watch = asyncio.create_task(self._watch(psycopg, conn, lease),
@@ -128,10 +130,11 @@ class PgLeadership:
                 await asyncio.sleep(self.ping)
                 async with asyncio.timeout(PING_TIMEOUT):
                     await conn.execute("SELECT 1")
+                lease.confirm()
         except (psycopg.Error, OSError, TimeoutError) as exc:
             log.warning("leadership_lost", extra={"lease": lease.name, "node": self.node_id,
                                                   "error": _first_line(exc)})
-            lease.lost.set()
+            lease.mark_lost()
 
 
 async def _close_quietly(psycopg: Any, conn: Any) -> None:
