@@ -51,7 +51,13 @@ from signoff.runtime.models import AuditEvent, Task, TaskState
 from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql.notify import CHANNEL, libpq_url
-from signoff.runtime.store.sql.rows import only_task, safe_url, task_cols, task_from
+from signoff.runtime.store.sql.rows import (
+    PG_SESSION_OPTIONS,
+    only_task,
+    safe_url,
+    task_cols,
+    task_from,
+)
 from signoff.runtime.store.sql.shared import Shared
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sql.writes import Lost
@@ -207,7 +213,8 @@ class PgTaskStore(SqlTaskStore):
         self.wakeup_sender = secrets.token_hex(8)  # payload of this store's wake-ups
         try:
             self._engine = create_async_engine(url, pool_pre_ping=True, pool_size=COLD_POOL,
-                                               max_overflow=COLD_POOL)
+                                               max_overflow=COLD_POOL,
+                                               connect_args={"options": PG_SESSION_OPTIONS})
         except (sa.exc.ArgumentError, ImportError) as exc:
             raise StoreError(f"cannot use database {safe_url(url)}: {exc}") from exc
         self._write = self._read = self._engine.sync_engine
@@ -241,6 +248,7 @@ class PgTaskStore(SqlTaskStore):
             libpq_url(self.url), min_size=min(2, self.pool_size), max_size=self.pool_size,
             open=False, name="signoff-store",
             kwargs={"autocommit": True, "prepare_threshold": PREPARE_THRESHOLD,
+                    "options": PG_SESSION_OPTIONS,
                     "application_name": "signoff"})
         try:
             await pool.open(wait=True, timeout=30)
