@@ -103,20 +103,26 @@ class Worker:
 
     async def _advance(self, task: Task) -> None:
         async with asyncio.TaskGroup() as group:
-            keeper = group.create_task(self._keep_lease(task.id))
+            keeper = group.create_task(self._keep_lease(task))
             try:
                 await self.engine.advance(task)
             finally:
                 keeper.cancel()
 
-    async def _keep_lease(self, task_id: str) -> None:
+    async def _keep_lease(self, task: Task) -> None:
         cfg = self.engine.config
         every = max(cfg.lease.total_seconds() / 3, 0.05)
         while True:
             await asyncio.sleep(every)
+            until = self.engine.clock.now() + cfg.lease
             try:
-                await self.engine.store.renew_lease(task_id, cfg.node_id,
-                                                    self.engine.clock.now() + cfg.lease)
+                if not await self.engine.store.renew_lease(task.id, cfg.node_id, until):
+                    # Recovered by another node (this one was frozen or cut off): the
+                    # task's next write or effect fence fails and it is re-read.
+                    log.warning("lease_lost", extra={"task_id": task.id})
+                    return
+                task.lease_until = until  # a save of the task must not shorten it again
+                self.engine.outages.recovered("lease")
             except StoreError as exc:
                 # Not fatal to the task: the renewal is tried again next time. If the
                 # outage outlasts the lease, the task's own next write fails its

@@ -404,10 +404,11 @@ class PgTaskStore(SqlTaskStore):
             row = await cur.fetchone()
         return _task(row) if row else None
 
-    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> None:
-        """Extend a lease this node holds."""
+    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> bool:
+        """Extend a lease this node still holds."""
         async with self._conn() as conn:
-            await conn.execute(_RENEW, [_naive(lease_until), task_id, node_id])
+            cur = await conn.execute(_RENEW, [_naive(lease_until), task_id, node_id])
+            return bool(cur.rowcount)
 
     async def get_task(self, task_id: str) -> Task | None:
         """One task by id."""

@@ -273,15 +273,16 @@ class SqlTaskStore:
             row = conn.execute(stmt).first()
         return task_from(row) if row else None
 
-    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> None:
-        """Extend a lease this node holds."""
-        await self._run(self._renew, task_id, node_id, lease_until)
+    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> bool:
+        """Extend a lease this node still holds."""
+        return await self._run(self._renew, task_id, node_id, lease_until)
 
-    def _renew(self, task_id: str, node_id: str, lease_until: datetime) -> None:
+    def _renew(self, task_id: str, node_id: str, lease_until: datetime) -> bool:
         with self._tx() as conn:
-            conn.execute(tasks_t.update().where(tasks_t.c.id == task_id,
-                                                tasks_t.c.claimed_by == node_id)
-                         .values(lease_until=lease_until))
+            done = conn.execute(tasks_t.update().where(tasks_t.c.id == task_id,
+                                                       tasks_t.c.claimed_by == node_id)
+                                .values(lease_until=lease_until))
+            return bool(done.rowcount)
 
     async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
         """Active tasks of this node's previous life, or whose lease expired."""
