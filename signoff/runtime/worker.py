@@ -85,7 +85,8 @@ class Worker:
                 failing("worker", exc, self.engine.outages)
                 await asyncio.sleep(self._backoff.next())
                 continue
-            self._backoff.reset()
+            if self.engine.outages.recovered("worker"):
+                self._backoff.reset()
             if task is None:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
                 # lands in the same tick as the event, and shutdown would hang.
