@@ -25,7 +25,7 @@ from signoff.config import preflight
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
 from signoff.runtime.clock import SystemClock
-from signoff.runtime.daemon import Daemon, Service
+from signoff.runtime.daemon import Daemon, Service, open_patiently
 from signoff.runtime.models import RiskClass
 from signoff.runtime.outages import OutageTooLong
 from signoff.wiring import (
@@ -95,8 +95,13 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
         log.warning(f"config_notice {notice}")
     host = host or settings.daemon.host
     port = port or settings.daemon.port
-    node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
-                                    database=database, autonomous_risks=autonomous_risks)
+    try:
+        node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
+                                        database=database,
+                                        autonomous_risks=autonomous_risks)
+    except OutageTooLong as exc:
+        log.error("signoff_exiting", extra={"reason": str(exc)})
+        return OUTAGE_EXIT
     if reset:
         counts = await node.store.reset()
         log.warning("store_reset " + " ".join(f"{k.replace(' ', '_')}={v}"
@@ -165,7 +170,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     node = build_node(settings, work_dir=work_dir, database=database, clock=clock,
                       autonomous_risks=autonomous_risks, platforms=platforms)
     pending.node = node
-    await node.store.open()
+    await open_patiently(node.store, node.engine.outages, settings.daemon.db_outage_limit)
     # A refused token leaves that surface out (logged); a failing Slack or Telegram is
     # retried while the other surfaces run, and /health says which is which.
     surfaces = Surfaces(platforms=node.platforms, dispatcher=node.flow.dispatcher,

@@ -16,7 +16,15 @@ from datetime import timedelta
 from signoff.errors import StoreUnavailable
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine
-from signoff.runtime.outages import Backoff, OutageTooLong, failing, periodic, supervise
+from signoff.runtime.outages import (
+    Backoff,
+    Outages,
+    OutageTooLong,
+    failing,
+    periodic,
+    supervise,
+)
+from signoff.runtime.store.port import TaskStore
 from signoff.runtime.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -43,10 +51,10 @@ class Daemon:
     async def start(self) -> None:
         """Open the store and recover what a crash left behind (waiting for the database
         if it is away: a node started during an outage comes up when it is over)."""
+        await open_patiently(self.engine.store, self.outages, self.db_outage_limit)
         backoff = Backoff(first=0.5, maximum=10.0)
         while True:
             try:
-                await self.engine.store.open()
                 recovered = await self.engine.recover()
                 break
             except StoreUnavailable as exc:
@@ -101,3 +109,23 @@ class Daemon:
             raise group_error.exceptions[0] from None
         finally:
             await self.engine.store.close()
+
+
+async def open_patiently(store: TaskStore, outages: Outages,
+                         limit: timedelta | None = None) -> None:
+    """Open the store, waiting while the database is away (a node started before its
+    database, as systemd may do at boot); `OutageTooLong` past ``limit``."""
+    backoff = Backoff(first=0.5, maximum=10.0)
+    while True:
+        try:
+            await store.open()
+            break
+        except StoreUnavailable as exc:
+            failing("start", exc, outages)
+            down = outages.database_down_for()
+            if limit is not None and down is not None and down >= limit:
+                raise OutageTooLong(f"the database has been unavailable for "
+                                    f"{down.total_seconds():.0f}s (daemon.db_outage_limit)"
+                                    ) from exc
+            await asyncio.sleep(backoff.next())
+    outages.recovered("start")

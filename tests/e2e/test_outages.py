@@ -180,3 +180,22 @@ def test_a_database_outage_past_db_outage_limit_ends_the_daemon_for_its_supervis
             private_pg.start()
     finally:
         node.stop()
+
+
+def test_a_node_started_before_its_database_waits_for_it(
+        tmp_path: Path, private_pg: PrivatePostgres) -> None:
+    """Started while PostgreSQL is down (systemd at boot), the daemon waits instead of
+    exiting, and comes up by itself once the database accepts connections."""
+    private_pg.stop("fast")
+    node = DaemonProcess(tmp_path / "node", daemon={"database": private_pg.url})
+    try:
+        node.start(wait=False)
+        wait_for(lambda: "loop_waiting" in node.log_text(), "the node to wait", timeout=60)
+        assert node.proc is not None and node.proc.poll() is None
+    finally:
+        private_pg.start()
+    try:
+        node.wait_healthy()
+        assert node.health()["status"] == "ok"
+    finally:
+        node.stop()

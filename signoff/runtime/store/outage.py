@@ -27,7 +27,7 @@ from signoff.errors import StoreError, StoreFull, StoreReadOnly, StoreUnavailabl
 # from Python 3.11's sqlite_errorcode, which a wrapped error may not carry).
 _SQLITE_FULL = ("database or disk is full", "disk is full")
 _SQLITE_READONLY = ("attempt to write a readonly database", "readonly database")
-_SQLITE_TRANSIENT = ("database is locked", "disk i/o error", "unable to open database file",
+_SQLITE_TRANSIENT = ("database is locked", "disk i/o error",
                      "database table is locked", "cannot commit", "no such savepoint")
 # PostgreSQL SQLSTATE classes and codes that mean "not now" rather than "never".
 _PG_FULL = {"53100", "53200"}  # disk_full, out_of_memory
