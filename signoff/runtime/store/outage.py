@@ -36,13 +36,16 @@ _PG_TRANSIENT_CLASSES = ("08", "57", "53", "58")  # connection, operator, resour
 _PG_TRANSIENT = {"55P03", "25P03", "40001", "40P01"}  # lock/idle timeouts, serialization
 
 
-def store_error(exc: BaseException, label: str) -> StoreError:
-    """``exc`` (a driver's failure) as the store's error, naming the database ``label``."""
+def store_error(exc: BaseException, label: str, *, opening: bool = False) -> StoreError:
+    """``exc`` (a driver's failure) as the store's error, naming the database ``label``
+    (``opening``: the failure was opening it)."""
     if isinstance(exc, StoreError):
         return exc
     cause = exc.orig if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None else exc
     text = _first_line(cause)
     kind = _outage(exc, cause)
+    if opening:
+        return (kind or StoreError)(f"cannot open database {label}: {text}")
     if kind is None:
         return StoreError(f"database {label} failed: {text}")
     return kind(f"database {label} is unavailable: {text}")

@@ -254,7 +254,7 @@ class PgTaskStore(SqlTaskStore):
             await pool.open(wait=True, timeout=30)
         except Exception as exc:
             await pool.close()
-            raise store_error(exc, safe_url(self.url)) from exc
+            raise store_error(exc, safe_url(self.url), opening=True) from exc
         self._apool = pool
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:

@@ -154,7 +154,7 @@ class SqlTaskStore:
         except sa.exc.IntegrityError:
             pass  # another node created the head row at the same moment
         except (sa.exc.DBAPIError, sa.exc.TimeoutError, OSError) as exc:
-            raise store_error(exc, safe_url(self.url)) from exc
+            raise store_error(exc, safe_url(self.url), opening=True) from exc
 
     async def close(self) -> None:
         """Dispose of the engines and the thread pool."""

@@ -115,7 +115,7 @@ class StoreThread:
             try:
                 self._conn = self._connect()
             except sqlite3.Error as exc:
-                raise store_error(exc, self.label) from exc
+                raise store_error(exc, self.label, opening=True) from exc
         return self._conn
 
     def _close_conn(self) -> None:
