@@ -6,7 +6,9 @@ since the caller always has to tell the person something.
     SignoffError
     ├── ConfigError            bad or missing configuration (final)
     ├── StoreError             the database could not be reached or answered oddly
-    │   └── Conflict           a compare-and-set lost: someone else changed the row first
+    │   ├── Conflict           a compare-and-set lost: someone else changed the row first
+    │   └── StoreUnavailable   retryable: connection lost, failover, read-only, locked
+    │       └── StoreFull      retryable: the disk (or the database) is full
     ├── ToolError              a tool could not run or failed (the action fails)
     │   ├── UnknownTool
     │   ├── BadArguments
@@ -39,6 +41,24 @@ class StoreError(SignoffError):
 
 class Conflict(StoreError):
     """Another writer changed the record first."""
+
+
+class StoreUnavailable(StoreError):
+    """The database is unavailable for now; try again."""
+
+    reason = "database_unavailable"  # the JSON reason an API answer gives
+
+
+class StoreFull(StoreUnavailable):
+    """The database cannot write: the disk is full; try again when space is freed."""
+
+    reason = "disk_full"
+
+
+class StoreReadOnly(StoreUnavailable):
+    """The database cannot write: its file system or server is read-only for now."""
+
+    reason = "read_only"
 
 
 class ToolError(SignoffError):

@@ -355,6 +355,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
     worker.gate = flow.dispatcher.room  # approval cards before more autonomous work
+    flow.dispatcher.outages = engine.outages  # its outages show in /health
     # Built here so that a schedule naming an unknown tool is a config error at start.
     scheduler = Scheduler(engine=engine, schedules=settings.schedules, clock=clock,
                           wake=worker.wake)
@@ -487,10 +488,12 @@ def build_reminder(node: Node) -> Reminder | None:
     if before is None:
         return None
     router = node.oncall
-    return Reminder(store=node.store, clock=node.clock, before=before,
-                    approvers=node.settings.approvals.approvers,
-                    oncall=router.current if router is not None else None,
-                    wake=node.flow.dispatcher.wake)
+    reminder = Reminder(store=node.store, clock=node.clock, before=before,
+                        approvers=node.settings.approvals.approvers,
+                        oncall=router.current if router is not None else None,
+                        wake=node.flow.dispatcher.wake)
+    reminder.outages = node.engine.outages  # its outages show in /health
+    return reminder
 
 
 def cluster_services(node: Node) -> list[tuple[str, Any]]:
@@ -502,7 +505,7 @@ def cluster_services(node: Node) -> list[tuple[str, Any]]:
     heartbeat = Heartbeat(store=node.store, clock=node.clock,
                           node_id=node.engine.config.node_id, host=socket.gethostname(),
                           interval=node.settings.daemon.heartbeat,
-                          running=lambda: node.worker.busy)
+                          running=lambda: node.worker.busy, outages=node.engine.outages)
     services: list[tuple[str, Any]] = [("heartbeat", heartbeat.run)]
     if isinstance(node.store, SqlTaskStore) and not node.store.is_sqlite:
         # The node's own inserts already woke its worker (API, scheduler): skip the echo.

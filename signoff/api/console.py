@@ -271,7 +271,10 @@ class Console:
         return self.frame(identity, "Approve always?", body, None)
 
     def frame(self, identity: Identity, title: str, body: str, flash: str | None) -> str:
-        """A whole page around a body."""
+        """A whole page around a body (under a banner while the database is away)."""
+        down = self.ctx.engine.outages.database_problem()
+        if down is not None:
+            body = pages.outage_banner(str(down)) + body
         return pages.page(title=title, body=body, who=identity.actor,
                           csrf=self.auth.csrf_token(identity), flash=flash,
                           can_logout=identity.via == "cookie")

@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from signoff.api.schemas import ConflictOut, ErrorOut, ValidationOut
-from signoff.errors import StoreError
+from signoff.errors import StoreError, StoreFull, StoreUnavailable
 from signoff.runtime.schedule.durations import parse_duration
 from signoff.runtime.text import mask
 
@@ -127,9 +127,32 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
                         headers=getattr(exc, "headers", None))
 
 
+RETRY_AFTER = "5"  # seconds a client should wait after a 503/507 from a database outage
+
+
+def store_unavailable(exc: StoreError) -> JSONResponse:
+    """The answer while the database is away or cannot write: nothing was applied.
+
+    507 (Insufficient Storage) for a full disk, 503 otherwise, both with ``Retry-After``
+    and a JSON ``reason`` a client can act on (``disk_full``, ``read_only``,
+    ``database_unavailable``)."""
+    reason = getattr(exc, "reason", "database_unavailable")
+    words = {"disk_full": "the disk is full", "read_only": "the database is read-only"}
+    detail = f"{words.get(reason, 'the database is unavailable')}; nothing was changed, " \
+             "try again later"
+    return JSONResponse({"detail": detail, "reason": reason},
+                        status_code=507 if isinstance(exc, StoreFull) else 503,
+                        headers={"Retry-After": RETRY_AFTER})
+
+
 async def _store_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StoreError)
     log.error("store_unavailable", extra={"path": request.url.path, "error": str(exc)})
-    return JSONResponse({"detail": "the database is unavailable; try again"}, status_code=503)
+    if isinstance(exc, StoreUnavailable):
+        ctx = getattr(request.app.state, "ctx", None)
+        if ctx is not None:  # /health says "down" at once, not at the next heartbeat
+            ctx.engine.outages.database_failed(exc)
+    return store_unavailable(exc)
 
 
 def install(app: FastAPI) -> None:
@@ -149,6 +172,7 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         409: (ConflictOut, "The task is not waiting for this decision"),
         413: (ErrorOut, "Request body over 1 MiB"),
         422: (ValidationOut, "Invalid input; the message names the field"),
-        503: (ErrorOut, "The database is unavailable"),
+        503: (ErrorOut, "The database is unavailable; retry after Retry-After seconds"),
+        507: (ErrorOut, "The disk is full; retry after Retry-After seconds"),
     }
     return {code: {"model": known[code][0], "description": known[code][1]} for code in codes}

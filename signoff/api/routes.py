@@ -14,14 +14,14 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from signoff import __version__
 from signoff.api.access import may_read, must_decide, owner_of
 from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.auth import Identity
 from signoff.api.context import ApiContext
-from signoff.api.errors import ApiError, invalid, responses
+from signoff.api.errors import RETRY_AFTER, ApiError, invalid, responses
 from signoff.api.metrics import PROMETHEUS_CONTENT_TYPE, MetricsListener
 from signoff.api.schemas import (
     ApproveBody,
@@ -39,7 +39,7 @@ from signoff.api.schemas import (
     TranscriptList,
 )
 from signoff.bot.ports import Actor, DecisionEvent
-from signoff.errors import ToolError
+from signoff.errors import StoreError, ToolError
 from signoff.runtime.models import (
     Action,
     ApprovalStatus,
@@ -187,20 +187,29 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
     # `response_model_exclude_unset` keeps it out; explicit nulls are still sent.
     @router.get("/health", response_model=HealthOut, response_model_exclude_unset=True,
                 tags=["daemon"])
-    async def health() -> JsonDict:
-        """Liveness, the live nodes sharing this database, and how each chat surface and MCP
-        server is doing; never needs a key."""
+    async def health() -> JsonDict | Response:
+        """Liveness, what is wrong (``problems``), the live nodes sharing this database, and
+        how each chat surface and MCP server is doing; never needs a key. 503 with
+        ``"status": "down"`` while the database is unavailable or cannot write."""
         surfaces = ctx.surfaces() if ctx.surfaces is not None else {}
-        nodes = await ctx.store.live_nodes(ctx.clock.now())
-        body: dict[str, Any] = {"status": "ok", "version": __version__,
-                                "node": ctx.engine.config.node_id,
-                                "nodes": [n.public() for n in nodes], "surfaces": surfaces,
-                                "undelivered": [
-                                    {"approval_id": c.approval_id, "surface": c.surface,
-                                     "error": c.error, "since": c.since.isoformat()}
-                                    for c in await ctx.flow.failover.undelivered()]}
+        outages = ctx.engine.outages
+        try:
+            nodes = [n.public() for n in await ctx.store.live_nodes(ctx.clock.now())]
+            undelivered = [{"approval_id": c.approval_id, "surface": c.surface,
+                            "error": c.error, "since": c.since.isoformat()}
+                           for c in await ctx.flow.failover.undelivered()]
+        except StoreError as exc:
+            outages.database_failed(exc)
+            nodes, undelivered = [], []
+        body: dict[str, Any] = {"status": outages.status(), "problems": outages.problems(),
+                                "version": __version__, "node": ctx.engine.config.node_id,
+                                "nodes": nodes, "surfaces": surfaces,
+                                "undelivered": undelivered}
         if ctx.mcp_status is not None:
             body["mcp"] = ctx.mcp_status()
+        if body["status"] == "down":
+            return JSONResponse(HealthOut(**body).model_dump(exclude_unset=True),
+                                status_code=503, headers={"Retry-After": RETRY_AFTER})
         return body
 
     @router.get("/tasks", response_model=TaskList, responses=responses(401, 422),

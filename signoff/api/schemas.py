@@ -186,7 +186,8 @@ class UndeliveredOut(BaseModel):
 class HealthOut(BaseModel):
     """GET /health."""
 
-    status: str
+    status: str  # "ok", "degraded" (a loop or service failing) or "down" (the database)
+    problems: list[str] = []  # what is wrong now, the database first
     version: str
     node: str
     nodes: list[NodeOut]

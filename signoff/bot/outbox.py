@@ -42,9 +42,10 @@ from datetime import UTC, datetime, timedelta
 
 from signoff.bot import turns
 from signoff.bot.ports import ApprovalCard, CardFinder, CardRef, ChatPlatform
-from signoff.errors import PlatformRejected, RateLimited, SignoffError
+from signoff.errors import PlatformRejected, RateLimited
 from signoff.runtime.clock import Clock
 from signoff.runtime.events import ApprovalEvent
+from signoff.runtime.outages import Backoff, Outages, failing
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class Dispatcher:
         self.given_up = given_up
         self.prepare = prepare  # reads for the round's jobs at once (the flow's cache)
         self.interval = interval
+        self.outages = Outages(clock)  # the daemon's own, set by the wiring: /health reads it
         self._wake = asyncio.Event()
         self._held: set[str] = set()
         self._due: dict[str, int] = {}  # surface -> the round's card jobs not yet delivered
@@ -125,13 +127,19 @@ class Dispatcher:
 
     async def run(self) -> None:
         """Deliver until cancelled."""
+        backoff = Backoff(first=self.interval, maximum=5.0)
         while True:
             # Clear before the round: a wake-up arriving during it must start another.
             self._wake.clear()
             try:
                 await self.run_once()
-            except SignoffError:
-                log.exception("outbox_round_failed")
+            except Exception as exc:  # the database away (or a bug): wait, never stop
+                failing("outbox", exc, self.outages)
+                await asyncio.sleep(backoff.next())
+                continue
+            if self.outages.recovered("outbox"):
+                log.warning("outbox_recovered")
+            backoff.reset()
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.interval):

@@ -25,8 +25,9 @@ from signoff.config import preflight
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
 from signoff.runtime.clock import SystemClock
-from signoff.runtime.daemon import Daemon, Service
+from signoff.runtime.daemon import Daemon, Service, open_patiently
 from signoff.runtime.models import RiskClass
+from signoff.runtime.outages import OutageTooLong
 from signoff.runtime.state import server_secret
 from signoff.wiring import (
     Node,
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 # (about once in 2,000-4,000 POST /tasks under bench/cluster.py). The server must keep an
 # idle connection longer than clients do, so that the client is the one to drop it.
 KEEP_ALIVE_SECONDS = 75
+OUTAGE_EXIT = 3  # the database was away longer than daemon.db_outage_limit
 
 
 class _Server(uvicorn.Server):
@@ -96,14 +98,19 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
         log.warning(f"config_notice {notice}")
     host = host or settings.daemon.host
     port = port or settings.daemon.port
-    node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
-                                    database=database, autonomous_risks=autonomous_risks)
+    try:
+        node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
+                                        database=database,
+                                        autonomous_risks=autonomous_risks)
+    except OutageTooLong as exc:
+        log.error("signoff_exiting", extra={"reason": str(exc)})
+        return OUTAGE_EXIT
     if reset:
         counts = await node.store.reset()
         log.warning("store_reset " + " ".join(f"{k.replace(' ', '_')}={v}"
                                               for k, v in counts.items()))
     daemon = Daemon(engine=node.engine, worker=node.worker, decider=node.decider,
-                    services=services)
+                    services=services, db_outage_limit=settings.daemon.db_outage_limit)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -120,8 +127,12 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
         await node.worker.drain(settings.daemon.shutdown_grace.total_seconds())
         main.cancel()
     stopper.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await main
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await main
+    except OutageTooLong as exc:
+        log.error("signoff_exiting", extra={"reason": str(exc)})
+        return OUTAGE_EXIT
     return 0
 
 
@@ -164,7 +175,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     node = build_node(settings, work_dir=work_dir, database=database, clock=clock,
                       autonomous_risks=autonomous_risks, platforms=platforms)
     pending.node = node
-    await node.store.open()
+    await open_patiently(node.store, node.engine.outages, settings.daemon.db_outage_limit)
     # A refused token leaves that surface out (logged); a failing Slack or Telegram is
     # retried while the other surfaces run, and /health says which is which.
     surfaces = Surfaces(platforms=node.platforms, dispatcher=node.flow.dispatcher,

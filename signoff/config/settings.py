@@ -113,6 +113,9 @@ class DaemonSettings(Section):
     # SIGTERM: how long tasks in flight may finish before they are cut short (and requeued
     # on the next start); keep it under a supervisor's stop timeout (systemd: 90 s).
     shutdown_grace: Duration = timedelta(seconds=10)
+    # A database outage this long ends the daemon (exit code 3) for a supervisor to act
+    # on; None (the default): outages are waited out however long they last.
+    db_outage_limit: PositiveDuration | None = None
 
     @model_validator(mode="after")
     def _state_outside_work(self) -> Self:

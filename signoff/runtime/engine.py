@@ -16,14 +16,22 @@ pause (`request_approval`) and the same ends (`_complete`, `_fail`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from signoff.errors import BadArguments, Conflict, PlannerError, SignoffError, ToolError
+from signoff.errors import (
+    BadArguments,
+    Conflict,
+    PlannerError,
+    SignoffError,
+    StoreUnavailable,
+    ToolError,
+)
 from signoff.runtime import coalesce, ids
 from signoff.runtime.clock import Clock
 from signoff.runtime.events import (
@@ -45,6 +53,7 @@ from signoff.runtime.models import (
     TaskState,
     Verdict,
 )
+from signoff.runtime.outages import Backoff, Outages, failing
 from signoff.runtime.people import People
 from signoff.runtime.planning.planner import Planner, call_planner
 from signoff.runtime.policy.policy import Evaluation, Policy, new_approval
@@ -63,6 +72,7 @@ from signoff.runtime.tools.registry import ToolRegistry
 from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 OUTPUT_LIMIT = 4_000
 
 
@@ -164,6 +174,7 @@ class Engine:
         self.listener: EngineListener = listener or NullListener()
         self.runner = runner  # None: goals without steps are planned once
         self.groups = coalesce.GroupLocks()  # identical requests join one card (coalesce.py)
+        self.outages = Outages(clock)  # what /health reports; every loop feeds it
 
     # -- submission -------------------------------------------------------------------
     def prepare_steps(self, steps: Sequence[Action]) -> list[Action]:
@@ -361,15 +372,54 @@ class Engine:
         task.executing = action
         task.pending_action = None
         await self._save(task, audit=events)
+        await self._fence(task)
         ok, output, error = await self._execute(action)
         task.executing = None
         task.actions.append(self._record(task, action, decision, actor, ok, output, error))
         if not ok:
-            await self._fail(task, f"{action.tool} failed: {error}")
+            await self._recorded(lambda: self._fail(task, f"{action.tool} failed: {error}"))
             return False
         task.step_index += 1
-        await self._save(task)
+        await self._recorded(lambda: self._save(task))
         return True
+
+    async def _fence(self, task: Task) -> None:
+        """Just before an effect: this node must still hold the task's lease.
+
+        A compare-and-set on the lease (`TaskStore.renew_lease`): a node that was frozen
+        or cut off long enough for its lease to run out and the task to be recovered by
+        another node finds it gone, and runs nothing (`Conflict`: the task is re-read).
+        A task that was never claimed (run in place by a one-shot caller) has no lease.
+        """
+        node = self.config.node_id
+        if task.claimed_by != node:
+            return
+        until = self.clock.now() + self.config.lease
+        if not await self._recorded(lambda: self.store.renew_lease(task.id, node, until)):
+            log.warning("lease_lost_before_effect", extra={"task_id": task.id})
+            raise Conflict(f"task {task.id}: this node no longer holds its lease")
+        task.lease_until = until
+
+    async def _recorded(self, write: Callable[[], Awaitable[T]]) -> T:
+        """Write around an effect (its fence, its record), waiting out a database outage
+        while this node's lease lasts: a write lost to a brief outage would send the
+        action back to a person as "outcome unknown". Retrying is safe: each write is a
+        compare-and-set (on the task's version, or on its lease), so one that did commit
+        before its answer was lost makes the retry a `Conflict` (the task is then re-read)
+        or a no-op, never a second write. Past the lease the outcome is left unknown,
+        exactly as after a crash."""
+        give_up = self.clock.now() + self.config.lease
+        backoff = Backoff(first=0.1, maximum=2.0)
+        while True:
+            try:
+                result = await write()
+                self.outages.recovered("record")
+                return result
+            except StoreUnavailable as exc:
+                if self.clock.now() >= give_up:
+                    raise
+                failing("record", exc, self.outages)
+                await asyncio.sleep(backoff.next())
 
     async def _execute(self, action: Action) -> tuple[bool, Any, str | None]:
         try:

@@ -32,16 +32,58 @@ from typing import Protocol, runtime_checkable
 log = logging.getLogger(__name__)
 
 
+class LeaseLost(Exception):
+    """This node no longer leads: the led work must stop."""
+
+
 @dataclass
 class Lease:
-    """This node leads ``name`` until `lost` is set (or the `hold` block ends)."""
+    """This node leads ``name`` until `lost` is set (or the `hold` block ends).
+
+    ``fresh_for``: how long one confirmation that the lease is still held (`confirm`, by
+    the implementation's watcher) may be relied on. Before each led act (a getUpdates)
+    the holder awaits `fence`: after a pause longer than that (a node frozen by SIGSTOP,
+    a VM suspended, a starved event loop) it waits for the watcher's next word instead
+    of acting on a lease another node may have taken meanwhile.
+    """
 
     name: str
     lost: asyncio.Event = field(default_factory=asyncio.Event)
+    fresh_for: float = float("inf")
+    _confirmed_at: float = field(default_factory=lambda: _now())  # noqa: PLW0108 - defined below
+    _news: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def wait_lost(self) -> None:
         """Return when the leadership is lost (never, for a sole node)."""
         await self.lost.wait()
+
+    def confirm(self) -> None:
+        """The lease was seen held just now."""
+        self._confirmed_at = _now()
+        self._news.set()
+
+    def mark_lost(self) -> None:
+        """The lease is gone (or may be): stop the led work."""
+        self.lost.set()
+        self._news.set()
+
+    def fresh(self) -> bool:
+        """Held, and confirmed recently enough to act on."""
+        return not self.lost.is_set() and _now() - self._confirmed_at <= self.fresh_for
+
+    async def fence(self) -> None:
+        """Return once acting is safe; raise `LeaseLost` when the lease is gone."""
+        while not self.fresh():
+            if self.lost.is_set():
+                raise LeaseLost(f"this node no longer holds the {self.name!r} lease")
+            self._news.clear()
+            await self._news.wait()
+
+
+def _now() -> float:
+    # The event loop's monotonic clock: a local duration, never compared across nodes,
+    # and it runs on through a SIGSTOP (which is exactly what must be noticed).
+    return asyncio.get_running_loop().time()
 
 
 @runtime_checkable

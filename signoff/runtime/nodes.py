@@ -17,13 +17,12 @@ leases never depend on the registry).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from signoff.errors import StoreError
 from signoff.runtime.clock import Clock
+from signoff.runtime.outages import Backoff, Outages, periodic
 from signoff.runtime.store.port import NodeRecord, TaskStore
 
 log = logging.getLogger(__name__)
@@ -36,7 +35,8 @@ class Heartbeat:
     """A daemon service: writes this node's registry row until cancelled."""
 
     def __init__(self, *, store: TaskStore, clock: Clock, node_id: str, host: str,
-                 interval: timedelta, running: Callable[[], int]) -> None:
+                 interval: timedelta, running: Callable[[], int],
+                 outages: Outages | None = None) -> None:
         self.store = store
         self.clock = clock
         self.node_id = node_id
@@ -44,6 +44,8 @@ class Heartbeat:
         self.interval = interval
         self.running = running  # e.g. the worker's count of tasks in hand
         self.started_at: datetime | None = None
+        # A beat is a write: the one that works after an outage is what ends it.
+        self.outages = outages or Outages(clock)
 
     def record(self) -> NodeRecord:
         """This node's row as of now."""
@@ -56,19 +58,18 @@ class Heartbeat:
         """Write one beat."""
         row = self.record()
         await self.store.beat(row, forget_before=row.last_beat - FORGET_AFTER)
+        self.outages.database_ok()
 
     async def run(self) -> None:
         """Beat every ``interval``; on cancellation (shutdown) remove the row."""
         self.started_at = self.clock.now()
         log.info("node_registered", extra={"node": self.node_id, "host": self.host})
         try:
-            while True:
-                try:
-                    await self.beat()
-                except StoreError as exc:  # the database is down: try again next beat
-                    log.warning("heartbeat_failed", extra={"node": self.node_id,
-                                                           "error": str(exc)})
-                await asyncio.sleep(self.interval.total_seconds())
+            # While the database is away a beat is retried sooner than every interval (a
+            # jittered back-off up to one interval), so that its return is seen quickly.
+            every = self.interval.total_seconds()
+            await periodic("heartbeat", self.beat, every=every, outages=self.outages,
+                           backoff=Backoff(first=min(0.2, every), maximum=every))
         finally:
             try:
                 await self.store.leave(self.node_id)

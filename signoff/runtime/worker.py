@@ -17,8 +17,10 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from signoff.errors import StoreError
 from signoff.runtime.engine import Engine
 from signoff.runtime.models import Task
+from signoff.runtime.outages import Backoff, failing
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._paused = False
         self.busy = 0
+        self._backoff = Backoff(first=poll_interval / 2 or 0.05, maximum=5.0)
 
     def pause(self) -> None:
         """Stop claiming queued tasks (shutdown); tasks handed over still run."""
@@ -76,7 +79,14 @@ class Worker:
             # comes while this consumer looks at the queue must not be lost until the next
             # poll. Whoever clears it looks at the queue afterwards, so none is missed.
             self._wake.clear()
-            task = await self._next()
+            try:
+                task = await self._next()
+            except Exception as exc:  # the database is away: wait it out, never exit
+                failing("worker", exc, self.engine.outages)
+                await asyncio.sleep(self._backoff.next())
+                continue
+            if self.engine.outages.recovered("worker"):
+                self._backoff.reset()
             if task is None:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that
                 # lands in the same tick as the event, and shutdown would hang.
@@ -94,19 +104,31 @@ class Worker:
 
     async def _advance(self, task: Task) -> None:
         async with asyncio.TaskGroup() as group:
-            keeper = group.create_task(self._keep_lease(task.id))
+            keeper = group.create_task(self._keep_lease(task))
             try:
                 await self.engine.advance(task)
             finally:
                 keeper.cancel()
 
-    async def _keep_lease(self, task_id: str) -> None:
+    async def _keep_lease(self, task: Task) -> None:
         cfg = self.engine.config
         every = max(cfg.lease.total_seconds() / 3, 0.05)
         while True:
             await asyncio.sleep(every)
-            await self.engine.store.renew_lease(task_id, cfg.node_id,
-                                                self.engine.clock.now() + cfg.lease)
+            until = self.engine.clock.now() + cfg.lease
+            try:
+                if not await self.engine.store.renew_lease(task.id, cfg.node_id, until):
+                    # Recovered by another node (this one was frozen or cut off): the
+                    # task's next write or effect fence fails and it is re-read.
+                    log.warning("lease_lost", extra={"task_id": task.id})
+                    return
+                task.lease_until = until  # a save of the task must not shorten it again
+                self.engine.outages.recovered("lease")
+            except StoreError as exc:
+                # Not fatal to the task: the renewal is tried again next time. If the
+                # outage outlasts the lease, the task's own next write fails its
+                # compare-and-set and the task is recovered as after a crash.
+                failing("lease", exc, self.engine.outages)
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait until no task is being worked on (for tests and the one-shot CLI)."""

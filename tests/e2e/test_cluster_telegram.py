@@ -9,10 +9,12 @@ answers a second concurrent getUpdates with 409 Conflict, as Telegram does.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -154,3 +156,44 @@ def test_one_node_polls_telegram_and_another_takes_over_when_it_is_killed(
     assert len(delivered) == len(queries)  # every tap reached a poller
     assert "telegram_polling_started" not in "".join(
         n.log_text() for n in survivors if n is not polling(survivors)[0])
+
+
+def test_a_node_frozen_past_its_polling_lease_does_not_poll_again_when_thawed(
+        telegram: ThreadedTelegram, tmp_path: Path, pg_url: str) -> None:
+    """The polling node is frozen (SIGSTOP) long enough for another to take the lease
+    over; thawed (SIGCONT), it stops polling without sending a single getUpdates more."""
+    fake_url = telegram.fake.base_url
+    hosts = ["127.0.0.1", "localhost"]  # one per node, to tell their getUpdates apart
+    nodes = []
+    for i, host in enumerate(hosts):
+        toml = telegram.toml().replace(fake_url, fake_url.replace("127.0.0.1", host))
+        nodes.append(DaemonProcess(tmp_path / f"node{i}", daemon={"database": pg_url},
+                                   extra_toml=toml))
+    frozen, other = nodes
+    try:
+        frozen.start()
+        wait_for(lambda: polling([frozen]) == [frozen], "the first node to poll")
+        other.start()
+        wait_for(lambda: "leadership_standby" in other.log_text(), "the second to stand by")
+
+        def polls_from(host: str) -> int:
+            return telegram.call(lambda f: sum(1 for c in f.calls_to("getUpdates")
+                                               if c.host.startswith(host)))
+
+        assert frozen.proc is not None
+        frozen.proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: polling([other]) == [other], "the other node to take over",
+                     timeout=TAKEOVER + 30)
+            before = polls_from("127.0.0.1")
+        finally:
+            frozen.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: "telegram_polling_stopped" in frozen.log_text(),
+                 "the thawed node to notice it lost the lease", timeout=30)
+        wait_for(lambda: polls_from("localhost") >= 2, "the new leader to go on polling")
+        assert polls_from("127.0.0.1") == before
+        assert polling(nodes) == [other]
+        assert frozen.proc.poll() is None  # it stays up, standing by
+    finally:
+        for node in nodes:
+            node.stop()

@@ -70,6 +70,7 @@ class Call:
     params: dict[str, Any]
     token: str
     status: int | None = None
+    host: str = ""  # the Host header: tells apart clients given different base URLs
 
 
 @dataclass
@@ -320,7 +321,7 @@ class FakeTelegramApi:
         token = request.match_info["token"]
         method = request.match_info["method"]
         params = await _params(request)
-        call = Call(method=method, params=params, token=token)
+        call = Call(method=method, params=params, token=token, host=request.host)
         self.calls.append(call)
         await self._notify()  # a long poll is "called" while it still waits
         status, body = 200, {}

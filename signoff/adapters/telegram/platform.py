@@ -60,6 +60,7 @@ from signoff.runtime.replay import ReplayLedger
 
 from . import logfilters
 from .failures import BAD_TOKEN, is_not_modified, translate
+from .fencing import FencedRequest
 from .handlers import SURFACE, PendingLister, UpdateRouter
 from .keyboards import MAX_TEXT, card_html, card_keyboard, console_button, decides
 from .mentions import with_mentions
@@ -134,6 +135,7 @@ class TelegramPlatform:
         self._leadership: Leadership = leadership or SoleLeadership()
         self._replay = replay
         self.polling = False  # this node is the one long-polling right now
+        self._updates = FencedRequest(timeout=timeout)  # getUpdates only while leading
         limiter = AIORateLimiter(overall_max_rate=max_per_second,
                                  group_max_rate=max_per_minute_per_group, max_retries=0)
         builder = (
@@ -146,8 +148,7 @@ class TelegramPlatform:
             .concurrent_updates(16)  # one slow decision must not hold up other taps
             .connect_timeout(timeout).read_timeout(timeout)
             .write_timeout(timeout).pool_timeout(timeout)
-            .get_updates_connect_timeout(timeout).get_updates_read_timeout(timeout)
-            .get_updates_write_timeout(timeout).get_updates_pool_timeout(timeout)
+            .get_updates_request(self._updates)
         )
         if mode == "webhook":
             builder = builder.updater(None)  # updates arrive through handle_webhook
@@ -269,6 +270,7 @@ class TelegramPlatform:
         assert updater is not None  # built with an updater in polling mode
         while True:
             async with self._leadership.hold(POLLING_LEASE) as lease:
+                self._updates.lease = lease
                 async with self._call("getUpdates"):
                     await updater.start_polling(
                         timeout=POLL_TIMEOUT, allowed_updates=ALLOWED_UPDATES,
@@ -283,6 +285,7 @@ class TelegramPlatform:
                         # Confirms the offset of what was fetched, so a successor does
                         # not get it again (the ledger catches it if it does).
                         await updater.stop()
+                    self._updates.lease = None
                 log.warning("telegram_polling_stopped reason=leadership_lost chat_id=%s",
                             self.chat_id)
 

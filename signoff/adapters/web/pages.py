@@ -446,6 +446,13 @@ def task_fragment(task: Task, events: Sequence[AuditEvent], *, card: CardView | 
     return "".join(parts)
 
 
+def outage_banner(problem: str) -> str:
+    """The banner over every console page while the database is unavailable or full."""
+    return (f'<p class="flash error outage" role="alert">The database is unavailable '
+            f'({e(problem)}): decisions and new tasks are refused until it is back, and '
+            f'what you see may be out of date.</p>')
+
+
 def page(*, title: str, body: str, who: str, csrf: str, flash: str | None = None,
          can_logout: bool = False) -> str:
     """The page frame around a body."""

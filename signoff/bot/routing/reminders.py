@@ -16,7 +16,6 @@ shorter than ``remind_before`` gets none (its card is the fresh notice).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -25,6 +24,7 @@ from signoff.bot.cards import describe
 from signoff.runtime.clock import Clock
 from signoff.runtime.events import ApprovalEvent, approval_event
 from signoff.runtime.models import Approval, ApprovalStatus, RunMode, Task
+from signoff.runtime.outages import Outages, periodic
 from signoff.runtime.schedule.durations import format_duration
 from signoff.runtime.store.port import Change, TaskStore
 
@@ -51,6 +51,7 @@ class Reminder:
                  interval: float = 5.0, wake: Callable[[], None] | None = None) -> None:
         self.store = store
         self.clock = clock
+        self.outages = Outages(clock)  # the daemon's own, set by the wiring: /health reads it
         self.before = before
         self.approvers = list(approvers)
         self.oncall = oncall
@@ -62,12 +63,8 @@ class Reminder:
 
     async def run(self) -> None:
         """Look at pending requests every ``interval`` seconds, until cancelled."""
-        while True:
-            try:
-                await self.tick()
-            except Exception:  # a store hiccup must not end reminders for good
-                log.exception("reminder_round_failed")
-            await asyncio.sleep(self.interval)
+        # A store hiccup must not end reminders for good: waited out, reported to /health.
+        await periodic("reminders", self.tick, every=self.interval, outages=self.outages)
 
     def due(self, approval: Approval, now: datetime) -> bool:
         """True when ``approval`` should be reminded of at ``now``."""

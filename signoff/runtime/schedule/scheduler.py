@@ -26,11 +26,12 @@ from apscheduler.executors.asyncio import AsyncIOExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from signoff.errors import BadArguments, ConfigError, StoreError
+from signoff.errors import BadArguments, ConfigError, StoreError, StoreUnavailable
 from signoff.runtime.clock import Clock
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Action, JsonDict, RunMode, Task, TaskState
+from signoff.runtime.outages import Backoff, failing
 from signoff.runtime.refusals import outcome_words
 from signoff.runtime.schedule.cron import (
     fire_times,
@@ -182,10 +183,31 @@ class Scheduler:
             log.warning("schedule_fire_time_unknown", extra={"schedule": name})
             return
         self._log_coalesced(name, fire_time)
+        await self._fire_through_outage(name, fire_time, until=fire_time + window)
+
+    async def _fire_through_outage(self, name: str, fire_time: datetime, *,
+                                   until: datetime) -> None:
+        """Record the run, retrying while the database is away (until the fire's grace
+        window closes): a restart of the database must not cost a fire. Retrying is safe:
+        a run's key is unique per fire time, so a fire recorded before its answer was
+        lost is found, not queued twice."""
+        backoff, label = Backoff(first=0.2, maximum=5.0), f"schedule:{name}"
         try:
-            await self.fire(name, fire_time)
+            while True:
+                try:
+                    await self.fire(name, fire_time)
+                    return
+                except StoreUnavailable as exc:
+                    if datetime.now(UTC) >= until:  # wall clock, as APScheduler's ticks
+                        log.warning("schedule_fire_lost", extra={"schedule": name,
+                                                                 "error": str(exc)})
+                        return
+                    failing(label, exc, self.engine.outages)
+                    await asyncio.sleep(backoff.next())
         except Exception:  # one bad fire must not stop the schedule
             log.exception("schedule_fire_failed", extra={"schedule": name})
+        finally:
+            self.engine.outages.recovered(label)
 
     def _log_coalesced(self, name: str, fire_time: datetime) -> None:
         """Name the fire times this node's job let pass: called late (a stalled loop),

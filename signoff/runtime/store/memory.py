@@ -220,11 +220,13 @@ class MemTaskStore:
         task.version += 1
         return self._copy(task)
 
-    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> None:
-        """Extend a lease."""
+    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> bool:
+        """Extend a lease this node still holds."""
         found = self._tasks.get(task_id)
         if found and found[1].claimed_by == node_id:
             found[1].lease_until = lease_until
+            return True
+        return False
 
     async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
         """Active tasks of a dead worker."""

@@ -197,8 +197,9 @@ class TaskStore(Protocol):
         """Atomically take one task in ``from_state``."""
         ...
 
-    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> None:
-        """Extend the lease of a task this node is working on."""
+    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> bool:
+        """Extend the lease of a task this node is working on; False when this node no
+        longer holds it (the task was recovered or taken over: a compare-and-set)."""
         ...
 
     async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:

@@ -31,6 +31,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from signoff.runtime.leadership import Lease
+from signoff.runtime.outages import Backoff
 from signoff.runtime.store.sql.notify import libpq_url
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,9 @@ class PgLeadership:
         import psycopg
 
         conn = await self._acquire(psycopg, name)
-        lease = Lease(name)
+        # A confirmation holds for less than the server's idle limit: after a pause the
+        # session, and the lock with it, may be gone (see `Lease.fence`).
+        lease = Lease(name, fresh_for=self.ping + PING_TIMEOUT)
         log.info("leadership_acquired", extra={"lease": name, "node": self.node_id,
                                                "backend_pid": conn.info.backend_pid})
         watch = asyncio.create_task(self._watch(psycopg, conn, lease),
@@ -87,7 +90,7 @@ class PgLeadership:
     async def _acquire(self, psycopg: Any, name: str) -> Any:
         """A connection holding the lock; retries (and reconnects) until it does."""
         key = lock_key(name)
-        delay = self.retry
+        backoff = Backoff(first=self.retry, maximum=self.max_backoff)
         standby_logged = False
         while True:
             conn = None
@@ -96,7 +99,7 @@ class PgLeadership:
                     self.conninfo, autocommit=True, connect_timeout=10,
                     application_name=f"{APPLICATION_PREFIX}{self.node_id}"[:63])
                 await conn.execute(f"SET idle_session_timeout = '{IDLE_LIMIT}'")
-                delay = self.retry
+                backoff.reset()
                 while True:
                     async with asyncio.timeout(PING_TIMEOUT):
                         cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
@@ -109,13 +112,13 @@ class PgLeadership:
                         standby_logged = True
                     await asyncio.sleep(self.retry)
             except (psycopg.Error, OSError, TimeoutError) as exc:
+                delay = backoff.next()  # jittered: standbys cut off together spread out
                 log.warning("leadership_connect_failed",
                             extra={"lease": name, "error": _first_line(exc),
-                                   "retry_in": f"{delay:g}s"})
+                                   "retry_in": f"{delay:.2g}s"})
                 if conn is not None:
                     await _close_quietly(psycopg, conn)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_backoff)
             except BaseException:
                 if conn is not None:
                     await _close_quietly(psycopg, conn)
@@ -128,10 +131,11 @@ class PgLeadership:
                 await asyncio.sleep(self.ping)
                 async with asyncio.timeout(PING_TIMEOUT):
                     await conn.execute("SELECT 1")
+                lease.confirm()
         except (psycopg.Error, OSError, TimeoutError) as exc:
             log.warning("leadership_lost", extra={"lease": lease.name, "node": self.node_id,
                                                   "error": _first_line(exc)})
-            lease.lost.set()
+            lease.mark_lost()
 
 
 async def _close_quietly(psycopg: Any, conn: Any) -> None:

@@ -26,6 +26,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from signoff.runtime.outages import Backoff
+
 CHANNEL = "signoff_tasks"
 NOTIFY = sa.text("SELECT pg_notify(:channel, :sender)")  # params: CHANNEL, wakeup_sender
 PING_AFTER = 30.0  # seconds without a notification before the connection is checked
@@ -63,21 +65,21 @@ class TaskWakeups:
             log.warning("notify_unavailable", extra={"reason": "psycopg is not installed; "
                                                      "idle nodes poll the queue"})
             return
-        delay = self.first_backoff
+        backoff = Backoff(first=self.first_backoff, maximum=self.max_backoff)
         while True:
             try:
                 await self._listen(psycopg)
             except (psycopg.Error, OSError, TimeoutError) as exc:
                 was_up = self.connected.is_set()
                 if was_up:
-                    delay = self.first_backoff  # it worked until now: start the backoff over
+                    backoff.reset()  # it worked until now: start the backoff over
+                delay = backoff.next()
                 log.warning("notify_listen_lost" if was_up else "notify_listen_failed",
-                            extra={"error": _first_line(exc), "retry_in": f"{delay:g}s"})
+                            extra={"error": _first_line(exc), "retry_in": f"{delay:.2g}s"})
             finally:
                 self.connected.clear()
                 self.backend_pid = None
             await asyncio.sleep(delay)
-            delay = min(delay * 2, self.max_backoff)
 
     async def _listen(self, psycopg: Any) -> None:
         # Named, so that an operator sees it in pg_stat_activity for what it is.

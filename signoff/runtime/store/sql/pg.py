@@ -48,9 +48,16 @@ from sqlalchemy.util import greenlet_spawn
 
 from signoff.errors import StoreError
 from signoff.runtime.models import AuditEvent, Task, TaskState
+from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql.notify import CHANNEL, libpq_url
-from signoff.runtime.store.sql.rows import only_task, safe_url, task_cols, task_from
+from signoff.runtime.store.sql.rows import (
+    PG_SESSION_OPTIONS,
+    only_task,
+    safe_url,
+    task_cols,
+    task_from,
+)
 from signoff.runtime.store.sql.shared import Shared
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sql.writes import Lost
@@ -206,7 +213,8 @@ class PgTaskStore(SqlTaskStore):
         self.wakeup_sender = secrets.token_hex(8)  # payload of this store's wake-ups
         try:
             self._engine = create_async_engine(url, pool_pre_ping=True, pool_size=COLD_POOL,
-                                               max_overflow=COLD_POOL)
+                                               max_overflow=COLD_POOL,
+                                               connect_args={"options": PG_SESSION_OPTIONS})
         except (sa.exc.ArgumentError, ImportError) as exc:
             raise StoreError(f"cannot use database {safe_url(url)}: {exc}") from exc
         self._write = self._read = self._engine.sync_engine
@@ -240,12 +248,13 @@ class PgTaskStore(SqlTaskStore):
             libpq_url(self.url), min_size=min(2, self.pool_size), max_size=self.pool_size,
             open=False, name="signoff-store",
             kwargs={"autocommit": True, "prepare_threshold": PREPARE_THRESHOLD,
+                    "options": PG_SESSION_OPTIONS,
                     "application_name": "signoff"})
         try:
             await pool.open(wait=True, timeout=30)
         except Exception as exc:
             await pool.close()
-            raise StoreError(f"cannot open database {safe_url(self.url)}: {exc}") from exc
+            raise store_error(exc, safe_url(self.url), opening=True) from exc
         self._apool = pool
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
@@ -288,8 +297,8 @@ class PgTaskStore(SqlTaskStore):
                 yield conn
         except (Lost, psycopg.IntegrityError):
             raise
-        except psycopg.OperationalError as exc:
-            raise StoreError(f"database {safe_url(self.url)} failed: {exc}") from exc
+        except (psycopg.Error, OSError) as exc:
+            raise store_error(exc, safe_url(self.url)) from exc
 
     # -- the unit of work -----------------------------------------------------------------
     async def _commit_unit(self, change: Change) -> list[AuditEvent]:
@@ -395,10 +404,11 @@ class PgTaskStore(SqlTaskStore):
             row = await cur.fetchone()
         return _task(row) if row else None
 
-    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> None:
-        """Extend a lease this node holds."""
+    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> bool:
+        """Extend a lease this node still holds."""
         async with self._conn() as conn:
-            await conn.execute(_RENEW, [_naive(lease_until), task_id, node_id])
+            cur = await conn.execute(_RENEW, [_naive(lease_until), task_id, node_id])
+            return bool(cur.rowcount)
 
     async def get_task(self, task_id: str) -> Task | None:
         """One task by id."""

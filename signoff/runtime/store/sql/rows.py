@@ -49,9 +49,21 @@ APPROVAL_COLS = (approvals_t.c.id, approvals_t.c.task_id, approvals_t.c.expires_
 ACTIVE = (TaskState.PLANNING.value, TaskState.IN_PROGRESS.value)
 
 
+# Every PostgreSQL session of the store: no transaction keeps a shared row (the audit
+# chain's head, a task) locked across a pause of its node — a frozen or stalled holder's
+# transaction is ended by the server after IDLE_IN_TRANSACTION — and a waiter for a lock
+# gives up after LOCK_TIMEOUT (a StoreUnavailable: retried, or a 503 to try again)
+# rather than hanging behind it.
+LOCK_TIMEOUT = "10s"
+IDLE_IN_TRANSACTION = "15s"
+PG_SESSION_OPTIONS = (f"-c lock_timeout={LOCK_TIMEOUT} "
+                      f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION}")
+
+
 def make_engine(url: str, *, immediate: bool) -> Engine:
     if not url.startswith("sqlite"):
-        return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+        return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10,
+                                connect_args={"options": PG_SESSION_OPTIONS})
     engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
 
     @sa.event.listens_for(engine, "connect")

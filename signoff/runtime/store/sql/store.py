@@ -20,6 +20,7 @@ import asyncio
 import functools
 import logging
 import secrets
+import sqlite3
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import (
     CardRecord,
     Change,
@@ -130,8 +132,8 @@ class SqlTaskStore:
             yield
         except (Lost, sa.exc.IntegrityError):
             raise
-        except sa.exc.OperationalError as exc:
-            raise StoreError(f"database {safe_url(self.url)} failed: {exc.orig}") from exc
+        except (sa.exc.DBAPIError, sa.exc.TimeoutError, sqlite3.Error, OSError) as exc:
+            raise store_error(exc, safe_url(self.url)) from exc
 
     async def open(self) -> None:
         """Create tables and the audit head row; fail clearly when unreachable."""
@@ -154,8 +156,8 @@ class SqlTaskStore:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
         except sa.exc.IntegrityError:
             pass  # another node created the head row at the same moment
-        except sa.exc.OperationalError as exc:
-            raise StoreError(f"cannot open database {safe_url(self.url)}: {exc.orig}") from exc
+        except (sa.exc.DBAPIError, sa.exc.TimeoutError, OSError) as exc:
+            raise store_error(exc, safe_url(self.url), opening=True) from exc
 
     async def close(self) -> None:
         """Dispose of the engines and the thread pool."""
@@ -274,15 +276,16 @@ class SqlTaskStore:
             row = conn.execute(stmt).first()
         return task_from(row) if row else None
 
-    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> None:
-        """Extend a lease this node holds."""
-        await self._run(self._renew, task_id, node_id, lease_until)
+    async def renew_lease(self, task_id: str, node_id: str, lease_until: datetime) -> bool:
+        """Extend a lease this node still holds."""
+        return await self._run(self._renew, task_id, node_id, lease_until)
 
-    def _renew(self, task_id: str, node_id: str, lease_until: datetime) -> None:
+    def _renew(self, task_id: str, node_id: str, lease_until: datetime) -> bool:
         with self._tx() as conn:
-            conn.execute(tasks_t.update().where(tasks_t.c.id == task_id,
-                                                tasks_t.c.claimed_by == node_id)
-                         .values(lease_until=lease_until))
+            done = conn.execute(tasks_t.update().where(tasks_t.c.id == task_id,
+                                                       tasks_t.c.claimed_by == node_id)
+                                .values(lease_until=lease_until))
+            return bool(done.rowcount)
 
     async def orphans(self, node_id: str | None, now: datetime) -> list[Task]:
         """Active tasks of this node's previous life, or whose lease expired."""

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from signoff.errors import StoreError
+from signoff.runtime.store.outage import store_error
 
 log = logging.getLogger(__name__)
 MAX_GROUP = 200  # write units per transaction: bounds the wait of the first one
@@ -114,7 +115,7 @@ class StoreThread:
             try:
                 self._conn = self._connect()
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot open database {self.label}: {exc}") from exc
+                raise store_error(exc, self.label, opening=True) from exc
         return self._conn
 
     def _close_conn(self) -> None:
@@ -128,8 +129,9 @@ class StoreThread:
 
         Constraint violations stay as they are: the store reads them as a lost race.
         """
-        if isinstance(exc, sqlite3.Error) and not isinstance(exc, sqlite3.IntegrityError):
-            return StoreError(f"database {self.label} failed: {exc}")
+        if isinstance(exc, sqlite3.Error | OSError) and not isinstance(exc,
+                                                                      sqlite3.IntegrityError):
+            return store_error(exc, self.label)
         return exc
 
     def _main(self) -> None:
@@ -199,7 +201,8 @@ class StoreThread:
             conn.execute("COMMIT")
             self.commits += 1
         except (sqlite3.Error, _Broken) as exc:
-            failure = StoreError(f"database {self.label} failed: {exc}")
+            cause = exc.__cause__ if isinstance(exc, _Broken) else exc
+            failure = store_error(cause if isinstance(cause, Exception) else exc, self.label)
             for call in units:  # nothing of this transaction is kept
                 if call.error is None:
                     call.result, call.error = _UNSET, failure
