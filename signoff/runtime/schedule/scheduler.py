@@ -198,7 +198,7 @@ class Scheduler:
                     await self.fire(name, fire_time)
                     return
                 except StoreUnavailable as exc:
-                    if datetime.now(UTC) >= until:  # wall clock, as APScheduler's ticks
+                    if self.engine.clock.now() >= until:
                         log.warning("schedule_fire_lost", extra={"schedule": name,
                                                                  "error": str(exc)})
                         return
