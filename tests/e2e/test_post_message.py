@@ -53,7 +53,7 @@ async def test_approved_posts_reach_slack_and_telegram(daemon: Running) -> None:
 async def test_an_unreachable_channel_fails_without_a_card(daemon: Running) -> None:
     """post_message to a surface that is not configured fails at once: no card anywhere."""
     r = await daemon.http.post("/tasks", json={"goal": "announce", "steps": [
-        {"tool": "post_message", "args": {"channel": "discord:123", "text": "hi"}}]})
+        {"tool": "post_message", "args": {"channel": "irc:123", "text": "hi"}}]})
     task_id = r.json()["id"]
 
     async def failed() -> bool:

@@ -695,7 +695,7 @@ async def test_post_message_goes_through_the_injected_poster(
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("channel", "problem"), [
-    ("C123", "names no chat surface"), ("discord:C1", "names no chat surface"),
+    ("C123", "names no chat surface"), ("irc:C1", "names no chat surface"),
     ("slack:#general", "not a conversation id"), ("telegram:abc", "not a chat id"),
     ("telegram:-100123", "cannot reach channel telegram:-100123: no telegram surface"),
 ])
