@@ -59,7 +59,7 @@ class Settler:
         self.engine = engine
         self.store = engine.store
         self.on_runnable = on_runnable
-        self.watch = watch or ApprovalWatch()
+        self.watch = watch or ApprovalWatch(states=self.store.approval_states)
 
     async def _commit(self, change: Change) -> bool:
         """Commit one unit of work."""
