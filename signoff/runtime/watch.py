@@ -1,8 +1,9 @@
 """Waiting for a decision without polling the store per waiter: in-process wake-ups.
 
 `GET /v1/approvals/{id}?wait=30s` parks on an `asyncio.Event` of its own; the `Decider`
-fires every event of a request right after it commits a decision or an expiry, so a
-waiter on the node that took the decision answers at once. A decision taken on another
+fires every event of a request right after it commits a decision or an expiry, handing
+over the committed request, so a waiter on the node that took the decision answers at once
+without reading it back. A decision taken on another
 node (several daemons on one database) fires nothing here, so one shared re-check per
 watch reads the statuses of every waited request in one store call each ``recheck``
 seconds while anyone waits, and fires those that are settled: 10,000 parked long polls
@@ -36,11 +37,19 @@ class ApprovalWatch:
         self.recheck = recheck
         self._states = states
         self._events: dict[str, set[asyncio.Event]] = {}
+        self._answers: dict[str, Approval] = {}  # final requests fired while awaited
         self._checker: asyncio.Task[None] | None = None
 
-    def fire(self, approval_id: str) -> None:
-        """A request was decided (or expired): wake everyone waiting for it."""
-        for event in self._events.get(approval_id, ()):
+    def fire(self, approval_id: str, approval: Approval | None = None) -> None:
+        """A request was decided (or expired): wake everyone waiting for it. ``approval``,
+        the request as just committed, is their answer when it is final, so a thousand
+        waiters of one request do not make a thousand reads of it."""
+        events = self._events.get(approval_id)
+        if not events:
+            return
+        if approval is not None and approval.status.final:
+            self._answers[approval_id] = approval.model_copy(deep=True)
+        for event in events:
             event.set()
 
     @property
@@ -65,7 +74,7 @@ class ApprovalWatch:
                 # Cleared before the read: a decision landing between the read and the
                 # wait leaves the event set, so the next wait returns at once.
                 event.clear()
-                approval = await read(approval_id)
+                approval = self._answers.get(approval_id) or await read(approval_id)
                 remaining = end - loop.time()
                 # A held request is approved but may still be undone: wait for its end.
                 if approval is None or approval.status.final or remaining <= 0:
@@ -84,6 +93,7 @@ class ApprovalWatch:
             events.discard(event)
             if not events:
                 del self._events[approval_id]
+                self._answers.pop(approval_id, None)
         if not self._events and self._checker is not None:
             # Nobody waits: the re-check ends now rather than outliving its loop.
             self._checker.cancel()

@@ -81,7 +81,8 @@ async def test_parked_waiters_cost_one_store_read_per_recheck(store: TaskStore) 
 
 
 async def test_a_decision_fired_here_answers_without_a_recheck(store: TaskStore) -> None:
-    """On the node that decided, the waiter answers at once, with no shared read at all."""
+    """On the node that decided, the waiter answers at once with the committed request:
+    no shared read, and no read of its own request back."""
     assert await store.commit(new(request(1)))
     counted = Counted(store)
     watch = ApprovalWatch(recheck=BOUND, states=counted.states)
@@ -91,8 +92,9 @@ async def test_a_decision_fired_here_answers_without_a_recheck(store: TaskStore)
     approved = request(1, status=ApprovalStatus.APPROVED)
     assert await store.commit(Change(at=NOW, approval=approved,
                                      approval_expect=ApprovalStatus.PENDING))
-    watch.fire("a-1")
+    watch.fire("a-1", approved)
     async with asyncio.timeout(BOUND):
         answer = await waiter
     assert answer is not None and answer.status is ApprovalStatus.APPROVED
     assert counted.state_reads == []
+    assert counted.reads == 1  # the first look only: the answer came with the wake-up
