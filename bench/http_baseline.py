@@ -10,12 +10,15 @@ in the same loop claims the oldest queued row (``UPDATE … RETURNING``, parsing
 and saves it finished, two more commits: three per task, as the plain-sqlite3 baseline.
 sqlite3 is called straight from the loop (WAL, ``synchronous=NORMAL``): the least a
 server can do per task, so the ratio against it is a harsh one. ``GET /health`` answers
-200 for the start-up check.
+200 for the start-up check; ``GET /v1/approvals/{id}`` parks on an `asyncio.Event` for
+60 s and answers pending — bench/waiters.py's measure of what the stack alone spends on a
+parked long poll.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import sys
@@ -86,6 +89,14 @@ class Queue:
             await asyncio.sleep(0)  # let the requests in between two tasks
 
 
+async def park(request: Request) -> Response:
+    """GET /v1/approvals/{id}: a long poll that nothing decides."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(60):
+            await asyncio.Event().wait()
+    return JSONResponse({"status": "pending"})
+
+
 async def health(request: Request) -> Response:
     """GET /health."""
     return JSONResponse({"status": "ok"})
@@ -95,6 +106,7 @@ async def serve(path: str, port: int) -> None:
     """The app and its worker in one loop until killed."""
     queue = Queue(path)
     app = Starlette(routes=[Route("/tasks", queue.submit, methods=["POST"]),
+                            Route("/v1/approvals/{approval_id}", park),
                             Route("/health", health)])
     server = uvicorn.Server(server_config(app, "127.0.0.1", port))
     worker = asyncio.create_task(queue.work())

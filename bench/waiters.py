@@ -27,6 +27,10 @@ process and of the daemon it starts).
    (1 s) after its decision was acknowledged, or more than its wait after it asked, is
    late. An agent whose wait ended before its request was decided asks again (counted).
 
+For reference, as many long polls are then parked on bench/http_baseline.py (the same
+uvicorn settings, a bare Starlette route that waits): what the HTTP stack alone spends on
+each (``ratio memory signoff/bare_stack``).
+
 Prints memory per 1,000 waiters, file descriptors, latencies, the ``ratio`` lines and
 ``ok`` when every target holds (N held; ≤ 20 MB per 1,000; p99 ≤ 5× the bare commit's
 p99; no wrong or late answer), ``over`` otherwise.
@@ -41,6 +45,7 @@ import functools
 import json
 import secrets
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,10 +58,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import procstat  # bench/procstat.py
-from daemons import conninfo, fresh_database, start_daemons, stop  # bench/daemons.py
+from daemons import conninfo, free_port, fresh_database, start_daemons, stop  # bench/daemons.py
 from posting import Poster  # bench/posting.py
 
-from bench.api import percentile
+from bench.api import percentile, wait_ready
 
 KEY = "bench-person-key-0123456789abcdef"
 AGENT_KEY = "bench-agent-key-0123456789abcdef"
@@ -267,7 +272,37 @@ async def measure(base: str, pid: int, count: int, burst: int,
     return Figures(waiters, min(parked, fd1 - fd0), (rss0, rss1), (fd0, fd1), bare_ms)
 
 
-def report(f: Figures, backend: str, wait_to: str) -> bool:
+def bare_stack_memory(tmp: Path, count: int) -> float:
+    """MB per 1,000 long polls parked on bench/http_baseline.py: the daemon's uvicorn
+    settings and a bare Starlette route, nothing else (a reference, not a target)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("http_baseline.py")),
+                             str(tmp / "bare-stack.db"), str(port)])
+    base = f"http://127.0.0.1:{port}"
+
+    async def park() -> float:
+        before = procstat.rss_bytes(proc.pid)
+        posters = [Poster(timeout=WAIT + 60) for _ in range(count)]
+        for start in range(0, count, 500):
+            await asyncio.gather(*(p.connect(base) for p in posters[start:start + 500]))
+        polls = [asyncio.create_task(p.get(f"{base}/v1/approvals/a-{n}"))
+                 for n, p in enumerate(posters)]
+        await settled(proc.pid, procstat.open_files(proc.pid))
+        used = procstat.rss_bytes(proc.pid) - before
+        for task in polls:
+            task.cancel()
+        for poster in posters:
+            await poster.close()
+        return used / 2**20 / count * 1000
+
+    try:
+        wait_ready(base, proc)
+        return asyncio.run(park())
+    finally:
+        stop([proc])
+
+
+def report(f: Figures, backend: str, wait_to: str, bare_mb: float) -> bool:
     """Print the figures; True when every target holds."""
     n = len(f.waiters)
     per_k = (f.rss[1] - f.rss[0]) / 2**20 / n * 1000
@@ -285,6 +320,9 @@ def report(f: Figures, backend: str, wait_to: str) -> bool:
           f"{f.held} held at once")
     print(f"daemon memory: {f.rss[0] / 2**20:.0f} MB before, {f.rss[1] / 2**20:.0f} MB with "
           f"the waiters: {per_k:.1f} MB per 1,000 waiters (target <= {MB_TARGET:.0f})")
+    print(f"the same HTTP stack alone (bench/http_baseline.py) parking as many: "
+          f"{bare_mb:.1f} MB per 1,000")
+    print(f"ratio memory signoff/bare_stack = {per_k / bare_mb:.2f}")
     print(f"daemon file descriptors: {f.fds[0]} before, {f.fds[1]} with the waiters")
     print(f"bare decision commit ({wait_to}): p50 {bare50:.3f} ms, p99 {bare99:.3f} ms")
     if sent:
@@ -328,7 +366,8 @@ def main() -> int:
             figures = asyncio.run(measure(base, proc.pid, args.waiters, args.burst, bare))
         finally:
             stop([proc])
-    print("ok" if report(figures, backend, what) else "over")
+        bare_mb = bare_stack_memory(tmp, args.waiters)
+    print("ok" if report(figures, backend, what, bare_mb) else "over")
     return 0
 
 
