@@ -79,6 +79,8 @@ class ApprovalWatch:
                 # A held request is approved but may still be undone: wait for its end.
                 if approval is None or approval.status.final or remaining <= 0:
                     return approval
+                # A parked waiter keeps no copy of its request: thousands of them add up.
+                del approval
                 self._start_checker()
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel.
                 with contextlib.suppress(TimeoutError):
