@@ -31,13 +31,23 @@ task's row leaves ``queued`` (read every 1 ms). Target ≤ 100 ms (checked here 
 Each figure is the best of ``--repeat`` (3) runs, for every system alike, the runs
 interleaved (each round runs every figure once). A run that does not drain within
 ``--budget`` seconds is reported with what it finished.
-Prints tasks/s for each system, the latency, then the contract's three ratio lines.
+CPU: each run also sums the CPU time (utime + stime from /proc) of every process that did
+its work, between the first submission and the last completion: the system's processes
+(daemons or workers), the PostgreSQL backends serving its database (found in
+``pg_stat_activity``; the counting connection left out) and this process (the
+submitters). Per task, the least of the runs is printed for signoff 1 node and
+procrastinate 1 worker as ``cpu_ms_per_task <system> = X`` (target signoff ≤
+procrastinate).
+
+Prints tasks/s for each system, the latency, the contract's three ratio lines, the CPU
+lines, the machine, and ``ok`` when every target holds, ``over`` otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import signal
 import statistics
@@ -46,12 +56,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import procstat  # bench/procstat.py
 import psycopg
 import sqlalchemy as sa
 from daemons import conninfo, fresh_database, start_daemons, stop  # bench/daemons.py
@@ -68,6 +79,52 @@ LATENCY_TARGET_MS = 100.0
 STEPS = [{"tool": "list_dir", "args": {"path": "."}}]
 
 
+@dataclass(frozen=True)
+class Cpu:
+    """CPU seconds one run used: the system's own processes (daemons or workers), the
+    PostgreSQL backends serving its database, and this process (the submitters)."""
+
+    system: float
+    postgres: float
+    submitter: float
+    commits: int = 0  # transactions committed in the bench database (pg_stat_database)
+
+    @property
+    def total(self) -> float:
+        return self.system + self.postgres + self.submitter
+
+
+COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+STATS_FLUSH = 1.2  # seconds: PostgreSQL 15 backends report their counts at most once a second
+BACKENDS = ("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()")
+
+
+async def cpu_snapshot(conn: Any, pids: list[int]) -> dict[str, dict[int, float]]:
+    """CPU seconds so far of the system's processes, of the PostgreSQL backends on the
+    bench database (this counting connection's own left out), and of this process."""
+    cur = await conn.execute(BACKENDS)
+    backends = [int(row[0]) for row in await cur.fetchall()]
+    return {"system": {p: procstat.cpu_seconds(p) for p in pids},
+            "postgres": {p: procstat.cpu_seconds(p) for p in backends},
+            "submitter": {0: procstat.own_cpu_seconds()}}
+
+
+def cpu_used(start: dict[str, dict[int, float]], end: dict[str, dict[int, float]]) -> Cpu:
+    """What each group used between two snapshots (a process born since counts from 0;
+    one that ended meanwhile is lost — the pools keep their connections, so few do)."""
+    used = {group: sum(max(0.0, cpu - start[group].get(pid, 0.0))
+                       for pid, cpu in end[group].items()) for group in end}
+    return Cpu(used["system"], used["postgres"], used["submitter"])
+
+
+async def commits_so_far(conn: Any) -> int:
+    """Transactions committed in the bench database so far, as the statistics say."""
+    cur = await conn.execute(COMMITS)
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
 @dataclass
 class Figure:
     """One measured run."""
@@ -77,6 +134,11 @@ class Figure:
     done: int
     seconds: float
     submit_seconds: float
+    cpu: Cpu = field(default_factory=lambda: Cpu(0.0, 0.0, 0.0))
+
+    @property
+    def cpu_ms_per_task(self) -> float:
+        return self.cpu.total * 1000 / self.done if self.done else float("inf")
 
     @property
     def rate(self) -> float:
@@ -89,9 +151,10 @@ class Figure:
 
 
 async def drain(url: str, count_sql: str, tasks: int, submit: Callable[[int], Awaitable[None]],
-                *, concurrency: int, budget: float, label: str) -> Figure:
-    """Submit ``tasks`` with ``concurrency`` submitters while counting completions."""
-    began = time.perf_counter()
+                *, concurrency: int, budget: float, label: str,
+                pids: list[int]) -> Figure:
+    """Submit ``tasks`` with ``concurrency`` submitters while counting completions; the
+    CPU of ``pids``, of the database's backends and of this process over the run."""
     queue = iter(range(tasks))
 
     async def submitter() -> None:
@@ -102,9 +165,12 @@ async def drain(url: str, count_sql: str, tasks: int, submit: Callable[[int], Aw
         await asyncio.gather(*(submitter() for _ in range(concurrency)))
         return time.perf_counter() - began
 
-    submitting = asyncio.create_task(submit_all())
     done = 0
     async with await psycopg.AsyncConnection.connect(conninfo(url), autocommit=True) as conn:
+        commits = await commits_so_far(conn)
+        start = await cpu_snapshot(conn, pids)
+        began = time.perf_counter()
+        submitting = asyncio.create_task(submit_all())
         while time.perf_counter() - began < budget:
             cur = await conn.execute(count_sql)
             row = await cur.fetchone()
@@ -112,14 +178,18 @@ async def drain(url: str, count_sql: str, tasks: int, submit: Callable[[int], Aw
             if done >= tasks:
                 break
             await asyncio.sleep(COUNT_EVERY)
-    took = time.perf_counter() - began
+        took = time.perf_counter() - began
+        cpu = cpu_used(start, await cpu_snapshot(conn, pids))
+        await asyncio.sleep(STATS_FLUSH)
+        await conn.execute("SELECT pg_stat_clear_snapshot()")
+        cpu = dataclasses.replace(cpu, commits=await commits_so_far(conn) - commits)
     if submitting.done():
         submit_s = submitting.result()
     else:
         submitting.cancel()
         await asyncio.gather(submitting, return_exceptions=True)
         submit_s = float("nan")
-    return Figure(label, tasks, min(done, tasks), took, submit_s)
+    return Figure(label, tasks, min(done, tasks), took, submit_s, cpu)
 
 
 # -- processes ----------------------------------------------------------------------------
@@ -158,7 +228,8 @@ async def run_signoff(base: str, nodes: int, args: argparse.Namespace) -> Figure
 
             fig = await drain(url, "SELECT count(*) FROM tasks WHERE state IN "
                               "('completed', 'failed')", args.tasks, submit,
-                              concurrency=args.concurrency, budget=args.budget, label=label)
+                              concurrency=args.concurrency, budget=args.budget, label=label,
+                              pids=[p.pid for _, p in daemons])
             with psycopg.connect(conninfo(url)) as conn:
                 row = conn.execute("SELECT count(*) FROM tasks WHERE state = 'failed'").fetchone()
             if row and row[0]:
@@ -232,7 +303,7 @@ async def run_procrastinate(base: str, workers: int, args: argparse.Namespace) -
                 return await drain(url, "SELECT count(*) FROM procrastinate_jobs WHERE status "
                                    "IN ('succeeded', 'failed')", args.tasks, submit,
                                    concurrency=args.concurrency, budget=args.budget,
-                                   label=label)
+                                   label=label, pids=[p.pid for p in procs])
             finally:
                 stop(procs)
 
@@ -280,7 +351,7 @@ async def run_raw(base: str, workers: int, args: argparse.Namespace) -> Figure:
 
             return await drain(url, "SELECT count(*) FROM jobs WHERE state = 'done'", args.tasks,
                                submit, concurrency=args.concurrency, budget=args.budget,
-                               label=label)
+                               label=label, pids=[p.pid for p in procs])
         finally:
             for c in conns:
                 await c.close()
@@ -338,6 +409,21 @@ async def measure(base: str, args: argparse.Namespace) -> None:
         print(f"target {target}: {verdict(ok)}  ({text.split(' = ')[0]})")
     for text, _, _ in ratios:
         print(f"ratio {text}")
+    cpu = {name: min(tries[f"{name}1"], key=lambda f: f.cpu_ms_per_task)
+           for name in ("signoff", "procrastinate")}
+    for name, fig in cpu.items():
+        c, per = fig.cpu, 1000 / fig.done if fig.done else 0.0
+        print(f"cpu per task, {name} 1: {fig.cpu_ms_per_task:.2f} ms = "
+              f"{c.system * per:.2f} daemon or workers + {c.postgres * per:.2f} PostgreSQL "
+              f"backends + {c.submitter * per:.2f} submitter; {c.commits * per / 1000:.1f} "
+              f"PostgreSQL commits per task (least of {len(tries[name + '1'])})")
+    cheaper = cpu["signoff"].cpu_ms_per_task <= cpu["procrastinate"].cpu_ms_per_task
+    print(f"target signoff <= procrastinate: {verdict(cheaper)}  (cpu_ms_per_task)")
+    for name, fig in cpu.items():
+        print(f"cpu_ms_per_task {name} = {fig.cpu_ms_per_task:.3f}")
+    print(procstat.machine())
+    met = worst <= LATENCY_TARGET_MS and cheaper and all(ok for _, ok, _ in ratios)
+    print("ok" if met else "over")
 
 
 def main() -> None:

@@ -88,11 +88,11 @@ def _healthy(base: str) -> bool:
 
 
 def start_daemons(url: str, count: int, tmp: Path, *, pythonpath: str | None = None,
-                  **daemon: str) -> list[tuple[str, subprocess.Popen[bytes]]]:
+                  toml: str = "", **daemon: str) -> list[tuple[str, subprocess.Popen[bytes]]]:
     """``signoff daemon start`` × count on ``url``; returns (base URL, process) pairs once
     every one answers ``/health``. Each node's log is ``tmp/node<n>/daemon.log``;
     ``pythonpath`` is prepended to the daemons' ``PYTHONPATH`` (plug-ins, see
-    bench/noop_tool.py)."""
+    bench/noop_tool.py); ``toml`` is appended to each config (more tables, e.g. ``[api]``)."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pythonpath, env.get("PYTHONPATH"))
@@ -104,7 +104,7 @@ def start_daemons(url: str, count: int, tmp: Path, *, pythonpath: str | None = N
         port = free_port()
         extra = "".join(f'{k} = "{v}"\n' for k, v in daemon.items())
         (root / "signoff.toml").write_text(
-            f'[daemon]\ndatabase = "{url}"\nwork_dir = "{root / "work"}"\n{extra}')
+            f'[daemon]\ndatabase = "{url}"\nwork_dir = "{root / "work"}"\n{extra}{toml}')
         with open(root / "daemon.log", "ab") as log:
             proc = subprocess.Popen([sys.executable, "-m", "signoff", "daemon", "start",
                                      "--config", str(root / "signoff.toml"), "--port",

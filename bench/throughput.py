@@ -20,6 +20,12 @@ Run: ``python bench/throughput.py [--tasks N] [--concurrency C] [--budget S] [--
    insert the queued row; claim the oldest queued row with UPDATE … RETURNING (and parse
    its JSON, as signoff does); write the finished task's JSON. ``ratio`` is signoff's
    tasks/s over this one's (target >= 0.25).
+2b. HTTP baseline: bench/http_baseline.py, the daemon's own server stack (uvicorn with
+   `server_config`'s settings, httptools) serving a bare Starlette ``POST /tasks`` whose
+   handler inserts and whose worker claims and saves with sqlite3 — the same three commits
+   per task and nothing else — driven by the same submitters and counted the same way.
+   ``ratio signoff/http_baseline`` is signoff's tasks/s over this one's (target >= 0.5):
+   what signoff costs beyond the server and the database it cannot avoid.
 3. for reference (``--no-in-process`` skips it), the in-process figure of earlier
    versions: a node built in this process (`build_node`, a no-op READ tool) whose tasks
    are all submitted first with ``engine.submit``, then run by the real worker until the
@@ -32,7 +38,8 @@ Run: ``python bench/throughput.py [--tasks N] [--concurrency C] [--budget S] [--
 
 With ``--profile`` (or when the in-process ratio is under target) a smaller in-process
 run is profiled — the event loop thread and the database thread separately — and where
-the time goes is printed. The last line is ``ratio=<daemon tasks/s / baseline tasks/s>``.
+the time goes is printed. Then ``ratio=<daemon tasks/s / plain sqlite3 tasks/s>``,
+``ratio signoff/http_baseline = X`` and ``ok`` when both meet their targets, ``over`` if not.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ import io
 import json
 import pstats
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -54,10 +62,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from daemons import start_daemons, stop  # bench/ is on sys.path when this file runs
+from daemons import free_port, start_daemons, stop  # bench/ is on sys.path when this file runs
 from noop_tool import NoopTool, plugin_path
 from posting import Poster
 
+from bench.api import wait_ready
 from signoff.config.settings import Settings
 from signoff.runtime.models import Action, Approval, Task
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
@@ -66,6 +75,7 @@ from signoff.wiring import Node, build_node
 TASKS = 2_000
 STEPS = 3
 TARGET = 0.25
+HTTP_TARGET = 0.5  # signoff / the same HTTP stack doing the same commits
 CONCURRENCY = 16
 COUNT_EVERY = 0.1  # seconds between two counts of finished rows
 BUDGET = 300.0
@@ -238,55 +248,84 @@ def _sample_json(db: Path) -> str:
         conn.close()
 
 
+async def drive(base: str, db: Path, tasks: int, *, concurrency: int, budget: float,
+                tool: str) -> tuple[int, float, float]:
+    """Submit ``tasks`` through ``POST {base}/tasks`` while the server works; (finished,
+    seconds from the first submission to the last completion, seconds of submitting),
+    counted in the server's SQLite file ``db``."""
+    steps = [TOOLS[tool]] * STEPS
+    # One Poster per submitter (bench/posting.py): aiohttp and httpx cost the server's
+    # two cores far more client CPU per request.
+    began = time.perf_counter()
+    queue = iter(range(tasks))
+
+    async def submitter() -> None:
+        poster = Poster()
+        try:
+            for i in queue:
+                status, body = await poster.post(f"{base}/tasks",
+                                                 {"goal": f"bench {i}", "steps": steps})
+                if status != 202:
+                    raise SystemExit(f"POST /tasks answered {status}: {body!r}")
+        finally:
+            await poster.close()
+
+    async def submit_all() -> float:
+        await asyncio.gather(*(submitter() for _ in range(concurrency)))
+        return time.perf_counter() - began
+
+    submitting = asyncio.create_task(submit_all())
+    done = 0
+    while time.perf_counter() - began < budget:
+        done = await asyncio.to_thread(_count, db, FINISHED)
+        if done >= tasks or (submitting.done() and submitting.exception()):
+            break
+        await asyncio.sleep(COUNT_EVERY)
+    took = time.perf_counter() - began
+    if submitting.done():
+        submit_s = submitting.result()  # re-raises a submitter's failure
+    else:
+        submitting.cancel()
+        await asyncio.gather(submitting, return_exceptions=True)
+        submit_s = float("nan")
+    return min(done, tasks), took, submit_s
+
+
 async def run_daemon(tasks: int, work: Path, *, concurrency: int, budget: float,
                      tool: str) -> DaemonRun:
     """Submit ``tasks`` through ``POST /tasks`` of a daemon subprocess while it works;
     seconds from the first submission to the last completion (counted in the file)."""
     db = work / "signoff.db"
-    steps = [TOOLS[tool]] * STEPS
     [(base, proc)] = start_daemons(f"sqlite:///{db}", 1, work,
                                    pythonpath=plugin_path(work / "plugins"))
     try:
-        # One Poster per submitter (bench/posting.py): aiohttp and httpx cost the daemon's
-        # two cores far more client CPU per request.
-        began = time.perf_counter()
-        queue = iter(range(tasks))
-
-        async def submitter() -> None:
-            poster = Poster()
-            try:
-                for i in queue:
-                    status, body = await poster.post(f"{base}/tasks",
-                                                     {"goal": f"bench {i}", "steps": steps})
-                    if status != 202:
-                        raise SystemExit(f"POST /tasks answered {status}: {body!r}")
-            finally:
-                await poster.close()
-
-        async def submit_all() -> float:
-            await asyncio.gather(*(submitter() for _ in range(concurrency)))
-            return time.perf_counter() - began
-
-        submitting = asyncio.create_task(submit_all())
-        done = 0
-        while time.perf_counter() - began < budget:
-            done = await asyncio.to_thread(_count, db, FINISHED)
-            if done >= tasks or (submitting.done() and submitting.exception()):
-                break
-            await asyncio.sleep(COUNT_EVERY)
-        took = time.perf_counter() - began
-        if submitting.done():
-            submit_s = submitting.result()  # re-raises a submitter's failure
-        else:
-            submitting.cancel()
-            await asyncio.gather(submitting, return_exceptions=True)
-            submit_s = float("nan")
+        done, took, submit_s = await drive(base, db, tasks, concurrency=concurrency,
+                                           budget=budget, tool=tool)
     finally:
         stop([proc])
     failed = _count(db, "SELECT count(*) FROM tasks WHERE state = 'failed'")
     if failed:
         raise SystemExit(f"{failed} task(s) failed (see {work}/node0/daemon.log)")
-    return DaemonRun(tasks, min(done, tasks), took, submit_s, _sample_json(db))
+    return DaemonRun(tasks, done, took, submit_s, _sample_json(db))
+
+
+def run_http_baseline(tasks: int, work: Path, *, concurrency: int, budget: float,
+                      tool: str) -> DaemonRun:
+    """The same submissions to bench/http_baseline.py: the daemon's HTTP stack making the
+    same three commits per task, with nothing else."""
+    work.mkdir(parents=True, exist_ok=True)
+    db = work / "http.db"
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("http_baseline.py")),
+                             str(db), str(port)])
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base, proc)
+        done, took, submit_s = asyncio.run(drive(base, db, tasks, concurrency=concurrency,
+                                                 budget=budget, tool=tool))
+    finally:
+        stop([proc])
+    return DaemonRun(tasks, done, took, submit_s, "{}")
 
 
 def _thread_profiles(store_pool_threads: list[cProfile.Profile]) -> None:
@@ -380,6 +419,10 @@ def main() -> None:
                                         concurrency=args.concurrency, budget=args.budget,
                                         tool=args.tool)) for n in range(args.repeat)]
         daemon = max(tries, key=lambda d: d.done / d.seconds)
+        http_tries = [run_http_baseline(args.tasks, work / f"http{n}",
+                                        concurrency=args.concurrency, budget=args.budget,
+                                        tool=args.tool) for n in range(args.repeat)]
+        http = max(d.done / d.seconds for d in http_tries)
         e2e_s = min(run_baseline(args.tasks, 2 * args.tasks, daemon.task_json,
                                  work / f"e2e{n}", inserts=True) for n in range(args.repeat))
         run = None if args.no_in_process else asyncio.run(run_signoff(args.tasks,
@@ -403,6 +446,10 @@ def main() -> None:
     print(f"baseline:       {baseline:,.0f} tasks/s (plain sqlite3: insert, claim, save = "
           f"{3 * args.tasks} commits in {e2e_s:.2f} s, {e2e_s / (3 * args.tasks) * 1e6:,.0f} us "
           "per commit)")
+    print(f"http baseline:  {http:,.0f} tasks/s (bench/http_baseline.py: the daemon's uvicorn "
+          "and httptools settings, a bare Starlette POST /tasks and a worker making the same "
+          "three sqlite3 commits per task, nothing else; best of "
+          f"{args.repeat})")
     in_process_ratio = None
     if run is not None:
         in_process = run.tasks / run.work_s
@@ -419,8 +466,11 @@ def main() -> None:
     ratio = ours / baseline
     if args.profile or (in_process_ratio is not None and in_process_ratio < TARGET):
         profile(min(args.tasks, 400))
+    http_ratio = ours / http
     print(f"target: ratio >= {TARGET} -> {'ok' if ratio >= TARGET else 'under'}")
     print(f"ratio={ratio:.3f}")
+    print(f"ratio signoff/http_baseline = {http_ratio:.3f} (target >= {HTTP_TARGET})")
+    print("ok" if ratio >= TARGET and http_ratio >= HTTP_TARGET else "over")
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ class HoldDecisions(Settler):
             return False  # undone, or released by another node, meanwhile
         log.info("approval_released", extra={"approval_id": approval.id,
                                              "task_id": approval.task_id})
-        self.watch.fire(approval.id)
+        self.watch.fire(approval.id, done)
         await self.engine.listener.approval_decided(task, done)
         if task is not None and self.on_runnable is not None:
             await self.on_runnable(task)

@@ -59,7 +59,7 @@ class Settler:
         self.engine = engine
         self.store = engine.store
         self.on_runnable = on_runnable
-        self.watch = watch or ApprovalWatch()
+        self.watch = watch or ApprovalWatch(states=self.store.approval_states)
 
     async def _commit(self, change: Change) -> bool:
         """Commit one unit of work."""
@@ -116,7 +116,7 @@ class Settler:
         task.result = {"reason": reason, "step": task.step_index}
 
     async def _announce(self, task: Task | None, approval: Approval, kind: TaskEvent) -> None:
-        self.watch.fire(approval.id)
+        self.watch.fire(approval.id, approval)
         listener = self.engine.listener
         await listener.approval_decided(task, approval)
         if task is None:

@@ -246,6 +246,10 @@ class MemTaskStore:
         found = self._approvals.get(approval_id)
         return found.model_copy(deep=True) if found else None
 
+    async def approval_states(self, ids: Collection[str]) -> dict[str, ApprovalStatus]:
+        """The status of each stored request among ``ids``."""
+        return {i: self._approvals[i].status for i in ids if i in self._approvals}
+
     async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
                                 ) -> Page[Task]:
         """Waiting tasks, oldest first."""

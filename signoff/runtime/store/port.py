@@ -217,6 +217,11 @@ class TaskStore(Protocol):
         """One approval request, or None."""
         ...
 
+    async def approval_states(self, ids: Collection[str]) -> dict[str, ApprovalStatus]:
+        """The status of each stored request among ``ids``, in one read (an id not stored
+        is missing from the answer): what the long polls' shared re-check reads."""
+        ...
+
     async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
                                 ) -> Page[Task]:
         """Tasks waiting for a decision, oldest first (each carries its approval)."""

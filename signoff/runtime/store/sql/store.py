@@ -86,6 +86,7 @@ from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+STATES_SLICE = 1000  # ids per statement of `approval_states`
 
 
 class SqlTaskStore:
@@ -325,6 +326,20 @@ class SqlTaskStore:
             row = conn.execute(sa.select(*APPROVAL_COLS)
                                .where(approvals_t.c.id == approval_id)).first()
         return approval_from(row) if row else None
+
+    async def approval_states(self, ids: Collection[str]) -> dict[str, ApprovalStatus]:
+        """The status of each stored request among ``ids`` (one read, however many)."""
+        return await self._run(self._approval_states, list(ids))
+
+    def _approval_states(self, ids: list[str]) -> dict[str, ApprovalStatus]:
+        found: dict[str, ApprovalStatus] = {}
+        with self._tx(write=False) as conn:
+            # In slices: SQLite takes at most 32,766 parameters in one statement.
+            for start in range(0, len(ids), STATES_SLICE):
+                q = (sa.select(approvals_t.c.id, approvals_t.c.status)
+                     .where(approvals_t.c.id.in_(ids[start:start + STATES_SLICE])))
+                found.update((i, ApprovalStatus(s)) for i, s in conn.execute(q))
+        return found
 
     async def pending_approvals(self, *, limit: int = 50, cursor: str | None = None
                                 ) -> Page[Task]:
