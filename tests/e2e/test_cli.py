@@ -307,9 +307,15 @@ def test_daemon_refuses_a_public_host_without_a_key(project: Path) -> None:
     assert "API key" in result.stderr
 
 
-def test_daemon_with_an_unreachable_database_is_a_clear_error(project: Path) -> None:
-    """A database that cannot be reached is named; the daemon does not start."""
+def test_daemon_with_a_database_the_server_refuses_is_a_clear_error(
+        project: Path, pg_url: str) -> None:
+    """A database the server says does not exist (a typo in the URL) is named and the
+    daemon does not start; one that is merely away is waited for (tests/e2e/test_outages)."""
+    import sqlalchemy as sa
+
+    url = sa.engine.make_url(pg_url).set(database="signoff_no_such_db", password="pw")
     result = signoff("daemon", "start", "--port", "1", "--database",
-                     "postgresql+psycopg://nobody:pw@127.0.0.1:1/none", cwd=project)
+                     url.render_as_string(hide_password=False), cwd=project)
     assert result.returncode == 2
-    assert "127.0.0.1:1" in result.stderr and "pw@" not in result.stderr
+    assert "signoff_no_such_db" in result.stderr and "does not exist" in result.stderr
+    assert "pw@" not in result.stderr

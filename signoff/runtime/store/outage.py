@@ -34,6 +34,10 @@ _PG_FULL = {"53100", "53200"}  # disk_full, out_of_memory
 _PG_READONLY = {"25006"}  # read_only_sql_transaction: a standby after a failover
 _PG_TRANSIENT_CLASSES = ("08", "57", "53", "58")  # connection, operator, resources, system
 _PG_TRANSIENT = {"55P03", "25P03", "40001", "40P01"}  # lock/idle timeouts, serialization
+# A server that answered and refused the connection for good: waiting would never end
+# (a typo in the URL, a wrong password); psycopg gives these no SQLSTATE on connect.
+_PG_REFUSED = ("does not exist", "password authentication failed",
+               "authentication failed", "no pg_hba.conf entry")
 
 
 def store_error(exc: BaseException, label: str, *, opening: bool = False) -> StoreError:
@@ -107,8 +111,12 @@ def _postgres(exc: BaseException) -> type[StoreUnavailable] | None:
         return StoreReadOnly
     if code in _PG_TRANSIENT or code.startswith(_PG_TRANSIENT_CLASSES):
         return StoreUnavailable
-    # No SQLSTATE: the client side failed (connection closed, server gone, pool timeout).
+    # No SQLSTATE: the client side failed (connection closed, server gone, pool timeout),
+    # unless the server itself refused us for good.
     if not code and isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        text = str(exc)
+        if "FATAL" in text and any(m in text for m in _PG_REFUSED):
+            return None
         return StoreUnavailable
     if isinstance(exc, psycopg.errors.QueryCanceled):  # statement/lock timeout
         return StoreUnavailable
