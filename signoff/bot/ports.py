@@ -13,6 +13,7 @@ plug-ins are found through the entry-point group ``signoff.surfaces``
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -25,6 +26,8 @@ from signoff.runtime.leadership import Leadership, SoleLeadership
 from signoff.runtime.models import DecisionCode, JsonDict, Scope
 from signoff.runtime.replay import MemoryReplayLedger, ReplayLedger
 from signoff.runtime.tools.base import Preview
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -256,6 +259,27 @@ class PostedCard:
 
 CardLookup = Callable[[str], Awaitable[PostedCard | None]]
 """Approval id -> its `PostedCard` from the store (None: no such request)."""
+
+
+ANSWER_FAILED = "Sorry, your answer could not be recorded. Please try again."
+
+
+async def decide_guarded(handler: DecisionHandler, event: DecisionEvent,
+                         surface: str) -> DecisionOutcome:
+    """``handler(event)``, logged as ``<surface>_decision``; an exception is logged and
+    becomes a refusal the clicker is told, since a surface runs its decisions in one
+    TaskGroup and one failing decision must not end it (and every other decision)."""
+    try:
+        outcome = await handler(event)
+    except Exception:
+        _log.exception("%s_decision_failed approval_id=%s actor=%s", surface,
+                       event.approval_id, event.actor.key)
+        outcome = DecisionOutcome(False, ANSWER_FAILED, code=DecisionCode.ERROR)
+    _log.info("%s_decision approval_id=%s scope=%s actor=%s accepted=%s code=%s", surface,
+              event.approval_id, event.scope.value, event.actor.key, outcome.accepted,
+              outcome.code)
+    return outcome
+
 
 
 async def _no_cards(approval_id: str) -> PostedCard | None:

@@ -45,6 +45,7 @@ from signoff.bot.ports import (
     DecisionHandler,
     DecisionOutcome,
     Route,
+    decide_guarded,
 )
 from signoff.errors import ConfigError, PlatformError, PlatformRejected, StoreError
 from signoff.runtime.clock import Clock, SystemClock
@@ -77,7 +78,6 @@ UNKNOWN = "Unknown or expired request"
 NOT_RUNNING = "Approvals are not being taken right now; try again shortly"
 ANONYMOUS = "Cannot tell who clicked: nothing was decided"
 NO_COMMANDS = "signoff has no commands here: answer with the buttons on the cards"
-FAILED = "Sorry, your answer could not be recorded. Please try again."
 
 
 def actor_of(interaction: dict[str, Any]) -> Actor | None:
@@ -328,17 +328,7 @@ class DiscordPlatform:
             log.warning("discord_follow_up_failed error=%s", exc)
 
     async def _decide(self, handler: DecisionHandler, event: DecisionEvent) -> DecisionOutcome:
-        try:
-            outcome = await handler(event)
-        except Exception:
-            # One failing decision must not end the TaskGroup (and every other decision).
-            log.exception("discord_decision_failed approval_id=%s actor=%s",
-                          event.approval_id, event.actor.key)
-            outcome = DecisionOutcome(False, FAILED, code=DecisionCode.ERROR)
-        log.info("discord_decision approval_id=%s scope=%s actor=%s accepted=%s code=%s",
-                 event.approval_id, event.scope.value, event.actor.key, outcome.accepted,
-                 outcome.code)
-        return outcome
+        return await decide_guarded(handler, event, "discord")
 
 
 def _tell(outcome: DecisionOutcome) -> bool:

@@ -50,8 +50,8 @@ from signoff.bot.ports import (
     CardRef,
     DecisionEvent,
     DecisionHandler,
-    DecisionOutcome,
     Route,
+    decide_guarded,
     with_people,
 )
 from signoff.errors import (
@@ -71,7 +71,6 @@ Mode = Literal["socket", "http"]
 REQUIRED_SCOPES = ("chat:write",)
 MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_API_URL = "https://slack.com/api/"
-_FAILED = "Sorry, your answer could not be recorded. Please try again."
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 
 
@@ -354,16 +353,7 @@ class SlackPlatform:
             logger.warning("slack_action_dropped_on_shutdown approval_id=%s", event.approval_id)
 
     async def _decide(self, handler: DecisionHandler, event: DecisionEvent) -> None:
-        try:
-            outcome = await handler(event)
-        except Exception:
-            # One failing decision must not end the TaskGroup (and every other decision).
-            logger.exception("slack_decision_failed approval_id=%s actor=%s",
-                             event.approval_id, event.actor.key)
-            outcome = DecisionOutcome(False, _FAILED, code=DecisionCode.ERROR)
-        logger.info("slack_decision approval_id=%s scope=%s actor=%s accepted=%s code=%s",
-                    event.approval_id, event.scope.value, event.actor.key,
-                    outcome.accepted, outcome.code)
+        outcome = await decide_guarded(handler, event, "slack")
         # A refusal, and a partial approval of a quorum ("1 of 2 approvals — waiting for
         # one more"), are told to the clicker; a decision shows on the card itself.
         if not outcome.accepted or outcome.code is DecisionCode.PARTIAL:
