@@ -62,6 +62,18 @@ TaskId = Annotated[str, Path(min_length=1, max_length=100)]
 CONFLICT_CODES = frozenset({"already_decided", "expired", "not_waiting", "unknown"})
 
 
+def parts_failing(surfaces: dict[str, str], mcp: dict[str, str] | None,
+                  undelivered: int) -> list[str]:
+    """What makes a running node "degraded" besides its own loops: a surface not ok
+    (disabled at start, or retrying), an MCP server down, cards given up on a surface."""
+    found = [f"surface {name}: {state}" for name, state in surfaces.items() if state != "ok"]
+    found += [f"mcp server {name}: {state}" for name, state in (mcp or {}).items()
+              if state not in ("up", "starting")]
+    if undelivered:
+        found.append(f"{undelivered} card(s) undelivered")
+    return found
+
+
 def identity_of(request: Request) -> Identity:
     """The caller, as established by `AuthMiddleware`."""
     found = getattr(request.state, "identity", None)
@@ -201,12 +213,15 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         except StoreError as exc:
             outages.database_failed(exc)
             nodes, undelivered = [], []
-        body: dict[str, Any] = {"status": outages.status(), "problems": outages.problems(),
-                                "version": __version__, "node": ctx.engine.config.node_id,
-                                "nodes": nodes, "surfaces": surfaces,
-                                "undelivered": undelivered}
-        if ctx.mcp_status is not None:
-            body["mcp"] = ctx.mcp_status()
+        mcp = ctx.mcp_status() if ctx.mcp_status is not None else None
+        problems = [*outages.problems(), *parts_failing(surfaces, mcp, len(undelivered))]
+        status = outages.status()
+        body: dict[str, Any] = {"status": "degraded" if status == "ok" and problems else status,
+                                "problems": problems, "version": __version__,
+                                "node": ctx.engine.config.node_id, "nodes": nodes,
+                                "surfaces": surfaces, "undelivered": undelivered}
+        if mcp is not None:
+            body["mcp"] = mcp
         if body["status"] == "down":
             return JSONResponse(HealthOut(**body).model_dump(exclude_unset=True),
                                 status_code=503, headers={"Retry-After": RETRY_AFTER})

@@ -55,6 +55,25 @@ async def test_health_answers_without_a_key(node: Running) -> None:
     assert body["node"] == "test-node"
 
 
+async def test_health_is_degraded_by_a_disabled_surface_or_a_down_mcp_server(
+        tmp_path: Path) -> None:
+    """A surface left out at start or an MCP server down makes /health "degraded" (200),
+    each named in problems; a node with every part working says "ok"."""
+    parts = {"surfaces": {"web": "ok", "slack": "disabled: slack.bot_token refused"},
+             "mcp": {"git": "down: exited 1", "time": "up"}}
+    async with running_node(tmp_path / "work", surfaces=None,
+                            mcp_status=lambda: dict(parts["mcp"])) as node, \
+            node.client(key=None) as anonymous:
+        node.ctx.surfaces = lambda: dict(parts["surfaces"])
+        body = (await anonymous.get("/health")).json()
+        assert body["status"] == "degraded"
+        assert "surface slack: disabled: slack.bot_token refused" in body["problems"]
+        assert "mcp server git: down: exited 1" in body["problems"]
+        assert not [p for p in body["problems"] if "time" in p or "web" in p]
+        parts.update(surfaces={"web": "ok"}, mcp={"git": "up"})
+        assert (await anonymous.get("/health")).json()["status"] == "ok"
+
+
 async def test_submit_answers_202_at_once_without_waiting_for_work(
         tmp_path: Path, echo: HttpEcho) -> None:
     """POST /tasks returns 202 {"id"} immediately even when the work takes seconds."""

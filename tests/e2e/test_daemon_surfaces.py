@@ -250,7 +250,8 @@ async def test_a_failing_slack_start_is_retried_while_the_other_surfaces_run(
 
 async def test_health_says_a_surface_with_a_refused_token_is_disabled_and_why(
         tmp_path: Path) -> None:
-    """invalid_auth at start: /health shows Slack disabled with the reason."""
+    """invalid_auth at start: /health shows Slack disabled with the reason, and the node
+    is "degraded" (it still serves), naming the surface in its problems."""
     async with FakeSlack(invalid_auth=True) as slack:
         settings = Settings.model_validate({
             "daemon": {"work_dir": str(tmp_path / "work")},
@@ -258,7 +259,8 @@ async def test_health_says_a_surface_with_a_refused_token_is_disabled_and_why(
                       "channel": APPROVALS, "api_url": slack.api_url}})
         async with serving(settings) as (_, http):
             body = (await http.get("/health")).json()
-        assert body["status"] == "ok"
+        assert body["status"] == "degraded"
+        assert any(p.startswith("surface slack: disabled") for p in body["problems"])
         assert body["surfaces"]["web"] == "ok"
         assert body["surfaces"]["slack"].startswith("disabled: slack auth.test: invalid_auth")
         assert "slack.bot_token" in body["surfaces"]["slack"]
