@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,12 +74,32 @@ def server_config(app: Any, host: str, port: int) -> uvicorn.Config:
                           http="httptools")
 
 
-def http_service(node: Node, app: Any, host: str, port: int) -> Service:
-    """Serve the API and console inside the daemon's event loop."""
+def bind_port(host: str, port: int) -> socket.socket:
+    """The daemon's listening socket, bound before anything else happens (no node is
+    registered, no surface touched, no poller lease taken when the port is taken):
+    ConfigError naming the address when it cannot be had."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc})"
+        raise ConfigError(f"{host}:{port} {why}: stop what listens there, or start with "
+                          "--port (or daemon.port) set to a free port") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def http_service(node: Node, app: Any, host: str, port: int,
+                 sock: socket.socket | None = None) -> Service:
+    """Serve the API and console inside the daemon's event loop (on ``sock`` when the
+    port was bound early, see `bind_port`)."""
     async def serve() -> None:
         server = _Server(server_config(app, host, port))
         try:
-            await server.serve()
+            await server.serve(sockets=[sock] if sock is not None else None)
         finally:
             server.should_exit = True
     return serve
@@ -98,10 +120,11 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
         log.warning(f"config_notice {notice}")
     host = host or settings.daemon.host
     port = port or settings.daemon.port
+    sock = bind_port(host, port)
     try:
         node, services = await assemble(settings, host=host, port=port, work_dir=work_dir,
                                         database=database,
-                                        autonomous_risks=autonomous_risks)
+                                        autonomous_risks=autonomous_risks, sock=sock)
     except OutageTooLong as exc:
         log.error("signoff_exiting", extra={"reason": str(exc)})
         return OUTAGE_EXIT
@@ -153,7 +176,8 @@ def surface_routes(platforms: dict[str, Surface]) -> list[Route]:
 
 
 async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path | None,
-                   database: str | None, autonomous_risks: list[RiskClass] | None
+                   database: str | None, autonomous_risks: list[RiskClass] | None,
+                   sock: socket.socket | None = None
                    ) -> tuple[Node, list[tuple[str, Service]]]:
     """The node plus every service the daemon runs next to its worker."""
     from signoff.adapters.web.platform import WebPlatform
@@ -196,7 +220,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
                      surfaces=surfaces.health,
                      mcp_status=node.mcp.status if node.mcp else None)
     app = create_app(ctx)
-    services: list[tuple[str, Service]] = [("http", http_service(node, app, host, port)),
+    services: list[tuple[str, Service]] = [("http", http_service(node, app, host, port, sock)),
                                            ("outbox", node.flow.dispatcher.run)]
     for name in node.platforms:
         services.append((f"surface-{name}", surfaces.service(name, node.flow.on_decision)))

@@ -307,6 +307,23 @@ def test_daemon_refuses_a_public_host_without_a_key(project: Path) -> None:
     assert "API key" in result.stderr
 
 
+def test_daemon_on_a_port_in_use_is_one_clear_line_and_touches_nothing(project: Path) -> None:
+    """A port already taken: exit 2, one line naming the address, no traceback, and the
+    daemon did nothing before (no database or state dir created)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = signoff("daemon", "start", "--port", str(port), "--work-dir",
+                         str(project / "w"), cwd=project)
+    assert result.returncode == 2, result.stderr
+    assert f"127.0.0.1:{port} is in use" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (project / "signoff-state").exists()
+
+
 def test_daemon_with_a_database_the_server_refuses_is_a_clear_error(
         project: Path, pg_url: str) -> None:
     """A database the server says does not exist (a typo in the URL) is named and the
