@@ -264,17 +264,18 @@ CardLookup = Callable[[str], Awaitable[PostedCard | None]]
 ANSWER_FAILED = "Sorry, your answer could not be recorded. Please try again."
 
 
-async def decide_guarded(handler: DecisionHandler, event: DecisionEvent,
-                         surface: str) -> DecisionOutcome:
+async def decide_guarded(handler: DecisionHandler, event: DecisionEvent, surface: str,
+                         failed: str = ANSWER_FAILED) -> DecisionOutcome:
     """``handler(event)``, logged as ``<surface>_decision``; an exception is logged and
-    becomes a refusal the clicker is told, since a surface runs its decisions in one
-    TaskGroup and one failing decision must not end it (and every other decision)."""
+    becomes a refusal saying ``failed`` to the clicker, since a click must still be
+    answered and one failing decision must not end a surface's TaskGroup (and every
+    other decision in it)."""
     try:
         outcome = await handler(event)
     except Exception:
         _log.exception("%s_decision_failed approval_id=%s actor=%s", surface,
                        event.approval_id, event.actor.key)
-        outcome = DecisionOutcome(False, ANSWER_FAILED, code=DecisionCode.ERROR)
+        outcome = DecisionOutcome(False, failed, code=DecisionCode.ERROR)
     _log.info("%s_decision approval_id=%s scope=%s actor=%s accepted=%s code=%s", surface,
               event.approval_id, event.scope.value, event.actor.key, outcome.accepted,
               outcome.code)

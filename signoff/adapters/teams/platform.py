@@ -40,6 +40,7 @@ from signoff.bot.ports import (
     DecisionEvent,
     DecisionHandler,
     Route,
+    decide_guarded,
     with_people,
 )
 from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable, StoreError
@@ -257,14 +258,7 @@ class TeamsPlatform:
         handler = self._on_decision
         if handler is None:
             return NOT_RUNNING
-        log.info("teams_decision approval_id=%s scope=%s user_id=%s", event.approval_id,
-                 event.scope.value, event.actor.user_id)
-        try:
-            outcome = await handler(event)
-        except Exception:  # a click must still be answered; the flow's failure is logged
-            log.exception("teams_decision_failed approval_id=%s", event.approval_id)
-            return FAILED
-        return outcome.message
+        return (await decide_guarded(handler, event, "teams", FAILED)).message
 
     async def _answer(self, approval_id: str, feedback: str | None) -> dict[str, Any]:
         """The card as it is now (the store's, else the last one rendered here), with the

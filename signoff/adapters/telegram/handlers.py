@@ -28,6 +28,7 @@ from signoff.bot.ports import (
     CardRef,
     DecisionEvent,
     DecisionHandler,
+    decide_guarded,
 )
 from signoff.runtime.models import Scope
 
@@ -169,14 +170,7 @@ class UpdateRouter:
         handler = self.on_decision
         if handler is None:
             return NOT_RUNNING
-        log.info("telegram_decision approval_id=%s scope=%s user_id=%s",
-                 event.approval_id, event.scope.value, event.actor.user_id)
-        try:
-            outcome = await handler(event)
-        except Exception:  # a tap must still be answered; the flow's failure is logged
-            log.exception("telegram_decision_failed approval_id=%s", event.approval_id)
-            return FAILED
-        return outcome.message
+        return (await decide_guarded(handler, event, "telegram", FAILED)).message
 
 
 def pending_text(cards: list[ApprovalCard]) -> str:
