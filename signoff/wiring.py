@@ -284,12 +284,14 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                autonomous_risks: Iterable[RiskClass] | None = None, clock: Clock | None = None,
                store: TaskStore | None = None, planner: Planner | None = None,
                platforms: dict[str, Surface] | None = None,
-               oncall: Any = None, resolver: Resolver | None = None) -> Node:
+               oncall: Any = None, resolver: Resolver | None = None,
+               state: Path | None = None) -> Node:
     """Build the runtime and the approval flow from settings (``resolver``: how network
-    tools and the policy resolve host names; the system's by default)."""
+    tools and the policy resolve host names; the system's by default; ``state``: the
+    state dir when the caller prepared it already, see `prepare_state`)."""
     wd = settings.resolved_work_dir(work_dir)
     wd.mkdir(parents=True, exist_ok=True)
-    state = prepare_state(settings, work_dir)
+    state = state or prepare_state(settings, work_dir)
     clock = clock or SystemClock()
     chosen = dict(platforms or {})
     url = (database or settings.database_url(work_dir)) if store is None else _store_url(store)
@@ -525,14 +527,15 @@ class ClusterPorts:
 
 
 def cluster_ports(settings: Settings, *, work_dir: Path | None, database: str | None,
-                  clock: Clock) -> ClusterPorts:
+                  clock: Clock, state: Path | None = None) -> ClusterPorts:
     """On PostgreSQL, advisory-lock leadership and the shared replay table; on any other
-    database (one node) always the leader, and replays remembered per process."""
+    database (one node) always the leader, and replays remembered per process
+    (``state``: the state dir when the caller prepared it already)."""
     from signoff.runtime.leadership import SoleLeadership
 
     url = database or settings.database_url(work_dir)
     settings.resolved_work_dir(work_dir).mkdir(parents=True, exist_ok=True)
-    nid = node_id(settings, prepare_state(settings, work_dir))
+    nid = node_id(settings, state or prepare_state(settings, work_dir))
     if sa_backend(url) != "postgresql":
         return ClusterPorts(leadership=SoleLeadership(node_id=nid), replay=None)
     from signoff.runtime.store.sql.leader import PgLeadership

@@ -188,8 +188,12 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     pending = PendingCards()
     clock = SystemClock()
     public_url = settings.daemon.public_url or f"http://{host}:{port}"
-    ports = cluster_ports(settings, work_dir=work_dir, database=database, clock=clock)
-    secret = server_secret(prepare_state(settings, work_dir))
+    # The state dir is prepared (and a 0.2 layout moved in) once, before anything reads
+    # the node id, the secret or the database from it.
+    state = prepare_state(settings, work_dir)
+    ports = cluster_ports(settings, work_dir=work_dir, database=database, clock=clock,
+                          state=state)
+    secret = server_secret(state)
     platforms = build_surfaces(settings, deps=SurfaceDeps(
         clock=clock, pending=pending, lookup=pending.lookup, public_url=public_url,
         leadership=ports.leadership, replay=ports.replay, secret=secret))
@@ -197,7 +201,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     if not isinstance(web, WebPlatform):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")
     node = build_node(settings, work_dir=work_dir, database=database, clock=clock,
-                      autonomous_risks=autonomous_risks, platforms=platforms)
+                      autonomous_risks=autonomous_risks, platforms=platforms, state=state)
     pending.node = node
     await open_patiently(node.store, node.engine.outages, settings.daemon.db_outage_limit)
     # A refused token leaves that surface out (logged); a failing Slack or Telegram is
