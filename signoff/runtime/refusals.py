@@ -8,12 +8,11 @@ schedules` and the console all say it with `outcome_words`, from ``result.refuse
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from signoff.runtime.models import Action, ActionRecord, Approval, ApprovalStatus, JsonDict
+from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 
 # ActionRecord.outcome values of an action that did not run because it was refused.
 REFUSED_OUTCOMES = frozenset({"denied", "blocked", "timed_out", "expired"})
@@ -56,7 +55,8 @@ def reported_words(approval: Approval) -> str | None:
 def refusal_key(action: Action) -> str:
     """What makes a retried action "the same" as a refused one: its fingerprint (what a
     grant covers) and its content (a changed message is a new question)."""
-    content = json.dumps([action.args.get(k) for k in sorted(action.content)],
-                         sort_keys=True, default=str, ensure_ascii=False)
-    digest = hashlib.sha256(content.encode()).hexdigest()[:16]
-    return f"{action.fingerprint}:{digest}"
+    try:
+        content = canonical_json([action.args.get(k) for k in sorted(action.content)])
+    except (TypeError, ValueError):  # no one JSON spelling (NaN): never "the same" again
+        return f"{action.fingerprint}:unique:{id(action)}"
+    return f"{action.fingerprint}:{sha256_hex(content)[:16]}"
