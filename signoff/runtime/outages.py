@@ -89,6 +89,13 @@ class Outages:
             self.database_failed(exc)
         return self._report(name, exc)
 
+    def report(self, name: str, text: str) -> bool:
+        """Report a problem that is no exception (a lost lease, a LISTEN connection being
+        re-established) until `recovered`; True when this starts it."""
+        known = self._problems.get(name)
+        self._problems[name] = Problem(name, text, known.since if known else self.clock.now())
+        return known is None
+
     def recovered(self, name: str) -> bool:
         """``name`` works again; True when it had been reported."""
         return self._problems.pop(name, None) is not None
@@ -127,10 +134,7 @@ class Outages:
                                          key=lambda p: (p.name != DATABASE, p.name))]
 
     def _report(self, name: str, exc: BaseException) -> bool:
-        known = self._problems.get(name)
-        self._problems[name] = Problem(name, _first_line(exc),
-                                       known.since if known else self.clock.now())
-        return known is None
+        return self.report(name, _first_line(exc))
 
 
 async def periodic(name: str, body: Callable[[], Awaitable[object]], *, every: float,
