@@ -30,10 +30,15 @@ class EchoThread:
         return self.echo
 
     def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self.echo.release_all)  # the server waits for them
         asyncio.run_coroutine_threadsafe(self.echo.__aexit__(None, None, None),
                                          self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+    def release(self, key: str) -> None:
+        """Answer the requests held at ``/held?key=<key>`` (`HttpEcho.release`)."""
+        self._loop.call_soon_threadsafe(self.echo.release, key)
 
 
 def retrying(call: Any, *, what: str, timeout: float = 60.0) -> httpx.Response:
