@@ -47,10 +47,12 @@ class Backoff:
 
     def __init__(self, first: float = 0.2, maximum: float = 10.0,
                  rng: Callable[[], float] = random.random) -> None:
-        self.first = first
+        # Never a first delay past the maximum: a worker polling every two minutes would
+        # otherwise wait up to a minute after an outage before it looks at the queue.
+        self.first = min(first, maximum)
         self.maximum = maximum
         self.rng = rng
-        self._step = first
+        self._step = self.first
 
     def next(self) -> float:
         """The delay before the next try."""
