@@ -25,7 +25,7 @@ from tests.e2e.daemons import DaemonProcess, wait_for
 from tests.e2e.private_pg import PrivatePostgres, server_bindir
 from tests.e2e.test_cluster import submit_elsewhere
 from tests.e2e.test_cluster_telegram import ThreadedTelegram
-from tests.e2e.traffic import EchoThread, Traffic, settled
+from tests.e2e.traffic import EchoThread, Traffic, fill, settled
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -100,19 +100,6 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(directory: Path) -> Path:
-    """Fill the file system of ``directory`` to the last byte; the file to delete."""
-    filler = directory / "filler"
-    with open(filler, "wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-        except OSError:
-            pass
-    return filler
 
 
 def test_sqlite_on_a_full_disk_refuses_writes_with_507_and_recovers(
