@@ -33,6 +33,7 @@ from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
 from signoff.runtime.leadership import Leadership
 from signoff.runtime.models import RiskClass, Scope
+from signoff.runtime.outages import Outages
 from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
@@ -512,7 +513,7 @@ def cluster_services(node: Node) -> list[tuple[str, Any]]:
     if isinstance(node.store, SqlTaskStore) and not node.store.is_sqlite:
         # The node's own inserts already woke its worker (API, scheduler): skip the echo.
         wakeups = TaskWakeups(url=node.store.url, wake=node.worker.wake,
-                              ignore=node.store.wakeup_sender)
+                              ignore=node.store.wakeup_sender, outages=node.engine.outages)
         services.append(("notify-listen", wakeups.run))
     return services
 
@@ -524,6 +525,13 @@ class ClusterPorts:
     leadership: Leadership
     replay: ReplayLedger | None  # None: each surface keeps its own per-process record
     services: tuple[tuple[str, Any], ...] = ()
+
+    def report_to(self, outages: Outages) -> None:
+        """Lost leases are reported to ``outages`` (named in ``/health`` while they last)."""
+        from signoff.runtime.store.sql.leader import PgLeadership
+
+        if isinstance(self.leadership, PgLeadership):
+            self.leadership.outages = outages
 
 
 def cluster_ports(settings: Settings, *, work_dir: Path | None, database: str | None,

@@ -203,6 +203,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     node = build_node(settings, work_dir=work_dir, database=database, clock=clock,
                       autonomous_risks=autonomous_risks, platforms=platforms, state=state)
     pending.node = node
+    ports.report_to(node.engine.outages)
     await open_patiently(node.store, node.engine.outages, settings.daemon.db_outage_limit)
     # A refused token leaves that surface out (logged); a failing Slack or Telegram is
     # retried while the other surfaces run, and /health says which is which.

@@ -47,10 +47,12 @@ class Backoff:
 
     def __init__(self, first: float = 0.2, maximum: float = 10.0,
                  rng: Callable[[], float] = random.random) -> None:
-        self.first = first
+        # Never a first delay past the maximum: a worker polling every two minutes would
+        # otherwise wait up to a minute after an outage before it looks at the queue.
+        self.first = min(first, maximum)
         self.maximum = maximum
         self.rng = rng
-        self._step = first
+        self._step = self.first
 
     def next(self) -> float:
         """The delay before the next try."""
@@ -88,6 +90,13 @@ class Outages:
         if isinstance(exc, StoreUnavailable):
             self.database_failed(exc)
         return self._report(name, exc)
+
+    def report(self, name: str, text: str) -> bool:
+        """Report a problem that is no exception (a lost lease, a LISTEN connection being
+        re-established) until `recovered`; True when this starts it."""
+        known = self._problems.get(name)
+        self._problems[name] = Problem(name, text, known.since if known else self.clock.now())
+        return known is None
 
     def recovered(self, name: str) -> bool:
         """``name`` works again; True when it had been reported."""
@@ -127,10 +136,7 @@ class Outages:
                                          key=lambda p: (p.name != DATABASE, p.name))]
 
     def _report(self, name: str, exc: BaseException) -> bool:
-        known = self._problems.get(name)
-        self._problems[name] = Problem(name, _first_line(exc),
-                                       known.since if known else self.clock.now())
-        return known is None
+        return self.report(name, _first_line(exc))
 
 
 async def periodic(name: str, body: Callable[[], Awaitable[object]], *, every: float,

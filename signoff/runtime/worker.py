@@ -5,6 +5,14 @@ workers on one database) and tasks this node already holds, such as one approved
 moment ago (`hand_over`). While a task runs, its lease is renewed so that other nodes
 do not take it for an orphan.
 
+A task handed over waits in this node's ready queue, in memory, while the database says
+this node holds it. The node may be frozen (SIGSTOP, a suspended VM) or cut off past its
+lease meanwhile, and another node recover the task: so each is re-read before it is
+acted on, and dropped (``task_dropped``) unless this node still holds it unchanged. A
+thawed node thus acts on nothing it only thought it owned; what it is running already
+is fenced by the engine (a lease compare-and-set before each effect, the task's version
+on each write).
+
 Before claiming from the queue, a consumer passes the ``gate`` it was given (the wiring
 gives the outbox's `room`): work waiting for nobody yields to the approval cards that
 people are waiting for. Tasks handed over (just approved) never wait at the gate.
@@ -61,17 +69,43 @@ class Worker:
                 group.create_task(self._consume(), name=f"signoff-worker-{n}")
 
     async def _next(self) -> Task | None:
-        if not self._ready.empty():
-            return self._ready.get_nowait()
+        if (ready := await self._next_ready()) is not None:
+            return ready
         if self._paused:
             return None
         if self.gate is not None:
             await self.gate()
-            if not self._ready.empty():  # an approval came in meanwhile: it goes first
-                return self._ready.get_nowait()
+            # An approval came in meanwhile: it goes first.
+            if (ready := await self._next_ready()) is not None:
+                return ready
         cfg = self.engine.config
         return await self.engine.store.claim_next(cfg.node_id,
                                                   self.engine.clock.now() + cfg.lease)
+
+    async def _next_ready(self) -> Task | None:
+        """The next task of the ready queue this node still holds (see `_still_held`)."""
+        while not self._ready.empty():
+            task = self._ready.get_nowait()
+            try:
+                held = await self._still_held(task)
+            except BaseException:  # the database is away: keep it for the next try
+                self._ready.put_nowait(task)
+                raise
+            if held is not None:
+                return held
+        return None
+
+    async def _still_held(self, task: Task) -> Task | None:
+        """``task`` (handed over) when the database says this node still holds it as it
+        was handed over; None, and it is dropped, when another node took it meanwhile."""
+        stored = await self.engine.store.get_task(task.id)
+        if stored is not None and stored.claimed_by == self.engine.config.node_id \
+                and stored.version == task.version:
+            return task
+        log.warning("task_dropped", extra={
+            "task_id": task.id, "reason": "no longer held by this node",
+            "claimed_by": stored.claimed_by if stored else None})
+        return None
 
     async def _consume(self) -> None:
         while True:

@@ -89,6 +89,13 @@ def test_backoff_grows_with_jitter_up_to_its_maximum_and_starts_over() -> None:
     assert backoff.next() == 1.0
 
 
+def test_backoff_never_starts_past_its_maximum() -> None:
+    """A loop that polls rarely (its first step would be a minute) still retries within
+    the maximum after a failure."""
+    backoff = Backoff(first=60.0, maximum=5.0, rng=lambda: 1.0)
+    assert [backoff.next() for _ in range(2)] == [5.0, 5.0]
+
+
 def test_health_lists_the_database_first_and_says_down_until_a_write_works() -> None:
     """A database outage makes the node "down" until a write works; another failing
     loop only makes it "degraded"."""
