@@ -26,7 +26,7 @@ from signoff.bot.routing.authorizer import Authorizer
 from signoff.bot.routing.oncall import OnCallRouter
 from signoff.config.preflight import grant_action
 from signoff.config.settings import Settings
-from signoff.errors import ConfigError
+from signoff.errors import ConfigError, PlatformUnavailable
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
@@ -59,7 +59,7 @@ from signoff.runtime.state import (
     prepare_sqlite_file,
 )
 from signoff.runtime.store.factory import make_store
-from signoff.runtime.store.port import TaskStore
+from signoff.runtime.store.port import PushSubscription, TaskStore
 from signoff.runtime.store.sqlite.store import sqlite_path
 from signoff.runtime.tools.base import ChannelForm, SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
@@ -415,8 +415,27 @@ class PendingCards:
                      for r in await store.cards(approval_id))
         card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
                           preview=await self.node.flow.preview(approval),
-                          people=self.node.flow.people)
+                          step_up=self.node.flow.step_up, people=self.node.flow.people)
         return PostedCard(card=card, refs=refs)
+
+    # -- `SurfaceDeps.subscriptions`: the store's push subscriptions, once there is one ----
+    def _store(self) -> TaskStore:
+        if self.node is None:
+            raise PlatformUnavailable("the daemon is starting: no store yet")
+        return self.node.store
+
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep one (`TaskStore.add_push_subscription`)."""
+        return await self._store().add_push_subscription(sub)
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """``holder``'s or everyone's (`TaskStore.push_subscriptions`)."""
+        return await self._store().push_subscriptions(holder)
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one (`TaskStore.remove_push_subscription`)."""
+        return await self._store().remove_push_subscription(sub_id, holder=holder)
 
 
 def surface_name(prefix: str) -> str:
@@ -436,6 +455,8 @@ def build_surfaces(settings: Settings, *, deps: SurfaceDeps,
     for plugin in (registry or surface_registry()).plugins.values():
         section = settings.surface(plugin.name)
         if section is None and not plugin.always:
+            continue
+        if section is not None and plugin.enabled is not None and not plugin.enabled(section):
             continue
         surface = plugin.build(section, deps)
         if surface.name != plugin.name or surface.channel_prefix != plugin.channel_prefix:

@@ -196,7 +196,8 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     secret = server_secret(state)
     platforms = build_surfaces(settings, deps=SurfaceDeps(
         clock=clock, pending=pending, lookup=pending.lookup, public_url=public_url,
-        leadership=ports.leadership, replay=ports.replay, secret=secret))
+        leadership=ports.leadership, replay=ports.replay, secret=secret, state_dir=state,
+        subscriptions=pending))
     web = platforms.get("web")
     if not isinstance(web, WebPlatform):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")
