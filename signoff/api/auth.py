@@ -49,6 +49,7 @@ REQUESTER_NO_CONSOLE = ("That is a requester key: it submits requests over the A
 HTML_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
                                "img-src 'self' data:; connect-src 'self'; form-action 'self'; "
+                               "manifest-src 'self'; worker-src 'self'; "
                                "frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
