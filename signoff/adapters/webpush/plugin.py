@@ -17,7 +17,10 @@ def build(section: WebPushSettings | None, deps: SurfaceDeps) -> Surface:
     if deps.state_dir is None or deps.subscriptions is None or not deps.secret:
         raise ConfigError("webpush: the surface needs the daemon's state dir (VAPID keys, "
                           "server secret) and its store (subscriptions)")
-    subject = section.subject or deps.public_url or "mailto:signoff@localhost"
+    # Push services accept a mailto: or https: subject only (py_vapid checks it too).
+    public = deps.public_url or ""
+    subject = section.subject or (public if public.startswith("https://")
+                                  else "mailto:signoff@localhost")
     return WebPushPlatform(settings=section, clock=deps.clock, lookup=deps.lookup,
                            secret=deps.secret, vapid=load_vapid(deps.state_dir),
                            subscriptions=deps.subscriptions, public_url=deps.public_url,

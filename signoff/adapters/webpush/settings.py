@@ -17,10 +17,18 @@ class WebPushSettings(Section):
     # Risk classes whose notifications carry Once and Deny (the others carry Open only).
     actions_for: list[RiskClass] = Field(default_factory=lambda: [RiskClass.SEND])
     # The VAPID "sub" claim push services may write to (mailto: or https:); None: the
-    # daemon's public_url.
+    # daemon's public_url when it is https, else mailto:signoff@localhost.
     subject: NonEmpty | None = None
     # Endpoints are https (every browser's push service); http only for a local one.
     insecure_endpoints: bool = False
+
+    @field_validator("subject")
+    @classmethod
+    def _subject(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("mailto:", "https://")):
+            raise ValueError("must be a mailto: or https: URL that push services may "
+                             "write to, such as 'mailto:ops@example.com'")
+        return value
 
     @field_validator("actions_for", mode="before")
     @classmethod
