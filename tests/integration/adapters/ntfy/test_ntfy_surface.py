@@ -17,7 +17,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from signoff.bot.ports import SurfaceDeps
+from signoff.bot.ports import CardRef, SurfaceDeps
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
 from signoff.runtime.clock import SystemClock
@@ -173,3 +173,21 @@ def test_the_section_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="public_url"):
         build_surfaces(settings, deps=SurfaceDeps(clock=SystemClock(), pending=PendingCards(),
                                                   secret=b"s" * 32))
+
+
+async def test_an_escalation_publishes_the_request_again(tmp_path: Path) -> None:
+    """A reminder or escalation under a pending request publishes it again, its words
+    first and its buttons working."""
+    async with published(tmp_path) as p:
+        approval_id = await p.ask()
+        await p.message(approval_id)
+        surface = p.running.node.platforms["ntfy"]
+        ref = next(CardRef(c.surface, c.channel, c.message_id)
+                   for c in await p.running.node.store.cards(approval_id) if c.surface == "ntfy")
+        await surface.notify("", "Escalated to you", thread=ref, mentions=[f"ntfy:{TOPIC}"])
+        again = p.ntfy.published[-1].body
+        count = len(p.ntfy.published)
+        answer = await p.press(again, "Deny")
+        status = await p.status(approval_id)
+    assert count == 2 and again["message"].startswith("Escalated to you")
+    assert answer.status_code == 200 and status["status"] == "denied"

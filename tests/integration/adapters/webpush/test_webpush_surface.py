@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from signoff.bot.ports import SurfaceDeps
+from signoff.bot.ports import CardRef, SurfaceDeps
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.state import server_secret
 from signoff.wiring import PendingCards, build_surfaces, prepare_state
@@ -206,3 +206,26 @@ async def test_subscriptions_belong_to_their_person(tmp_path: Path) -> None:
     assert bad.status_code == 422 and "keys" in bad.json()["detail"]
     assert others.status_code == 404 and mine.status_code == 200
     assert left == []
+
+
+async def test_a_reminder_notifies_again_with_its_words(tmp_path: Path) -> None:
+    """A reminder (a reply naming people under a pending card) pushes the request again,
+    its words first, with the same tag (it replaces the notification) and working tokens;
+    a note naming nobody (a task's outcome) pushes nothing."""
+    async with pushed(tmp_path) as p:
+        browser, _ = await p.subscribe("phone")
+        approval_id = await p.ask()
+        await p.message(browser, "phone", approval_id)
+        surface = p.running.node.platforms["webpush"]
+        ref = next(CardRef(c.surface, c.channel, c.message_id)
+                   for c in await p.running.node.store.cards(approval_id)
+                   if c.surface == "webpush")
+        await surface.notify("", "Task finished", thread=ref)
+        await surface.notify("", "⏰ 5m left to decide", thread=ref, mentions=["web:bob"])
+        messages = [browser.decrypt(r.body) for r in p.push.to("phone")]
+        once = token(messages[-1], "once")
+        answer = await p.anonymous.post("/webpush/decide", json={"token": once})
+    assert len(messages) == 2
+    assert messages[-1]["body"].startswith("⏰ 5m left to decide")
+    assert messages[-1]["tag"] == messages[0]["tag"]
+    assert answer.status_code == 200
