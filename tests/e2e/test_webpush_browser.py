@@ -24,8 +24,14 @@ from signoff.bot.ports import SurfaceDeps
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.state import server_secret
 from signoff.wiring import PendingCards, build_surfaces, prepare_state
-from tests.api.helpers import KEY, eventually, loopback_socket, make_settings, wait_state
-from tests.api.helpers import webhook_steps
+from tests.api.helpers import (
+    KEY,
+    eventually,
+    loopback_socket,
+    make_settings,
+    wait_state,
+    webhook_steps,
+)
 from tests.e2e.phone import fits, phone_console, snapshot
 from tests.fakes.http_echo import HttpEcho
 from tests.fakes.push_service import FakePushService
