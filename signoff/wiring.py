@@ -598,6 +598,24 @@ def api_roles(settings: Settings) -> dict[str, str]:
     return roles
 
 
+async def forget_stale_subscriptions(store: TaskStore, settings: Settings, *,
+                                     local: bool) -> int:
+    """Forget the push subscriptions of people who no longer hold a key that may decide
+    (a key removed from the config, or made a requester): their notifications' tokens
+    would otherwise still decide as them. Run at start-up; returns how many went."""
+    keys, roles = api_keys(settings), api_roles(settings)
+    deciders = {f"web:{name}" for name in keys.values() if roles.get(name) != "requester"}
+    if local and not keys:
+        deciders.add("web:local")  # the keyless loopback console
+    gone = 0
+    for sub in await store.push_subscriptions():
+        if sub.holder not in deciders and await store.remove_push_subscription(sub.id):
+            gone += 1
+    if gone:
+        log.info("push_subscriptions_forgotten", extra={"count": gone})
+    return gone
+
+
 def api_context(settings: Settings, **parts: Any) -> ApiContext:
     """The API's context from the config file: ``keys``, ``local_no_key`` (no key on a
     loopback host) and ``public_url`` filled in unless given; the rest from ``parts``."""

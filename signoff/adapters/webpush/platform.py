@@ -133,7 +133,7 @@ class WebPushPlatform:
         return payloads.offers_decisions(card, self.actions_for)
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
-        """Notify every subscription of a person who may decide (not the requester)."""
+        """Notify every subscription (each made by a person who may decide)."""
         card_id = new_card_id()
         await self._push_card(card, card_id, note=None)
         return CardRef(surface=NAME, channel=card.approval_id, message_id=card_id)
@@ -144,7 +144,7 @@ class WebPushPlatform:
             await self._push_card(card, ref.message_id, note=None)
             return
         data = payloads.decided_message(card, open_url=self._open_url(card))
-        await self._send_all(await self._audience(card), lambda _sub: data)
+        await self._send_all(await self._audience(), lambda _sub: data)
 
     async def notify(self, channel: str, text: str, *, thread: CardRef | None = None,
                      mentions: Sequence[str] = ()) -> None:
@@ -168,9 +168,10 @@ class WebPushPlatform:
     def _open_url(self, card: ApprovalCard) -> str:
         return card_page(self.base, card.approval_id) or "/"
 
-    async def _audience(self, card: ApprovalCard) -> list[PushSubscription]:
-        return [s for s in await self.subscriptions.push_subscriptions()
-                if s.holder != card.requester]
+    async def _audience(self) -> list[PushSubscription]:
+        # Everyone subscribed holds a key that may decide (`subscribe`); who may decide
+        # this one (the self-approval rule) is the decider's to say when a token is used.
+        return await self.subscriptions.push_subscriptions()
 
     async def _push_card(self, card: ApprovalCard, card_id: str, note: str | None) -> None:
         offers = self.decides(card)
@@ -182,7 +183,7 @@ class WebPushPlatform:
             return payloads.card_message(card, tokens=tokens, base=self.base,
                                          open_url=open_url, note=note)
 
-        await self._send_all(await self._audience(card), data)
+        await self._send_all(await self._audience(), data)
 
     async def _send_all(self, subs: list[PushSubscription],
                         data: Callable[[PushSubscription], bytes]) -> None:

@@ -17,7 +17,12 @@ import httpx
 from signoff.bot.ports import CardRef, SurfaceDeps
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.state import server_secret
-from signoff.wiring import PendingCards, build_surfaces, prepare_state
+from signoff.wiring import (
+    PendingCards,
+    build_surfaces,
+    forget_stale_subscriptions,
+    prepare_state,
+)
 from tests.api.helpers import BOB_KEY, Running, eventually, make_settings, running_node
 from tests.fakes.push_service import FakePushService, Subscriber
 
@@ -229,3 +234,16 @@ async def test_a_reminder_notifies_again_with_its_words(tmp_path: Path) -> None:
     assert messages[-1]["body"].startswith("⏰ 5m left to decide")
     assert messages[-1]["tag"] == messages[0]["tag"]
     assert answer.status_code == 200
+
+
+async def test_a_removed_key_loses_its_subscriptions_at_start(tmp_path: Path) -> None:
+    """At start-up the daemon forgets the subscriptions of a key no longer configured (or
+    made a requester): an old notification's tokens must not decide as its holder."""
+    async with pushed(tmp_path) as p:
+        await p.subscribe("phone")
+        store = p.running.node.store
+        same = make_settings(tmp_path)
+        assert await forget_stale_subscriptions(store, same, local=True) == 0
+        without_bob = make_settings(tmp_path, api={"key": "admin-key-0123456789abcdef"})
+        assert await forget_stale_subscriptions(store, without_bob, local=True) == 1
+        assert await store.push_subscriptions() == []
