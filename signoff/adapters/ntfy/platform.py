@@ -124,9 +124,9 @@ class NtfyPlatform:
         return CardRef(surface=NAME, channel=card.approval_id, message_id=card_id)
 
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
-        """Answered: a follow-up saying how and by whom; open (an escalation): again."""
+        """Answered (or held): a follow-up saying how and by whom. An edit of an open card
+        sends nothing: the reply naming people that comes with an escalation does."""
         if card.open:
-            await self._publish(self._card(card, ref.message_id, None))
             return
         await self._publish(decided_message(card, topic=self.settings.topic,
                                             open_url=self._open_url(card)))

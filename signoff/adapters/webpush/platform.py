@@ -7,8 +7,9 @@ subscriptions, any node's) its own encrypted message (pywebpush, VAPID): Once an
 carry tokens bound to the approval, the decision and the subscription's person
 (`bot.links`, the e-mail links' scheme), for the risk classes in ``actions_for``; other
 requests carry Open. A push service answering 404 or 410 means the subscription is gone:
-it is forgotten. Escalations and reminders send the notification again (same tag: it
-replaces the old one, and alerts); a decision replaces it with the outcome.
+it is forgotten. Escalations and reminders (replies naming people) send the notification
+again (same tag: it replaces the old one, and alerts); a decision replaces it with the
+outcome.
 
 Routes (under ``/webpush/``): ``GET key``, ``POST subscriptions`` and ``DELETE
 subscriptions/{id}`` for people signed in to the console (`Route.signed_in`); ``POST
@@ -139,9 +140,10 @@ class WebPushPlatform:
         return CardRef(surface=NAME, channel=card.approval_id, message_id=card_id)
 
     async def update_card(self, ref: CardRef, card: ApprovalCard) -> None:
-        """Open (an escalation): notify again; answered: replace it with the outcome."""
+        """Answered (or held): replace the notification with the outcome. An edit of an
+        open card (a quorum's progress, an escalation's new names) alerts nobody, as on
+        every surface: the reply that comes with an escalation does (`notify`)."""
         if card.open:
-            await self._push_card(card, ref.message_id, note=None)
             return
         data = payloads.decided_message(card, open_url=self._open_url(card))
         await self._send_all(await self._audience(), lambda _sub: data)
