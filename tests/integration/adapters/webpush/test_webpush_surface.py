@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from signoff.bot.ports import CardRef, SurfaceDeps
 from signoff.runtime.clock import SystemClock
@@ -93,6 +95,18 @@ async def pushed(tmp_path: Path, **approvals: Any) -> AsyncIterator[Pushed]:
                 yield Pushed(running, push, admin, bob, anonymous)
 
 
+def vapid_claims(authorization: str, public_key: str) -> dict[str, Any]:
+    """The claims of a ``vapid t=<JWT>, k=<key>`` header (RFC 8292), checked: ``k`` is the
+    daemon's public key and the JWT's ES256 signature verifies with it."""
+    scheme, _, params = authorization.partition(" ")
+    fields = dict(part.strip().split("=", 1) for part in params.split(","))
+    assert scheme == "vapid" and fields["k"] == public_key
+    point = base64.urlsafe_b64decode(public_key + "==")
+    key = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), point)
+    return dict(jwt.decode(fields["t"], key, algorithms=["ES256"],
+                           options={"verify_aud": False}))
+
+
 def token(message: dict[str, Any], action: str) -> str:
     return next(str(a["token"]) for a in message["actions"] if a["action"] == action)
 
@@ -111,16 +125,20 @@ async def test_the_vapid_key_is_made_once_in_the_state_dir_0600(tmp_path: Path) 
 
 
 async def test_a_request_is_pushed_encrypted_with_once_and_deny(tmp_path: Path) -> None:
-    """The push service receives an aes128gcm message signed with VAPID; decrypted with
+    """The push service receives an aes128gcm message whose VAPID JWT verifies with the
+    daemon's public key (aud: the push service, sub: public_url); decrypted with
     the browser's keys it is the request with Once and Deny tokens and the console link."""
     async with pushed(tmp_path) as p:
+        public_key = (await p.bob.get("/webpush/key")).json()["public_key"]
+        port = p.push.port
         browser, _ = await p.subscribe("phone")
         approval_id = await p.ask()
         message = await p.message(browser, "phone", approval_id)
         request = p.push.to("phone")[0]
     assert request.headers["content-encoding"] == "aes128gcm"
-    assert request.headers["authorization"].startswith("vapid t=")
     assert int(request.headers["ttl"]) > 0
+    claims = vapid_claims(request.headers["authorization"], public_key)
+    assert claims["aud"] == f"http://127.0.0.1:{port}" and claims["sub"] == PUBLIC
     assert message["title"].startswith("SEND: ")
     assert "tell John it shipped" in message["body"]
     assert [a["action"] for a in message["actions"]] == ["once", "deny"]
