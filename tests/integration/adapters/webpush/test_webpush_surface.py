@@ -265,3 +265,21 @@ async def test_a_removed_key_loses_its_subscriptions_at_start(tmp_path: Path) ->
         without_bob = make_settings(tmp_path, api={"key": "admin-key-0123456789abcdef"})
         assert await forget_stale_subscriptions(store, without_bob, local=True) == 1
         assert await store.push_subscriptions() == []
+
+
+async def test_a_token_works_beside_a_console_cookie(tmp_path: Path) -> None:
+    """A browser signed in to the console (its cookie sent, no CSRF header) may still post
+    a token: the token route needs nobody, so the cookie is ignored there, not refused."""
+    async with pushed(tmp_path) as p:
+        browser, _ = await p.subscribe("phone")
+        approval_id = await p.ask()
+        once = token(await p.message(browser, "phone", approval_id), "once")
+        async with p.running.client(key=None) as console:
+            signed_in = await console.post("/login", data={"key": BOB_KEY, "next": "/"})
+            assert "signoff_session" in console.cookies
+            answer = await console.post("/webpush/decide", json={"token": once})
+            subscribing = await console.post("/webpush/subscriptions",
+                                             json=p.push.subscriber("x").subscription)
+    assert signed_in.status_code == 303
+    assert answer.status_code == 200, answer.text
+    assert subscribing.status_code == 403  # a cookie call to a signed-in route needs the header
