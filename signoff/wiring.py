@@ -26,7 +26,7 @@ from signoff.bot.routing.authorizer import Authorizer
 from signoff.bot.routing.oncall import OnCallRouter
 from signoff.config.preflight import grant_action
 from signoff.config.settings import Settings
-from signoff.errors import ConfigError
+from signoff.errors import ConfigError, PlatformUnavailable
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
@@ -60,7 +60,7 @@ from signoff.runtime.state import (
     prepare_sqlite_file,
 )
 from signoff.runtime.store.factory import make_store
-from signoff.runtime.store.port import TaskStore
+from signoff.runtime.store.port import PushSubscription, TaskStore
 from signoff.runtime.store.sqlite.store import sqlite_path
 from signoff.runtime.tools.base import ChannelForm, SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
@@ -416,8 +416,27 @@ class PendingCards:
                      for r in await store.cards(approval_id))
         card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
                           preview=await self.node.flow.preview(approval),
-                          people=self.node.flow.people)
+                          step_up=self.node.flow.step_up, people=self.node.flow.people)
         return PostedCard(card=card, refs=refs)
+
+    # -- `SurfaceDeps.subscriptions`: the store's push subscriptions, once there is one ----
+    def _store(self) -> TaskStore:
+        if self.node is None:
+            raise PlatformUnavailable("the daemon is starting: no store yet")
+        return self.node.store
+
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep one (`TaskStore.add_push_subscription`)."""
+        return await self._store().add_push_subscription(sub)
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """``holder``'s or everyone's (`TaskStore.push_subscriptions`)."""
+        return await self._store().push_subscriptions(holder)
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one (`TaskStore.remove_push_subscription`)."""
+        return await self._store().remove_push_subscription(sub_id, holder=holder)
 
 
 def surface_name(prefix: str) -> str:
@@ -437,6 +456,8 @@ def build_surfaces(settings: Settings, *, deps: SurfaceDeps,
     for plugin in (registry or surface_registry()).plugins.values():
         section = settings.surface(plugin.name)
         if section is None and not plugin.always:
+            continue
+        if section is not None and plugin.enabled is not None and not plugin.enabled(section):
             continue
         surface = plugin.build(section, deps)
         if surface.name != plugin.name or surface.channel_prefix != plugin.channel_prefix:
@@ -583,6 +604,24 @@ def api_roles(settings: Settings) -> dict[str, str]:
     if settings.api.key:
         roles["admin"] = "admin"
     return roles
+
+
+async def forget_stale_subscriptions(store: TaskStore, settings: Settings, *,
+                                     local: bool) -> int:
+    """Forget the push subscriptions of people who no longer hold a key that may decide
+    (a key removed from the config, or made a requester): their notifications' tokens
+    would otherwise still decide as them. Run at start-up; returns how many went."""
+    keys, roles = api_keys(settings), api_roles(settings)
+    deciders = {f"web:{name}" for name in keys.values() if roles.get(name) != "requester"}
+    if local and not keys:
+        deciders.add("web:local")  # the keyless loopback console
+    gone = 0
+    for sub in await store.push_subscriptions():
+        if sub.holder not in deciders and await store.remove_push_subscription(sub.id):
+            gone += 1
+    if gone:
+        log.info("push_subscriptions_forgotten", extra={"count": gone})
+    return gone
 
 
 def api_context(settings: Settings, **parts: Any) -> ApiContext:

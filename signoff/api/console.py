@@ -55,7 +55,11 @@ KEEPALIVE = 10.0
 DECIDED_WINDOW = timedelta(hours=1)
 TRANSCRIPT_SHOWN = 200  # messages of an agent's conversation on its task page
 STATIC = {"console.js": "text/javascript; charset=utf-8",
-          "console.css": "text/css; charset=utf-8"}
+          "console.css": "text/css; charset=utf-8",
+          # The installable app: its service worker (scope "/"), manifest and icons.
+          "sw.js": "text/javascript; charset=utf-8",
+          "manifest.webmanifest": "application/manifest+json",
+          "icon-192.png": "image/png", "icon-512.png": "image/png"}
 Id = Annotated[str, Path(min_length=1, max_length=100)]
 PAGES = 20  # pages of pending requests read to fill the console's first 50 cards
 BATCH_MAX = 500  # cards one multi-select form may decide (as POST /approvals/batch)
@@ -475,7 +479,9 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
     async def static(name: str) -> Response:
         if name not in assets:
             return Response(status_code=404)
-        return Response(assets[name], media_type=STATIC[name],
-                        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+        headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+        if name == "sw.js":  # served under /static/, it may control the whole console
+            headers["Service-Worker-Allowed"] = "/"
+        return Response(assets[name], media_type=STATIC[name], headers=headers)
 
     return router

@@ -573,6 +573,8 @@ def summary(settings: Settings, path: str | Path | None) -> str:
     surfaces = []
     for plugin in surface_registry().plugins.values():
         section = settings.surface(plugin.name)
+        if section is not None and plugin.enabled is not None and not plugin.enabled(section):
+            continue  # switched off in its section ([webpush] enabled = false)
         if section is not None and plugin.describe is not None:
             surfaces.append(f"{plugin.name} ({plugin.describe(section)})")
         elif section is not None or plugin.always:

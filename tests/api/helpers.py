@@ -129,12 +129,19 @@ async def stop_all(tasks: list[asyncio.Task[None]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-@contextlib.asynccontextmanager
-async def serve(app: FastAPI) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port; yield its base URL."""
+def loopback_socket() -> socket.socket:
+    """A socket bound to a free loopback port (its address known before serving)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serve(app: FastAPI, sock: socket.socket | None = None) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn on ``sock`` (default: a free loopback port); yield its
+    base URL."""
+    sock = sock or loopback_socket()
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="none",
                             timeout_graceful_shutdown=2)

@@ -29,6 +29,7 @@ from signoff.runtime.store.port import (
     OutboxItem,
     Page,
     PendingRequest,
+    PushSubscription,
     UndeliveredCard,
 )
 from signoff.runtime.transcript import TranscriptEntry
@@ -62,6 +63,7 @@ class MemTaskStore:
         self._nodes: dict[str, NodeRecord] = {}
         self._undelivered: dict[tuple[str, str], UndeliveredCard] = {}
         self._sessions: dict[str, ConsoleSession] = {}
+        self._push: dict[str, PushSubscription] = {}
 
     async def open(self) -> None:
         """Nothing to open."""
@@ -421,6 +423,27 @@ class MemTaskStore:
     async def end_session(self, session_id: str) -> None:
         """Forget a session."""
         self._sessions.pop(session_id, None)
+
+    # -- push subscriptions -------------------------------------------------------------
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep one; the same endpoint again replaces the old."""
+        for old in [k for k, v in self._push.items() if v.endpoint == sub.endpoint]:
+            del self._push[old]
+        self._push[sub.id] = sub
+        return sub
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """Oldest first, ``holder``'s or everyone's."""
+        return [s for s in self._push.values() if holder is None or s.holder == holder]
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one (``holder``'s only, when given)."""
+        found = self._push.get(sub_id)
+        if found is None or (holder is not None and found.holder != holder):
+            return False
+        del self._push[sub_id]
+        return True
 
     # -- node registry ----------------------------------------------------------------
     async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:

@@ -132,6 +132,21 @@ class ConsoleSession:
 
 
 @dataclass(frozen=True)
+class PushSubscription:
+    """A browser's push subscription (the Push API's ``PushSubscription``), made by one
+    signed-in person in the console: notifications of the requests they may decide go to
+    ``endpoint``, encrypted with ``p256dh`` and ``auth``. ``holder`` is the actor
+    (``web:alice``); ``id`` is ours, random; ``created_at`` by the node's Clock."""
+
+    id: str
+    holder: str
+    endpoint: str
+    p256dh: str
+    auth: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class NodeRecord:
     """One daemon in the node registry, as its last heartbeat described it.
 
@@ -353,4 +368,18 @@ class TaskStore(Protocol):
 
     async def end_session(self, session_id: str) -> None:
         """Forget a console session (signed out); ending it twice changes nothing."""
+        ...
+
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep a push subscription; one whose endpoint is kept already is replaced (the
+        browser subscribed again, perhaps as another person): the stored one is returned."""
+        ...
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """The push subscriptions of ``holder`` (None: everyone's), oldest first."""
+        ...
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one (only if ``holder``'s, when given); False when there was none."""
         ...

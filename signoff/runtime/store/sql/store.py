@@ -51,11 +51,13 @@ from signoff.runtime.store.port import (
     OutboxItem,
     Page,
     PendingRequest,
+    PushSubscription,
     UndeliveredCard,
 )
 from signoff.runtime.store.readers import readable
 from signoff.runtime.store.sql import groups
 from signoff.runtime.store.sql import nodes as node_rows
+from signoff.runtime.store.sql import push as push_rows
 from signoff.runtime.store.sql import requests as request_queries
 from signoff.runtime.store.sql import sessions as session_rows
 from signoff.runtime.store.sql import undelivered as undelivered_rows
@@ -143,7 +145,7 @@ class SqlTaskStore:
     def _open(self) -> None:
         tables = [tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
                   requests_t, transcript_t, node_rows.nodes_t, undelivered_rows.undelivered_t,
-                  coalesce_t, session_rows.sessions_t]
+                  coalesce_t, session_rows.sessions_t, push_rows.push_t]
         try:
             with self._tx() as conn:
                 if not self.is_sqlite:
@@ -180,7 +182,8 @@ class SqlTaskStore:
                                 ("transcript entries", transcript_t),
                                 ("undelivered cards", undelivered_rows.undelivered_t),
                                 ("coalesced requests", coalesce_t),
-                                ("console sessions", session_rows.sessions_t)):
+                                ("console sessions", session_rows.sessions_t),
+                                ("push subscriptions", push_rows.push_t)):
                 counts[name] = conn.execute(table.delete()).rowcount or 0
             conn.execute(head_t.update().values(count=0, hash=audit_chain.GENESIS))
         return counts
@@ -593,6 +596,33 @@ class SqlTaskStore:
     def _end_session(self, session_id: str) -> None:
         with self._tx() as conn:
             session_rows.end(conn, session_id)
+
+    # -- push subscriptions (see sql/push.py) -------------------------------------------
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep a push subscription, replacing one of the same endpoint."""
+        await self._run(self._add_push, sub)
+        return sub
+
+    def _add_push(self, sub: PushSubscription) -> None:
+        with self._tx() as conn:
+            push_rows.add(conn, sub)
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """``holder``'s push subscriptions (None: all), oldest first."""
+        return await self._run(self._push_subscriptions, holder)
+
+    def _push_subscriptions(self, holder: str | None) -> list[PushSubscription]:
+        with self._tx(write=False) as conn:
+            return push_rows.listed(conn, holder)
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one push subscription (``holder``'s only, when given)."""
+        return await self._run(self._remove_push, sub_id, holder)
+
+    def _remove_push(self, sub_id: str, holder: str | None) -> bool:
+        with self._tx() as conn:
+            return push_rows.remove(conn, sub_id, holder)
 
     # -- node registry (see sql/nodes.py) ------------------------------------------------
     async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:

@@ -218,3 +218,16 @@ class SessionRow(SQLModel, table=True):
     holder: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
     key_id: str = Field(sa_column=sa.Column(sa.String(64), nullable=False))
     expires_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False, index=True))
+
+
+class PushSubscriptionRow(SQLModel, table=True):
+    """A browser's push subscription (`signoff.runtime.store.port.PushSubscription`): a
+    table of its own, so databases made before it get it from ``create_all``."""
+
+    __tablename__ = "push_subscriptions"
+    id: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    holder: str = Field(sa_column=sa.Column(sa.String(255), index=True, nullable=False))
+    endpoint: str = Field(sa_column=sa.Column(sa.String(2048), unique=True, nullable=False))
+    p256dh: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
+    auth: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
+    created_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
