@@ -36,6 +36,7 @@ from signoff.runtime.models import RiskClass, Scope
 from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
+from signoff.runtime.policy.cedar import CedarPolicy
 from signoff.runtime.policy.grants import grant_key
 from signoff.runtime.policy.net import (
     NetAllow,
@@ -235,6 +236,17 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
     return out
 
 
+def build_policy(settings: Settings, registry: ToolRegistry, net: NetRule,
+                 autonomous_risks: Iterable[RiskClass] | None = None) -> Policy:
+    """The node's policy (also what `signoff policy test` evaluates against)."""
+    pol = settings.policy
+    risks = frozenset(autonomous_risks) if autonomous_risks is not None else frozenset(
+        settings.approvals.autonomous_risks)
+    return Policy(autonomous_risks=risks, prohibit=tuple(pol.prohibit),
+                  budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry),
+                  net=net, cedar=CedarPolicy.load(pol.cedar) if pol.cedar else None)
+
+
 class SurfacePoster:
     """`post_message`'s port: ``slack:C1`` / ``telegram:-100`` go to that surface's notify.
 
@@ -311,11 +323,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                           username=em.username, password=em.password,
                           timeout=em.timeout.total_seconds()))
     ap = settings.approvals
-    risks = frozenset(autonomous_risks) if autonomous_risks is not None else frozenset(
-        ap.autonomous_risks)
-    policy = Policy(autonomous_risks=risks, prohibit=tuple(pol.prohibit),
-                    budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry),
-                    net=net)
+    policy = build_policy(settings, registry, net, autonomous_risks)
     scopes = {risk: tuple(ap.scopes_for(risk)) for risk in RiskClass}
     router = OnCallRouter(
         rotations=settings.oncall.rotations, overrides=settings.oncall.overrides, clock=clock,

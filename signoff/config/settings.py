@@ -260,6 +260,9 @@ class PolicySettings(Section):
     quorum: dict[NonEmpty, Annotated[int, Field(ge=1, le=MAX_QUORUM)]] = {}
     # Network destinations exempt from the private-network rule: hosts, "*.suffix", CIDRs.
     net_allow: list[NonEmpty] = []
+    # A Cedar policy file consulted after prohibitions and budgets (runtime/policy/cedar.py);
+    # read by `config check`, `daemon start` and `policy test`, not by every command.
+    cedar: Path | None = None
 
     @field_validator("net_allow")
     @classmethod

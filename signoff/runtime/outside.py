@@ -172,7 +172,8 @@ class OutsideRequests:
         if ev is None:
             ev = await self.engine.policy.evaluate_request(action, self.store,
                                                            policy_id=spec.policy_id,
-                                                           now=self.engine.clock.now())
+                                                           now=self.engine.clock.now(),
+                                                           principal=spec.submitted_by)
         action = ev.action or action  # relabelled by the policy (a private network)
         approval, event = self._build(spec, action, ev, digest)
         grouped = approval.status.open and self.engine.config.coalesce
@@ -258,7 +259,7 @@ class OutsideRequests:
                 actor, reason = res.actor or "auto:policy", res.reason
         if verdict is Verdict.ASK_USER:
             event = audit_event("evaluation", None, action, decision="ASK_USER",
-                                approval=approval, reason="approval requested")
+                                approval=approval, reason=reason or "approval requested")
             return approval, event
         approved = verdict is Verdict.ALLOW
         settled = approval.model_copy(update={
