@@ -62,6 +62,7 @@ from signoff.runtime.state import (
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.store.sqlite.store import sqlite_path
+from signoff.runtime.telemetry import Telemetry
 from signoff.runtime.tools.base import ChannelForm, SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.mcp import McpHub, McpServerSpec, McpToolRule
@@ -94,6 +95,7 @@ class Node:
     oncall: OnCallRouter | None = None
     scheduler: Scheduler | None = None
     mcp: McpHub = field(default_factory=lambda: McpHub(()))
+    telemetry: Telemetry | None = None  # OpenTelemetry, when [telemetry] enabled
 
 
 def prepare_state(settings: Settings, work_dir: Path | None = None) -> Path:
@@ -297,10 +299,11 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                store: TaskStore | None = None, planner: Planner | None = None,
                platforms: dict[str, Surface] | None = None,
                oncall: Any = None, resolver: Resolver | None = None,
-               state: Path | None = None) -> Node:
+               state: Path | None = None, telemetry: Telemetry | None = None) -> Node:
     """Build the runtime and the approval flow from settings (``resolver``: how network
     tools and the policy resolve host names; the system's by default; ``state``: the
-    state dir when the caller prepared it already, see `prepare_state`)."""
+    state dir when the caller prepared it already, see `prepare_state`; ``telemetry``:
+    given by tests, else built from ``[telemetry]`` when it is enabled)."""
     wd = settings.resolved_work_dir(work_dir)
     wd.mkdir(parents=True, exist_ok=True)
     state = state or prepare_state(settings, work_dir)
@@ -344,6 +347,10 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     if str(ap.mode) == "smart" and client is not None:
         judge = LlmJudge(client=client)
     listener = MultiListener()
+    if telemetry is None and settings.telemetry.enabled:
+        from signoff.runtime.telemetry import from_environment  # imported only when on
+
+        telemetry = from_environment(store=store, node_id=config.node_id)
     # An injected planner plans every goal itself; otherwise agent mode, when configured,
     # works on goals without steps turn by turn.
     engine = Engine(store=store, registry=registry, policy=policy,
@@ -361,9 +368,12 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
                         step_up=frozenset(ap.step_up),
-                        previews=functools.partial(registry.preview, ctx=context))
+                        previews=functools.partial(registry.preview, ctx=context),
+                        delivered=telemetry.card_delivered if telemetry else None)
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
+    if telemetry is not None:
+        listener.add(telemetry)
     worker.gate = flow.dispatcher.room  # approval cards before more autonomous work
     flow.dispatcher.outages = engine.outages  # its outages show in /health
     # Built here so that a schedule naming an unknown tool is a config error at start.
@@ -372,7 +382,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     return Node(settings=settings, work_dir=wd, store=store, registry=registry, engine=engine,
                 decider=decider, worker=worker, flow=flow, authorizer=authorizer, clock=clock,
                 listener=listener, platforms=chosen, oncall=router, scheduler=scheduler,
-                mcp=hub)
+                mcp=hub, telemetry=telemetry)
 
 
 def _store_url(store: TaskStore) -> str | None:

@@ -249,6 +249,13 @@ class EvaluationSettings(Section):
     strict_yolo: bool = False
 
 
+class TelemetrySettings(Section):
+    """[telemetry]: OpenTelemetry traces and metrics (off by default; the exporters are
+    configured by the standard OTEL_EXPORTER_OTLP_* variables)."""
+
+    enabled: bool = False
+
+
 class PolicySettings(Section):
     """[policy]: global prohibitions, harmless commands, per-task budgets."""
 
@@ -395,6 +402,7 @@ class Settings(Section):
     mcp: McpSettings = McpSettings()
     people: list[Person] = []
     tools: ToolsSettings = ToolsSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     # The surfaces' sections, validated by their own models (see the module docstring).
     _surfaces: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 

@@ -191,7 +191,8 @@ class Engine:
                      prohibit: Sequence[str] = (), mode: RunMode = RunMode.INTERACTIVE,
                      schedule: str | None = None, fire_time: Any = None,
                      cron_mode: str | None = None, submitted_by: str | None = None,
-                     claim: bool = False, prepared: bool = False) -> Task | None:
+                     claim: bool = False, prepared: bool = False,
+                     traceparent: str | None = None) -> Task | None:
         """Store a new task (queued, or claimed by this node); None if the schedule
         already has a task for this fire time. ``prepared``: the steps came from this
         engine's registry's ``prepare`` already (the API checks them so), not again."""
@@ -201,7 +202,7 @@ class Engine:
         task = Task(id=ids.task_id(), goal=goal, prohibit=list(prohibit), mode=mode,
                     schedule=schedule, fire_time=fire_time, cron_mode=cron_mode,
                     submitted_by=submitted_by, created_at=now, updated_at=now,
-                    steps=labelled)
+                    steps=labelled, traceparent=traceparent)
         if claim:
             task.state = TaskState.PLANNING if task.steps is None else TaskState.IN_PROGRESS
             task.claimed_by, task.lease_until = self.config.node_id, now + self.config.lease

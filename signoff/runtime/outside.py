@@ -79,6 +79,7 @@ class RequestSpec:
     timeout: timedelta | None = None
     idempotency_key: str | None = None
     submitted_by: str | None = None  # the API caller, e.g. web:admin
+    traceparent: str | None = None  # the caller's W3C traceparent (telemetry)
 
 
 def request_digest(spec: RequestSpec) -> str:
@@ -247,7 +248,7 @@ class OutsideRequests:
             id=ids.approval_id(), task_id=None, action=action, policy_id=spec.policy_id,
             requester=spec.requester, goal=spec.goal, why=spec.why, verdict=ev.verdict,
             idempotency_key=spec.idempotency_key, request_digest=digest,
-            submitted_by=spec.submitted_by,
+            submitted_by=spec.submitted_by, traceparent=spec.traceparent,
             allowed_scopes=cfg.scopes_for(action.risk), requested_at=now,
             expires_at=now + timeout, needed=cfg.rules.needed(action))
         verdict, actor, reason = ev.verdict, ev.actor or "auto:policy", ev.reason

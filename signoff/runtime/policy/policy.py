@@ -205,4 +205,5 @@ def new_approval(task: Task, action: Action, *, approval_id: str, now: datetime,
     return Approval(id=approval_id, task_id=task.id, action=action, step=task.step_index,
                     allowed_scopes=allowed, requested_at=now, expires_at=expires_at,
                     note=note, approvers=approvers or [], why=why, policy_id=task.policy_id,
-                    submitted_by=task.submitted_by, needed=needed)
+                    submitted_by=task.submitted_by, needed=needed,
+                    traceparent=task.traceparent)
