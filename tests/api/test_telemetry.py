@@ -157,3 +157,30 @@ def test_only_a_well_formed_traceparent_is_kept() -> None:
     for bad in (None, "", "garbage", f"00-{'0' * 32}-{PARENT}-01",
                 f"00-{TRACE}-{'0' * 16}-01", good + "-extra", "x" * 10_000):
         assert traceparent(bad) is None
+
+
+async def test_the_sdk_carries_the_callers_current_span(tmp_path: Path,
+                                                        exported: Exported) -> None:
+    """An agent instrumented with OpenTelemetry asks through the SDK inside its own span:
+    signoff's spans of that request are children of it, with no code in the agent."""
+    from opentelemetry import trace
+
+    from signoff.client import Signoff
+    from tests.api.helpers import serve
+
+    work = tmp_path / "work"
+    settings = make_settings(work)
+    store = make_store(settings.database_url(work))
+    agent_tracer = TracerProvider().get_tracer("agent")
+    async with running_node(work, settings=settings, store=store,
+                            telemetry=exported.telemetry(store)) as node, \
+            serve(node.app) as base, Signoff(base, api_key=BOB_KEY) as sdk:
+        with agent_tracer.start_as_current_span("agent-turn") as turn:
+            decision = await sdk.request("send_email", ASK["args"], wait=False)
+            assert decision.pending
+        await settle(lambda: bool(exported.named("signoff.approval.request")))
+    (span,) = exported.named("signoff.approval.request")
+    context = turn.get_span_context()
+    assert span.context.trace_id == context.trace_id
+    assert span.parent is not None and span.parent.span_id == context.span_id
+    assert trace.get_current_span() is not turn  # the agent's span ended with its block
