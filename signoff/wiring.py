@@ -37,6 +37,7 @@ from signoff.runtime.outages import Outages
 from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
+from signoff.runtime.policy.cedar import CedarPolicy
 from signoff.runtime.policy.grants import grant_key
 from signoff.runtime.policy.net import (
     NetAllow,
@@ -62,6 +63,7 @@ from signoff.runtime.state import (
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import PushSubscription, TaskStore
 from signoff.runtime.store.sqlite.store import sqlite_path
+from signoff.runtime.telemetry import Telemetry
 from signoff.runtime.tools.base import ChannelForm, SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.mcp import McpHub, McpServerSpec, McpToolRule
@@ -94,6 +96,7 @@ class Node:
     oncall: OnCallRouter | None = None
     scheduler: Scheduler | None = None
     mcp: McpHub = field(default_factory=lambda: McpHub(()))
+    telemetry: Telemetry | None = None  # OpenTelemetry, when [telemetry] enabled
 
 
 def prepare_state(settings: Settings, work_dir: Path | None = None) -> Path:
@@ -236,6 +239,17 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
     return out
 
 
+def build_policy(settings: Settings, registry: ToolRegistry, net: NetRule,
+                 autonomous_risks: Iterable[RiskClass] | None = None) -> Policy:
+    """The node's policy (also what `signoff policy test` evaluates against)."""
+    pol = settings.policy
+    risks = frozenset(autonomous_risks) if autonomous_risks is not None else frozenset(
+        settings.approvals.autonomous_risks)
+    return Policy(autonomous_risks=risks, prohibit=tuple(pol.prohibit),
+                  budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry),
+                  net=net, cedar=CedarPolicy.load(pol.cedar) if pol.cedar else None)
+
+
 class SurfacePoster:
     """`post_message`'s port: ``slack:C1`` / ``telegram:-100`` go to that surface's notify.
 
@@ -286,10 +300,11 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                store: TaskStore | None = None, planner: Planner | None = None,
                platforms: dict[str, Surface] | None = None,
                oncall: Any = None, resolver: Resolver | None = None,
-               state: Path | None = None) -> Node:
+               state: Path | None = None, telemetry: Telemetry | None = None) -> Node:
     """Build the runtime and the approval flow from settings (``resolver``: how network
     tools and the policy resolve host names; the system's by default; ``state``: the
-    state dir when the caller prepared it already, see `prepare_state`)."""
+    state dir when the caller prepared it already, see `prepare_state`; ``telemetry``:
+    given by tests, else built from ``[telemetry]`` when it is enabled)."""
     wd = settings.resolved_work_dir(work_dir)
     wd.mkdir(parents=True, exist_ok=True)
     state = state or prepare_state(settings, work_dir)
@@ -312,11 +327,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                           username=em.username, password=em.password,
                           timeout=em.timeout.total_seconds()))
     ap = settings.approvals
-    risks = frozenset(autonomous_risks) if autonomous_risks is not None else frozenset(
-        ap.autonomous_risks)
-    policy = Policy(autonomous_risks=risks, prohibit=tuple(pol.prohibit),
-                    budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry),
-                    net=net)
+    policy = build_policy(settings, registry, net, autonomous_risks)
     scopes = {risk: tuple(ap.scopes_for(risk)) for risk in RiskClass}
     router = OnCallRouter(
         rotations=settings.oncall.rotations, overrides=settings.oncall.overrides, clock=clock,
@@ -337,6 +348,10 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     if str(ap.mode) == "smart" and client is not None:
         judge = LlmJudge(client=client)
     listener = MultiListener()
+    if telemetry is None and settings.telemetry.enabled:
+        from signoff.runtime.telemetry import from_environment  # imported only when on
+
+        telemetry = from_environment(store=store, node_id=config.node_id)
     # An injected planner plans every goal itself; otherwise agent mode, when configured,
     # works on goals without steps turn by turn.
     engine = Engine(store=store, registry=registry, policy=policy,
@@ -354,9 +369,12 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
                         step_up=frozenset(ap.step_up),
-                        previews=functools.partial(registry.preview, ctx=context))
+                        previews=functools.partial(registry.preview, ctx=context),
+                        delivered=telemetry.card_delivered if telemetry else None)
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
+    if telemetry is not None:
+        listener.add(telemetry)
     worker.gate = flow.dispatcher.room  # approval cards before more autonomous work
     flow.dispatcher.outages = engine.outages  # its outages show in /health
     # Built here so that a schedule naming an unknown tool is a config error at start.
@@ -365,7 +383,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     return Node(settings=settings, work_dir=wd, store=store, registry=registry, engine=engine,
                 decider=decider, worker=worker, flow=flow, authorizer=authorizer, clock=clock,
                 listener=listener, platforms=chosen, oncall=router, scheduler=scheduler,
-                mcp=hub)
+                mcp=hub, telemetry=telemetry)
 
 
 def _store_url(store: TaskStore) -> str | None:

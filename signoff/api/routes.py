@@ -53,6 +53,7 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.policy.grants import status as grant_status
 from signoff.runtime.store.port import TaskStore
+from signoff.runtime.telemetry import traceparent
 
 CURSOR = r"^[0-9]{1,18}$"  # both stores page by a row sequence number
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
@@ -248,8 +249,9 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         try:
             # Prepared by check_steps already: once per step is enough (it was 14 % of a
             # POST /tasks of three steps, measured by bench/throughput.py).
-            task = await ctx.engine.submit(body.goal, steps=steps, prohibit=prohibit,
-                                           submitted_by=who.actor, prepared=True)
+            task = await ctx.engine.submit(
+                body.goal, steps=steps, prohibit=prohibit, submitted_by=who.actor,
+                prepared=True, traceparent=traceparent(request.headers.get("traceparent")))
         except ToolError as exc:  # the registry changed between the check and the submit
             raise invalid("steps", str(exc)) from exc
         if task is None:

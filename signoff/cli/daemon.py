@@ -157,6 +157,9 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     except OutageTooLong as exc:
         log.error("signoff_exiting", extra={"reason": str(exc)})
         return OUTAGE_EXIT
+    finally:
+        if node.telemetry is not None:  # flush the spans and metrics still buffered
+            node.telemetry.shutdown()
     return 0
 
 

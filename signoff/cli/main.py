@@ -230,10 +230,11 @@ def _load_node(config: str | Path | None) -> Any:
 
 def _register_extras() -> None:
     """Commands owned by other modules: the HTTP client, tools, schedules, MCP stdio."""
-    from signoff.cli import client, mcp_commands, schedules, tools
+    from signoff.cli import client, mcp_commands, policy_cmd, schedules, tools
 
     client.register(app)
     tools.register(app)
+    policy_cmd.register(app)
     schedules.register(app, load_node=_load_node)
     mcp_commands.register(app)
 

@@ -191,7 +191,8 @@ class Engine:
                      prohibit: Sequence[str] = (), mode: RunMode = RunMode.INTERACTIVE,
                      schedule: str | None = None, fire_time: Any = None,
                      cron_mode: str | None = None, submitted_by: str | None = None,
-                     claim: bool = False, prepared: bool = False) -> Task | None:
+                     claim: bool = False, prepared: bool = False,
+                     traceparent: str | None = None) -> Task | None:
         """Store a new task (queued, or claimed by this node); None if the schedule
         already has a task for this fire time. ``prepared``: the steps came from this
         engine's registry's ``prepare`` already (the API checks them so), not again."""
@@ -201,7 +202,7 @@ class Engine:
         task = Task(id=ids.task_id(), goal=goal, prohibit=list(prohibit), mode=mode,
                     schedule=schedule, fire_time=fire_time, cron_mode=cron_mode,
                     submitted_by=submitted_by, created_at=now, updated_at=now,
-                    steps=labelled)
+                    steps=labelled, traceparent=traceparent)
         if claim:
             task.state = TaskState.PLANNING if task.steps is None else TaskState.IN_PROGRESS
             task.claimed_by, task.lease_until = self.config.node_id, now + self.config.lease
@@ -317,7 +318,7 @@ class Engine:
             return Route(RouteKind.GATED, "auto", res.actor or "auto", res.reason)
         if res.outcome is Outcome.BLOCK:
             return Route(RouteKind.BLOCK, actor=res.actor or "auto:policy", reason=res.reason)
-        return Route(RouteKind.ASK)
+        return Route(RouteKind.ASK, reason=ev.reason)
 
     async def _step(self, task: Task, action: Action) -> bool:
         """One action: True to go on with the next step, False when the task stopped."""
@@ -337,7 +338,7 @@ class Engine:
             return await self._run_gated(task, action, route.decision, route.actor or "auto",
                                          reason=route.reason or None,
                                          audit_kind=route.audit_kind)
-        await self.request_approval(task, action)
+        await self.request_approval(task, action, reason=route.reason)
         return False
 
     async def cannot_run(self, action: Action) -> str | None:
@@ -439,8 +440,10 @@ class Engine:
     # -- pausing and ending -------------------------------------------------------------
     async def request_approval(self, task: Task, action: Action, *,
                                note: str | None = None, why: str | None = None,
-                               transcript: Sequence[TranscriptEntry] = ()) -> Approval:
-        """Park the task at `waiting_approval` with a new request for ``action``."""
+                               transcript: Sequence[TranscriptEntry] = (),
+                               reason: str | None = None) -> Approval:
+        """Park the task at `waiting_approval` with a new request for ``action``
+        (``reason``: why the policy asks, for the audit log)."""
         now = self.clock.now()
         cfg = self.config
         timeout = (cfg.timeout_for(task) if cfg.timeout_for else None) or cfg.approval_timeout
@@ -459,7 +462,8 @@ class Engine:
             task.approval = approval
             task.claimed_by = task.lease_until = None
             event = audit_event("evaluation", task, action, decision="ASK_USER",
-                                approval=approval, reason=note or "approval requested")
+                                approval=approval,
+                                reason=note or reason or "approval requested")
             # The domain event is written in the same transaction: a crash right after this
             # commit still gets the card posted (the bot layer turns it into card jobs).
             requested = coalesce.card_event(approval, mentions=list(approvers or ()))

@@ -79,6 +79,7 @@ class RequestSpec:
     timeout: timedelta | None = None
     idempotency_key: str | None = None
     submitted_by: str | None = None  # the API caller, e.g. web:admin
+    traceparent: str | None = None  # the caller's W3C traceparent (telemetry)
 
 
 def request_digest(spec: RequestSpec) -> str:
@@ -172,7 +173,8 @@ class OutsideRequests:
         if ev is None:
             ev = await self.engine.policy.evaluate_request(action, self.store,
                                                            policy_id=spec.policy_id,
-                                                           now=self.engine.clock.now())
+                                                           now=self.engine.clock.now(),
+                                                           principal=spec.submitted_by)
         action = ev.action or action  # relabelled by the policy (a private network)
         approval, event = self._build(spec, action, ev, digest)
         grouped = approval.status.open and self.engine.config.coalesce
@@ -246,7 +248,7 @@ class OutsideRequests:
             id=ids.approval_id(), task_id=None, action=action, policy_id=spec.policy_id,
             requester=spec.requester, goal=spec.goal, why=spec.why, verdict=ev.verdict,
             idempotency_key=spec.idempotency_key, request_digest=digest,
-            submitted_by=spec.submitted_by,
+            submitted_by=spec.submitted_by, traceparent=spec.traceparent,
             allowed_scopes=cfg.scopes_for(action.risk), requested_at=now,
             expires_at=now + timeout, needed=cfg.rules.needed(action))
         verdict, actor, reason = ev.verdict, ev.actor or "auto:policy", ev.reason
@@ -258,7 +260,7 @@ class OutsideRequests:
                 actor, reason = res.actor or "auto:policy", res.reason
         if verdict is Verdict.ASK_USER:
             event = audit_event("evaluation", None, action, decision="ASK_USER",
-                                approval=approval, reason="approval requested")
+                                approval=approval, reason=reason or "approval requested")
             return approval, event
         approved = verdict is Verdict.ALLOW
         settled = approval.model_copy(update={

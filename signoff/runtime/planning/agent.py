@@ -352,7 +352,8 @@ class _Run:
         agent.call_id, agent.why = call["id"], why
         if route.kind is RouteKind.GATED:
             return await self._run_gated(action, route)
-        await engine.request_approval(task, action, why=why, transcript=self._take())
+        await engine.request_approval(task, action, why=why, transcript=self._take(),
+                                      reason=route.reason)
         return False
 
     def _denied_earlier(self, action: Action) -> bool:
