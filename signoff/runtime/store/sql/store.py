@@ -154,6 +154,11 @@ class SqlTaskStore:
                     conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                                  {"key": SCHEMA_LOCK})
                 SQLModel.metadata.create_all(conn, tables=tables)
+                # create_all skips a table that exists, with its indexes: an index added
+                # since (a database made by an older signoff) is created here.
+                for table in tables:
+                    for index in table.indexes:
+                        index.create(conn, checkfirst=True)
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))

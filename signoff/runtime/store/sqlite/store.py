@@ -30,7 +30,13 @@ from sqlalchemy.engine import Connection
 from signoff.errors import StoreError
 from signoff.runtime.models import Approval, AuditEvent, Grant, Task, TaskState
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
-from signoff.runtime.store.sql.rows import only_request, only_task, only_turn, safe_url
+from signoff.runtime.store.sql.rows import (
+    CACHE_KIB,
+    only_request,
+    only_task,
+    only_turn,
+    safe_url,
+)
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.store.sqlite import queries as q
@@ -88,10 +94,10 @@ class SqliteTaskStore(SqlTaskStore):
         return self._thread.commits
 
     # -- the thread's connection --------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:  # see CACHE_KIB in sql/rows.py
         conn = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None)
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={BUSY_MS}",
-                       "foreign_keys=ON"):
+                       "foreign_keys=ON", f"cache_size={CACHE_KIB}"):
             conn.execute(f"PRAGMA {pragma}")
         self.grant_cache.attach(conn)
         return conn
