@@ -29,7 +29,7 @@ from tests.e2e.daemons import DaemonProcess, wait_for
 from tests.e2e.test_cluster_telegram import TAKEOVER, ThreadedTelegram, polling
 from tests.e2e.traffic import EchoThread
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(180)]
 
 LOCK_TIMEOUT = 10.0  # the store's sessions' lock_timeout (rows.LOCK_TIMEOUT)
 IDLE_IN_TRANSACTION = 15.0  # and idle_in_transaction_session_timeout

@@ -27,7 +27,7 @@ from tests.e2e.test_cluster import submit_elsewhere
 from tests.e2e.test_cluster_telegram import ThreadedTelegram
 from tests.e2e.traffic import EchoThread, Traffic, fill, settled
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(400)]
 
 
 @pytest.fixture
