@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from signoff._version import __version__
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.planning.planner import Planner
 
 if TYPE_CHECKING:
     from signoff.cli.handle import Agent
 
-__version__ = "0.2.0"
 __all__ = ["Action", "Agent", "Planner", "RiskClass", "__version__"]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from signoff import __version__
+from signoff._version import __version__
 from signoff.adapters.web import pages
 from signoff.api import access, approvals, console, errors, routes
 from signoff.api.access import Role
