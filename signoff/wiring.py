@@ -580,7 +580,8 @@ def api_roles(settings: Settings) -> dict[str, str]:
 def api_context(settings: Settings, **parts: Any) -> ApiContext:
     """The API's context from the config file: ``keys``, ``local_no_key`` (no key on a
     loopback host) and ``public_url`` filled in unless given; the rest from ``parts``."""
-    from signoff.api.context import ApiContext, is_loopback
+    from signoff.api.context import ApiContext
+    from signoff.net import is_loopback
 
     keys = api_keys(settings)
     parts.setdefault("keys", keys)
