@@ -1,6 +1,7 @@
 """signoff: approval-gated autonomy for agents and scheduled jobs.
 
-``from signoff import Agent, Action, RiskClass, Planner``.
+``from signoff import Agent, Action, RiskClass, Planner``; plug-in authors import from
+`signoff.plugin`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.planning.planner import Planner
 
 if TYPE_CHECKING:
-    from signoff.cli.handle import Agent
+    from signoff.embed import Agent
 
 __all__ = ["Action", "Agent", "Planner", "RiskClass", "__version__"]
 
@@ -20,7 +21,7 @@ __all__ = ["Action", "Agent", "Planner", "RiskClass", "__version__"]
 def __getattr__(name: str) -> Any:
     # Agent pulls in the whole stack (config, store, flow); import it only when asked.
     if name == "Agent":
-        from signoff.cli.handle import Agent
+        from signoff.embed import Agent
 
         return Agent
     raise AttributeError(name)

@@ -112,9 +112,10 @@ def handle(
     again; approvals.timeout ends the prompt ("approval timed out"), and so does a
     decision taken in the console or over the API of a daemon on the same database.
     """
-    from signoff.cli.handle import exit_code, opened, run_once, summarize
+    from signoff.cli.handle import exit_code, opened, run_once
     from signoff.cli.steps import load_steps
     from signoff.config import preflight
+    from signoff.embed import summarize
     from signoff.runtime.models import RunMode
     from signoff.wiring import build_node, build_registry
 

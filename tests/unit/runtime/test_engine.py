@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from signoff.cli.handle import Agent
 from signoff.config.settings import Settings
+from signoff.embed import Agent
 from signoff.errors import BadArguments
 from signoff.runtime.models import Action, RiskClass, RunMode, Scope, TaskState
 from signoff.runtime.store.memory import MemTaskStore
