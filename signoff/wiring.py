@@ -501,7 +501,7 @@ def build_reminder(node: Node) -> Reminder | None:
 def cluster_services(node: Node) -> list[tuple[str, Any]]:
     """The node registry heartbeat and, on PostgreSQL, the LISTEN/NOTIFY wake-ups."""
     from signoff.runtime.nodes import Heartbeat
-    from signoff.runtime.store.sql.notify import TaskWakeups
+    from signoff.runtime.store.postgres.notify import TaskWakeups
     from signoff.runtime.store.sql.store import SqlTaskStore
 
     heartbeat = Heartbeat(store=node.store, clock=node.clock,
@@ -538,8 +538,8 @@ def cluster_ports(settings: Settings, *, work_dir: Path | None, database: str | 
     nid = node_id(settings, state or prepare_state(settings, work_dir))
     if sa_backend(url) != "postgresql":
         return ClusterPorts(leadership=SoleLeadership(node_id=nid), replay=None)
-    from signoff.runtime.store.sql.leader import PgLeadership
-    from signoff.runtime.store.sql.replay import SqlReplayLedger
+    from signoff.runtime.store.postgres.leader import PgLeadership
+    from signoff.runtime.store.postgres.replay import SqlReplayLedger
 
     ledger = SqlReplayLedger(url=url, clock=clock)
     return ClusterPorts(leadership=PgLeadership(url=url, node_id=nid), replay=ledger,
