@@ -22,6 +22,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.words import TIMED_OUT, USER_DENIED
 from signoff.wiring import Node
 
 EXIT_COMPLETED, EXIT_FAILED, EXIT_USAGE, EXIT_STOPPED = 0, 1, 2, 3
@@ -32,7 +33,7 @@ def exit_code(task: Task) -> int:
     if task.state is TaskState.COMPLETED:
         return EXIT_COMPLETED
     reason = str((task.result or {}).get("reason", ""))
-    if reason.startswith(("blocked", "user denied", "approval timed out")):
+    if reason.startswith(("blocked", USER_DENIED, TIMED_OUT)):
         return EXIT_STOPPED
     if task.state is TaskState.WAITING_APPROVAL:
         return EXIT_STOPPED

@@ -48,6 +48,7 @@ from signoff.bot.ports import (
 from signoff.errors import PlatformRejected, PlatformUnavailable
 from signoff.runtime.clock import Clock
 from signoff.runtime.models import DecisionCode, Scope
+from signoff.runtime.words import ALREADY_DECIDED
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,7 @@ class EmailPlatform:
             raise _Refused(410, "Expired", "This request has expired; its links no longer "
                            "decide anything.")
         if not card.open:
-            raise _Refused(409, "Already decided", "This link was already used or the "
+            raise _Refused(409, ALREADY_DECIDED, "This link was already used or the "
                            f"request was already answered: {card.outcome or card.status}.")
         return _Checked(claim=claim, card=card)
 

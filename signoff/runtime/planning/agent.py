@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 from signoff.errors import Conflict, PlannerError, ToolError
 from signoff.runtime.bounds import OutOfBounds, parse_json
-from signoff.runtime.decisions import refusal_reason
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
@@ -46,6 +45,7 @@ from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.names import ModelTools
 from signoff.runtime.transcript import TranscriptEntry, shorten_text
+from signoff.runtime.words import refusal_reason
 
 log = logging.getLogger(__name__)
 
