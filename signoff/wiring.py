@@ -30,10 +30,10 @@ from signoff.errors import ConfigError
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
+from signoff.runtime.engine.agent import AgentLoop, AgentSettings
 from signoff.runtime.events import MultiListener
 from signoff.runtime.leadership import Leadership
 from signoff.runtime.models import RiskClass, Scope
-from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.grants import grant_key
