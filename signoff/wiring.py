@@ -349,7 +349,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                         events=frozenset(map(str, n.events)), include_content=n.include_content)
              for n in settings.notify]
     public = settings.daemon.public_url
-    notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
+    notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public,
+                        outages=engine.outages)  # its loops' failures show in /health
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
                         step_up=frozenset(ap.step_up),

@@ -1,8 +1,9 @@
 """Outages: what is wrong with this node right now, and the loops that wait them out.
 
 Every long-running loop of the daemon (the worker's claims, the expiry sweeper, the
-heartbeat, the scheduler, the outbox dispatcher, the reminder tick, LISTEN, leadership)
-and every service (the HTTP server, each chat surface) runs under one of two helpers:
+heartbeat, the scheduler, the outbox dispatcher, the reminder and escalation ticks, the
+notification windows, the audit head's daily post, LISTEN, leadership) and every service
+(the HTTP server, each chat surface) runs under one of two helpers:
 
 * `periodic(name, body, every=…)` runs ``body`` every ``every`` seconds; an exception
   from it (the database away, a bug) is logged once per outage, reported here, and the
