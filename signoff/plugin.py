@@ -14,6 +14,7 @@ from signoff.bot.ports import (
     ApprovalCard,
     CardRef,
     DecisionEvent,
+    DecisionHandler,
     DecisionOutcome,
     Route,
     Surface,
@@ -28,7 +29,7 @@ from signoff.errors import (
     RateLimited,
     ToolError,
 )
-from signoff.runtime.models import RiskClass
+from signoff.runtime.models import RiskClass, Scope
 from signoff.runtime.tools.base import Param, Preview, PreviewTool, Tool, ToolContext
 from signoff.sections import NonEmpty, Section, problem
 
@@ -38,6 +39,7 @@ __all__ = [
     "BadArguments",
     "CardRef",
     "DecisionEvent",
+    "DecisionHandler",
     "DecisionOutcome",
     "NonEmpty",
     "Param",
@@ -49,6 +51,7 @@ __all__ = [
     "RateLimited",
     "RiskClass",
     "Route",
+    "Scope",
     "Section",
     "Surface",
     "SurfaceDeps",

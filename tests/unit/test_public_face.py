@@ -11,9 +11,10 @@ import signoff.plugin
 
 ROOT = {"Action", "Agent", "Planner", "RiskClass", "__version__"}
 PLUGIN = {
-    "Actor", "ApprovalCard", "BadArguments", "CardRef", "DecisionEvent", "DecisionOutcome",
+    "Actor", "ApprovalCard", "BadArguments", "CardRef", "DecisionEvent", "DecisionHandler",
+    "DecisionOutcome",
     "NonEmpty", "Param", "PlatformError", "PlatformRejected", "PlatformUnavailable",
-    "Preview", "PreviewTool", "RateLimited", "RiskClass", "Route", "Section", "Surface",
+    "Preview", "PreviewTool", "RateLimited", "RiskClass", "Route", "Scope", "Section", "Surface",
     "SurfaceDeps", "SurfacePlugin", "Tool", "ToolContext", "ToolError", "problem",
 }
 
