@@ -30,11 +30,11 @@ from signoff.errors import ConfigError, PlatformUnavailable
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
+from signoff.runtime.engine.agent import AgentLoop, AgentSettings
 from signoff.runtime.events import MultiListener
 from signoff.runtime.leadership import Leadership
 from signoff.runtime.models import RiskClass, Scope
 from signoff.runtime.outages import Outages
-from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.cedar import CedarPolicy
@@ -365,7 +365,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                         events=frozenset(map(str, n.events)), include_content=n.include_content)
              for n in settings.notify]
     public = settings.daemon.public_url
-    notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
+    notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public,
+                        outages=engine.outages)  # its loops' failures show in /health
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
                         step_up=frozenset(ap.step_up),
@@ -541,7 +542,7 @@ def build_reminder(node: Node) -> Reminder | None:
 def cluster_services(node: Node) -> list[tuple[str, Any]]:
     """The node registry heartbeat and, on PostgreSQL, the LISTEN/NOTIFY wake-ups."""
     from signoff.runtime.nodes import Heartbeat
-    from signoff.runtime.store.sql.notify import TaskWakeups
+    from signoff.runtime.store.postgres.notify import TaskWakeups
     from signoff.runtime.store.sql.store import SqlTaskStore
 
     heartbeat = Heartbeat(store=node.store, clock=node.clock,
@@ -567,7 +568,7 @@ class ClusterPorts:
 
     def report_to(self, outages: Outages) -> None:
         """Lost leases are reported to ``outages`` (named in ``/health`` while they last)."""
-        from signoff.runtime.store.sql.leader import PgLeadership
+        from signoff.runtime.store.postgres.leader import PgLeadership
 
         if isinstance(self.leadership, PgLeadership):
             self.leadership.outages = outages
@@ -585,8 +586,8 @@ def cluster_ports(settings: Settings, *, work_dir: Path | None, database: str | 
     nid = node_id(settings, state or prepare_state(settings, work_dir))
     if sa_backend(url) != "postgresql":
         return ClusterPorts(leadership=SoleLeadership(node_id=nid), replay=None)
-    from signoff.runtime.store.sql.leader import PgLeadership
-    from signoff.runtime.store.sql.replay import SqlReplayLedger
+    from signoff.runtime.store.postgres.leader import PgLeadership
+    from signoff.runtime.store.postgres.replay import SqlReplayLedger
 
     ledger = SqlReplayLedger(url=url, clock=clock)
     return ClusterPorts(leadership=PgLeadership(url=url, node_id=nid), replay=ledger,
@@ -645,7 +646,8 @@ async def forget_stale_subscriptions(store: TaskStore, settings: Settings, *,
 def api_context(settings: Settings, **parts: Any) -> ApiContext:
     """The API's context from the config file: ``keys``, ``local_no_key`` (no key on a
     loopback host) and ``public_url`` filled in unless given; the rest from ``parts``."""
-    from signoff.api.context import ApiContext, is_loopback
+    from signoff.api.context import ApiContext
+    from signoff.net import is_loopback
 
     keys = api_keys(settings)
     parts.setdefault("keys", keys)

@@ -19,7 +19,7 @@ from fastapi import Depends, FastAPI
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from signoff import __version__
+from signoff._version import __version__
 from signoff.adapters.web import pages
 from signoff.api import access, approvals, console, errors, routes
 from signoff.api.access import Role

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from signoff import __version__
+from signoff._version import __version__
 from signoff.api.access import may_read, must_decide, owner_of
 from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.auth import Identity

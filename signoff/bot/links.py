@@ -32,6 +32,7 @@ from signoff.bot.ports import ApprovalCard, CardLookup
 from signoff.runtime.clock import Clock
 from signoff.runtime.models import Scope
 from signoff.runtime.state import derive_key
+from signoff.runtime.words import ALREADY_DECIDED
 
 CARD_PREFIX = "c2."  # a card id of ours (0.2's e-mail cards stored the key itself)
 
@@ -179,6 +180,6 @@ class LinkChecker:
             raise LinkRefused(410, "Expired", "This request has expired; its links no "
                               "longer decide anything.")
         if not card.open:
-            raise LinkRefused(409, "Already decided", "This link was already used or the "
+            raise LinkRefused(409, ALREADY_DECIDED, "This link was already used or the "
                               f"request was already answered: {card.outcome or card.status}.")
         return CheckedLink(claim=claim, card=card)

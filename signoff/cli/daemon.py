@@ -20,12 +20,12 @@ from typing import Any
 
 import uvicorn
 
-from signoff.api.context import is_loopback
 from signoff.bot.ports import Route, Surface, SurfaceDeps
 from signoff.bot.surfaces import Surfaces
 from signoff.config import preflight
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
+from signoff.net import is_loopback
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.daemon import Daemon, Service, open_patiently
 from signoff.runtime.models import RiskClass

@@ -34,7 +34,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from signoff import __version__
+from signoff._version import __version__
 from signoff.client import Decision, Signoff
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.bounds import check_json

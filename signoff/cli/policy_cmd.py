@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from signoff.cli.main import ConfigOpt, dumps, fail, load
+from signoff.cli.app import ConfigOpt, fail, load
 from signoff.errors import SignoffError
 
 NOTE = "evaluated without the daemon's live grants or spent budgets"
@@ -63,7 +63,7 @@ def cmd_policy_test(
     tool: Annotated[str, typer.Option("--tool", help="The tool's name, as an agent names it.")],
     args: Annotated[str, typer.Option("--args", help="Its arguments as a JSON object.")] = "{}",
     requester: Annotated[str, typer.Option(
-        "--requester", help="Who asks: web:alice, slack:U1, schedule:<name>…")] = "",
+        "--requester", help="Who asks: web:alice, schedule:<name>, a chat account…")] = "",
     policy_id: Annotated[str | None, typer.Option(
         "--policy-id", help="The policy_id the request is asked under.")] = None,
     config: ConfigOpt = None,
@@ -78,7 +78,7 @@ def cmd_policy_test(
     except SignoffError as exc:
         fail(str(exc))
     if as_json:
-        typer.echo(dumps(found))
+        typer.echo(json.dumps(found, indent=2))
         return
     typer.echo(f"decision: {found['decision']}")
     typer.echo(f"reason:   {found['reason']}")

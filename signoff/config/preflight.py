@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from signoff.api.context import is_loopback
 from signoff.config.fields import ApprovalMode
 from signoff.config.mcp import command_problem
 from signoff.config.settings import Settings, source_name
 from signoff.errors import ConfigError, SignoffError
+from signoff.net import is_loopback
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.policy.cedar import CedarPolicy
 from signoff.runtime.tools.registry import ToolRegistry, fingerprint

@@ -16,11 +16,11 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from pydantic import ValidationError
 
 from signoff.runtime.models import AuditEvent
-from signoff.runtime.store.port import TaskStore
 
 GENESIS = "0" * 64
 UNREADABLE = "unreadable"  # kind of the stand-in for a row that holds no valid event
@@ -64,6 +64,20 @@ def seal(event: AuditEvent, *, event_id: int, prev_hash: str) -> AuditEvent:
     return placed.model_copy(update={"hash": _digest(placed)})
 
 
+class AuditChain(Protocol):
+    """What `verify` reads of a store (every `TaskStore` has it). Named here, not taken
+    from the store's port, because the stores seal events with this module: the chain
+    sits below the store."""
+
+    async def audit_chain(self, *, after: int = 0, limit: int = 10_000) -> list[AuditEvent]:
+        """Sealed events with ids above ``after``, in order, at most ``limit``."""
+        ...
+
+    async def audit_head(self) -> tuple[int, str]:
+        """The head record: (count, hash of the last event)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Verification:
     """The result of walking the chain."""
@@ -88,7 +102,7 @@ def check_event(event: AuditEvent, *, expected_id: int, prev_hash: str) -> str |
     return None
 
 
-async def verify(store: TaskStore, *, expect_head: tuple[int, str] | None = None,
+async def verify(store: AuditChain, *, expect_head: tuple[int, str] | None = None,
                  batch: int = 20_000) -> Verification:
     """Re-walk the whole chain; name the first bad event."""
     prev, count, after = GENESIS, 0, 0

@@ -1,13 +1,15 @@
 """Outages: what is wrong with this node right now, and the loops that wait them out.
 
 Every long-running loop of the daemon (the worker's claims, the expiry sweeper, the
-heartbeat, the scheduler, the outbox dispatcher, the reminder tick, LISTEN, leadership)
-and every service (the HTTP server, each chat surface) runs under one of two helpers:
+heartbeat, a running task's lease, the scheduler, the outbox dispatcher, the reminder
+and escalation ticks, the notification windows, the audit head's daily post, LISTEN,
+leadership) and every service
+(the HTTP server, each chat surface) runs under one of two helpers:
 
-* `periodic(name, body, every=…)` runs ``body`` every ``every`` seconds; an exception
-  from it (the database away, a bug) is logged once per outage, reported here, and the
-  body is tried again after a jittered exponential `Backoff`, never taking the daemon
-  down; its next success clears the report;
+* `periodic(name, body, every=…)` runs ``body`` every ``every`` seconds (until it raises
+  `Finished`); an exception from it (the database away, a bug) is logged once per
+  outage, reported here, and the body is tried again after a jittered exponential
+  `Backoff`, never taking the daemon down; its next success clears the report;
 * `supervise(name, service)` restarts a service that died with the same back-off (a
   service that returns has finished on purpose and is not restarted).
 
@@ -139,13 +141,23 @@ class Outages:
         return self.report(name, _first_line(exc))
 
 
+class Finished(Exception):
+    """Raised by a `periodic` body when its work is over (e.g. a lease another node took)."""
+
+
 async def periodic(name: str, body: Callable[[], Awaitable[object]], *, every: float,
-                   outages: Outages, backoff: Backoff | None = None) -> None:
-    """Run ``body`` every ``every`` seconds until cancelled, waiting out its failures."""
+                   outages: Outages, backoff: Backoff | None = None,
+                   wait_first: bool = False) -> None:
+    """Run ``body`` every ``every`` seconds until cancelled or it raises `Finished`,
+    waiting out its failures (``wait_first``: its first run one interval from now)."""
     backoff = backoff or Backoff()
+    if wait_first:
+        await asyncio.sleep(every)
     while True:
         try:
             await body()
+        except Finished:
+            return
         except Exception as exc:
             failing(name, exc, outages)
             await asyncio.sleep(backoff.next())

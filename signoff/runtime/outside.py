@@ -26,6 +26,7 @@ from typing import Any
 from signoff.errors import BadArguments, Conflict, SignoffError
 from signoff.runtime import coalesce, ids
 from signoff.runtime.bounds import check_json
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
@@ -45,7 +46,6 @@ from signoff.runtime.policy.unattended import Outcome, resolve_unattended
 from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.registry import fingerprint
 
 log = logging.getLogger(__name__)

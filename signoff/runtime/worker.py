@@ -25,10 +25,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from signoff.errors import StoreError
 from signoff.runtime.engine import Engine
 from signoff.runtime.models import Task
-from signoff.runtime.outages import Backoff, failing
+from signoff.runtime.outages import Backoff, Finished, failing, periodic
 
 log = logging.getLogger(__name__)
 
@@ -145,24 +144,24 @@ class Worker:
                 keeper.cancel()
 
     async def _keep_lease(self, task: Task) -> None:
+        """Renew the task's lease every third of it while it runs. A failed renewal (the
+        database away) is not fatal to the task: it is tried again, within an interval;
+        if the outage outlasts the lease, the task's own next write fails its
+        compare-and-set and the task is recovered as after a crash."""
         cfg = self.engine.config
         every = max(cfg.lease.total_seconds() / 3, 0.05)
-        while True:
-            await asyncio.sleep(every)
+
+        async def renew() -> None:
             until = self.engine.clock.now() + cfg.lease
-            try:
-                if not await self.engine.store.renew_lease(task.id, cfg.node_id, until):
-                    # Recovered by another node (this one was frozen or cut off): the
-                    # task's next write or effect fence fails and it is re-read.
-                    log.warning("lease_lost", extra={"task_id": task.id})
-                    return
-                task.lease_until = until  # a save of the task must not shorten it again
-                self.engine.outages.recovered("lease")
-            except StoreError as exc:
-                # Not fatal to the task: the renewal is tried again next time. If the
-                # outage outlasts the lease, the task's own next write fails its
-                # compare-and-set and the task is recovered as after a crash.
-                failing("lease", exc, self.engine.outages)
+            if not await self.engine.store.renew_lease(task.id, cfg.node_id, until):
+                # Recovered by another node (this one was frozen or cut off): the
+                # task's next write or effect fence fails and it is re-read.
+                log.warning("lease_lost", extra={"task_id": task.id})
+                raise Finished
+            task.lease_until = until  # a save of the task must not shorten it again
+
+        await periodic("lease", renew, every=every, outages=self.engine.outages,
+                       backoff=Backoff(first=min(0.2, every), maximum=every), wait_first=True)
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait until no task is being worked on (for tests and the one-shot CLI)."""

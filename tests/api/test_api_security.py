@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.api.context import is_loopback
+from signoff.net import is_loopback
 from signoff.wiring import api_context, api_keys
 from tests.api.helpers import (
     BASE,

@@ -24,7 +24,7 @@ import httpx
 import psycopg
 import pytest
 
-from signoff.runtime.store.sql.notify import libpq_url
+from signoff.runtime.store.postgres.notify import libpq_url
 from tests.e2e.daemons import DaemonProcess, wait_for
 from tests.e2e.test_cluster_telegram import TAKEOVER, ThreadedTelegram, polling
 from tests.e2e.traffic import EchoThread

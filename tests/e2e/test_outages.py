@@ -19,8 +19,8 @@ import pytest
 
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.outages import Outages
-from signoff.runtime.store.sql.leader import PgLeadership
-from signoff.runtime.store.sql.notify import TaskWakeups
+from signoff.runtime.store.postgres.leader import PgLeadership
+from signoff.runtime.store.postgres.notify import TaskWakeups
 from tests.e2e.daemons import DaemonProcess, wait_for
 from tests.e2e.private_pg import PrivatePostgres, server_bindir
 from tests.e2e.test_cluster import submit_elsewhere

@@ -8,7 +8,7 @@ URL — SQLite in memory or by URI filename, other drivers — the plain `SqlTas
 from __future__ import annotations
 
 from signoff.runtime.store.port import TaskStore
-from signoff.runtime.store.sql.pg import PgTaskStore, is_psycopg
+from signoff.runtime.store.postgres.store import PgTaskStore, is_psycopg
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sqlite.store import SqliteTaskStore, sqlite_path
 

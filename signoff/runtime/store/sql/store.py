@@ -94,7 +94,7 @@ STATES_SLICE = 1000  # ids per statement of `approval_states`
 class SqlTaskStore:
     """The durable store. ``url`` is a SQLAlchemy URL (sqlite:///… or postgresql+psycopg://…)."""
 
-    # The payload of this store's wake-ups (sql/notify.py); a store on PostgreSQL draws its
+    # The payload of this store's wake-ups (store/postgres/notify.py); one on PostgreSQL draws its
     # own, and SQLite sends none (subclasses that skip __init__ keep this one).
     wakeup_sender = ""
 

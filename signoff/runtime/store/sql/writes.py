@@ -24,7 +24,6 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql.groups import write_group
-from signoff.runtime.store.sql.notify import CHANNEL, NOTIFY
 from signoff.runtime.store.sql.rows import (
     APPROVAL_COLS,
     approval_from,
@@ -41,6 +40,11 @@ from signoff.runtime.store.sql.rows import (
     transcript_t,
 )
 
+# The wake-up a task insert sends on PostgreSQL, in its own transaction; the nodes listen
+# for it in `store/postgres/notify.py`. It is here because this store sends it too.
+CHANNEL = "signoff_tasks"
+NOTIFY = sa.text("SELECT pg_notify(:channel, :sender)")  # params: CHANNEL, wakeup_sender
+
 
 class Lost(Exception):
     """A compare-and-set lost inside a unit of work (rolls it back)."""
@@ -49,7 +53,8 @@ class Lost(Exception):
 def apply_change(conn: Connection, ch: Change, *, postgres: bool,
                  sender: str = "") -> list[AuditEvent]:
     """Write everything a Change holds; return its audit events, sealed. ``sender`` is
-    the payload of the wake-up a queued task's insert sends on PostgreSQL (sql/notify.py)."""
+    the payload of the wake-up a queued task's insert sends on PostgreSQL
+    (store/postgres/notify.py)."""
     if ch.approval is not None:
         if ch.approval_votes is not None:
             check_votes(conn, ch.approval.id, ch.approval_votes, postgres=postgres)
@@ -60,7 +65,7 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool,
     if ch.task is not None:
         write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
         if postgres and ch.insert and ch.task.state is TaskState.QUEUED:
-            # Wakes idle nodes when this commits (see sql/notify.py).
+            # Wakes idle nodes when this commits (see store/postgres/notify.py).
             conn.execute(NOTIFY, {"channel": CHANNEL, "sender": sender})
     for grant in ch.grants:
         conn.execute(grants_t.insert().values(**grant_cols(grant)))

@@ -1,7 +1,7 @@
 """LISTEN/NOTIFY wake-ups between nodes sharing one PostgreSQL.
 
 A task insert notifies channel ``signoff_tasks`` (in its own transaction on the SQL
-store, see `writes`; just after the commit on `PgTaskStore`, see `pg`), so the
+store, see `store/sql/writes.py`; just after the commit on `PgTaskStore`, see `store.py`), so the
 notification never announces a task that is not there. Every node listens on one
 dedicated psycopg connection, outside the store's pool (a pooled connection would be
 handed to other work and lose its LISTEN), and wakes its worker on each notification —
@@ -29,9 +29,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from signoff.runtime.outages import Backoff, Outages
+from signoff.runtime.store.sql.writes import CHANNEL
 
-CHANNEL = "signoff_tasks"
-NOTIFY = sa.text("SELECT pg_notify(:channel, :sender)")  # params: CHANNEL, wakeup_sender
 PING_AFTER = 30.0  # seconds without a notification before the connection is checked
 PING_TIMEOUT = 10.0
 APPLICATION_NAME = "signoff-listen"

@@ -50,7 +50,8 @@ from signoff.errors import StoreError
 from signoff.runtime.models import AuditEvent, Task, TaskState
 from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import Change, OutboxItem
-from signoff.runtime.store.sql.notify import CHANNEL, libpq_url
+from signoff.runtime.store.postgres.notify import libpq_url
+from signoff.runtime.store.postgres.shared import Shared
 from signoff.runtime.store.sql.rows import (
     PG_SESSION_OPTIONS,
     only_task,
@@ -58,9 +59,8 @@ from signoff.runtime.store.sql.rows import (
     task_cols,
     task_from,
 )
-from signoff.runtime.store.sql.shared import Shared
 from signoff.runtime.store.sql.store import SqlTaskStore
-from signoff.runtime.store.sql.writes import Lost
+from signoff.runtime.store.sql.writes import CHANNEL, Lost
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -36,7 +36,7 @@ from typing import Any
 
 from signoff.runtime.leadership import Lease
 from signoff.runtime.outages import Backoff, Outages
-from signoff.runtime.store.sql.notify import libpq_url
+from signoff.runtime.store.postgres.notify import libpq_url
 
 log = logging.getLogger(__name__)
 
