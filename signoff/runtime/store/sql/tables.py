@@ -218,3 +218,16 @@ class SessionRow(SQLModel, table=True):
     holder: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
     key_id: str = Field(sa_column=sa.Column(sa.String(64), nullable=False))
     expires_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False, index=True))
+
+
+class SigningKeyRow(SQLModel, table=True):
+    """A node's public signing key (`signoff.runtime.signing.PublicKey`): kept in the
+    database so that any node can publish every node's keys, retired ones included."""
+
+    __tablename__ = "signing_keys"
+    kid: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
+    public_key: str = Field(sa_column=sa.Column(sa.String(100), nullable=False))
+    node_id: str = Field(sa_column=sa.Column(sa.String(100), nullable=False))
+    created_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    retired_at: datetime | None = Field(default=None, sa_column=sa.Column(UTC_DT))
+    since: int = Field(default=0)
