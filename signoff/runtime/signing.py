@@ -9,8 +9,8 @@ The key is 32 raw bytes in ``<state_dir>/signing-key`` (0600), drawn on the firs
 Each node has its own; ``kid`` is the first 16 characters of the base64url SHA-256 of the
 public key, so a key names itself. Public keys are kept in the database (`PublicKey`,
 published in the same transaction as the first event a key signs), so any node can list
-every node's keys at ``GET /.well-known/signoff-keys``. Rotation (`rotate`) writes a new
-key file; the running daemon notices the new file on its next signature, and the old
+every node's keys at ``GET /.well-known/signoff-keys``. Rotation (`signoff keys rotate`)
+writes a new key file; the running daemon notices it on its next signature, and the old
 public key stays published, marked retired, so old receipts keep verifying.
 """
 
@@ -203,22 +203,28 @@ def node_signer(state_dir: Path, *, node_id: str) -> KeyFileSigner:
 
 def new_key_bytes() -> bytes:
     """32 raw bytes of a new Ed25519 private key."""
-    key = Ed25519PrivateKey.generate()
-    return key.private_bytes_raw()
+    return Ed25519PrivateKey.generate().private_bytes_raw()
 
 
-def rotate(state_dir: Path) -> tuple[str | None, KeySigner]:
-    """Replace the node's key by a new one (written beside it, then renamed over it, so the
-    file is never half-written); returns (the old kid if there was a key, the new signer)."""
+def signer_of(data: bytes, *, node_id: str) -> KeySigner:
+    """The signer of raw private key bytes."""
+    return KeySigner(Ed25519PrivateKey.from_private_bytes(data), node_id=node_id)
+
+
+def held_key(state_dir: Path, *, node_id: str) -> KeySigner | None:
+    """The signer of the key the state dir holds now, or None when it holds none."""
     path = state_dir / KEY_FILE
-    old = KeySigner(read_key(path)).kid if path.exists() else None
-    fresh = state_dir / (KEY_FILE + ".new")
-    fresh.unlink(missing_ok=True)
-    data = new_key_bytes()
+    return KeySigner(read_key(path), node_id=node_id) if path.exists() else None
+
+
+def install_key(state_dir: Path, data: bytes) -> None:
+    """Make ``data`` the node's key: written 0600 beside the old one, then renamed over it,
+    so the file is never half-written (a running daemon signs with it from its next event)."""
+    path, fresh = state_dir / KEY_FILE, state_dir / (KEY_FILE + ".new")
     try:
+        fresh.unlink(missing_ok=True)
         create_private_file(fresh, data)
         os.chmod(fresh, PRIVATE_FILE)
         os.replace(fresh, path)
     except OSError as exc:
         raise ConfigError(f"cannot write a new signing key in {state_dir}: {exc}") from exc
-    return old, KeySigner(Ed25519PrivateKey.from_private_bytes(data))

@@ -22,6 +22,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.signing import PublicKey, Signer
 from signoff.runtime.store.port import (
     CardRecord,
     Change,
@@ -32,7 +33,6 @@ from signoff.runtime.store.port import (
     PendingRequest,
     UndeliveredCard,
 )
-from signoff.runtime.signing import PublicKey, Signer
 from signoff.runtime.transcript import TranscriptEntry
 
 ACTIVE = (TaskState.PLANNING, TaskState.IN_PROGRESS)

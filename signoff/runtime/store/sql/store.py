@@ -56,6 +56,7 @@ from signoff.runtime.store.port import (
 )
 from signoff.runtime.store.readers import readable
 from signoff.runtime.store.sql import groups
+from signoff.runtime.store.sql import keys as key_rows
 from signoff.runtime.store.sql import nodes as node_rows
 from signoff.runtime.store.sql import requests as request_queries
 from signoff.runtime.store.sql import sessions as session_rows
@@ -82,7 +83,6 @@ from signoff.runtime.store.sql.rows import (
     transcript_t,
 )
 from signoff.runtime.store.sql.tables import SCHEMA_LOCK
-from signoff.runtime.store.sql import keys as key_rows
 from signoff.runtime.store.sql.writes import Lost, apply_change
 from signoff.runtime.transcript import TranscriptEntry
 
