@@ -230,10 +230,11 @@ def _load_node(config: str | Path | None) -> Any:
 
 def _register_extras() -> None:
     """Commands owned by other modules: the HTTP client, tools, schedules, MCP stdio."""
-    from signoff.cli import client, mcp_commands, receipts, schedules, tools
+    from signoff.cli import client, mcp_commands, receipts, record, schedules, tools
 
     client.register(app)
     receipts.register(app)
+    record.register(app)
     tools.register(app)
     schedules.register(app, load_node=_load_node)
     mcp_commands.register(app)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -35,14 +35,16 @@ DatabaseOpt = Annotated[str | None, typer.Option(help="SQLAlchemy URL of the sto
 MAX_RECEIPT = 1024 * 1024  # a receipt is a few KiB; refuse to read a huge file whole
 
 
-def _settings(config: Path | None) -> Settings:
+def settings_of(config: Path | None) -> Settings:
+    """The settings of ``--config`` (errors exit 2, as every command's do)."""
     from signoff.cli.main import load
 
     settings: Settings = load(config)
     return settings
 
 
-def _fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print one clear line to stderr and exit (2: bad usage or input)."""
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
@@ -150,13 +152,12 @@ def receipt(
     try:
         if what == "verify":
             if file is None or key is None:
-                _fail("usage: signoff receipt verify FILE --key PUBKEY")
-            assert file is not None and key is not None
+                fail("usage: signoff receipt verify FILE --key PUBKEY")
             raise typer.Exit(verify_file(file, key))
-        code = asyncio.run(show_receipt(_settings(config), what, work_dir=work_dir,
+        code = asyncio.run(show_receipt(settings_of(config), what, work_dir=work_dir,
                                         database=database))
     except SignoffError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     raise typer.Exit(code)
 
 
@@ -168,8 +169,8 @@ def keys(
 ) -> None:
     """List the nodes' public signing keys (Ed25519, base64url), or rotate this node's."""
     if action not in (None, "rotate"):
-        _fail(f"unknown action {action!r}: use `signoff keys` or `signoff keys rotate`")
-    settings = _settings(config)
+        fail(f"unknown action {action!r}: use `signoff keys` or `signoff keys rotate`")
+    settings = settings_of(config)
     try:
         if action == "rotate":
             code = asyncio.run(rotate_key(settings, work_dir=work_dir, database=database))
@@ -177,5 +178,5 @@ def keys(
             code = asyncio.run(list_keys(settings, as_json=as_json, work_dir=work_dir,
                                          database=database))
     except SignoffError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     raise typer.Exit(code)

@@ -9,9 +9,9 @@ an edited receipt, a wrong key and a rewritten-and-rehashed log all fail.
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
