@@ -28,24 +28,13 @@ from signoff.errors import SignoffError
 from signoff.runtime import record
 from signoff.runtime.clock import system_now
 from signoff.runtime.models import AuditEvent
-from signoff.runtime.store.port import TaskStore
-
-_BATCH = 20_000
-
-
-async def all_events(store: TaskStore) -> list[AuditEvent]:
-    """The whole log, in chain order."""
-    events: list[AuditEvent] = []
-    while batch := await store.audit_chain(after=events[-1].id if events else 0, limit=_BATCH):
-        events.extend(batch)
-    return events
 
 
 async def _events(settings: Settings, work_dir: Path | None, database: str | None
                   ) -> list[AuditEvent]:
     store = await open_store(settings, work_dir=work_dir, database=database)
     try:
-        return await all_events(store)
+        return await record.read_log(store)
     finally:
         await store.close()
 

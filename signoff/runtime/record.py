@@ -1,8 +1,8 @@
 """What the record teaches: decision statistics and suggestions, read from the audit log.
 
-Everything here is a pure function of audit events (`signoff stats`, `signoff suggest`
-and the console's stats page read the events and call it), so it is tested on a seeded
-history with fixed dates.
+Everything here but `read_log` is a pure function of audit events (`signoff stats`,
+`signoff suggest` and the console's stats page read the log and call it), so it is
+tested on a seeded history with fixed dates.
 
 - `stats`: how long people take to decide (p50/p90 of ``latency_ms`` of ``decision``
   events) per approver, surface, tool and risk; how many requests expired; how often each
@@ -21,10 +21,20 @@ from datetime import datetime
 
 from signoff.runtime.models import AuditEvent, JsonDict
 from signoff.runtime.schedule.durations import parse_duration
+from signoff.runtime.store.port import TaskStore
 
 DIMENSIONS = ("approver", "surface", "tool", "risk")
 DEFAULT_STREAK = 5
 DEFAULT_GRANT_FOR = "7d"
+_BATCH = 20_000  # events per read of the log
+
+
+async def read_log(store: TaskStore) -> list[AuditEvent]:
+    """The whole audit log, in chain order."""
+    events: list[AuditEvent] = []
+    while batch := await store.audit_chain(after=events[-1].id if events else 0, limit=_BATCH):
+        events.extend(batch)
+    return events
 
 
 def parse_since(text: str, now: datetime) -> datetime:
