@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from signoff.cli.receipts import rotate_key
+from signoff.cli.receipts import list_keys, rotate_key
 from signoff.errors import BadArguments
 from signoff.runtime import audit, receipts
 from signoff.runtime.models import AuditEvent, RiskClass, Scope
@@ -158,10 +158,11 @@ async def test_a_rewritten_and_rehashed_log_fails_audit_verify(
     assert broken.returncode == 1 and "not published" in broken.stderr
 
 
-async def test_rotation_keeps_old_receipts_verifiable(node_factory: NodeFactory,
-                                                      sqlite_url: str) -> None:
+async def test_rotation_keeps_old_receipts_verifiable(
+        node_factory: NodeFactory, sqlite_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     """After `signoff keys rotate` the node signs with a new key at once; the old key stays
-    published (retired), an old receipt still verifies, and so does the whole log."""
+    published (retired, as `signoff keys` says), an old receipt still verifies, and so does
+    the whole log."""
     node = await node_factory(database=sqlite_url)
     before, = await _decide(node, Scope.ONCE)
     old = await receipts.receipt(node.store, before)
@@ -177,6 +178,11 @@ async def test_rotation_keeps_old_receipts_verifiable(node_factory: NodeFactory,
     assert receipts.check(json.dumps(new), keys[new["kid"]].public_key).problem is None
     result = await _verify(sqlite_url)
     assert result.ok, result.problem
+    capsys.readouterr()
+    assert await list_keys(node.settings, as_json=False, work_dir=None, database=sqlite_url) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == [old["kid"], new["kid"]]
+    assert "retired" in lines[0] and lines[1].endswith("active")
 
 
 def test_an_unsigned_event_after_signing_began_is_reported() -> None:
