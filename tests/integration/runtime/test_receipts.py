@@ -196,3 +196,21 @@ def test_an_unsigned_event_after_signing_began_is_reported() -> None:
     signatures = audit.Signatures.of(keys)
     assert signatures.problem(sealed[0]) is None and signatures.problem(sealed[1]) is None
     assert "is not signed" in (signatures.problem(stripped) or "")
+
+
+async def test_each_node_signs_with_its_own_key_and_every_key_is_published(
+        node_factory: NodeFactory, store_url: str, tmp_path: Path) -> None:
+    """Two nodes on one database, each with its own state dir: each signs with its own
+    key, both keys are listed, and the shared log verifies."""
+    first = await node_factory({"daemon": {"state_dir": str(tmp_path / "state-a")}},
+                               database=store_url)
+    second = await node_factory({"daemon": {"state_dir": str(tmp_path / "state-b")}},
+                                database=store_url)
+    one, = await _decide(first, Scope.ONCE)
+    two, = await _decide(second, Scope.DENY)
+    kids = {(await receipts.receipt(n.store, a))["kid"] for n, a in ((first, one), (second, two))}
+    assert len(kids) == 2
+    listed = await first.store.signing_keys()
+    assert {k.kid for k in listed} == kids and len({k.node_id for k in listed}) == 2
+    result = await _verify(store_url)
+    assert result.ok and result.signed == result.count, result.problem
