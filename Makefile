@@ -54,7 +54,7 @@ lint: $(STAMP)  ## ruff, mypy, the layer contract and the docs site (a broken li
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(BENCH_STAMP)  ## benchmarks; each prints ratios against a baseline measured in the same run
-	@for b in throughput policy flow api pending slack agent approvals waiters cluster masking telemetry; do \
+	@for b in throughput policy flow api pending slack agent approvals waiters cluster masking telemetry signing; do \
 	  if [ -f bench/$$b.py ]; then echo "== bench/$$b.py"; $(BIN)/python bench/$$b.py || exit 1; fi; \
 	done
 

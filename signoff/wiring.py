@@ -52,6 +52,7 @@ from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.replay import ReplayLedger
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
+from signoff.runtime.signing import node_signer
 from signoff.runtime.state import (
     NODE_ID_FILE,
     ProtectedFiles,
@@ -312,7 +313,11 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     chosen = dict(platforms or {})
     url = (database or settings.database_url(work_dir)) if store is None else _store_url(store)
     protected = protected_files(state, url)
-    store = store or make_store(url or "")
+    node = node_id(settings, state)
+    signer = node_signer(state, node_id=node)
+    store = store or make_store(url or "", signer=signer)
+    if store.sealer.signer is None:  # a store built elsewhere signs with this node's key
+        store.sealer.signer = signer
     pol = settings.policy
     registry, hub = build_tools(settings, wd)
     em = settings.email
@@ -333,7 +338,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         rotations=settings.oncall.rotations, overrides=settings.oncall.overrides, clock=clock,
         schedule_approvers={s.name: s.approvers for s in settings.schedules if s.approvers})
     config = EngineConfig(
-        node_id=node_id(settings, state), approval_timeout=ap.timeout, lease=settings.daemon.lease,
+        node_id=node, approval_timeout=ap.timeout, lease=settings.daemon.lease,
         max_retries=settings.daemon.max_retries, scopes=scopes,
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),

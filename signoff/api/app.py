@@ -27,10 +27,11 @@ from signoff.api.auth import Authenticator, AuthMiddleware, SessionRules
 from signoff.api.context import ApiContext
 from signoff.api.metrics import MetricsListener
 from signoff.api.middleware import GuardMiddleware
+from signoff.api.routes import KEYS_PATH
 from signoff.bot.ports import Caller, Endpoint
 from signoff.runtime.events import MultiListener
 
-PUBLIC_PATHS = frozenset({"/health"})
+PUBLIC_PATHS = frozenset({"/health", KEYS_PATH})
 
 
 def attach_metrics(ctx: ApiContext) -> MetricsListener:

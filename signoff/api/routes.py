@@ -32,6 +32,7 @@ from signoff.api.schemas import (
     HealthOut,
     OncallOut,
     ScheduleList,
+    SigningKeyList,
     Submitted,
     TaskList,
     TaskOut,
@@ -55,6 +56,7 @@ from signoff.runtime.policy.grants import status as grant_status
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.telemetry import traceparent
 
+KEYS_PATH = "/.well-known/signoff-keys"  # public: what receipts are checked against
 CURSOR = r"^[0-9]{1,18}$"  # both stores page by a row sequence number
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
 Cursor = Annotated[str | None, Query(pattern=CURSOR, description="next_cursor of the "
@@ -311,6 +313,12 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         page = await ctx.store.audit_events(task_id=task, limit=limit, cursor=cursor)
         items = [ev.public() for ev in page.items]
         return {"items": items, "next_cursor": page.next_cursor}
+
+    @router.get(KEYS_PATH, tags=["audit"], response_model=SigningKeyList)
+    async def signing_keys() -> JsonDict:
+        """Every node's public signing key (Ed25519, base64url), retired ones included:
+        what a signed receipt is checked against. Never needs a key."""
+        return {"keys": [k.public() for k in await ctx.store.signing_keys()]}
 
     @router.get("/grants", tags=["grants"],
                 response_model=GrantList, responses=responses(401, 422))

@@ -198,9 +198,11 @@ def _load_node(config: str | Path | None) -> Any:
 
 def _register_extras() -> None:
     """Commands owned by other modules: the HTTP client, tools, schedules, MCP stdio."""
-    from signoff.cli import client, mcp_commands, policy_cmd, schedules, tools
+    from signoff.cli import client, mcp_commands, policy_cmd, receipts, record, schedules, tools
 
     client.register(app)
+    receipts.register(app)
+    record.register(app)
     tools.register(app)
     policy_cmd.register(app)
     schedules.register(app, load_node=_load_node)

@@ -406,6 +406,9 @@ class AuditEvent(BaseModel):
     original_fingerprint: str | None = None
     prev_hash: str = ""
     hash: str = ""
+    # The node's Ed25519 signature over ``hash`` (`signoff.runtime.signing`); not hashed.
+    kid: str | None = None
+    sig: str | None = None
 
     def public(self) -> JsonDict:
         """The contract's audit event shape (plus channel and latency)."""

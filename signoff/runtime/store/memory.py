@@ -7,6 +7,7 @@ by accident — the SQL store gives the same guarantee by serializing.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
@@ -21,6 +22,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.signing import PublicKey, Signer
 from signoff.runtime.store.port import (
     CardRecord,
     Change,
@@ -46,7 +48,9 @@ class _Lost(Exception):
 class MemTaskStore:
     """A complete in-memory `TaskStore`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, signer: Signer | None = None) -> None:
+        self.sealer = audit_chain.Sealer(signer)
+        self._keys: dict[str, PublicKey] = {}
         self._tasks: dict[str, tuple[int, Task]] = {}
         self._seq = itertools.count(1)
         self._approvals: dict[str, Approval] = {}
@@ -79,7 +83,7 @@ class MemTaskStore:
                   "transcript entries": sum(len(t) for t in self._transcripts.values()),
                   "undelivered cards": len(self._undelivered)}
         nodes = self._nodes  # the registry describes running daemons, not stored work
-        self.__init__()  # type: ignore[misc]
+        self.__init__(signer=self.sealer.signer)  # type: ignore[misc]
         self._nodes = nodes
         return counts
 
@@ -160,17 +164,15 @@ class MemTaskStore:
             entry.at = entry.at or ch.at
             self._transcripts.setdefault(entry.task_id, {})[entry.seq] = entry.model_copy(
                 deep=True)
-        sealed = []
-        count, prev = self._head
-        for event in ch.audit:
-            count += 1
-            event.at = ch.at  # sealed at the time of the change it records
-            done = audit_chain.seal(event, event_id=count, prev_hash=prev)
-            self._audit.append(done)
-            prev = done.hash
-            sealed.append(done)
-        self._head = (count, prev)
-        ch.audit[:] = sealed
+        if ch.audit:
+            count, prev = self._head
+            sealed, fresh = self.sealer.seal(ch.audit, count=count, prev=prev, at=ch.at)
+            for key in fresh:
+                self._keys.setdefault(key.kid, key)
+            self._audit.extend(sealed)
+            self._head = (sealed[-1].id, sealed[-1].hash)
+            self.sealer.committed(sealed)
+            ch.audit[:] = sealed
 
     def _copy(self, task: Task) -> Task:
         return task.model_copy(deep=True)
@@ -364,6 +366,23 @@ class MemTaskStore:
     async def audit_head(self) -> tuple[int, str]:
         """(count, head hash)."""
         return self._head
+
+    async def signing_keys(self) -> list[PublicKey]:
+        """Every listed key, oldest first."""
+        return sorted(self._keys.values(), key=lambda k: (k.created_at, k.kid))
+
+    async def publish_key(self, key: PublicKey) -> None:
+        """List a key (kept as it is when listed already)."""
+        self._keys.setdefault(key.kid, key)
+
+    async def retire_key(self, kid: str, at: datetime) -> bool:
+        """Mark a listed key retired."""
+        key = self._keys.get(kid)
+        if key is None:
+            return False
+        if key.retired_at is None:
+            self._keys[kid] = dataclasses.replace(key, retired_at=at)
+        return True
 
     async def save_card(self, record: CardRecord) -> None:
         """Remember a posted card."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from signoff.runtime.models import (
     Approval,
@@ -22,7 +22,11 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.signing import PublicKey
 from signoff.runtime.transcript import TranscriptEntry
+
+if TYPE_CHECKING:
+    from signoff.runtime.audit import Sealer
 
 T = TypeVar("T")
 
@@ -172,6 +176,8 @@ class TaskStore(Protocol):
     """Durable state of the daemon. Implementations: `SqliteTaskStore` (a SQLite file),
     `SqlTaskStore` (PostgreSQL, any SQLite), `MemTaskStore`; `factory.make_store` picks."""
 
+    sealer: Sealer  # seals (and, given a signer, signs) the audit events of each commit
+
     async def open(self) -> None:
         """Create tables if needed and check the connection."""
         ...
@@ -310,6 +316,18 @@ class TaskStore(Protocol):
 
     async def audit_head(self) -> tuple[int, str]:
         """(number of events, hash of the last one)."""
+        ...
+
+    async def signing_keys(self) -> list[PublicKey]:
+        """Every listed public key of the nodes' signing keys, oldest first."""
+        ...
+
+    async def publish_key(self, key: PublicKey) -> None:
+        """List a public key; a key listed already stays as it is."""
+        ...
+
+    async def retire_key(self, kid: str, at: datetime) -> bool:
+        """Mark a listed key retired at ``at`` (it stays listed); False when unknown."""
         ...
 
     async def save_card(self, record: CardRecord) -> None:

@@ -47,7 +47,9 @@ import sqlalchemy as sa
 from sqlalchemy.util import greenlet_spawn
 
 from signoff.errors import StoreError
+from signoff.runtime import audit as audit_chain
 from signoff.runtime.models import AuditEvent, Task, TaskState
+from signoff.runtime.signing import Signer
 from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.postgres.notify import libpq_url
@@ -205,10 +207,11 @@ class PgTaskStore(SqlTaskStore):
     # Not SqlTaskStore.__init__: that one builds a sync engine and a thread pool; here
     # SQLAlchemy runs on its asyncio engine, on the event loop (see `_run`).
     def __init__(self, *, url: str, pool_size: int = POOL_SIZE,
-                 notify_gap: float = NOTIFY_GAP) -> None:
+                 notify_gap: float = NOTIFY_GAP, signer: Signer | None = None) -> None:
         from sqlalchemy.ext.asyncio import create_async_engine
 
         self.url = url
+        self.sealer = audit_chain.Sealer(signer)
         self.is_sqlite = False
         self.wakeup_sender = secrets.token_hex(8)  # payload of this store's wake-ups
         try:

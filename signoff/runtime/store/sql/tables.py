@@ -236,3 +236,16 @@ class PushSubscriptionRow(SQLModel, table=True):
     p256dh: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
     auth: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
     created_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+
+
+class SigningKeyRow(SQLModel, table=True):
+    """A node's public signing key (`signoff.runtime.signing.PublicKey`): kept in the
+    database so that any node can publish every node's keys, retired ones included."""
+
+    __tablename__ = "signing_keys"
+    kid: str = Field(sa_column=sa.Column(sa.String(64), primary_key=True))
+    public_key: str = Field(sa_column=sa.Column(sa.String(100), nullable=False))
+    node_id: str = Field(sa_column=sa.Column(sa.String(100), nullable=False))
+    created_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    retired_at: datetime | None = Field(default=None, sa_column=sa.Column(UTC_DT))
+    since: int = Field(default=0)
