@@ -174,8 +174,12 @@ class ApprovalFlow:
         identical = 1
         if approval.coalesce_key is not None:  # the card may stand for identical requests
             identical = group_size(approval, await self.store.coalesced(approval.id))
+        # Every post and edit names who is asked now: the request's own approvers (the
+        # on-call at request time and every escalation target), so that an edit for an
+        # escalation, a vote or a grouped request never drops the mention of the first.
+        asked = [*approval.approvers, *(str(m) for m in item.payload.get("mentions") or ())]
         card = build_card(task, approval, console_url=self.console_url,
-                          mentions=tuple(item.payload.get("mentions") or ()),
+                          mentions=tuple(dict.fromkeys(asked)),
                           preview=await self.preview(approval), step_up=self.step_up,
                           identical=identical, people=self.people)
         if item.kind == "post":
