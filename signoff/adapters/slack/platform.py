@@ -22,12 +22,13 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Literal, cast
 
 import aiohttp
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -74,6 +75,30 @@ DEFAULT_API_URL = "https://slack.com/api/"
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
 
 
+class _DropTokenSkipped(logging.Filter):
+    """Drops bolt's "As you gave `client` as well, `token` will be unused"."""
+
+    text = warning_client_prioritized_and_token_skipped()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Keep every other record."""
+        return record.getMessage() != self.text
+
+
+@contextlib.contextmanager
+def _quiet_token_skipped(logger: logging.Logger) -> Iterator[None]:
+    """While the bolt app is built: bolt reads ``SLACK_BOT_TOKEN`` from the environment
+    when given no token (the documented config takes the token from there) and then warns
+    on every start that the client we give it wins, which it must: the client carries our
+    base URL, timeout and no-retry policy. Only that one line is dropped, only then."""
+    quiet = _DropTokenSkipped()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 class SlackPlatform:
     """Approval cards as Block Kit messages in one Slack channel (a `Surface`)."""
 
@@ -118,19 +143,9 @@ class SlackPlatform:
             # No retries inside the SDK: the outbox owns retry policy for every surface.
             retry_handlers=[],
         )
-        self._app = AsyncApp(
-            client=self._client,
-            name="signoff",
-            logger=logging.getLogger(f"{__name__}.bolt"),
-            # Signatures are checked by `RequestGuard` (see `handle_http`), which logs a
-            # refusal without the body and feeds the replay guard; the socket carries none.
-            signing_secret="",
-            request_verification_enabled=False,
-            # Run the listener to its end before answering: it only acks and hands the
-            # decision to our TaskGroup, so the answer is as quick, and bolt neither
-            # spawns a task of its own nor polls for the ack every 10 ms.
-            process_before_response=True,
-        )
+        bolt_log = logging.getLogger(f"{__name__}.bolt")
+        with _quiet_token_skipped(bolt_log):
+            self._app = self._bolt_app(bolt_log)
         self._app.action(re.compile(f"^{ACTION_PREFIX}"))(self._on_action)
         self._http = AsyncSlackRequestHandler(self._app)
         self._guard = (RequestGuard(signing_secret, ledger=replay)
@@ -143,6 +158,21 @@ class SlackPlatform:
         self._channel_id: str | None = channel if _CHANNEL_ID.match(channel) else None
         self._bot_id: str | None = None
         self._lookup_refused = False
+
+    def _bolt_app(self, bolt_log: logging.Logger) -> AsyncApp:
+        return AsyncApp(
+            client=self._client,
+            name="signoff",
+            logger=bolt_log,
+            # Signatures are checked by `RequestGuard` (see `handle_http`), which logs a
+            # refusal without the body and feeds the replay guard; the socket carries none.
+            signing_secret="",
+            request_verification_enabled=False,
+            # Run the listener to its end before answering: it only acks and hands the
+            # decision to our TaskGroup, so the answer is as quick, and bolt neither
+            # spawns a task of its own nor polls for the ack every 10 ms.
+            process_before_response=True,
+        )
 
     @property
     def mode(self) -> str:
