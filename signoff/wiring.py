@@ -355,6 +355,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                         step_up=frozenset(ap.step_up),
                         previews=functools.partial(registry.preview, ctx=context))
     notifier.on_flush = flow.dispatcher.wake
+    notifier.names = flow.names.name  # lines name deciders as cards do
     listener.add(flow)
     worker.gate = flow.dispatcher.room  # approval cards before more autonomous work
     flow.dispatcher.outages = engine.outages  # its outages show in /health
@@ -395,7 +396,7 @@ class PendingCards:
         flow = self.node.flow
         return [build_card(r.task, r.approval, console_url=url,
                            preview=await flow.preview(r.approval), step_up=flow.step_up,
-                           people=flow.people)
+                           people=flow.names)
                 for r in page.items]
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
@@ -415,7 +416,7 @@ class PendingCards:
                      for r in await store.cards(approval_id))
         card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
                           preview=await self.node.flow.preview(approval),
-                          people=self.node.flow.people)
+                          people=self.node.flow.names)
         return PostedCard(card=card, refs=refs)
 
 

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, Literal, cast
 
 import aiohttp
@@ -46,6 +47,7 @@ from signoff.adapters.slack.guard import RequestGuard
 from signoff.adapters.slack.history import HISTORY_SCOPES, card_metadata, find_copies
 from signoff.adapters.slack.listeners import decision_from_action, is_console_link, parse_http_body
 from signoff.adapters.slack.socketmode import run_socket
+from signoff.bot.names import TtlCache
 from signoff.bot.ports import (
     ApprovalCard,
     CardRef,
@@ -63,6 +65,7 @@ from signoff.errors import (
     RateLimited,
     StoreError,
 )
+from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.models import DecisionCode
 from signoff.runtime.replay import ReplayLedger
 
@@ -73,6 +76,24 @@ REQUIRED_SCOPES = ("chat:write",)
 MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_API_URL = "https://slack.com/api/"
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+
+
+NAMES_CACHED = 1000  # people whose Slack names are kept (users.info answers)
+
+
+def _user_name(data: dict[str, Any]) -> str | None:
+    """What Slack shows for a user of a ``users.info`` answer: the profile's display
+    name, else the real name, else the account name."""
+    user = data.get("user")
+    if not isinstance(user, dict):
+        return None
+    found = user.get("profile")
+    profile: dict[str, Any] = found if isinstance(found, dict) else {}
+    for value in (profile.get("display_name"), profile.get("real_name"),
+                  user.get("real_name"), user.get("name")):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
 
 
 class _DropTokenSkipped(logging.Filter):
@@ -116,6 +137,7 @@ class SlackPlatform:
         api_url: str = DEFAULT_API_URL,
         timeout: float = 10.0,
         replay: ReplayLedger | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if not bot_token:
             raise ConfigError("slack.bot_token is empty")
@@ -158,6 +180,8 @@ class SlackPlatform:
         self._channel_id: str | None = channel if _CHANNEL_ID.match(channel) else None
         self._bot_id: str | None = None
         self._lookup_refused = False
+        # users.info answers, by user id: a person's name is asked once a day at most.
+        self._names: TtlCache[str] = TtlCache(clock or SystemClock(), size=NAMES_CACHED)
 
     def _bolt_app(self, bolt_log: logging.Logger) -> AsyncApp:
         return AsyncApp(
@@ -383,11 +407,29 @@ class SlackPlatform:
             logger.warning("slack_action_dropped_on_shutdown approval_id=%s", event.approval_id)
 
     async def _decide(self, handler: DecisionHandler, event: DecisionEvent) -> None:
+        event = await self._named(event)
         outcome = await decide_guarded(handler, event, "slack")
         # A refusal, and a partial approval of a quorum ("1 of 2 approvals — waiting for
         # one more"), are told to the clicker; a decision shows on the card itself.
         if not outcome.accepted or outcome.code is DecisionCode.PARTIAL:
             await self._tell(event, outcome.message)
+
+    async def _named(self, event: DecisionEvent) -> DecisionEvent:
+        """The click with the person's Slack name (``users.info``: the display name, else
+        the real name), cached; the click's own username when Slack does not tell."""
+        user = event.actor.user_id
+        name = self._names.get(user)
+        if name is None:
+            try:
+                answer = await call("users.info", self._client.users_info(user=user))
+            except PlatformError as exc:  # a name is a nicety: the decision goes on
+                logger.info("slack_user_name_unknown user=%s error=%s", user, exc)
+                return event
+            name = _user_name(answer.data if isinstance(answer.data, dict) else {})
+            if name is None:
+                return event
+            self._names.put(user, name)
+        return replace(event, actor=replace(event.actor, display=name))
 
     async def _tell(self, event: DecisionEvent, message: str) -> None:
         """Show ``message`` to the clicker only."""
