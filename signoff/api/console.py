@@ -226,7 +226,8 @@ class Console:
         return pages.task_fragment(task, list(events),
                                    card=card, csrf=self.auth.csrf_token(identity),
                                    now=self.ctx.clock.now(), transcript=list(talk.items),
-                                   more_transcript=talk.next_cursor is not None)
+                                   more_transcript=talk.next_cursor is not None,
+                                   names=self.ctx.flow.names.name)
 
     async def card(self, identity: Identity, approval_id: str, *,
                    next_path: str = "/") -> str | None:
