@@ -12,10 +12,13 @@ import pytest
 from signoff.bot.notify import NotifyRule
 from signoff.bot.ports import Actor, DecisionEvent
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import Action, Approval, RunMode, Scope, Task, TaskState
+from signoff.runtime.models import Action, Approval, RiskClass, RunMode, Scope, Task, TaskState
+from signoff.runtime.store.memory import MemTaskStore
 from signoff.wiring import Node
 from tests.agentkit import agent_node, decide, last_card_ref, recorder, start
 from tests.conftest import NodeFactory
+from tests.factories import FakeJudge, NoopTool, noop
+from tests.factories import start as factory_start
 from tests.fakes.http_echo import HttpEcho
 from tests.fakes.openai import Answer, FakeOpenAI, steps
 
@@ -177,3 +180,22 @@ async def test_no_auto_approved_line_for_a_person_s_approval(
     await last_card_ref(node)
     await decide(node, Scope.ONCE)
     assert "approved" in heard.kinds() and "auto_approved" not in heard.kinds()
+
+
+async def test_a_smart_approval_is_announced(node_factory: NodeFactory) -> None:
+    """An action the smart-approval judge let through is an `auto_approved` line that
+    says so."""
+    async with FakeJudge("APPROVE") as judge:
+        node = await node_factory({"approvals": {"mode": "smart"},
+                                   "planner": {"base_url": judge.base_url, "model": "judge"}},
+                                  store=MemTaskStore())
+        node.registry.register(NoopTool(name="notify_team", capability="team.notify",
+                                        risk=RiskClass.SEND))
+        notifier = node.flow.notifier
+        assert notifier is not None
+        notifier.rules = [NotifyRule(platform="recording", channel="team", events=ALL)]
+        notifier.window = notifier.window * 0
+        task = await factory_start(node, [noop("x", tool="notify_team")])
+    assert task.state is TaskState.COMPLETED
+    [line] = [t for t in await team_lines(node) if "auto approved" in t]
+    assert "notify_team" in line and line.split(" [")[0].endswith("— by smart approval")
