@@ -378,6 +378,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                         previews=functools.partial(registry.preview, ctx=context),
                         delivered=telemetry.card_delivered if telemetry else None)
     notifier.on_flush = flow.dispatcher.wake
+    notifier.names = flow.names.name  # lines name deciders as cards do
     listener.add(flow)
     if telemetry is not None:
         listener.add(telemetry)
@@ -420,7 +421,7 @@ class PendingCards:
         flow = self.node.flow
         return [build_card(r.task, r.approval, console_url=url,
                            preview=await flow.preview(r.approval), step_up=flow.step_up,
-                           people=flow.people)
+                           people=flow.names)
                 for r in page.items]
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
@@ -440,7 +441,7 @@ class PendingCards:
                      for r in await store.cards(approval_id))
         card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
                           preview=await self.node.flow.preview(approval),
-                          step_up=self.node.flow.step_up, people=self.node.flow.people)
+                          step_up=self.node.flow.step_up, people=self.node.flow.names)
         return PostedCard(card=card, refs=refs)
 
     # -- `SurfaceDeps.subscriptions`: the store's push subscriptions, once there is one ----

@@ -33,7 +33,7 @@ from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.batch import decide_all
 from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, duration_field, invalid, responses
-from signoff.api.routes import identity_of
+from signoff.api.routes import identity_of, surface_of
 from signoff.api.schemas import (
     ApprovalList,
     ApproveBody,
@@ -203,8 +203,9 @@ def build_router(ctx: ApiContext) -> APIRouter:
         if approval.status is not ApprovalStatus.PENDING:
             raise ApiError(409, f"request {approval.id} is already {approval.status.value}",
                            state=approval.status.value)
-        event = DecisionEvent(approval_id=approval.id, scope=scope, surface="web",
-                              actor=Actor("web", who.name), reason=reason,
+        event = DecisionEvent(approval_id=approval.id, scope=scope,
+                              surface=surface_of(request), actor=Actor("web", who.name),
+                              reason=reason,
                               lasts=terms.lasts, args=terms.args)
         outcome = await ctx.flow.on_decision(event)
         current = await ctx.store.get_approval(approval.id) or approval
@@ -221,8 +222,9 @@ def build_router(ctx: ApiContext) -> APIRouter:
         who = identity_of(request)
         must_decide(who)
         approval = await approval_or_404(approval_id, request)
-        event = DecisionEvent(approval_id=approval.id, scope=Scope.DENY, surface="web",
-                              actor=Actor("web", who.name), undo=True)
+        event = DecisionEvent(approval_id=approval.id, scope=Scope.DENY,
+                              surface=surface_of(request), actor=Actor("web", who.name),
+                              undo=True)
         outcome = await ctx.flow.on_decision(event)
         current = await ctx.store.get_approval(approval.id) or approval
         if outcome.accepted:

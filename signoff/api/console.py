@@ -116,7 +116,7 @@ def answer_terms(form: dict[str, str], scope: Scope) -> tuple[timedelta | None, 
 
 def asker(task: Task, flow: ApprovalFlow) -> str | None:
     """Who submitted ``task``, by their person's name when ``[[people]]`` lists them."""
-    return flow.people.name(task.submitted_by) if task.submitted_by else None
+    return flow.names.name(task.submitted_by) if task.submitted_by else None
 
 
 async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView | None:
@@ -127,7 +127,7 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
     if approval is None:
         return None
     card = build_card(task, approval, preview=await flow.preview(approval),
-                      step_up=flow.step_up, identical=identical, people=flow.people)
+                      step_up=flow.step_up, identical=identical, people=flow.names)
     args = None
     if approval.status is ApprovalStatus.PENDING:
         args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
@@ -154,7 +154,7 @@ async def request_view(item: PendingRequest, flow: ApprovalFlow,
     if item.task is not None:
         return await view(item.task, flow, identical)
     card = build_card(None, item.approval, preview=await flow.preview(item.approval),
-                      step_up=flow.step_up, identical=identical, people=flow.people)
+                      step_up=flow.step_up, identical=identical, people=flow.names)
     return CardView(card, asked_by=item.approval.requester,
                     whole=whole_args(card, item.approval))
 
@@ -216,7 +216,7 @@ class Console:
 
     async def _held_view(self, approval: Approval) -> CardView | None:
         if approval.task_id is None:
-            return CardView(build_card(None, approval, people=self.ctx.flow.people),
+            return CardView(build_card(None, approval, people=self.ctx.flow.names),
                             asked_by=approval.requester)
         task = await self.ctx.store.get_task(approval.task_id)
         return await view(task, self.ctx.flow) if task is not None else None
@@ -232,7 +232,8 @@ class Console:
         return pages.task_fragment(task, list(events),
                                    card=card, csrf=self.auth.csrf_token(identity),
                                    now=self.ctx.clock.now(), transcript=list(talk.items),
-                                   more_transcript=talk.next_cursor is not None)
+                                   more_transcript=talk.next_cursor is not None,
+                                   names=self.ctx.flow.names.name)
 
     async def card(self, identity: Identity, approval_id: str, *,
                    next_path: str = "/") -> str | None:
@@ -247,12 +248,12 @@ class Console:
             current = task.approval is not None and task.approval.id == approval.id
             card = (await view(task, self.ctx.flow) if current else None) or CardView(
                 build_card(task, approval, preview=preview, step_up=self.ctx.flow.step_up,
-                           identical=count, people=self.ctx.flow.people),
+                           identical=count, people=self.ctx.flow.names),
                 asked_by=asker(task, self.ctx.flow), task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
             card = CardView(build_card(None, approval, preview=preview,
                                        step_up=self.ctx.flow.step_up, identical=count,
-                                       people=self.ctx.flow.people),
+                                       people=self.ctx.flow.names),
                             asked_by=approval.requester, reported=reported_words(approval))
         else:
             local = self.ctx.web.card(approval_id)

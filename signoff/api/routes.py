@@ -77,6 +77,16 @@ def parts_failing(surfaces: dict[str, str], mcp: dict[str, str] | None,
     return found
 
 
+CLIENT_HEADER = "X-Signoff-Client"  # "cli": the request comes from the `signoff` command
+
+
+def surface_of(request: Request) -> str:
+    """Where a decision over the API was made, for the audit log's ``channel``: ``cli``
+    for the `signoff` command (it says so in `CLIENT_HEADER`), else ``web``. Only a label:
+    who decided is the key (``web:<name>``), and both are trusted surfaces alike."""
+    return "cli" if request.headers.get(CLIENT_HEADER, "").strip().lower() == "cli" else "web"
+
+
 def identity_of(request: Request) -> Identity:
     """The caller, as established by `AuthMiddleware`."""
     found = getattr(request.state, "identity", None)
@@ -175,7 +185,8 @@ class TaskApi:
         if approval_id is not None and approval_id != task.approval.id:
             raise conflict(task, f"task {task.id} now waits on approval {task.approval.id}, "
                                  f"not {approval_id}: look at the new request first")
-        event = DecisionEvent(approval_id=task.approval.id, scope=scope, surface="web",
+        event = DecisionEvent(approval_id=task.approval.id, scope=scope,
+                              surface=surface_of(request),
                               actor=Actor("web", who.name), reason=reason,
                               lasts=terms.lasts, args=terms.args)
         outcome = await self.ctx.flow.on_decision(event)

@@ -15,9 +15,10 @@ import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
 
+from signoff.bot.names import ShowsNames
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, RiskClass, Scope, Task
-from signoff.runtime.people import NOBODY_LISTED, People
+from signoff.runtime.people import NOBODY_LISTED
 from signoff.runtime.text import SHORT, shorten, shown
 from signoff.runtime.tools.base import Preview
 from signoff.runtime.words import SCOPE_WORDS, WITHDRAWN, at_hhmm, held_words, progress
@@ -71,7 +72,7 @@ def content_lines(action: Action, limit: int = SHORT) -> tuple[tuple[str, str], 
     )
 
 
-def progress_line(approval: Approval, people: People = NOBODY_LISTED) -> str | None:
+def progress_line(approval: Approval, people: ShowsNames = NOBODY_LISTED) -> str | None:
     """"1 of 2 approvals (alice)" for a request under a quorum, else None; each voter by
     their person's name (``[[people]]``), else their account."""
     if approval.needed <= 1:
@@ -82,7 +83,7 @@ def progress_line(approval: Approval, people: People = NOBODY_LISTED) -> str | N
     return line
 
 
-def outcome_line(approval: Approval, people: People = NOBODY_LISTED) -> str | None:
+def outcome_line(approval: Approval, people: ShowsNames = NOBODY_LISTED) -> str | None:
     """"Approved for this session by alice at 14:03 UTC" (the decider's person's name,
     else their account, e.g. slack:U1), or None while pending."""
     if approval.status is ApprovalStatus.PENDING:
@@ -190,7 +191,7 @@ STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve o
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
                mentions: tuple[str, ...] = (), preview: Preview | None = None,
                step_up: frozenset[RiskClass] = frozenset(),
-               identical: int = 1, people: People = NOBODY_LISTED) -> ApprovalCard:
+               identical: int = 1, people: ShowsNames = NOBODY_LISTED) -> ApprovalCard:
     """The card for one approval request: of a task, or (``task`` None) from outside.
 
     ``preview`` (from `preview_for`) is shown while the request is pending; every text
@@ -239,7 +240,7 @@ def masked(card: ApprovalCard) -> ApprovalCard:
 
 def _card(task: Task | None, approval: Approval, *, console_url: str | None,
           mentions: tuple[str, ...], preview: Preview | None,
-          step_up: frozenset[RiskClass], identical: int, people: People) -> ApprovalCard:
+          step_up: frozenset[RiskClass], identical: int, people: ShowsNames) -> ApprovalCard:
     action = approval.action
     stepped = steps_up(approval, step_up)
     group = identical_words(identical)

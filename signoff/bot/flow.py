@@ -22,6 +22,7 @@ from signoff.bot.cards import (
     steps_up,
 )
 from signoff.bot.failover import Failover
+from signoff.bot.names import Names
 from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Delivered, Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import (
@@ -66,13 +67,14 @@ class ApprovalFlow:
                  notifier: Notifier | None = None, console_url: str | None = None,
                  step_up: frozenset[RiskClass] = frozenset(),
                  previews: Previewer | None = None,
-                 delivered: Delivered | None = None) -> None:
+                 delivered: Delivered | None = None, names: Names | None = None) -> None:
         self.store = store
         self.decider = decider
         self.clock = clock
         self.platforms = platforms
         self.authorizer = authorizer
-        self.people = decider.engine.config.people  # cards name who decided
+        # Cards and lines name people: [[people]] first, then names learned from answers.
+        self.names = names or Names(clock, decider.engine.config.people)
         self.notifier = notifier
         self.console_url = console_url
         self.step_up = step_up  # risk classes decided in the console only
@@ -175,10 +177,14 @@ class ApprovalFlow:
         identical = 1
         if approval.coalesce_key is not None:  # the card may stand for identical requests
             identical = group_size(approval, await self.store.coalesced(approval.id))
+        # Every post and edit names who is asked now: the request's own approvers (the
+        # on-call at request time and every escalation target), so that an edit for an
+        # escalation, a vote or a grouped request never drops the mention of the first.
+        asked = [*approval.approvers, *(str(m) for m in item.payload.get("mentions") or ())]
         card = build_card(task, approval, console_url=self.console_url,
-                          mentions=tuple(item.payload.get("mentions") or ()),
+                          mentions=tuple(dict.fromkeys(asked)),
                           preview=await self.preview(approval), step_up=self.step_up,
-                          identical=identical, people=self.people)
+                          identical=identical, people=self.names)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -206,6 +212,7 @@ class ApprovalFlow:
     async def on_decision(self, event: DecisionEvent) -> DecisionOutcome:
         """Authorize, then decide; the answer is shown to whoever clicked."""
         actor = event.actor.key
+        self.names.learn(actor, event.actor.display)  # shown by name from now on
         approval = await self.store.get_approval(event.approval_id)
         if approval is not None and not self.authorizer.may_decide(actor, approval):
             await self.decider.refuse(approval.id, actor, "not an approver for this request",

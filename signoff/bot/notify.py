@@ -31,10 +31,15 @@ from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
 log = logging.getLogger(__name__)
 
-ICONS = {"queued": "📥", "waiting_approval": "⏳", "approved": "👍", "denied": "⛔",
+Names = Callable[[str], str]  # an actor key as people know it (`bot.names.Names.name`)
+
+ICONS = {"queued": "📥", "started": "▶️", "auto_approved": "🤖", "waiting_approval": "⏳",
+         "approved": "👍", "denied": "⛔",
          "expired": "⌛", "completed": "✅", "failed": "❌", "blocked": "🚫",
          "escalated": "📣", "skipped": "⏭", "refused": "⚠️"}
-_ACTION_EVENTS = ("waiting_approval", "approved", "denied", "expired", "blocked", "escalated")
+_ACTION_EVENTS = ("waiting_approval", "approved", "denied", "expired", "blocked", "escalated",
+                  "auto_approved")
+_DECIDED = ("approved", "denied")  # lines that name who decided
 DIGEST_LIMIT = 20  # lines shown in one digest; the rest are counted
 CONTENT_LIMIT = 200  # characters of each body, payload, ... with include_content (README)
 
@@ -50,8 +55,9 @@ class NotifyRule:
 
 
 def event_line(kind: str, task: Task, detail: str | None, *, console_url: str | None,
-               include_content: bool = False) -> str:
-    """The one line a channel sees for one event."""
+               include_content: bool = False, names: Names = str) -> str:
+    """The one line a channel sees for one event; ``names`` shows an actor key as people
+    know it (``[[people]]``, else the chat name learned from the surface)."""
     icon = ICONS.get(kind, "•")
     label = kind.replace("_", " ")
     if kind == "completed" and refused_count(task.result):
@@ -65,13 +71,26 @@ def event_line(kind: str, task: Task, detail: str | None, *, console_url: str | 
     elif kind == "blocked" and last is not None:
         what += f" — {_bare(last.tool, last.targets)}: {shorten(last.error or detail or '', 100)}"
     else:
-        action = task.pending_action or (task.approval.action if task.approval else None)
+        action = _action_of(kind, task)
         if kind in _ACTION_EVENTS and action is not None:
             what += " — " + (_with_content(action) if include_content
                              else _bare(action.tool, action.targets))
+        decider = task.approval.decided_by if task.approval is not None else None
+        if kind in _DECIDED and decider:
+            what += f" — by {shorten(names(decider), 60)}"
+        if detail and kind == "auto_approved":
+            what += f" — by {shorten(detail, 120)}"
         if detail and kind in ("failed", "denied", "skipped", "escalated"):
             what += f" — {shorten(detail, 120)}"
     return f"{what} [{_link(task, console_url)}]"
+
+
+def _action_of(kind: str, task: Task) -> Action | None:
+    """The action an event is about: the one running for an automatic approval, else the
+    one waiting or decided."""
+    if kind == "auto_approved" and task.executing is not None:
+        return task.executing
+    return task.pending_action or (task.approval.action if task.approval else None)
 
 
 def unattended_blocked_lines(task: Task, *, console_url: str | None) -> list[str]:
@@ -133,8 +152,9 @@ class Notifier:
     def __init__(self, *, store: TaskStore, clock: Clock, rules: Sequence[NotifyRule],
                  console_url: str | None = None, window: timedelta = timedelta(seconds=3),
                  on_flush: Callable[[], None] | None = None, tick: float = 0.5,
-                 outages: Outages | None = None) -> None:
+                 outages: Outages | None = None, names: Names = str) -> None:
         self.store = store
+        self.names = names  # who decided, as lines show them
         self.clock = clock
         self.rules = list(rules)
         self.console_url = console_url
@@ -156,7 +176,7 @@ class Notifier:
             if kind not in rule.events:
                 continue
             lines = [event_line(kind, task, detail, console_url=self.console_url,
-                                include_content=rule.include_content)]
+                                include_content=rule.include_content, names=self.names)]
             if kind == TaskEvent.COMPLETED:
                 lines += unattended_blocked_lines(task, console_url=self.console_url)
             slot = self._windows.setdefault((rule.platform, rule.channel), _Window(opened=now))

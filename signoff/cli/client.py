@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from typing import Annotated, Any, NoReturn
 
 import httpx
@@ -87,8 +88,12 @@ def _explain(response: httpx.Response, *, key: str | None, subject: str | None) 
     if code == 404:
         fail(f"no {subject}" if subject else f"not found (404): {detail}")
     if code == 409:
-        state = body.get("state")
-        fail(f"{detail} (state: {state})" if state else f"conflict (409): {detail}")
+        state = str(body.get("state") or "")
+        if not state:
+            fail(f"conflict (409): {detail}")
+        # Most details name the state already ("task t-1 is failed, not waiting…").
+        fail(detail if re.search(rf"\b{re.escape(state)}\b", detail)
+             else f"{detail} (state: {state})")
     if code == 422:
         fail(f"invalid request (422): {detail}")
     fail(f"the daemon answered {code}: {detail}")
@@ -97,7 +102,9 @@ def _explain(response: httpx.Response, *, key: str | None, subject: str | None) 
 def call(method: str, url: str, path: str, key: str | None, *, body: Any = None,
          params: dict[str, Any] | None = None, subject: str | None = None) -> Any:
     """One API call; returns the decoded JSON or exits with a clear message."""
-    headers = {"Accept": "application/json", "User-Agent": f"signoff-cli/{__version__}"}
+    # X-Signoff-Client: decisions made here are audited as coming from the CLI.
+    headers = {"Accept": "application/json", "User-Agent": f"signoff-cli/{__version__}",
+               "X-Signoff-Client": "cli"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     base = url.rstrip("/")

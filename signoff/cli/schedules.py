@@ -30,6 +30,7 @@ from signoff.bot.routing.oncall import (
 from signoff.cli.tables import Col, Grid
 from signoff.errors import ConfigError, SignoffError
 from signoff.runtime.clock import system_now
+from signoff.runtime.models import Task
 from signoff.runtime.schedule.durations import format_duration, parse_duration
 from signoff.runtime.schedule.scheduler import Scheduler
 
@@ -90,6 +91,16 @@ def _run(node: Any, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
         _fail(str(exc))
     except SignoffError as exc:
         _fail(str(exc), code=1)
+
+
+async def _queue(node: Any, scheduler: Scheduler, name: str) -> Task:
+    """Queue a run now and write its "queued" team line before this process ends: the
+    notifier holds lines a few seconds to fold bursts, and nothing of this process is
+    left to write them later (the daemon's outbox delivers them)."""
+    task = await scheduler.run_now(name, submitted_by="cli")
+    if node.flow.notifier is not None:
+        await node.flow.notifier.flush(force=True)
+    return task
 
 
 def _local(iso: str) -> str:
@@ -165,7 +176,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
         if name not in scheduler.schedules:
             known = ", ".join(scheduler.schedules) or "none"
             _fail(f"no schedule named {name!r} (known: {known})")
-        task = _run(node, lambda: scheduler.run_now(name, submitted_by="cli"))
+        task = _run(node, lambda: _queue(node, scheduler, name))
         typer.echo(task.id)
 
     app.add_typer(schedules_app, name="schedules")

@@ -34,6 +34,8 @@ class NotifyEvent(enum.StrEnum):
     """Task events a team channel can subscribe to."""
 
     QUEUED = "queued"
+    STARTED = "started"
+    AUTO_APPROVED = "auto_approved"  # a gated action ran without a person asked (a grant, ...)
     WAITING_APPROVAL = "waiting_approval"
     APPROVED = "approved"
     DENIED = "denied"

@@ -144,7 +144,8 @@ def _no_rotation(name: str, names: list[str]) -> str:
     return f"no other rotation is named {name!r} (known: {known})"
 
 
-_DEFAULT_EVENTS = ["waiting_approval", "completed", "failed", "blocked"]
+# auto_approved by default: a message that went out without a person is never silent.
+_DEFAULT_EVENTS = ["waiting_approval", "auto_approved", "completed", "failed", "blocked"]
 
 
 class NotifySettings(Section):

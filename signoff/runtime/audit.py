@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from signoff.runtime.models import AuditEvent
 from signoff.runtime.canonical import canonical_json, sha256_hex
+from signoff.runtime.models import AuditEvent
 from signoff.runtime.signing import PublicKey, Signer, check_signature
 
 GENESIS = "0" * 64

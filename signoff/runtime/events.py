@@ -43,6 +43,8 @@ class TaskEvent(enum.StrEnum):
     """What happened to a task, as listeners (team channels, metrics) hear it."""
 
     QUEUED = "queued"
+    STARTED = "started"  # a worker began running it (once, not again after a decision)
+    AUTO_APPROVED = "auto_approved"  # a gated action ran without a person (detail: why)
     WAITING_APPROVAL = "waiting_approval"
     APPROVED = "approved"
     DENIED = "denied"

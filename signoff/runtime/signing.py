@@ -33,8 +33,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from signoff.errors import ConfigError
-from signoff.runtime.state import PRIVATE_FILE, create_private_file
 from signoff.runtime.canonical import canonical_json
+from signoff.runtime.state import PRIVATE_FILE, create_private_file
 
 KEY_FILE = "signing-key"
 KEY_BYTES = 32

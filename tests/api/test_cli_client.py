@@ -95,6 +95,27 @@ async def test_show_approve_and_deny(node: Running, base: str, echo: HttpEcho) -
     assert "user denied: not now" in denied.output
 
 
+async def test_cli_decisions_are_audited_as_made_in_the_cli(node: Running, base: str,
+                                                            echo: HttpEcho) -> None:
+    """`signoff approve` is audited with channel "cli" (the key's holder stays the actor);
+    the same decision over plain HTTP stays "web"."""
+    first = await waiting(node, echo)
+    approved = await run("approve", first, "--url", base, "--api-key", BOB_KEY)
+    assert approved.exit_code == 0, approved.output
+    second = await waiting(node, echo)
+    async with node.client() as client:
+        response = await client.post(f"/tasks/{second}/deny", json={},
+                                     headers={"Authorization": f"Bearer {KEY}"})
+        assert response.status_code == 200, response.text
+    events = {}
+    for task_id in (first, second):
+        page = await node.node.store.audit_events(task_id=task_id)
+        [decision] = [e for e in page.items if e.kind == "decision"]
+        events[task_id] = (decision.actor, decision.channel)
+    assert events[first] == ("web:bob", "cli")
+    assert events[second][1] == "web"
+
+
 async def test_http_errors_are_one_line_and_exit_1(node: Running, base: str,
                                                    echo: HttpEcho) -> None:
     """401, 404 and 409 give one clear line on stderr and exit code 1."""
@@ -110,7 +131,22 @@ async def test_http_errors_are_one_line_and_exit_1(node: Running, base: str,
     assert (await run("deny", task_id, "--url", base, "--api-key", KEY)).exit_code == 0
     late = await run("approve", task_id, "--url", base, "--api-key", KEY)
     assert late.exit_code == 1
-    assert "state: failed" in late.output and "not waiting" in late.output
+    assert late.output.count("\n") == 1 and "not waiting" in late.output
+
+
+async def test_a_conflict_is_printed_once(node: Running, base: str, echo: HttpEcho) -> None:
+    """A 409 names the task's state once ("is failed, not waiting"), not again as
+    "(state: failed)"; a detail that does not name it gets it added."""
+    task_id = await waiting(node, echo)
+    assert (await run("deny", task_id, "--url", base, "--api-key", KEY)).exit_code == 0
+    late = await run("approve", task_id, "--url", base, "--api-key", KEY)
+    assert late.output == f"error: task {task_id} is failed, not waiting for approval\n"
+    other = await waiting(node, echo)
+    moved = await run("approve", other, "--approval", "a-other", "--url", base,
+                      "--api-key", KEY)
+    assert moved.exit_code == 1
+    assert moved.output.rstrip().endswith("look at the new request first "
+                                          "(state: waiting_approval)"), moved.output
 
 
 async def test_usage_errors_exit_2() -> None:

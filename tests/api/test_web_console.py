@@ -9,7 +9,15 @@ import httpx
 
 from signoff.adapters.web.pages import time_left
 from signoff.runtime.models import Scope
-from tests.api.helpers import BASE, Running, make_settings, running_node, wait_state, webhook_steps
+from tests.api.helpers import (
+    BASE,
+    BOB_KEY,
+    Running,
+    make_settings,
+    running_node,
+    wait_state,
+    webhook_steps,
+)
 from tests.fakes.http_echo import HttpEcho
 
 
@@ -184,3 +192,21 @@ async def test_the_card_names_the_person_who_asked(tmp_path: Path, echo: HttpEch
         await waiting(client, echo)
         html = (await client.get("/")).text
         assert re.search(r"Asked by.{0,80}Dana", html, re.S), html
+
+
+async def test_task_page_names_people_and_the_audit_keeps_the_key(tmp_path: Path,
+                                                                  echo: HttpEcho) -> None:
+    """With `[[people]]` naming web:bob "Bob" and web:admin "Ada", the task page's
+    "Submitted by" and history say Ada and Bob, while its audit events keep the keys."""
+    settings = make_settings(tmp_path, people=[{"name": "Bob", "accounts": ["web:bob"]},
+                                               {"name": "Ada", "accounts": ["web:admin"]}])
+    async with running_node(tmp_path, settings=settings) as node, \
+            node.client(BOB_KEY) as bob, node.client() as admin:
+        task_id, _ = await waiting(admin, echo)
+        assert (await bob.post(f"/tasks/{task_id}/deny", json={})).status_code == 200
+        await wait_state(admin, task_id, "failed")
+        html = (await admin.get(f"/console/tasks/{task_id}")).text
+    assert "<dt>Submitted by</dt><dd>Ada</dd>" in html, html
+    history, audit = html.split('class="history"', 1)[1].split('class="audit"', 1)
+    assert "denied by Bob" in history and "web:bob" not in history, history
+    assert "web:bob" in audit

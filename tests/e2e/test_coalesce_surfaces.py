@@ -84,9 +84,9 @@ async def test_one_slack_click_on_the_shared_card_decides_all_three(daemon: Runn
 
     async def edited() -> bool:  # (a reply under the card follows: read the card itself)
         tg = daemon.telegram.message(CHAT, card.message_id)
-        return ("Approved for this session by <@U0ALICE>" in str(daemon.slack.message(
+        return ("Approved for this session by alice" in str(daemon.slack.message(
             APPROVALS, ts)) and tg.labels == ()
-            and "Approved for this session by slack:U0ALICE" in tg.text)
+            and "Approved for this session by alice" in tg.text)  # her Slack name
     await until(edited, "both cards to show the outcome")
 
 

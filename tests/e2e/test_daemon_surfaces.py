@@ -132,9 +132,9 @@ async def test_one_request_everywhere_and_the_first_valid_answer_wins(daemon: Ru
     await slack.wait_for_calls("chat.update")
     await telegram.wait_call("editMessageText")
     edited = telegram.message(CHAT, tg_card.message_id)
-    assert "Approved for this session by slack:U0ALICE" in edited.text
+    assert "Approved for this session by alice" in edited.text  # her Slack name
     assert edited.labels == ()
-    assert "Approved for this session by <@U0ALICE>" in str(slack.message(APPROVALS, ts))
+    assert "Approved for this session by alice" in str(slack.message(APPROVALS, ts))
 
     late = telegram.push_update(telegram.callback_update(CHAT, tg_card.message_id, once,
                                                          sender=user(42, "bob", "Bob")))
@@ -299,7 +299,7 @@ async def test_a_slack_click_decides_an_outside_request(daemon: Running) -> None
     await slack.wait_for_calls("chat.update")
 
     async def edited() -> bool:
-        return "Approved once by <@U0ALICE>" in str(slack.message(APPROVALS, ts))
+        return "Approved once by alice" in str(slack.message(APPROVALS, ts))
 
     await until(edited, "the Slack card to show the outcome")
 
@@ -324,4 +324,4 @@ async def test_a_telegram_tap_decides_an_outside_request(daemon: Running) -> Non
     assert status["status"] == "denied" and status["decided_by"] == "telegram:42"
     await telegram.wait_call("editMessageText")
     edited = telegram.message(CHAT, card.message_id)
-    assert "Denied by telegram:42" in edited.text and edited.labels == ()
+    assert "Denied by bob" in edited.text and edited.labels == ()  # his Telegram name

@@ -90,7 +90,8 @@ class _Fault:
 class FakeSlack:
     """The fake server. Use ``async with FakeSlack() as fake`` or `start`/`stop`."""
 
-    scopes: set[str] = field(default_factory=lambda: {"chat:write", "channels:history"})
+    scopes: set[str] = field(default_factory=lambda: {"chat:write", "channels:history",
+                                                       "users:read"})
     channels: set[str] = field(default_factory=lambda: set(DEFAULT_CHANNELS))
     invalid_auth: bool = False  # every bot-token call answers invalid_auth
     invalid_app_token: bool = False  # apps.connections.open answers invalid_auth
@@ -106,6 +107,8 @@ class FakeSlack:
     _release: asyncio.Event = field(default_factory=asyncio.Event)
     _runner: web.AppRunner | None = None
     socket_connects: int = 0
+    # users.info: user id -> (real name, display name); anyone else is user_not_found.
+    people: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     # -- life cycle -----------------------------------------------------------------------
 
@@ -267,6 +270,24 @@ class FakeSlack:
                 "user": "signoff", "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID,
                 "is_enterprise_install": False}
 
+    def users_info(self, call: Call) -> Json:
+        """``users.info`` as Slack answers it (needs users:read): the user object with
+        its ``profile``; user_not_found for an id it does not know."""
+        error = self._bot_error(call, scope="users:read")
+        if error:
+            return error
+        user = str(call.body.get("user") or "")
+        if user not in self.people:
+            return {"ok": False, "error": "user_not_found"}
+        real, display = self.people[user]
+        return {"ok": True, "user": {
+            "id": user, "team_id": TEAM_ID, "name": real.lower().replace(" ", "."),
+            "deleted": False, "real_name": real, "tz": "Europe/Berlin", "is_bot": False,
+            "updated": 1700000000,
+            "profile": {"real_name": real, "display_name": display,
+                        "real_name_normalized": real, "display_name_normalized": display,
+                        "team": TEAM_ID}}}
+
     def post_message(self, call: Call) -> Json:
         body = call.body
         error = self._bot_error(call) or self._channel_error(body.get("channel"))
@@ -415,6 +436,7 @@ class FakeSlack:
 
 _METHODS = {
     "auth.test": FakeSlack.auth_test,
+    "users.info": FakeSlack.users_info,
     "chat.postMessage": FakeSlack.post_message,
     "chat.update": FakeSlack.update,
     "chat.postEphemeral": FakeSlack.post_ephemeral,
@@ -422,7 +444,7 @@ _METHODS = {
     "apps.connections.open": FakeSlack.connections_open,
 }
 _ACCEPTED = {"chat.postMessage": "chat:write", "chat.update": "chat:write",
-             "chat.postEphemeral": "chat:write", "apps.connections.open": "connections:write",
+             "users.info": "users:read", "chat.postEphemeral": "chat:write", "apps.connections.open": "connections:write",
              "conversations.history": "channels:history,groups:history"}
 
 

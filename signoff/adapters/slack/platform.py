@@ -22,12 +22,14 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, Literal, cast
 
 import aiohttp
 from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk.web.async_client import AsyncWebClient
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -45,6 +47,7 @@ from signoff.adapters.slack.guard import RequestGuard
 from signoff.adapters.slack.history import HISTORY_SCOPES, card_metadata, find_copies
 from signoff.adapters.slack.listeners import decision_from_action, is_console_link, parse_http_body
 from signoff.adapters.slack.socketmode import run_socket
+from signoff.bot.names import TtlCache
 from signoff.bot.ports import (
     ApprovalCard,
     CardRef,
@@ -62,6 +65,7 @@ from signoff.errors import (
     RateLimited,
     StoreError,
 )
+from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.models import DecisionCode
 from signoff.runtime.replay import ReplayLedger
 
@@ -72,6 +76,48 @@ REQUIRED_SCOPES = ("chat:write",)
 MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_API_URL = "https://slack.com/api/"
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{2,}$")
+
+
+NAMES_CACHED = 1000  # people whose Slack names are kept (users.info answers)
+
+
+def _user_name(data: dict[str, Any]) -> str | None:
+    """What Slack shows for a user of a ``users.info`` answer: the profile's display
+    name, else the real name, else the account name."""
+    user = data.get("user")
+    if not isinstance(user, dict):
+        return None
+    found = user.get("profile")
+    profile: dict[str, Any] = found if isinstance(found, dict) else {}
+    for value in (profile.get("display_name"), profile.get("real_name"),
+                  user.get("real_name"), user.get("name")):
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+class _DropTokenSkipped(logging.Filter):
+    """Drops bolt's "As you gave `client` as well, `token` will be unused"."""
+
+    text = warning_client_prioritized_and_token_skipped()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Keep every other record."""
+        return record.getMessage() != self.text
+
+
+@contextlib.contextmanager
+def _quiet_token_skipped(logger: logging.Logger) -> Iterator[None]:
+    """While the bolt app is built: bolt reads ``SLACK_BOT_TOKEN`` from the environment
+    when given no token (the documented config takes the token from there) and then warns
+    on every start that the client we give it wins, which it must: the client carries our
+    base URL, timeout and no-retry policy. Only that one line is dropped, only then."""
+    quiet = _DropTokenSkipped()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 class SlackPlatform:
@@ -91,6 +137,7 @@ class SlackPlatform:
         api_url: str = DEFAULT_API_URL,
         timeout: float = 10.0,
         replay: ReplayLedger | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if not bot_token:
             raise ConfigError("slack.bot_token is empty")
@@ -118,19 +165,9 @@ class SlackPlatform:
             # No retries inside the SDK: the outbox owns retry policy for every surface.
             retry_handlers=[],
         )
-        self._app = AsyncApp(
-            client=self._client,
-            name="signoff",
-            logger=logging.getLogger(f"{__name__}.bolt"),
-            # Signatures are checked by `RequestGuard` (see `handle_http`), which logs a
-            # refusal without the body and feeds the replay guard; the socket carries none.
-            signing_secret="",
-            request_verification_enabled=False,
-            # Run the listener to its end before answering: it only acks and hands the
-            # decision to our TaskGroup, so the answer is as quick, and bolt neither
-            # spawns a task of its own nor polls for the ack every 10 ms.
-            process_before_response=True,
-        )
+        bolt_log = logging.getLogger(f"{__name__}.bolt")
+        with _quiet_token_skipped(bolt_log):
+            self._app = self._bolt_app(bolt_log)
         self._app.action(re.compile(f"^{ACTION_PREFIX}"))(self._on_action)
         self._http = AsyncSlackRequestHandler(self._app)
         self._guard = (RequestGuard(signing_secret, ledger=replay)
@@ -143,6 +180,23 @@ class SlackPlatform:
         self._channel_id: str | None = channel if _CHANNEL_ID.match(channel) else None
         self._bot_id: str | None = None
         self._lookup_refused = False
+        # users.info answers, by user id: a person's name is asked once a day at most.
+        self._names: TtlCache[str] = TtlCache(clock or SystemClock(), size=NAMES_CACHED)
+
+    def _bolt_app(self, bolt_log: logging.Logger) -> AsyncApp:
+        return AsyncApp(
+            client=self._client,
+            name="signoff",
+            logger=bolt_log,
+            # Signatures are checked by `RequestGuard` (see `handle_http`), which logs a
+            # refusal without the body and feeds the replay guard; the socket carries none.
+            signing_secret="",
+            request_verification_enabled=False,
+            # Run the listener to its end before answering: it only acks and hands the
+            # decision to our TaskGroup, so the answer is as quick, and bolt neither
+            # spawns a task of its own nor polls for the ack every 10 ms.
+            process_before_response=True,
+        )
 
     @property
     def mode(self) -> str:
@@ -353,11 +407,29 @@ class SlackPlatform:
             logger.warning("slack_action_dropped_on_shutdown approval_id=%s", event.approval_id)
 
     async def _decide(self, handler: DecisionHandler, event: DecisionEvent) -> None:
+        event = await self._named(event)
         outcome = await decide_guarded(handler, event, "slack")
         # A refusal, and a partial approval of a quorum ("1 of 2 approvals — waiting for
         # one more"), are told to the clicker; a decision shows on the card itself.
         if not outcome.accepted or outcome.code is DecisionCode.PARTIAL:
             await self._tell(event, outcome.message)
+
+    async def _named(self, event: DecisionEvent) -> DecisionEvent:
+        """The click with the person's Slack name (``users.info``: the display name, else
+        the real name), cached; the click's own username when Slack does not tell."""
+        user = event.actor.user_id
+        name = self._names.get(user)
+        if name is None:
+            try:
+                answer = await call("users.info", self._client.users_info(user=user))
+            except PlatformError as exc:  # a name is a nicety: the decision goes on
+                logger.info("slack_user_name_unknown user=%s error=%s", user, exc)
+                return event
+            name = _user_name(answer.data if isinstance(answer.data, dict) else {})
+            if name is None:
+                return event
+            self._names.put(user, name)
+        return replace(event, actor=replace(event.actor, display=name))
 
     async def _tell(self, event: DecisionEvent, message: str) -> None:
         """Show ``message`` to the clicker only."""

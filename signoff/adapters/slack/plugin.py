@@ -16,7 +16,7 @@ def build(section: SlackSettings | None, deps: SurfaceDeps) -> Surface:
     return SlackPlatform(bot_token=section.bot_token, channel=section.channel,
                          mode=str(section.mode), app_token=section.app_token,
                          signing_secret=section.signing_secret, api_url=section.api_url,
-                         replay=deps.replay)
+                         replay=deps.replay, clock=deps.clock)
 
 
 PLUGIN = SurfacePlugin(

@@ -227,9 +227,11 @@ class TelegramPlatform:
 
     async def check(self) -> None:
         """Verify the token with getMe; PlatformRejected with a clear message if it is bad."""
-        async with self._call("getMe"):
-            # Asked even when connected: a token revoked since start-up must show here.
-            await self._app.bot.get_me()
+        async with self._call("getMe") as asked:
+            # Asked even when connected: a token revoked since start-up must show here;
+            # but once only at start, where readying the bot has just asked it.
+            if not asked:
+                await self._app.bot.get_me()
 
     async def aclose(self) -> None:
         """Release the HTTP connections when the platform was used without `run`."""
@@ -345,12 +347,12 @@ class TelegramPlatform:
     # --- edge ---------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def _call(self, call: str, chat: str | None = None) -> AsyncIterator[None]:
-        """One Bot API call: a deadline, and PTB errors turned into ours."""
+    async def _call(self, call: str, chat: str | None = None) -> AsyncIterator[bool]:
+        """One Bot API call: a deadline, and PTB errors turned into ours; yields True when
+        readying the bot asked getMe just now."""
         try:
             async with asyncio.timeout(self._timeout + _LIMITER_GRACE):
-                await self._ensure_bot()
-                yield
+                yield await self._ensure_bot()
         except tg.InvalidToken:
             # PTB's message may quote the token; drop the cause so no log prints it.
             raise PlatformRejected(BAD_TOKEN) from None
@@ -359,14 +361,24 @@ class TelegramPlatform:
         except TimeoutError as exc:
             raise PlatformUnavailable(f"telegram: {call} timed out") from exc
 
-    async def _ensure_bot(self) -> None:
-        """Connect the bot's HTTP clients and learn its username (getMe) before first use.
+    async def _ensure_bot(self) -> bool:
+        """Connect the bot's HTTP clients and learn its username (getMe) before first use;
+        True when that getMe was asked now.
 
         Cards may be posted before `run` starts or after it stops, so every call does this;
         it is a no-op once done. The lock keeps two first calls from opening two clients.
         """
         async with self._init_lock:
+            before = self._me()
             await self._app.bot.initialize()
+            return self._me() is not before  # getMe answered a new User: it was asked now
+
+    def _me(self) -> object:
+        """The bot's own User from its last getMe, or None before the first."""
+        try:
+            return self._app.bot.bot
+        except RuntimeError:  # PTB: not initialized yet
+            return None
 
 
 def _markup(card: ApprovalCard) -> InlineKeyboardMarkup | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -378,12 +378,12 @@ def approvals_fragment(*, pending: Sequence[CardView], decided: Sequence[CardVie
     return "".join(parts)
 
 
-def _history(task: Task) -> str:
+def _history(task: Task, names: Callable[[str], str] = str) -> str:
     if not task.actions:
         return '<p class="empty">No action has run yet.</p>'
     rows = []
     for r in task.actions:
-        who = f" by {e(r.decided_by)}" if r.decided_by else ""
+        who = f" by {e(names(r.decided_by))}" if r.decided_by else ""  # the audit keeps ids
         error = f'<p class="error">{e(r.error)}</p>' if r.error else ""
         risk = e(r.risk.value) if r.risk else ""
         rows.append(f'<li class="outcome-{e(r.outcome)}"><b>{e(r.tool)}</b> '
@@ -427,11 +427,12 @@ def _pretty(value: Any) -> str:
 
 def task_fragment(task: Task, events: Sequence[AuditEvent], *, card: CardView | None,
                   csrf: str, now: datetime, transcript: Sequence[TranscriptEntry] = (),
-                  more_transcript: bool = False) -> str:
+                  more_transcript: bool = False, names: Callable[[str], str] = str) -> str:
     """The live region of a task page: state, pending card, result, history, the agent's
-    conversation, audit."""
+    conversation, audit; ``names`` shows who decided by name (the audit shows ids)."""
+    asker = names(task.submitted_by) if task.submitted_by else "—"
     rows = [("State", _state_badge(task)),
-            ("Goal", e(task.goal)), ("Submitted by", e(task.submitted_by or "—")),
+            ("Goal", e(task.goal)), ("Submitted by", e(asker)),
             ("Schedule", e(task.schedule or "—")), ("Retries", e(task.retries)),
             ("Created", _stamp(task.created_at)), ("Updated", _stamp(task.updated_at))]
     parts = [f'<h1>Task <span class="id">{e(task.id)}</span></h1>', _dl(rows)]
@@ -439,7 +440,7 @@ def task_fragment(task: Task, events: Sequence[AuditEvent], *, card: CardView | 
         parts.append(card_html(card, csrf=csrf, now=now, next_path=f"/console/tasks/{task.id}"))
     if task.result is not None:
         parts.append(f'<h2>Result</h2><pre class="result">{_pretty(task.result)}</pre>')
-    parts.append(f"<h2>Actions</h2>{_history(task)}")
+    parts.append(f"<h2>Actions</h2>{_history(task, names)}")
     if transcript:
         parts.append(f"<h2>Conversation</h2>{_conversation(transcript, more_transcript)}")
     parts.append(f"<h2>Audit events</h2>{_audit(events)}")

@@ -388,6 +388,8 @@ class _Run:
         task, engine = self.task, self.engine
         task.executing, task.pending_action = action, None
         await engine.save(task, audit=gated_audit(task, action, route), transcript=self._take())
+        if route.audit_kind is not None:  # nobody was asked: say so before it runs
+            await engine.announce_auto(task, route.actor, route.reason)
         ok, output, error = await engine.execute(action)
         record = engine.record(task, action, route.decision, route.actor, ok, output, error)
         task.executing = None

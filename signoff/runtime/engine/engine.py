@@ -60,7 +60,7 @@ from signoff.runtime.people import People
 from signoff.runtime.planning.planner import Planner, call_planner
 from signoff.runtime.policy.policy import Evaluation, Policy, new_approval
 from signoff.runtime.policy.quorum import ApprovalRules
-from signoff.runtime.policy.route import Route, RouteKind, gated_audit
+from signoff.runtime.policy.route import Route, RouteKind, auto_words, gated_audit
 from signoff.runtime.policy.unattended import (
     ApprovalMode,
     Outcome,
@@ -139,6 +139,14 @@ def _error_text(action: Action, exc: ToolError) -> str:
         if text.startswith(prefix):
             return text[len(prefix):]
     return text
+
+
+def _first_run(task: Task) -> bool:
+    """True when a claimed task has never run: no step, record, request or agent turn
+    yet, and no retry (a task recovered after a crash said it started already)."""
+    return (task.state in (TaskState.PLANNING, TaskState.IN_PROGRESS) and task.retries == 0
+            and task.step_index == 0 and not task.actions and task.approval is None
+            and task.agent is None and task.executing is None)
 
 
 def _planner_of(task: Task) -> dict[str, Any]:
@@ -220,6 +228,8 @@ class Engine:
             if task.unreadable is not None:
                 await self.set_aside(task)
                 return task
+            if _first_run(task):
+                await self.listener.task_event(TaskEvent.STARTED, task)
             if task.agent is not None or (self.runner is not None
                                           and task.state is TaskState.PLANNING):
                 if self.runner is None:
@@ -375,6 +385,8 @@ class Engine:
         task.executing = action
         task.pending_action = None
         await self.save(task, audit=events)
+        if audit_kind is not None:  # nobody was asked: say so before it runs
+            await self.announce_auto(task, actor, reason)
         await self._fence(task)
         ok, output, error = await self.execute(action)
         task.executing = None
@@ -385,6 +397,12 @@ class Engine:
         task.step_index += 1
         await self._recorded(lambda: self.save(task))
         return True
+
+    async def announce_auto(self, task: Task, actor: str | None, reason: str | None) -> None:
+        """Tell listeners that ``task.executing`` runs approved without a person (a grant,
+        cron_mode approve, yolo, smart approval): an ``auto_approved`` event naming why."""
+        await self.listener.task_event(TaskEvent.AUTO_APPROVED, task,
+                                       auto_words(actor, reason))
 
     async def _fence(self, task: Task) -> None:
         """Just before an effect: this node must still hold the task's lease.

@@ -44,3 +44,15 @@ def gated_audit(task: Task, action: Action, route: Route) -> list[AuditEvent]:
                         decision="ALLOW" if route.decision == "grant" else "approve",
                         actor=route.actor, reason=route.reason or None,
                         scope="once" if route.decision == "auto" else None)]
+
+
+_AUTO_WORDS = {"auto:cron_mode": "cron_mode = approve", "auto:smart": "smart approval",
+               "auto:yolo": "yolo", "auto:mode_off": "approvals.mode = off"}
+
+
+def auto_words(actor: str | None, reason: str | None) -> str:
+    """Why a gated action runs without a person, in a team line's words: the grant that
+    covers it ("always grant g-…", "pre-authorized by schedule nightly") or the rule."""
+    if actor in _AUTO_WORDS:
+        return _AUTO_WORDS[actor or ""]
+    return reason or actor or "automatic approval"

@@ -12,6 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from signoff.bot.outbox import FOREVER
 from signoff.cli.schedules import parse_at, register
 from signoff.runtime.models import TaskState
 from signoff.wiring import load_node
@@ -196,3 +197,36 @@ def test_parse_at_forms() -> None:
     assert parse_at("+2h", now) == datetime(2026, 11, 30, 14, tzinfo=UTC)
     assert parse_at("2026-12-01T09:00+01:00", now) == datetime(2026, 12, 1, 8, tzinfo=UTC)
     assert parse_at("2026-12-01T09:00", now).tzinfo is UTC
+
+
+def test_schedules_run_announces_the_run_as_queued(app: typer.Typer, tmp_path: Path) -> None:
+    """`schedules run NAME` writes the "queued" team line, as a scheduled fire does: the
+    daemon's outbox delivers it to the channel."""
+    path = tmp_path / "notify.toml"
+    path.write_text(CONFIG.format(work=tmp_path / "work") + """
+[slack]
+bot_token = "xoxb-1-2-abc"
+channel = "C0APPROVALS"
+mode = "http"
+signing_secret = "8f742231b10e8888abcd99yyyzzz85a5"
+
+[[notify]]
+channel = "slack:C0TEAM"
+events = ["queued"]
+""")
+    code, task_id = run(app, "schedules", "run", "nightly", "--config", str(path))
+    assert code == 0, task_id
+
+    async def lines() -> list[str]:
+        node = load_node(str(path))
+        await node.store.open()
+        try:
+            items = await node.store.due_outbox(FOREVER, limit=100)
+        finally:
+            await node.store.close()
+        return [str(i.payload.get("text")) for i in items
+                if i.kind == "notify" and i.payload.get("channel") == "C0TEAM"]
+
+    [line] = asyncio.run(lines())
+    assert line.startswith("📥 queued: ") and "(schedule nightly)" in line
+    assert task_id.strip() in line

@@ -523,6 +523,18 @@ async def test_check_with_a_good_token_passes(make_platform: Factory,
     assert fake.calls_to("getMe")
 
 
+async def test_start_asks_getme_once_and_a_later_check_asks_again(
+        make_platform: Factory, fake: FakeTelegramApi) -> None:
+    """A start (the credentials check, then run) sends one getMe, not two; a later check
+    asks again, so a token revoked since start-up shows."""
+    platform = make_platform()
+    await platform.check()
+    async with running(platform, fake, Flow()):
+        assert len(fake.calls_to("getMe")) == 1
+        await platform.check()
+        assert len(fake.calls_to("getMe")) == 2
+
+
 async def test_run_with_a_bad_token_fails_fast(make_platform: Factory) -> None:
     """run() does not start polling on a rejected token."""
     platform = make_platform(bot_token="1:bad")

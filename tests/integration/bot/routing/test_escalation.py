@@ -187,7 +187,8 @@ async def test_cron_mode_ask_escalates_and_the_escalated_person_approves(rig_fac
     assert stored is not None and stored.approval == approval  # one atomic change
     await rig.deliver()
     card = rig.slack.card(ref)
-    assert card.mentions == (f"slack:{SECONDARY}",) and card.open
+    # Everyone asked now: the on-call asked first stays beside the escalation target.
+    assert card.mentions == (f"slack:{PRIMARY}", f"slack:{SECONDARY}") and card.open
     assert len(rig.slack.messages) == 1  # the same card, edited
     assert "📣 escalated" in rig.notes() and f"slack:{SECONDARY}" in rig.notes()
 
@@ -215,7 +216,8 @@ async def test_escalation_is_a_new_message_under_the_card_naming_who_is_asked(
     rig.clock.advance(timedelta(minutes=10))
     assert len(await rig.escalator.tick()) == 1
     await rig.deliver()
-    assert rig.slack.card(ref).mentions == (f"slack:{SECONDARY}",)  # the edit stays
+    # the edit names everyone asked now
+    assert rig.slack.card(ref).mentions == (f"slack:{PRIMARY}", f"slack:{SECONDARY}")
     [(index, (channel, text, thread))] = [(i, n) for i, n in enumerate(rig.slack.notes)
                                           if n[2] is not None]
     assert thread == ref and channel == ref.channel

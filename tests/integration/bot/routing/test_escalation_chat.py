@@ -105,3 +105,21 @@ async def test_escalation_notifies_on_slack_and_telegram(
     assert await chats.node.store.due_outbox(FOREVER) == []  # all delivered, none given up
     failures = ("platform_rejected", "platform_call_failed", "platform_rate_limited")
     assert not [r for r in caplog.records if r.getMessage() in failures]
+
+
+async def test_escalated_slack_card_still_names_the_first_on_call(chats: Chats) -> None:
+    """After an escalation the edited Slack card still mentions the on-call asked first,
+    beside the escalation target: both are asked now."""
+    await chats.fire()
+    await chats.node.flow.dispatcher.run_once()
+    [post] = chats.slack.calls_to("chat.postMessage")
+    assert f"<@{PRIMARY}>" in post.body["text"]
+
+    chats.clock.advance(timedelta(minutes=10))
+    assert len(await chats.escalator.tick()) == 1
+    await chats.node.flow.dispatcher.run_once()
+
+    [edit] = chats.slack.calls_to("chat.update")
+    assert f"<@{PRIMARY}> <@{SECONDARY}>" in edit.body["text"]
+    needed = [b for b in edit.body["blocks"] if "your answer is needed" in str(b)]
+    assert needed and f"<@{PRIMARY}>" in str(needed[0])
