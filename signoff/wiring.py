@@ -33,6 +33,7 @@ from signoff.runtime.engine import Engine, EngineConfig
 from signoff.runtime.events import MultiListener
 from signoff.runtime.leadership import Leadership
 from signoff.runtime.models import RiskClass, Scope
+from signoff.runtime.passkeys import Passkeys, RelyingParty
 from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
@@ -353,7 +354,10 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
                         step_up=frozenset(ap.step_up),
-                        previews=functools.partial(registry.preview, ctx=context))
+                        previews=functools.partial(registry.preview, ctx=context),
+                        passkeys=Passkeys(store=store, clock=clock, rp=RelyingParty.of(public),
+                                          people=config.people)
+                        if ap.step_up_with == "passkey" else None)
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
     worker.gate = flow.dispatcher.room  # approval cards before more autonomous work

@@ -37,6 +37,18 @@ def terms_of(body: ApproveBody | None) -> tuple[Scope, Terms]:
     return Scope(body.scope), Terms(lasts=lasts, args=body.args)
 
 
+REGISTER_PAGE = "/console/passkeys"
+
+
+def refused_passkey(outcome: DecisionOutcome, approval_id: str, scope: Scope) -> None:
+    """Raise the 403 of a decision that needed a passkey assertion, or whose assertion was
+    refused (else nothing): it says where to get options and where to register one."""
+    if outcome.code is DecisionCode.PASSKEY:
+        raise ApiError(403, outcome.message, step_up="passkey",
+                       options=f"/approvals/{approval_id}/passkey-options?decision={scope.value}",
+                       register=REGISTER_PAGE)
+
+
 def refused_terms(outcome: DecisionOutcome) -> None:
     """Raise the HTTP answer of a refusal about the terms themselves (else nothing)."""
     if outcome.code is DecisionCode.INVALID:

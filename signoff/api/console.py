@@ -55,6 +55,7 @@ KEEPALIVE = 10.0
 DECIDED_WINDOW = timedelta(hours=1)
 TRANSCRIPT_SHOWN = 200  # messages of an agent's conversation on its task page
 STATIC = {"console.js": "text/javascript; charset=utf-8",
+          "passkeys.js": "text/javascript; charset=utf-8",
           "console.css": "text/css; charset=utf-8"}
 Id = Annotated[str, Path(min_length=1, max_length=100)]
 PAGES = 20  # pages of pending requests read to fill the console's first 50 cards
@@ -121,7 +122,8 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
     if approval is None:
         return None
     card = build_card(task, approval, preview=await flow.preview(approval),
-                      step_up=flow.step_up, identical=identical, people=flow.people)
+                      step_up=flow.step_up, identical=identical, people=flow.people,
+                      passkey=flow.passkeys is not None)
     args = None
     if approval.status is ApprovalStatus.PENDING:
         args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
@@ -148,7 +150,8 @@ async def request_view(item: PendingRequest, flow: ApprovalFlow,
     if item.task is not None:
         return await view(item.task, flow, identical)
     card = build_card(None, item.approval, preview=await flow.preview(item.approval),
-                      step_up=flow.step_up, identical=identical, people=flow.people)
+                      step_up=flow.step_up, identical=identical, people=flow.people,
+                      passkey=flow.passkeys is not None)
     return CardView(card, asked_by=item.approval.requester,
                     whole=whole_args(card, item.approval))
 
@@ -241,11 +244,13 @@ class Console:
             current = task.approval is not None and task.approval.id == approval.id
             card = (await view(task, self.ctx.flow) if current else None) or CardView(
                 build_card(task, approval, preview=preview, step_up=self.ctx.flow.step_up,
+                           passkey=self.ctx.flow.passkeys is not None,
                            identical=count, people=self.ctx.flow.people),
                 asked_by=asker(task, self.ctx.flow), task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
             card = CardView(build_card(None, approval, preview=preview,
                                        step_up=self.ctx.flow.step_up, identical=count,
+                                       passkey=self.ctx.flow.passkeys is not None,
                                        people=self.ctx.flow.people),
                             asked_by=approval.requester, reported=reported_words(approval))
         else:
@@ -382,6 +387,15 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         if flash:
             response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
         return response
+
+    @router.get("/console/passkeys")
+    async def passkeys_page(request: Request) -> Response:
+        """Register, see and revoke one's passkeys (WebAuthn runs in passkeys.js)."""
+        who = identity_of(request)
+        mine = [p for p in await ctx.store.passkeys() if ctx.flow.people.same(p.owner, who.actor)]
+        body = pages.passkeys_page(mine, csrf=auth.csrf_token(who),
+                                   required=ctx.flow.passkeys is not None)
+        return html(console.frame(who, "Passkeys", body, None))
 
     @router.post("/console/decide")
     async def decide(request: Request) -> Response:

@@ -37,12 +37,15 @@ from signoff.runtime.coalesce import group_size
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
+from signoff.runtime.passkeys import NoPasskey, PasskeyRefused, Passkeys
 from signoff.runtime.refusals import outcome_words
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.text import shown
 from signoff.runtime.tools.base import Preview
 
 log = logging.getLogger(__name__)
+PASSKEY_NEEDED = ("This request needs a passkey: confirm it in the console, or ask "
+                  "GET /approvals/{id}/passkey-options and send the assertion as \"passkey\"")
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,8 @@ class ApprovalFlow:
                  platforms: dict[str, ChatPlatform], authorizer: Authorizer,
                  notifier: Notifier | None = None, console_url: str | None = None,
                  step_up: frozenset[RiskClass] = frozenset(),
-                 previews: Previewer | None = None) -> None:
+                 previews: Previewer | None = None, passkeys: Passkeys | None = None
+                 ) -> None:
         self.store = store
         self.decider = decider
         self.clock = clock
@@ -75,6 +79,8 @@ class ApprovalFlow:
         self.notifier = notifier
         self.console_url = console_url
         self.step_up = step_up  # risk classes decided in the console only
+        # Set when approvals.step_up_with = "passkey": those requests need an assertion.
+        self.passkeys = passkeys
         self.previews = previews  # what a pending card's action will do (a diff, a command)
         self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
                                  people=authorizer.deciders)
@@ -214,6 +220,9 @@ class ApprovalFlow:
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
         if event.undo:  # who may undo: whoever may decide the request (it only denies)
             result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
+        elif (approval is not None and self.passkeys is not None
+                and steps_up(approval, self.step_up)):
+            return await self._with_passkey(approval, event, self.passkeys)
         elif (approval is not None and event.surface not in TRUSTED_SURFACES
                 and steps_up(approval, self.step_up)):
             return await self._confirm_in_console(approval, actor, event.surface,
@@ -228,6 +237,38 @@ class ApprovalFlow:
             result = await self.decider.decide(event.approval_id, event.scope, actor,
                                                reason=event.reason, channel=event.surface,
                                                lasts=event.lasts, args=event.args)
+        return DecisionOutcome(result.accepted, result.message, code=result.code)
+
+    async def _with_passkey(self, approval: Approval, event: DecisionEvent,
+                            passkeys: Passkeys) -> DecisionOutcome:
+        """A request under passkey step-up: decided only with an assertion made for this
+        request, its action and this answer (`signoff.runtime.passkeys`), whatever the
+        surface. Chats, e-mail and push cannot carry one: they are sent to the console."""
+        actor, surface = event.actor.key, event.surface
+        if event.passkey is None and surface not in TRUSTED_SURFACES:
+            return await self._confirm_in_console(
+                approval, actor, surface, "step-up: confirm with a passkey in the console")
+        why: str | None = None
+        evidence = None
+        if event.passkey is None:
+            why = "step-up: this request needs a passkey"
+            message = f"{PASSKEY_NEEDED} ({confirm_link(self.console_url, approval) or 'the console'})"
+            if not await passkeys.owned(actor):
+                message = f"{message}. {NoPasskey(actor)}"
+        elif event.args is not None:
+            why = message = "args: a request confirmed with a passkey cannot be edited"
+        else:
+            try:
+                evidence = await passkeys.check(actor, approval, event.scope, event.passkey)
+            except PasskeyRefused as exc:
+                why = message = str(exc)
+        if evidence is None:
+            await self.decider.refuse(approval.id, actor, why or message, channel=surface)
+            log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
+            return DecisionOutcome(False, message, code=DecisionCode.PASSKEY)
+        result = await self.decider.decide(approval.id, event.scope, actor,
+                                           reason=event.reason, channel=surface,
+                                           lasts=event.lasts, passkey=evidence)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
 
     async def _shown_whole(self, approval: Approval, surface: str) -> bool:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from signoff.runtime.models import AuditEvent
+from signoff.runtime.passkeys import reverify
 from signoff.runtime.store.port import TaskStore
 
 GENESIS = "0" * 64
@@ -48,7 +49,7 @@ def from_row(row_id: int, data: str) -> AuditEvent:
 
 # Fields added after events were first sealed: left out of the digest while unset, so the
 # hashes of events written before them (and of events that never use them) stay the same.
-_LATER_FIELDS = ("original_fingerprint",)
+_LATER_FIELDS = ("original_fingerprint", "passkey")
 
 
 def _digest(event: AuditEvent) -> str:
@@ -88,9 +89,18 @@ def check_event(event: AuditEvent, *, expected_id: int, prev_hash: str) -> str |
     return None
 
 
+async def _passkey_problem(store: TaskStore, event: AuditEvent) -> str | None:
+    """A decision confirmed with a passkey: its stored assertion must verify again (a
+    chain re-sealed after an edit would not notice an assertion swapped or altered)."""
+    credential = str((event.passkey or {}).get("credential_id") or "")[:2000]
+    problem = reverify(event, await store.passkey(credential) if credential else None)
+    return f"event {event.id}'s passkey assertion fails: {problem}" if problem else None
+
+
 async def verify(store: TaskStore, *, expect_head: tuple[int, str] | None = None,
                  batch: int = 20_000) -> Verification:
-    """Re-walk the whole chain; name the first bad event."""
+    """Re-walk the whole chain; name the first bad event (an event whose passkey
+    assertion no longer verifies is one)."""
     prev, count, after = GENESIS, 0, 0
     seen_expected = expect_head is None
     while True:
@@ -99,6 +109,8 @@ async def verify(store: TaskStore, *, expect_head: tuple[int, str] | None = None
             break
         for event in events:
             problem = check_event(event, expected_id=count + 1, prev_hash=prev)
+            if problem is None and event.passkey is not None:
+                problem = await _passkey_problem(store, event)
             if problem:
                 return Verification(False, count, prev, problem, event.id)
             prev, count = event.hash, count + 1
