@@ -44,8 +44,9 @@ from signoff.runtime.text import shown
 from signoff.runtime.tools.base import Preview
 
 log = logging.getLogger(__name__)
-PASSKEY_NEEDED = ("This request needs a passkey: confirm it in the console, or ask "
-                  "GET /approvals/{id}/passkey-options and send the assertion as \"passkey\"")
+PASSKEY_NEEDED = ("Step-up: this request needs a passkey — confirm it in the console "
+                  "({link}), or send an assertion made with GET /approvals/<id>/"
+                  "passkey-options as \"passkey\"")
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,8 @@ class ApprovalFlow:
         evidence = None
         if event.passkey is None:
             why = "step-up: this request needs a passkey"
-            message = f"{PASSKEY_NEEDED} ({confirm_link(self.console_url, approval) or 'the console'})"
+            link = confirm_link(self.console_url, approval) or "the console"
+            message = PASSKEY_NEEDED.format(link=link)
             if not await passkeys.owned(actor):
                 message = f"{message}. {NoPasskey(actor)}"
         elif event.args is not None:

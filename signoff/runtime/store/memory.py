@@ -8,8 +8,8 @@ by accident — the SQL store gives the same guarantee by serializing.
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
 
