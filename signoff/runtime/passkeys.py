@@ -31,9 +31,9 @@ import json
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 from urllib.parse import urlsplit
 
+from cryptography.exceptions import InvalidSignature
 from webauthn import (
     generate_authentication_options,
     generate_registration_options,
@@ -41,7 +41,11 @@ from webauthn import (
     verify_authentication_response,
     verify_registration_response,
 )
-from webauthn.helpers import verify_signature
+from webauthn.helpers import (
+    decode_credential_public_key,
+    decoded_public_key_to_cryptography,
+    verify_signature,
+)
 from webauthn.helpers.exceptions import WebAuthnException
 from webauthn.helpers.structs import (
     AuthenticatorSelectionCriteria,
@@ -179,10 +183,12 @@ def reverify(event: AuditEvent, passkey: PasskeyRecord | None) -> str | None:
         if len(auth_data) < 37 or auth_data[:32] != hashlib.sha256(
                 passkey.rp_id.encode()).digest() or not auth_data[32] & _UV:
             return "its authenticator data is not for this relying party with user verification"
-        if not verify_signature(credential_public_key=unb64url(passkey.public_key),
-                                signature_alg=_alg(passkey), signature=signature,
-                                data=auth_data + hashlib.sha256(data_json).digest()):
-            return "its signature does not verify"
+        key = decode_credential_public_key(unb64url(passkey.public_key))
+        verify_signature(public_key=decoded_public_key_to_cryptography(key),
+                         signature_alg=key.alg, signature=signature,
+                         data=auth_data + hashlib.sha256(data_json).digest())
+    except InvalidSignature:
+        return "its signature does not verify"
     except (ValueError, WebAuthnException) as exc:
         return f"it cannot be read ({type(exc).__name__})"
     return None
@@ -196,13 +202,6 @@ def _covers(event: AuditEvent, decision: str) -> bool:
         return event.decision == "deny" and decision == Scope.DENY.value
     return decision in order and (event.scope or "") in order \
         and order.index(event.scope or "") <= order.index(decision)
-
-
-def _alg(passkey: PasskeyRecord) -> Any:
-    """The COSE algorithm of a stored public key (for `verify_signature`)."""
-    from webauthn.helpers import decode_credential_public_key
-
-    return decode_credential_public_key(unb64url(passkey.public_key)).alg
 
 
 class Passkeys:
