@@ -273,7 +273,8 @@ class Passkeys:
         if not owned:
             raise NoPasskey(actor)
         nonce = secrets.token_bytes(32)
-        value = bound_challenge(approval.id, approval.action.fingerprint, decision.value, nonce)
+        fingerprint = approval.action.fingerprint or ""
+        value = bound_challenge(approval.id, fingerprint, decision.value, nonce)
         options = generate_authentication_options(
             rp_id=self.rp.id, challenge=value, timeout=TIMEOUT_MS,
             user_verification=UserVerificationRequirement.REQUIRED,
@@ -282,7 +283,7 @@ class Passkeys:
         await self._remember(PasskeyChallenge(
             challenge=b64url(value), purpose="decide", owner=actor,
             expires_at=self.clock.now() + CHALLENGE_TTL, approval_id=approval.id,
-            fingerprint=approval.action.fingerprint, decision=decision.value,
+            fingerprint=fingerprint, decision=decision.value,
             nonce=b64url(nonce)))
         parsed: JsonDict = json.loads(options_to_json(options))
         return parsed
@@ -297,7 +298,7 @@ class Passkeys:
         if challenge.decision != decision.value:
             raise PasskeyRefused(f"passkey: this assertion was made for '{challenge.decision}'"
                                  f", not '{decision.value}'")
-        if challenge.fingerprint != approval.action.fingerprint:
+        if challenge.fingerprint != (approval.action.fingerprint or ""):
             raise PasskeyRefused("passkey: the action changed since the assertion was made")
         passkey = await self.store.passkey(str(credential.get("id", ""))[:2000])
         if passkey is None or not self.people.same(passkey.owner, actor):
