@@ -194,9 +194,10 @@ def build_router(ctx: ApiContext) -> APIRouter:
                      seen: str | None = None, passkey: JsonDict | None = None) -> JsonDict:
         who = identity_of(request)
         must_decide(who)
-        if seen is not None and seen != approval_id:
-            raise ApiError(409, f"approval_id {seen} in the body is not {approval_id}")
         approval = await approval_or_404(approval_id, request)
+        if seen is not None and seen != approval_id:  # 409s carry the state (ConflictOut)
+            raise ApiError(409, f"approval_id {seen} in the body is not {approval_id}",
+                           state=approval.status.value)
         # An assertion is checked before the request's state: a replay is a 403 even
         # once the request it was made for is decided.
         if approval.status is not ApprovalStatus.PENDING and passkey is None:

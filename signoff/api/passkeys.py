@@ -88,7 +88,7 @@ def build_router(ctx: ApiContext) -> APIRouter:
         return {"items": [passkey_out(p) for p in found]}
 
     @router.delete("/passkeys/{passkey_id}", tags=["passkeys"], response_model=PasskeyOut,
-                   responses=responses(401, 403, 404))
+                   responses=responses(401, 403, 404, 422))
     async def revoke(request: Request, passkey_id: PasskeyId) -> JsonDict:
         """Revoke a passkey: it decides nothing from now on (assertions it made before
         still verify in the audit log)."""
