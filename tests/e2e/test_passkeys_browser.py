@@ -73,7 +73,7 @@ async def authenticator(phone: Phone) -> tuple[Any, str]:
 
 def settings_for(work: Path) -> Any:
     return make_settings(work, approvals={"step_up": ["SEND"], "step_up_with": "passkey",
-                                          "approvers": ["slack:U1"]})
+                                          "approvers": ["slack:U1", "email:ops@example.com"]})
 
 
 async def refused(api: httpx.AsyncClient, approval_id: str, body: dict[str, Any],
@@ -92,6 +92,8 @@ async def register_in_console(phone: Phone, base: str) -> None:
     await page.fill("#passkey-name", "laptop")
     await page.get_by_role("button", name="Register a passkey").click()
     await page.locator(".passkey-list .name", has_text="laptop").wait_for(timeout=10_000)
+    await fits(page)
+    await snapshot(page, "console-passkeys.png")
 
 
 async def test_passkey_step_up_in_chromium(tmp_path: Path, echo: HttpEcho) -> None:
@@ -125,9 +127,16 @@ async def test_passkey_step_up_in_chromium(tmp_path: Path, echo: HttpEcho) -> No
         batch = await phone.api.post("/approvals/batch", json={"ids": [first],
                                                                "decision": "once"})
         assert batch.json()["results"][0]["status"] == 403
-        chat = await phone.node.node.flow.on_decision(DecisionEvent(
-            approval_id=first, scope=Scope.ONCE, actor=Actor("slack", "U1"), surface="slack"))
-        assert not chat.accepted and chat.code is DecisionCode.STEP_UP
+        flow = phone.node.node.flow
+        for actor in (Actor("slack", "U1"), Actor("email", "ops@example.com")):
+            chat = await flow.on_decision(DecisionEvent(
+                approval_id=first, scope=Scope.ONCE, actor=actor, surface=actor.platform))
+            assert not chat.accepted and chat.code is DecisionCode.STEP_UP
+            assert chat.message.startswith("Confirm in the console")
+        terminal = await flow.on_decision(DecisionEvent(
+            approval_id=first, scope=Scope.ONCE, actor=Actor("terminal", "me"),
+            surface="terminal"))
+        assert not terminal.accepted and terminal.code is DecisionCode.PASSKEY
 
         # An assertion made for another decision, or for another request, is refused.
         for_deny = await assertion(phone, first, "deny")
@@ -153,6 +162,13 @@ async def test_passkey_step_up_in_chromium(tmp_path: Path, echo: HttpEcho) -> No
         assert "confirm with your passkey" in await card.locator(".passkey-note").inner_text()
         await fits(phone.page)
         await snapshot(phone.page, "console-passkey-prompt.png")
+        # The card's form without its script (a plain POST) decides nothing either.
+        csrf = await card.locator("input[name=csrf]").first.get_attribute("value")
+        plain = await phone.page.request.post(f"{base}/console/decide", form={
+            "approval_id": first, "scope": "once", "csrf": csrf or "", "next": "/"},
+            max_redirects=0)
+        assert plain.status == 303
+        assert (await phone.api.get(f"/v1/approvals/{first}")).json()["status"] == "pending"
         await card.get_by_role("button", name="Once").click()
         await phone.page.locator(f"#card-{first}.status-approved").wait_for(timeout=15_000)
         await wait_state(phone.api, task_id, "completed")
