@@ -16,6 +16,7 @@ from signoff.api.errors import ApiError, duration_field, invalid
 from signoff.api.schemas import ApproveBody
 from signoff.bot.ports import DecisionOutcome
 from signoff.runtime.models import DecisionCode, JsonDict, Scope
+from signoff.runtime.passkeys import REGISTER_PAGE
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,6 @@ def terms_of(body: ApproveBody | None) -> tuple[Scope, Terms]:
     body = body or ApproveBody()
     lasts = duration_field("for", body.lasts) if body.lasts is not None else None
     return Scope(body.scope), Terms(lasts=lasts, args=body.args)
-
-
-REGISTER_PAGE = "/console/passkeys"
 
 
 def refused_passkey(outcome: DecisionOutcome, approval_id: str, scope: Scope) -> None:

@@ -20,14 +20,19 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request
 
 from signoff.api.access import Role, must_decide
-from signoff.api.answers import REGISTER_PAGE
 from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, invalid, responses
 from signoff.api.routes import identity_of
 from signoff.api.schemas import PasskeyList, PasskeyOut, PasskeyRegisterIn
 from signoff.bot.cards import steps_up
 from signoff.runtime.models import ApprovalStatus, JsonDict, Scope
-from signoff.runtime.passkeys import NoPasskey, PasskeyRefused, Passkeys, RelyingParty
+from signoff.runtime.passkeys import (
+    REGISTER_PAGE,
+    NoPasskey,
+    PasskeyRefused,
+    Passkeys,
+    RelyingParty,
+)
 from signoff.runtime.store.port import PasskeyRecord
 
 PasskeyId = Annotated[str, Path(min_length=1, max_length=40)]

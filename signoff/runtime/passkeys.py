@@ -64,9 +64,6 @@ LABEL = b"signoff passkey step-up v1"
 CHALLENGE_TTL = timedelta(minutes=5)  # how long options stay usable
 TIMEOUT_MS = 120_000  # what the browser is told to wait for the person
 REGISTER_PAGE = "/console/passkeys"
-# What an audit event keeps of an assertion (all base64url but the names).
-EVIDENCE_FIELDS = ("credential_id", "authenticator_data", "client_data_json", "signature",
-                   "user_handle")
 _UV = 0x04  # authenticatorData flags: user verified
 
 
@@ -122,7 +119,11 @@ class RelyingParty:
             return cls("localhost")
         parts = urlsplit(public_url)
         host = (parts.hostname or "localhost").lower()
-        return cls(host, f"{parts.scheme}://{parts.netloc}".lower())
+        scheme = parts.scheme.lower()
+        # A browser writes its origin without the scheme's default port.
+        port = "" if parts.port in (None, {"https": 443, "http": 80}.get(scheme)) \
+            else f":{parts.port}"
+        return cls(host, f"{scheme}://{host}{port}")
 
     def allows(self, origin: str) -> bool:
         """Whether a browser page at ``origin`` may use these passkeys."""

@@ -133,6 +133,8 @@ def test_relying_party_follows_public_url() -> None:
                                           "https://signoff.example.com:8443")
     assert public.allows("https://signoff.example.com:8443")
     assert not public.allows("https://evil.example.com:8443")
+    assert RelyingParty.of("https://signoff.example.com:443").origin == \
+        "https://signoff.example.com"
     local = RelyingParty.of(None)
     assert local.id == "localhost" and local.allows("http://localhost:51234")
     assert not local.allows("http://127.0.0.1:51234")
