@@ -251,6 +251,7 @@ class ApprovalFlow:
                 approval, actor, surface, "step-up: confirm with a passkey in the console")
         why: str | None = None
         evidence = None
+        code = DecisionCode.PASSKEY
         if event.passkey is None:
             why = "step-up: this request needs a passkey"
             link = confirm_link(self.console_url, approval) or "the console"
@@ -259,6 +260,7 @@ class ApprovalFlow:
                 message = f"{message}. {NoPasskey(actor)}"
         elif event.args is not None:
             why = message = "args: a request confirmed with a passkey cannot be edited"
+            code = DecisionCode.INVALID
         else:
             try:
                 evidence = await passkeys.check(actor, approval, event.scope, event.passkey)
@@ -267,7 +269,7 @@ class ApprovalFlow:
         if evidence is None:
             await self.decider.refuse(approval.id, actor, why or message, channel=surface)
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
-            return DecisionOutcome(False, message, code=DecisionCode.PASSKEY)
+            return DecisionOutcome(False, message, code=code)
         result = await self.decider.decide(approval.id, event.scope, actor,
                                            reason=event.reason, channel=surface,
                                            lasts=event.lasts, passkey=evidence)
