@@ -84,8 +84,8 @@ async def test_task_routes_take_an_assertion_and_deny_needs_its_own(tmp_path: Pa
         for n in range(2):
             made = await admin.post("/tasks", json={"goal": f"g{n}",
                                                     "steps": webhook_steps(hook, {"n": n})})
-            ids.append((await wait_state(admin, made.json()["id"], "waiting_approval")))
-        (one, two) = ids
+            ids.append(await wait_state(admin, made.json()["id"], "waiting_approval"))
+        one, two = ids
         edited = await bob.post(f"/tasks/{one['id']}/approve", json={
             "args": {"url": hook, "payload": {"n": 9}},
             "passkey": await signed(bob, device, one["approval"]["id"], "once")})
