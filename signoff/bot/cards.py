@@ -193,10 +193,14 @@ def decides_here(card: ApprovalCard, limit: int | None) -> bool:
 
 def console_only_text(card: ApprovalCard) -> str:
     """What a card without decision buttons says about where it is decided."""
-    return STEP_UP_TEXT if card.step_up else CUT_TEXT
+    if card.step_up:
+        return PASSKEY_TEXT if card.passkey else STEP_UP_TEXT
+    return CUT_TEXT
 
 
 STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
+PASSKEY_TEXT = ("🔐 Confirmed with a passkey in the console only (step-up): open it to "
+                "approve or deny.")
 
 
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,

@@ -184,7 +184,8 @@ class ApprovalFlow:
         card = build_card(task, approval, console_url=self.console_url,
                           mentions=tuple(item.payload.get("mentions") or ()),
                           preview=await self.preview(approval), step_up=self.step_up,
-                          identical=identical, people=self.people)
+                          identical=identical, people=self.people,
+                          passkey=self.passkeys is not None)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
