@@ -35,6 +35,7 @@ from signoff.runtime.events import MultiListener
 from signoff.runtime.leadership import Leadership
 from signoff.runtime.models import RiskClass, Scope
 from signoff.runtime.outages import Outages
+from signoff.runtime.passkeys import Passkeys, RelyingParty
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
 from signoff.runtime.policy.cedar import CedarPolicy
@@ -376,7 +377,10 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                         authorizer=authorizer, notifier=notifier, console_url=public,
                         step_up=frozenset(ap.step_up),
                         previews=functools.partial(registry.preview, ctx=context),
-                        delivered=telemetry.card_delivered if telemetry else None)
+                        delivered=telemetry.card_delivered if telemetry else None,
+                        passkeys=Passkeys(store=store, clock=clock, rp=RelyingParty.of(public),
+                                          people=config.people)
+                        if ap.step_up_with == "passkey" else None)
     notifier.on_flush = flow.dispatcher.wake
     notifier.names = flow.names.name  # lines name deciders as cards do
     listener.add(flow)

@@ -16,6 +16,7 @@ from signoff.api.errors import ApiError, duration_field, invalid
 from signoff.api.schemas import ApproveBody
 from signoff.bot.ports import DecisionOutcome
 from signoff.runtime.models import DecisionCode, JsonDict, Scope
+from signoff.runtime.passkeys import REGISTER_PAGE
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,15 @@ def terms_of(body: ApproveBody | None) -> tuple[Scope, Terms]:
     body = body or ApproveBody()
     lasts = duration_field("for", body.lasts) if body.lasts is not None else None
     return Scope(body.scope), Terms(lasts=lasts, args=body.args)
+
+
+def refused_passkey(outcome: DecisionOutcome, approval_id: str, scope: Scope) -> None:
+    """Raise the 403 of a decision that needed a passkey assertion, or whose assertion was
+    refused (else nothing): it says where to get options and where to register one."""
+    if outcome.code is DecisionCode.PASSKEY:
+        raise ApiError(403, outcome.message, step_up="passkey",
+                       options=f"/approvals/{approval_id}/passkey-options?decision={scope.value}",
+                       register=REGISTER_PAGE)
 
 
 def refused_terms(outcome: DecisionOutcome) -> None:

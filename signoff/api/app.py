@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse, Response
 
 from signoff._version import __version__
 from signoff.adapters.web import pages
-from signoff.api import access, approvals, console, errors, routes
+from signoff.api import access, approvals, console, errors, passkeys, routes
 from signoff.api.access import Role
 from signoff.api.auth import Authenticator, AuthMiddleware, SessionRules
 from signoff.api.context import ApiContext
@@ -109,6 +109,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
     app.state.metrics = metrics
     app.include_router(routes.build_router(ctx, metrics))
     app.include_router(approvals.build_router(ctx))
+    app.include_router(passkeys.build_router(ctx))
     app.include_router(console.build_router(ctx, auth))
     extra = [route.path for route in ctx.extra_routes if not route.signed_in]
     for route in ctx.extra_routes:

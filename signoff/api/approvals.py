@@ -29,7 +29,7 @@ from fastapi import APIRouter, Body, Header, Path, Query, Request
 from starlette.responses import Response
 
 from signoff.api.access import may_read, may_withdraw, must_decide, owner_of
-from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
+from signoff.api.answers import NO_TERMS, Terms, refused_passkey, refused_terms, terms_of
 from signoff.api.batch import decide_all
 from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, duration_field, invalid, responses
@@ -194,23 +194,27 @@ def build_router(ctx: ApiContext) -> APIRouter:
 
     async def decide(request: Request, approval_id: str, scope: Scope,
                      reason: str | None, terms: Terms = NO_TERMS,
-                     seen: str | None = None) -> JsonDict:
+                     seen: str | None = None, passkey: JsonDict | None = None) -> JsonDict:
         who = identity_of(request)
         must_decide(who)
-        if seen is not None and seen != approval_id:
-            raise ApiError(409, f"approval_id {seen} in the body is not {approval_id}")
         approval = await approval_or_404(approval_id, request)
-        if approval.status is not ApprovalStatus.PENDING:
+        if seen is not None and seen != approval_id:  # 409s carry the state (ConflictOut)
+            raise ApiError(409, f"approval_id {seen} in the body is not {approval_id}",
+                           state=approval.status.value)
+        # An assertion is checked before the request's state: a replay is a 403 even
+        # once the request it was made for is decided.
+        if approval.status is not ApprovalStatus.PENDING and passkey is None:
             raise ApiError(409, f"request {approval.id} is already {approval.status.value}",
                            state=approval.status.value)
         event = DecisionEvent(approval_id=approval.id, scope=scope,
                               surface=surface_of(request), actor=Actor("web", who.name),
                               reason=reason,
-                              lasts=terms.lasts, args=terms.args)
+                              lasts=terms.lasts, args=terms.args, passkey=passkey)
         outcome = await ctx.flow.on_decision(event)
         current = await ctx.store.get_approval(approval.id) or approval
         if outcome.accepted:
             return request_status(current)
+        refused_passkey(outcome, approval.id, scope)
         refused_terms(outcome)
         if outcome.code == "not_authorized":
             raise ApiError(403, outcome.message)
@@ -344,7 +348,8 @@ def build_router(ctx: ApiContext) -> APIRouter:
         grant; edited ``args`` (a task's request only) run instead of the asked ones."""
         scope, terms = terms_of(body)
         return await decide(request, approval_id, scope, None, terms,
-                            seen=body.approval_id if body is not None else None)
+                            seen=body.approval_id if body is not None else None,
+                            passkey=body.passkey if body is not None else None)
 
     @router.post("/approvals/{approval_id}/deny", tags=["decisions"],
                  response_model=RequestStatusOut,
@@ -354,7 +359,8 @@ def build_router(ctx: ApiContext) -> APIRouter:
         """Deny any pending request."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
         return await decide(request, approval_id, Scope.DENY, reason,
-                            seen=body.approval_id if body is not None else None)
+                            seen=body.approval_id if body is not None else None,
+                            passkey=body.passkey if body is not None else None)
 
     @router.post("/approvals/{approval_id}/undo", tags=["decisions"],
                  response_model=RequestStatusOut,

@@ -35,7 +35,7 @@ async def decide_one(ctx: ApiContext, handler: DecisionHandler, actor: Actor,
         reason=reason if scope is Scope.DENY else None))
     if outcome.accepted:
         return BatchResultOut(id=approval_id, status=200, detail=outcome.message)
-    if outcome.code is DecisionCode.NOT_AUTHORIZED:
+    if outcome.code in (DecisionCode.NOT_AUTHORIZED, DecisionCode.PASSKEY):
         return BatchResultOut(id=approval_id, status=403, detail=outcome.message)
     return BatchResultOut(id=approval_id, status=409, detail=outcome.message)
 

@@ -58,6 +58,7 @@ DECIDED_WINDOW = timedelta(hours=1)
 TRANSCRIPT_SHOWN = 200  # messages of an agent's conversation on its task page
 STATIC = {"console.js": "text/javascript; charset=utf-8",
           "console.css": "text/css; charset=utf-8",
+          "passkeys.js": "text/javascript; charset=utf-8",
           # The installable app: its service worker (scope "/"), manifest and icons.
           "sw.js": "text/javascript; charset=utf-8",
           "manifest.webmanifest": "application/manifest+json",
@@ -127,7 +128,8 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
     if approval is None:
         return None
     card = build_card(task, approval, preview=await flow.preview(approval),
-                      step_up=flow.step_up, identical=identical, people=flow.names)
+                      step_up=flow.step_up, identical=identical, people=flow.names,
+                      passkey=flow.passkeys is not None)
     args = None
     if approval.status is ApprovalStatus.PENDING:
         args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
@@ -154,7 +156,8 @@ async def request_view(item: PendingRequest, flow: ApprovalFlow,
     if item.task is not None:
         return await view(item.task, flow, identical)
     card = build_card(None, item.approval, preview=await flow.preview(item.approval),
-                      step_up=flow.step_up, identical=identical, people=flow.names)
+                      step_up=flow.step_up, identical=identical, people=flow.names,
+                      passkey=flow.passkeys is not None)
     return CardView(card, asked_by=item.approval.requester,
                     whole=whole_args(card, item.approval))
 
@@ -248,11 +251,13 @@ class Console:
             current = task.approval is not None and task.approval.id == approval.id
             card = (await view(task, self.ctx.flow) if current else None) or CardView(
                 build_card(task, approval, preview=preview, step_up=self.ctx.flow.step_up,
+                           passkey=self.ctx.flow.passkeys is not None,
                            identical=count, people=self.ctx.flow.names),
                 asked_by=asker(task, self.ctx.flow), task_state=task.state.value)
         elif approval is not None and approval.task_id is None:
             card = CardView(build_card(None, approval, preview=preview,
                                        step_up=self.ctx.flow.step_up, identical=count,
+                                       passkey=self.ctx.flow.passkeys is not None,
                                        people=self.ctx.flow.names),
                             asked_by=approval.requester, reported=reported_words(approval))
         else:
@@ -404,6 +409,15 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         if flash:
             response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
         return response
+
+    @router.get("/console/passkeys")
+    async def passkeys_page(request: Request) -> Response:
+        """Register, see and revoke one's passkeys (WebAuthn runs in passkeys.js)."""
+        who = identity_of(request)
+        mine = [p for p in await ctx.store.passkeys() if ctx.flow.people.same(p.owner, who.actor)]
+        body = pages.passkeys_page(mine, csrf=auth.csrf_token(who),
+                                   required=ctx.flow.passkeys is not None)
+        return html(console.frame(who, "Passkeys", body, None))
 
     @router.post("/console/decide")
     async def decide(request: Request) -> Response:

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, RedirectRespons
 
 from signoff._version import __version__
 from signoff.api.access import may_read, must_decide, owner_of
-from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
+from signoff.api.answers import NO_TERMS, Terms, refused_passkey, refused_terms, terms_of
 from signoff.api.auth import Identity
 from signoff.api.context import ApiContext
 from signoff.api.errors import RETRY_AFTER, ApiError, invalid, responses
@@ -173,7 +173,8 @@ class TaskApi:
 
     async def decide(self, request: Request, task_id: str, scope: Scope,
                      reason: str | None = None, terms: Terms = NO_TERMS,
-                     approval_id: str | None = None) -> JsonDict:
+                     approval_id: str | None = None,
+                     passkey: JsonDict | None = None) -> JsonDict:
         """Approve or deny the task's current request through the approval flow;
         ``approval_id``: the request the person saw (409 when the task now waits on
         another one, so an answer never lands on a request nobody looked at)."""
@@ -188,11 +189,12 @@ class TaskApi:
         event = DecisionEvent(approval_id=task.approval.id, scope=scope,
                               surface=surface_of(request),
                               actor=Actor("web", who.name), reason=reason,
-                              lasts=terms.lasts, args=terms.args)
+                              lasts=terms.lasts, args=terms.args, passkey=passkey)
         outcome = await self.ctx.flow.on_decision(event)
         current = await self.ctx.store.get_task(task_id) or task
         if outcome.accepted:
             return current.public()
+        refused_passkey(outcome, task.approval.id, scope)
         refused_terms(outcome)
         if outcome.code is DecisionCode.NOT_AUTHORIZED:
             raise ApiError(403, outcome.message)
@@ -304,7 +306,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         the grant, edited ``args`` run instead of the asked ones."""
         scope, terms = terms_of(body)
         return await api.decide(request, task_id, scope, terms=terms,
-                                approval_id=body.approval_id if body is not None else None)
+                                approval_id=body.approval_id if body is not None else None,
+                                passkey=body.passkey if body is not None else None)
 
     @router.post("/tasks/{task_id}/deny", tags=["decisions"],
                  response_model=TaskOut, responses=responses(401, 403, 404, 409, 413, 422))
@@ -314,7 +317,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         with on_deny = "tell_model" is told so and goes on)."""
         reason = ((body.reason or "").strip() or None) if body is not None else None
         return await api.decide(request, task_id, Scope.DENY, reason,
-                                approval_id=body.approval_id if body is not None else None)
+                                approval_id=body.approval_id if body is not None else None,
+                                passkey=body.passkey if body is not None else None)
 
     @router.get("/audit", tags=["audit"],
                 response_model=AuditList, responses=responses(401, 422))

@@ -9,9 +9,10 @@ what is sent. A key a model lacks would be dropped, so a model must name every k
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from signoff.runtime.text import mask
 
@@ -50,6 +51,19 @@ APPROVAL_ID_DOC = ("The approval request the person saw: if the task now waits o
                    "one, nothing is decided (409)")
 
 
+PASSKEY_MAX = 32 * 1024  # bytes of one WebAuthn credential's JSON (a few hundred in practice)
+PASSKEY_DOC = ("Passkey step-up: a WebAuthn assertion in its JSON form "
+               "(PublicKeyCredential.toJSON()), made with the options of GET /approvals/{id}/"
+               "passkey-options for this decision")
+
+
+def _bounded_credential(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A WebAuthn credential no larger than PASSKEY_MAX bytes of JSON."""
+    if value is not None and len(json.dumps(value, default=str)) > PASSKEY_MAX:
+        raise ValueError(f"larger than {PASSKEY_MAX} bytes")
+    return value
+
+
 class ApproveBody(_Body):
     """POST /tasks/{id}/approve and POST /approvals/{id}/approve.
 
@@ -67,6 +81,9 @@ class ApproveBody(_Body):
                                         "instead of the asked ones (a task's request only)")
     approval_id: str | None = Field(default=None, min_length=1, max_length=100,
                                     description=APPROVAL_ID_DOC)
+    passkey: dict[str, Any] | None = Field(default=None, description=PASSKEY_DOC)
+
+    _passkey = field_validator("passkey")(_bounded_credential)
 
 
 class DenyBody(_Body):
@@ -75,6 +92,39 @@ class DenyBody(_Body):
     reason: str | None = Field(default=None, max_length=1_000)
     approval_id: str | None = Field(default=None, min_length=1, max_length=100,
                                     description=APPROVAL_ID_DOC)
+    passkey: dict[str, Any] | None = Field(default=None, description=PASSKEY_DOC)
+
+    _passkey = field_validator("passkey")(_bounded_credential)
+
+
+class PasskeyRegisterIn(_Body):
+    """POST /passkeys/register: a name for the passkey and the new credential."""
+
+    name: str = Field(min_length=1, max_length=100, description='What the person calls it '
+                                                                 '("laptop", "phone")')
+    credential: dict[str, Any] = Field(description="The new credential in its JSON form "
+                                                   "(PublicKeyCredential.toJSON()), made with "
+                                                   "the options of POST /passkeys/register/"
+                                                   "options")
+
+    _credential = field_validator("credential")(_bounded_credential)
+
+
+class PasskeyOut(BaseModel):
+    """One registered passkey (its public key is not shown)."""
+
+    id: str
+    name: str
+    owner: str
+    credential_id: str
+    created_at: str
+    revoked_at: str | None = None
+
+
+class PasskeyList(BaseModel):
+    """GET /passkeys: the caller's passkeys (an admin's: everyone's), revoked ones too."""
+
+    items: list[PasskeyOut]
 
 
 class BatchIn(_Body):
@@ -373,6 +423,11 @@ class AuditEventOut(BaseModel):
     original_fingerprint: str | None = Field(
         default=None, description="A decision on edited args: the asked action's fingerprint "
                                   "(``fingerprint`` is the edited one's)")
+    passkey: dict[str, Any] | None = Field(
+        default=None, description="A decision confirmed with a passkey: the assertion "
+                                  "(credential_id, authenticator_data, client_data_json, "
+                                  "signature, user_handle; base64url) and what its challenge "
+                                  "was derived from (decision, nonce, rp_id)")
     reason: str | None
     channel: str | None
     latency_ms: float | None

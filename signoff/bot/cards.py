@@ -182,26 +182,33 @@ def decides_here(card: ApprovalCard, limit: int | None) -> bool:
 
 def console_only_text(card: ApprovalCard) -> str:
     """What a card without decision buttons says about where it is decided."""
-    return STEP_UP_TEXT if card.step_up else CUT_TEXT
+    if card.step_up:
+        return PASSKEY_TEXT if card.passkey else STEP_UP_TEXT
+    return CUT_TEXT
 
 
 STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
+PASSKEY_TEXT = ("🔐 Confirmed with a passkey in the console only (step-up): open it to "
+                "approve or deny.")
 
 
 def build_card(task: Task | None, approval: Approval, *, console_url: str | None = None,
                mentions: tuple[str, ...] = (), preview: Preview | None = None,
                step_up: frozenset[RiskClass] = frozenset(),
-               identical: int = 1, people: ShowsNames = NOBODY_LISTED) -> ApprovalCard:
+               identical: int = 1, people: ShowsNames = NOBODY_LISTED,
+               passkey: bool = False) -> ApprovalCard:
     """The card for one approval request: of a task, or (``task`` None) from outside.
 
     ``preview`` (from `preview_for`) is shown while the request is pending; every text
     on the card comes out URL-masked. ``identical`` is how many requests it stands for
     (coalescing): the title says so on every surface, since one answer decides them all.
-    ``people``: who decided is shown by their person's name.
+    ``people``: who decided is shown by their person's name. ``passkey``: a step-up card
+    is confirmed with a passkey (``approvals.step_up_with = "passkey"``).
     """
-    return masked(_card(task, approval, console_url=console_url, mentions=mentions,
+    card = masked(_card(task, approval, console_url=console_url, mentions=mentions,
                         preview=preview if approval.status is ApprovalStatus.PENDING
                         else None, step_up=step_up, identical=identical, people=people))
+    return dataclasses.replace(card, passkey=True) if passkey and card.step_up else card
 
 
 async def preview_for(previews: Previewer | None, approval: Approval) -> Preview | None:

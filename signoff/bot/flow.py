@@ -38,12 +38,16 @@ from signoff.runtime.coalesce import group_size
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
+from signoff.runtime.passkeys import NoPasskey, PasskeyRefused, Passkeys
 from signoff.runtime.refusals import outcome_words
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
 from signoff.runtime.text import shown
 from signoff.runtime.tools.base import Preview
 
 log = logging.getLogger(__name__)
+PASSKEY_NEEDED = ("Step-up: this request needs a passkey — confirm it in the console "
+                  "({link}), or send an assertion made with GET /approvals/<id>/"
+                  "passkey-options as \"passkey\"")
 
 
 @dataclass(frozen=True)
@@ -67,17 +71,22 @@ class ApprovalFlow:
                  notifier: Notifier | None = None, console_url: str | None = None,
                  step_up: frozenset[RiskClass] = frozenset(),
                  previews: Previewer | None = None,
-                 delivered: Delivered | None = None, names: Names | None = None) -> None:
+                 delivered: Delivered | None = None, names: Names | None = None,
+                 passkeys: Passkeys | None = None) -> None:
         self.store = store
         self.decider = decider
         self.clock = clock
         self.platforms = platforms
         self.authorizer = authorizer
+        # Who is who ([[people]]: one person, several accounts), e.g. whose passkey this is.
+        self.people = decider.engine.config.people
         # Cards and lines name people: [[people]] first, then names learned from answers.
-        self.names = names or Names(clock, decider.engine.config.people)
+        self.names = names or Names(clock, self.people)
         self.notifier = notifier
         self.console_url = console_url
         self.step_up = step_up  # risk classes decided in the console only
+        # Set when approvals.step_up_with = "passkey": those requests need an assertion.
+        self.passkeys = passkeys
         self.previews = previews  # what a pending card's action will do (a diff, a command)
         self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
                                  people=authorizer.deciders)
@@ -184,7 +193,8 @@ class ApprovalFlow:
         card = build_card(task, approval, console_url=self.console_url,
                           mentions=tuple(dict.fromkeys(asked)),
                           preview=await self.preview(approval), step_up=self.step_up,
-                          identical=identical, people=self.names)
+                          identical=identical, people=self.names,
+                          passkey=self.passkeys is not None)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -222,6 +232,9 @@ class ApprovalFlow:
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
         if event.undo:  # who may undo: whoever may decide the request (it only denies)
             result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
+        elif (approval is not None and self.passkeys is not None
+                and steps_up(approval, self.step_up)):
+            return await self._with_passkey(approval, event, self.passkeys)
         elif (approval is not None and event.surface not in TRUSTED_SURFACES
                 and steps_up(approval, self.step_up)):
             return await self._confirm_in_console(approval, actor, event.surface,
@@ -236,6 +249,41 @@ class ApprovalFlow:
             result = await self.decider.decide(event.approval_id, event.scope, actor,
                                                reason=event.reason, channel=event.surface,
                                                lasts=event.lasts, args=event.args)
+        return DecisionOutcome(result.accepted, result.message, code=result.code)
+
+    async def _with_passkey(self, approval: Approval, event: DecisionEvent,
+                            passkeys: Passkeys) -> DecisionOutcome:
+        """A request under passkey step-up: decided only with an assertion made for this
+        request, its action and this answer (`signoff.runtime.passkeys`), whatever the
+        surface. Chats, e-mail and push cannot carry one: they are sent to the console."""
+        actor, surface = event.actor.key, event.surface
+        if event.passkey is None and surface not in TRUSTED_SURFACES:
+            return await self._confirm_in_console(
+                approval, actor, surface, "step-up: confirm with a passkey in the console")
+        why: str | None = None
+        evidence = None
+        code = DecisionCode.PASSKEY
+        if event.passkey is None:
+            why = "step-up: this request needs a passkey"
+            link = confirm_link(self.console_url, approval) or "the console"
+            message = PASSKEY_NEEDED.format(link=link)
+            if not await passkeys.owned(actor):
+                message = f"{message}. {NoPasskey(actor)}"
+        elif event.args is not None:
+            why = message = "args: a request confirmed with a passkey cannot be edited"
+            code = DecisionCode.INVALID
+        else:
+            try:
+                evidence = await passkeys.check(actor, approval, event.scope, event.passkey)
+            except PasskeyRefused as exc:
+                why = message = str(exc)
+        if evidence is None:
+            await self.decider.refuse(approval.id, actor, why or message, channel=surface)
+            log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
+            return DecisionOutcome(False, message, code=code)
+        result = await self.decider.decide(approval.id, event.scope, actor,
+                                           reason=event.reason, channel=surface,
+                                           lasts=event.lasts, passkey=evidence)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
 
     async def _shown_whole(self, approval: Approval, surface: str) -> bool:

@@ -95,6 +95,7 @@ class ApprovalCard:
     # Step-up (approvals.step_up): decided in the console only; chats show a link to this
     # page (None when the daemon has no public_url) instead of decision buttons.
     step_up: bool = False
+    passkey: bool = False  # step-up confirmed with a passkey (approvals.step_up_with)
     confirm_url: str | None = None
     requester: str | None = None  # outside requests: who asks, in its own words
     policy_id: str | None = None  # outside requests: where session/always grants live
@@ -140,6 +141,8 @@ class DecisionEvent:
     lasts: timedelta | None = None  # "for": a session/always grant lapses after this
     args: JsonDict | None = None  # edited args to approve instead (console and API only)
     undo: bool = False  # the Undo button of a held card (``scope`` is then deny)
+    # Passkey step-up: the WebAuthn assertion (JSON form) confirming this very answer.
+    passkey: JsonDict | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from signoff.config.settings import Settings
 from signoff.errors import BadArguments
 from signoff.runtime import audit as chain
 from signoff.runtime.models import AuditEvent
+from signoff.runtime.passkeys import assertion_check
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import TaskStore
 
@@ -65,7 +66,8 @@ async def run_audit(settings: Settings, *, task: str | None, verify: bool, head:
     store = await open_store(settings, work_dir=work_dir, database=database)
     try:
         if verify:
-            result = await chain.verify(store, expect_head=expected)
+            result = await chain.verify(store, expect_head=expected,
+                                        check=assertion_check(store))
             if result.ok:
                 typer.echo(f"ok: {result.count} events ({result.signed} signed), "
                            f"head {result.count}:{result.head}")

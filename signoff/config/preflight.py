@@ -13,6 +13,7 @@ problem is reported, one line each, naming the file and the key like the schema'
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,30 @@ def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | N
             CedarPolicy.load(settings.policy.cedar)
         except ConfigError as exc:
             lines.append(f"{source}: policy.cedar: {exc}")
+    why = passkey_problem(settings)
+    if why is not None:
+        lines.append(f"{source}: approvals.step_up_with: {why}")
     return lines
+
+
+def passkey_problem(settings: Settings) -> str | None:
+    """Why passkeys could never be used with this config, or None: browsers offer
+    WebAuthn only on https (or on localhost), and a relying party is a host name, never
+    an IP address (`signoff.runtime.passkeys.RelyingParty`)."""
+    public = settings.daemon.public_url
+    if settings.approvals.step_up_with != "passkey" or not public:
+        return None
+    parts = urlsplit(public)
+    host = parts.hostname or ""
+    if host != "localhost" and parts.scheme != "https":
+        return (f'"passkey" needs daemon.public_url on https (browsers refuse passkeys on '
+                f"{parts.scheme}:// except on localhost), not {public}")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return (f'"passkey" needs daemon.public_url with a host name (a passkey\'s relying '
+            f"party cannot be an IP address), not {public}")
 
 
 def _exposure(settings: Settings, *, path: str | Path | None, host: str | None) -> list[str]:
@@ -177,6 +201,10 @@ def notices(settings: Settings, registry: ToolRegistry, *,
                          f"but only {len(people)} can ever decide here "
                          f"({', '.join(sorted(people)) or 'nobody'}): such a request can "
                          "only expire; list more approvers, API keys or on-call members")
+    if settings.approvals.step_up_with == "passkey" and not settings.approvals.step_up:
+        lines.append(f'{source}: approvals.step_up_with: "passkey" asks for a passkey only '
+                     "for the risk classes in approvals.step_up, and it lists none: add "
+                     'some (e.g. step_up = ["DESTRUCTIVE"])')
     for table, keys in (("quorum", settings.policy.quorum), ("budgets", settings.policy.budgets)):
         for key in keys:
             if key not in known and key.upper() not in risks:

@@ -212,6 +212,9 @@ class ApprovalsSettings(Section):
     remember_deny: Duration = timedelta(hours=1)
     # Risk classes decided only in the console: their chat buttons link there instead.
     step_up: list[Risk] = []
+    # How a step-up request is confirmed: any signed-in console key, or a passkey
+    # assertion bound to the request, its action and the answer (signoff.runtime.passkeys).
+    step_up_with: Literal["console", "passkey"] = "console"
     # Off unless set: a reminder is one more message in busy channels, so it is opted into.
     remind_before: PositiveDuration | None = None
     email_to: list[EmailAddress] = []  # each card also mailed here (needs [email])

@@ -12,7 +12,7 @@ verification reports as altered, instead of an exception that stops the walk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -49,7 +49,7 @@ def from_row(row_id: int, data: str) -> AuditEvent:
 
 # Fields added after events were first sealed: left out of the digest while unset, so the
 # hashes of events written before them (and of events that never use them) stay the same.
-_LATER_FIELDS = ("original_fingerprint",)
+_LATER_FIELDS = ("original_fingerprint", "passkey")
 # The hash itself and the signature over it are not part of what is hashed.
 _UNHASHED = ("hash", "kid", "sig")
 
@@ -182,9 +182,15 @@ class Signatures:
         return f"event {event.id} has a bad signature: {why}" if why else None
 
 
+# A check of one event beyond its place in the chain and its signature (the passkey
+# assertions, `signoff.runtime.passkeys.assertion_check`): what is wrong, or None.
+EventCheck = Callable[[AuditEvent], Awaitable[str | None]]
+
+
 async def verify(store: AuditChain, *, expect_head: tuple[int, str] | None = None,
-                 batch: int = 20_000) -> Verification:
-    """Re-walk the whole chain, checking each signature against the published keys;
+                 batch: int = 20_000, check: EventCheck | None = None) -> Verification:
+    """Re-walk the whole chain, checking each signature against the published keys (and
+    each event with ``check``: `signoff audit --verify` re-verifies passkey assertions);
     name the first bad event."""
     signatures = Signatures.of(await store.signing_keys())
     prev, count, after, signed = GENESIS, 0, 0, 0
@@ -196,6 +202,8 @@ async def verify(store: AuditChain, *, expect_head: tuple[int, str] | None = Non
         for event in events:
             problem = (check_event(event, expected_id=count + 1, prev_hash=prev)
                        or signatures.problem(event))
+            if problem is None and check is not None:
+                problem = await check(event)
             if problem:
                 return Verification(False, count, prev, problem, event.id, signed)
             prev, count = event.hash, count + 1

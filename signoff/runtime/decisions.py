@@ -105,12 +105,14 @@ class Decider(HoldDecisions):
 
     async def decide(self, approval_id: str, scope: Scope, actor: str, *,
                      reason: str | None = None, channel: str | None = None,
-                     lasts: timedelta | None = None,
-                     args: JsonDict | None = None) -> DecisionResult:
+                     lasts: timedelta | None = None, args: JsonDict | None = None,
+                     passkey: JsonDict | None = None) -> DecisionResult:
         """Apply one answer; exactly one of any number of racing answers is accepted.
 
         ``lasts``: a session or always grant lapses that long after the decision
         (``"for": "30m"``). ``args``: approve these edited args instead (`runtime.edits`).
+        ``passkey``: the assertion that confirmed this answer, kept in its audit event
+        (checked by the bot layer before, `signoff.runtime.passkeys`).
         """
         approval = await self.store.get_approval(approval_id)
         if approval is None:
@@ -147,10 +149,11 @@ class Decider(HoldDecisions):
             result = None
             if refused is None:
                 if scope.approves and len(approval.votes) + 1 < approval.needed:
-                    result = await self._vote(task, approval, scope, actor, channel, lasts)
+                    result = await self._vote(task, approval, scope, actor, channel, lasts,
+                                              passkey)
                 else:
                     result = await self._apply(task, approval, scope, actor, reason, channel,
-                                               lasts=lasts, edited=edited)
+                                               lasts=lasts, edited=edited, passkey=passkey)
                 if result is not None:
                     if result.approval is not None and approval.coalesce_key is not None:
                         await self._decide_members(result.approval, channel)
@@ -241,7 +244,8 @@ class Decider(HoldDecisions):
                 or self.engine.config.forbid_self_approval)
 
     async def _vote(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
-                    channel: str | None, lasts: timedelta | None) -> DecisionResult | None:
+                    channel: str | None, lasts: timedelta | None,
+                    passkey: JsonDict | None = None) -> DecisionResult | None:
         """Count one approval towards the quorum; the request stays pending. None when the
         compare-and-set lost (someone else voted or decided meanwhile)."""
         now = self._now()
@@ -251,6 +255,7 @@ class Decider(HoldDecisions):
         event = audit_event("approval_partial", task, approval.action, decision="approve",
                             actor=actor, scope=scope.value, reason=words, approval=counted,
                             channel=channel)
+        event.passkey = passkey
         change = Change(at=now, approval=counted, approval_expect=ApprovalStatus.PENDING,
                         approval_votes=len(approval.votes), audit=[event],
                         outbox=[approval_event(ApprovalEvent.VOTED, approval.id,
@@ -272,7 +277,8 @@ class Decider(HoldDecisions):
     async def _apply(self, task: Task | None, approval: Approval, scope: Scope, actor: str,
                      reason: str | None, channel: str | None, *, lasts: timedelta | None = None,
                      edited: Action | None = None, in_group: bool = False,
-                     counted: list[Vote] | None = None) -> DecisionResult | None:
+                     counted: list[Vote] | None = None,
+                     passkey: JsonDict | None = None) -> DecisionResult | None:
         """Commit the decision; None when the compare-and-set lost (the caller sorts out why).
         ``edited``: the action approved instead of the one asked (it is what runs). A member
         of a group decided by its own id (not ``in_group``) leaves the group; one that
@@ -324,6 +330,7 @@ class Decider(HoldDecisions):
                             latency_ms=latency)
         if edited is not None:
             event.original_fingerprint = approval.action.fingerprint
+        event.passkey = passkey
         grants: list[Grant] = []
         if scope.approves and decided.hold_until is None:
             policy_id = approval.policy_id or (task.policy_id if task else approval.id)

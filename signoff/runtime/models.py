@@ -69,6 +69,7 @@ class DecisionCode(enum.StrEnum):
     PARTIAL = "partial"  # an approval counted towards a quorum; more are needed
     ALREADY_COUNTED = "already_counted"  # the same person approved this request before
     NOT_HELD = "not_held"  # undo of a request that is not (or no longer) in its hold
+    PASSKEY = "passkey"  # passkey step-up: no, or no acceptable, passkey assertion
 
 
 class TaskState(enum.StrEnum):
@@ -404,6 +405,11 @@ class AuditEvent(BaseModel):
     latency_ms: float | None = None
     # A decision on edited args: ``fingerprint`` is the edited action's, this the one asked.
     original_fingerprint: str | None = None
+    # A decision confirmed with a passkey (approvals.step_up_with = "passkey"): the
+    # assertion as signed (base64url: credential_id, authenticator_data, client_data_json,
+    # signature, user_handle) and what its challenge was derived from (decision, nonce,
+    # rp_id); `signoff.runtime.passkeys.reverify` checks it again.
+    passkey: JsonDict | None = None
     prev_hash: str = ""
     hash: str = ""
     # The node's Ed25519 signature over ``hash`` (`signoff.runtime.signing`); not hashed.

@@ -43,7 +43,9 @@ OPERATIONS = [
     "DELETE /v1/approvals/{approval_id}",
     "POST /v1/approvals/{approval_id}/outcome", "POST /approvals/{approval_id}/approve",
     "POST /approvals/{approval_id}/deny", "POST /approvals/{approval_id}/undo",
-    "POST /approvals/batch",
+    "POST /approvals/batch", "GET /approvals/{approval_id}/passkey-options",
+    "POST /passkeys/register/options", "POST /passkeys/register", "GET /passkeys",
+    "DELETE /passkeys/{passkey_id}",
 ]
 
 

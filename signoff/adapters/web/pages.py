@@ -24,6 +24,7 @@ from signoff.bot.cards import UNDO_LABEL, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import AuditEvent, Scope, Task
 from signoff.runtime.refusals import outcome_words, refused_count
+from signoff.runtime.store.port import PasskeyRecord
 from signoff.runtime.text import shown
 from signoff.runtime.transcript import TranscriptEntry, call_summary, shorten_text
 
@@ -138,6 +139,11 @@ def _edit_form(view: CardView, csrf: str, next_path: str) -> str:
 def _step_up_note(card: ApprovalCard) -> str:
     if not card.step_up:
         return ""
+    if card.passkey:
+        return ('<p class="step-up passkey-note">Step-up: confirm with your passkey. '
+                'Your answer is signed for this request, this action and this decision; '
+                'chat buttons only link to this page. No passkey yet? '
+                '<a href="/console/passkeys">Register one</a>.</p>')
     return ('<p class="step-up">Step-up: this request is decided here in the console; '
             'chat buttons only link to this page.</p>')
 
@@ -152,6 +158,12 @@ def _form(view: CardView, csrf: str, next_path: str) -> str:
     if Scope.DENY in card.allowed:
         reason = ('<input class="reason" type="text" name="reason" maxlength="500" '
                   'placeholder="Reason (optional, for Deny)" aria-label="Reason for a denial">')
+    if card.passkey:  # passkeys.js asks for an assertion; edits need no passkey-less path
+        return (f'{_step_up_note(card)}<form class="decide passkey-form" method="post" '
+                f'action="/console/decide" data-approval="{e(card.approval_id)}" '
+                f'data-csrf="{e(csrf)}">{_hidden(card, csrf, next_path)}'
+                f'{reason}{_lasts(card)}<div class="buttons">{buttons}</div>'
+                f'<p class="passkey-status" role="status" aria-live="polite"></p></form>')
     return (f'{_step_up_note(card)}<form class="decide" method="post" action="/console/decide">'
             f'{_hidden(card, csrf, next_path)}'
             f'{reason}{_lasts(card)}<div class="buttons">{buttons}</div></form>'
@@ -472,6 +484,30 @@ def push_panel(csrf: str) -> str:
     return (f'<section id="push" class="push" hidden data-csrf="{e(csrf)}">'
             f'<span class="push-state" role="status"></span> '
             f'<button type="button" class="btn btn-once">Enable notifications</button>'
+            f'</section>')
+
+
+def passkeys_page(passkeys: Sequence[PasskeyRecord], *, csrf: str, required: bool) -> str:
+    """The Passkeys page: register one (passkeys.js runs WebAuthn), see and revoke them."""
+    rows = "".join(
+        f'<li class="passkey{" revoked" if p.revoked_at else ""}">'
+        f'<span class="name">{e(p.name)}</span> <span class="meta">added '
+        f'{_stamp(p.created_at)}'
+        + (f' · revoked {_stamp(p.revoked_at)}</span>' if p.revoked_at else
+           f'</span> <button type="button" class="btn btn-deny" data-revoke="{e(p.id)}">'
+           f'Revoke</button>')
+        + '</li>' for p in passkeys) or '<li class="none">No passkeys yet.</li>'
+    why = ("Requests under step-up are decided only with a passkey: "
+           if required else "Passkeys are not required yet (approvals.step_up_with): ")
+    return (f'<section class="passkeys" data-csrf="{e(csrf)}"><h1>Passkeys</h1>'
+            f'<p class="hint">{e(why)}your device signs each answer to one request '
+            f'(fingerprint, biometrics or PIN). Register one on each device you decide '
+            f'from.</p><ul class="passkey-list">{rows}</ul>'
+            f'<form id="passkey-register" class="passkey-register">'
+            f'<label for="passkey-name">Name</label><input id="passkey-name" name="name" '
+            f'maxlength="100" required placeholder="laptop, phone…">'
+            f'<button type="submit" class="btn btn-once">Register a passkey</button>'
+            f'<p class="passkey-status" role="status" aria-live="polite"></p></form>'
             f'</section>')
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
 
+from signoff.errors import Conflict
 from signoff.runtime import audit as audit_chain
 from signoff.runtime.models import (
     Approval,
@@ -30,6 +32,8 @@ from signoff.runtime.store.port import (
     NodeRecord,
     OutboxItem,
     Page,
+    PasskeyChallenge,
+    PasskeyRecord,
     PendingRequest,
     PushSubscription,
     UndeliveredCard,
@@ -68,6 +72,8 @@ class MemTaskStore:
         self._undelivered: dict[tuple[str, str], UndeliveredCard] = {}
         self._sessions: dict[str, ConsoleSession] = {}
         self._push: dict[str, PushSubscription] = {}
+        self._passkeys: dict[str, PasskeyRecord] = {}  # credential id -> passkey
+        self._challenges: dict[str, PasskeyChallenge] = {}
 
     async def open(self) -> None:
         """Nothing to open."""
@@ -462,6 +468,54 @@ class MemTaskStore:
         if found is None or (holder is not None and found.holder != holder):
             return False
         del self._push[sub_id]
+        return True
+
+    # -- passkeys ------------------------------------------------------------------------
+    async def add_passkey(self, passkey: PasskeyRecord) -> None:
+        """Store a passkey."""
+        if passkey.credential_id in self._passkeys:
+            raise Conflict(f"passkey credential {passkey.credential_id} is registered")
+        self._passkeys[passkey.credential_id] = passkey
+
+    async def passkeys(self) -> list[PasskeyRecord]:
+        """Every passkey, oldest first."""
+        return sorted(self._passkeys.values(), key=lambda p: (p.created_at, p.id))
+
+    async def passkey(self, credential_id: str) -> PasskeyRecord | None:
+        """One passkey by credential id."""
+        return self._passkeys.get(credential_id)
+
+    async def revoke_passkey(self, passkey_id: str, *, at: datetime) -> bool:
+        """Revoke one passkey."""
+        for key, found in self._passkeys.items():
+            if found.id == passkey_id and found.revoked_at is None:
+                self._passkeys[key] = replace(found, revoked_at=at)
+                return True
+        return False
+
+    async def passkey_signed(self, credential_id: str, sign_count: int) -> None:
+        """Remember the signature counter."""
+        found = self._passkeys.get(credential_id)
+        if found is not None:
+            self._passkeys[credential_id] = replace(found, sign_count=sign_count)
+
+    async def add_passkey_challenge(self, challenge: PasskeyChallenge, *,
+                                    now: datetime) -> None:
+        """Store a challenge; forget the expired."""
+        for gone in [k for k, v in self._challenges.items() if v.expires_at <= now]:
+            del self._challenges[gone]
+        self._challenges[challenge.challenge] = challenge
+
+    async def passkey_challenge(self, challenge: str) -> PasskeyChallenge | None:
+        """One challenge."""
+        return self._challenges.get(challenge)
+
+    async def use_passkey_challenge(self, challenge: str, *, at: datetime) -> bool:
+        """Use a challenge once."""
+        found = self._challenges.get(challenge)
+        if found is None or found.used_at is not None or found.expires_at <= at:
+            return False
+        self._challenges[challenge] = replace(found, used_at=at)
         return True
 
     # -- node registry ----------------------------------------------------------------

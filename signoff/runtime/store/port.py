@@ -151,6 +151,45 @@ class PushSubscription:
 
 
 @dataclass(frozen=True)
+class PasskeyRecord:
+    """A registered passkey (WebAuthn credential) of one person (`signoff.runtime.passkeys`).
+
+    ``credential_id`` and ``public_key`` (COSE) are base64url; ``owner`` is the account it
+    was registered from (``web:alice``), compared by person; ``rp_id`` the relying party
+    it was made for. A revoked passkey decides nothing, but stays stored so that
+    ``audit --verify`` can still check the assertions it made before."""
+
+    id: str
+    credential_id: str
+    owner: str
+    name: str
+    public_key: str
+    sign_count: int
+    rp_id: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class PasskeyChallenge:
+    """A WebAuthn challenge the server handed out, single-use until ``expires_at``.
+
+    ``purpose`` "register" (creation options) or "decide" (request options of one
+    approval: then ``approval_id``, ``fingerprint``, ``decision`` and the random ``nonce``
+    are what the challenge was derived from, see `signoff.runtime.passkeys`)."""
+
+    challenge: str
+    purpose: str
+    owner: str
+    expires_at: datetime
+    approval_id: str | None = None
+    fingerprint: str | None = None
+    decision: str | None = None
+    nonce: str | None = None
+    used_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class NodeRecord:
     """One daemon in the node registry, as its last heartbeat described it.
 
@@ -400,4 +439,38 @@ class TaskStore(Protocol):
     async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
                                        ) -> bool:
         """Forget one (only if ``holder``'s, when given); False when there was none."""
+        ...
+
+    async def add_passkey(self, passkey: PasskeyRecord) -> None:
+        """Store a newly registered passkey (its credential id is unique)."""
+        ...
+
+    async def passkeys(self) -> list[PasskeyRecord]:
+        """Every passkey, revoked ones included, oldest first."""
+        ...
+
+    async def passkey(self, credential_id: str) -> PasskeyRecord | None:
+        """The passkey of a credential id, revoked or not."""
+        ...
+
+    async def revoke_passkey(self, passkey_id: str, *, at: datetime) -> bool:
+        """Revoke a passkey; False when unknown or revoked already."""
+        ...
+
+    async def passkey_signed(self, credential_id: str, sign_count: int) -> None:
+        """Remember the authenticator's signature counter after an assertion."""
+        ...
+
+    async def add_passkey_challenge(self, challenge: PasskeyChallenge, *,
+                                    now: datetime) -> None:
+        """Store a challenge handed out; forget the ones expired by ``now``."""
+        ...
+
+    async def passkey_challenge(self, challenge: str) -> PasskeyChallenge | None:
+        """A stored challenge (used or not: the caller checks)."""
+        ...
+
+    async def use_passkey_challenge(self, challenge: str, *, at: datetime) -> bool:
+        """Mark a challenge used, atomically: True for exactly one caller, and only while it
+        is unused and unexpired at ``at`` (a replayed assertion finds it used)."""
         ...

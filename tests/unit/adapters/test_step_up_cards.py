@@ -56,3 +56,15 @@ def test_email_step_up_card_has_no_decision_links_only_the_console_page() -> Non
     assert LINK in text and "/email/confirm" not in text
     html_part = mail.get_body(("html",))
     assert html_part is not None and "/email/confirm" not in html_part.get_content()
+
+
+def test_passkey_step_up_cards_say_a_passkey_confirms_in_the_console() -> None:
+    """Under passkey step-up, Slack and Telegram cards still offer no decision button and
+    say that a passkey confirms the request in the console."""
+    card = replace(sample_card(risk="DESTRUCTIVE"), step_up=True, passkey=True,
+                   confirm_url=LINK)
+    blocks = card_blocks(card)
+    assert [b["action_id"] for b in _buttons(blocks)] == [CONSOLE_ACTION]
+    assert "Confirmed with a passkey in the console only" in message_text({"blocks": blocks})
+    assert card_keyboard(card) == []
+    assert "Confirmed with a passkey in the console only" in card_html(card)

@@ -32,7 +32,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlmodel import SQLModel
 
-from signoff.errors import StoreError
+from signoff.errors import Conflict, StoreError
 from signoff.runtime import audit as audit_chain
 from signoff.runtime.models import (
     Approval,
@@ -51,6 +51,8 @@ from signoff.runtime.store.port import (
     NodeRecord,
     OutboxItem,
     Page,
+    PasskeyChallenge,
+    PasskeyRecord,
     PendingRequest,
     PushSubscription,
     UndeliveredCard,
@@ -59,6 +61,7 @@ from signoff.runtime.store.readers import readable
 from signoff.runtime.store.sql import groups
 from signoff.runtime.store.sql import keys as key_rows
 from signoff.runtime.store.sql import nodes as node_rows
+from signoff.runtime.store.sql import passkeys as passkey_rows
 from signoff.runtime.store.sql import push as push_rows
 from signoff.runtime.store.sql import requests as request_queries
 from signoff.runtime.store.sql import sessions as session_rows
@@ -148,7 +151,8 @@ class SqlTaskStore:
     def _open(self) -> None:
         tables = [tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
                   requests_t, transcript_t, node_rows.nodes_t, undelivered_rows.undelivered_t,
-                  coalesce_t, session_rows.sessions_t, push_rows.push_t, key_rows.keys_t]
+                  coalesce_t, session_rows.sessions_t, push_rows.push_t, key_rows.keys_t,
+                  passkey_rows.passkeys_t, passkey_rows.challenges_t]
         try:
             with self._tx() as conn:
                 if not self.is_sqlite:
@@ -656,6 +660,47 @@ class SqlTaskStore:
     def _remove_push(self, sub_id: str, holder: str | None) -> bool:
         with self._tx() as conn:
             return push_rows.remove(conn, sub_id, holder)
+
+    # -- passkeys (see sql/passkeys.py) --------------------------------------------------
+    def _in_tx(self, fn: Callable[..., T], write: bool, *args: Any) -> T:
+        with self._tx(write=write) as conn:
+            return fn(conn, *args)
+
+    async def add_passkey(self, passkey: PasskeyRecord) -> None:
+        """Store a passkey; `Conflict` when its credential is registered already."""
+        try:
+            await self._run(self._in_tx, passkey_rows.add, True, passkey)
+        except sa.exc.IntegrityError as exc:
+            raise Conflict(f"passkey credential {passkey.credential_id} is registered") from exc
+
+    async def passkeys(self) -> list[PasskeyRecord]:
+        """Every passkey, oldest first."""
+        return await self._run(self._in_tx, passkey_rows.listed, False)
+
+    async def passkey(self, credential_id: str) -> PasskeyRecord | None:
+        """One passkey by credential id."""
+        return await self._run(self._in_tx, passkey_rows.by_credential, False, credential_id)
+
+    async def revoke_passkey(self, passkey_id: str, *, at: datetime) -> bool:
+        """Revoke a passkey."""
+        return await self._run(self._in_tx, passkey_rows.revoke, True, passkey_id, at)
+
+    async def passkey_signed(self, credential_id: str, sign_count: int) -> None:
+        """Store the signature counter."""
+        await self._run(self._in_tx, passkey_rows.signed, True, credential_id, sign_count)
+
+    async def add_passkey_challenge(self, challenge: PasskeyChallenge, *,
+                                    now: datetime) -> None:
+        """Store a challenge; forget the expired."""
+        await self._run(self._in_tx, passkey_rows.add_challenge, True, challenge, now)
+
+    async def passkey_challenge(self, challenge: str) -> PasskeyChallenge | None:
+        """One challenge."""
+        return await self._run(self._in_tx, passkey_rows.challenge, False, challenge)
+
+    async def use_passkey_challenge(self, challenge: str, *, at: datetime) -> bool:
+        """Use a challenge once (compare-and-set)."""
+        return await self._run(self._in_tx, passkey_rows.use, True, challenge, at)
 
     # -- node registry (see sql/nodes.py) ------------------------------------------------
     async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:

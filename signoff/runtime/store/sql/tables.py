@@ -249,3 +249,37 @@ class SigningKeyRow(SQLModel, table=True):
     created_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
     retired_at: datetime | None = Field(default=None, sa_column=sa.Column(UTC_DT))
     since: int = Field(default=0)
+
+
+class PasskeyRow(SQLModel, table=True):
+    """A registered passkey (`signoff.runtime.store.port.PasskeyRecord`): shared by every
+    node, so a passkey registered or revoked on one counts on all of them. A table of its
+    own, created by ``create_all`` in a database made before passkeys existed."""
+
+    __tablename__ = "passkeys"
+    id: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    credential_id: str = Field(sa_column=sa.Column(sa.String(1400), unique=True,
+                                                   nullable=False))
+    owner: str = Field(sa_column=sa.Column(sa.String(255), index=True, nullable=False))
+    name: str = Field(sa_column=sa.Column(sa.String(100), nullable=False))
+    public_key: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    sign_count: int = Field(default=0, sa_column=sa.Column(sa.BigInteger, nullable=False))
+    rp_id: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
+    created_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+    revoked_at: datetime | None = Field(default=None, sa_column=sa.Column(UTC_DT))
+
+
+class PasskeyChallengeRow(SQLModel, table=True):
+    """A WebAuthn challenge handed out (`PasskeyChallenge`): ``used_at`` is set once, by a
+    compare-and-set, so an assertion over it is accepted at most once on any node."""
+
+    __tablename__ = "passkey_challenges"
+    challenge: str = Field(sa_column=sa.Column(sa.String(100), primary_key=True))
+    purpose: str = Field(sa_column=sa.Column(sa.String(20), nullable=False))
+    owner: str = Field(sa_column=sa.Column(sa.String(255), nullable=False))
+    approval_id: str | None = Field(default=None, sa_column=sa.Column(sa.String(40)))
+    fingerprint: str | None = Field(default=None, sa_column=sa.Column(sa.String(200)))
+    decision: str | None = Field(default=None, sa_column=sa.Column(sa.String(20)))
+    nonce: str | None = Field(default=None, sa_column=sa.Column(sa.String(100)))
+    expires_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False, index=True))
+    used_at: datetime | None = Field(default=None, sa_column=sa.Column(UTC_DT))
