@@ -447,11 +447,12 @@ def build_surfaces(settings: Settings, *, deps: SurfaceDeps,
     return out
 
 
-def load_node(config: str | Path | None) -> Node:
-    """A node for CLI commands that work on the daemon's database directly."""
+def load_node(config: str | Path | None, *, chat: bool = True) -> Node:
+    """A node for CLI commands that work on the daemon's database directly
+    (``chat=False``: see `signoff.config.settings.load_settings`)."""
     from signoff.config.settings import load_settings
 
-    settings = load_settings(config) if config else Settings.default()
+    settings = load_settings(config, chat=chat) if config else Settings.default()
     return build_node(settings)
 
 

@@ -36,12 +36,16 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def load(config: Path | None) -> Any:
-    """Settings from a file, or the embedded defaults; config errors exit 2."""
+def load(config: Path | None, *, chat: bool = True) -> Any:
+    """Settings from a file, or the embedded defaults; config errors exit 2.
+
+    ``chat=False`` for commands that run no chat surface: its unset secrets are no error
+    (see `signoff.config.settings.load_settings`).
+    """
     from signoff.config.settings import Settings, load_settings
 
     try:
-        return load_settings(config) if config else Settings.default()
+        return load_settings(config, chat=chat) if config else Settings.default()
     except ConfigError as exc:
         fail(str(exc))
 
@@ -167,7 +171,7 @@ def audit(
     """List, verify or pin the audit log in the daemon's database."""
     from signoff.cli.audit import run_audit
 
-    settings = load(config)
+    settings = load(config, chat=False)
     try:
         code = asyncio.run(run_audit(settings, task=task, verify=verify, head=head,
                                      expect_head=expect_head, as_json=as_json,
@@ -188,7 +192,7 @@ def nodes(
     """List the live daemons sharing the configured database (the node registry)."""
     from signoff.cli.nodes import run_nodes
 
-    settings = load(config)
+    settings = load(config, chat=False)
     try:
         code = asyncio.run(run_nodes(settings, as_json=as_json, work_dir=work_dir,
                                      database=database))
@@ -222,10 +226,11 @@ def config_check(
 
 def _load_node(config: str | Path | None) -> Any:
     # The wiring (every part of a node) is imported when a command needs a node, not
-    # for each start of the CLI: `signoff --help` took ~2 s with it.
+    # for each start of the CLI: `signoff --help` took ~2 s with it. The commands that
+    # load a node this way (schedules, oncall) post nothing to a chat surface.
     from signoff.wiring import load_node
 
-    return load_node(config)
+    return load_node(config, chat=False)
 
 
 def _register_extras() -> None:

@@ -50,7 +50,7 @@ def cmd_tools(
 ) -> None:
     """List every tool: name, risk, capability and source (builtin, plugin, mcp:<server>)."""
     setup_logging("ERROR")  # a server that is down is reported below, once
-    settings = load(config)
+    settings = load(config, chat=False)
     try:
         tools, status = listing(settings, work_dir)
     except SignoffError as exc:
