@@ -30,10 +30,10 @@ from pydantic import (
     ModelWrapValidatorHandler,
     PrivateAttr,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic_core.core_schema import ValidationInfo
 
 from signoff.adapters.email.settings import EmailAddress, EmailSurfaceSettings
 
