@@ -216,7 +216,10 @@ def config_check(
     try:
         settings = load_settings(path)
         registry = build_registry(settings)
-        preflight.check(settings, registry, path=path)
+        found = (preflight.problems(settings, registry, path=path)
+                 + preflight.storage(settings, path=path))
+        if found:
+            raise ConfigError("\n".join(found))
     except ConfigError as exc:
         fail(str(exc))
     for notice in preflight.notices(settings, registry, path=path):

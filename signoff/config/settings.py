@@ -53,7 +53,6 @@ from signoff.config.checks import (
     Risk,
     absolute_sqlite_url,
     check_actor,
-    describe_errors,
     error_items,
     mask_url,
     problem,
@@ -69,7 +68,7 @@ from signoff.config.fields import (
     PlannerMode,
     Section,
 )
-from signoff.config.mcp import McpSettings, describe_server
+from signoff.config.mcp import McpSettings, describe_server, server_key, server_names
 from signoff.config.ops import (
     NotifySettings,
     OncallOverride,
@@ -572,7 +571,9 @@ def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None 
     try:
         return Settings.model_validate(data, context={UNRESOLVED: unresolved})
     except ValidationError as exc:
-        lines = describe_errors(exc, Settings)
+        names = server_names(data)
+        lines = [f"{server_key(key, names) or '(top level)'}: {message}"
+                 for key, message in error_items(exc, Settings)]
         raise ConfigError("\n".join(f"{source}: {line}" for line in lines)) from None
 
 
