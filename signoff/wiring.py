@@ -328,6 +328,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         forbid_self_approval=ap.forbid_self_approval, grant_ttl=ap.grant_ttl,
         people=settings.who_is_who,
         coalesce=ap.coalesce, remember_deny=ap.remember_deny,
+        shared_work_dir=settings.daemon.shared_work_dir,
         approvers_for=router.approvers_for,
         rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
         timeout_for=schedule_timeouts(settings.schedules))

@@ -110,6 +110,9 @@ class DaemonSettings(Section):
     lease: PositiveDuration = timedelta(seconds=60)
     heartbeat: PositiveDuration = timedelta(seconds=5)  # node registry beat; live = 3 beats
     poll_interval: PositiveDuration = timedelta(milliseconds=500)  # queue look without a wake
+    # False: a task that ran a step on a node runs there to the end (its files are on that
+    # node's disk); True: every node sees the same work dir (NFS), any node may go on.
+    shared_work_dir: bool = False
     # SIGTERM: how long tasks in flight may finish before they are cut short (and requeued
     # on the next start); keep it under a supervisor's stop timeout (systemd: 90 s).
     shutdown_grace: Duration = timedelta(seconds=10)

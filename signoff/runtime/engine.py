@@ -115,6 +115,9 @@ class EngineConfig:
     # approval timeout; both None outside the daemon.
     approvers_for: Callable[[Task], Sequence[str]] | None = None
     timeout_for: Callable[[Task], timedelta | None] | None = None
+    # Every node sees the same work dir (daemon.shared_work_dir): a task is not kept on the
+    # node that ran its steps.
+    shared_work_dir: bool = False
 
     def scopes_for(self, risk: RiskClass | None) -> list[Scope]:
         """The buttons offered for a risk class (deny is always there)."""
@@ -356,7 +359,7 @@ class Engine:
                                    actor="auto:check", reason=f"cannot run: {error}")
 
     async def _run_autonomous(self, task: Task, action: Action) -> bool:
-        ok, output, error = await self._execute(action)
+        ok, output, error = await self._execute(action, task)
         task.actions.append(self._record(task, action, "allow", None, ok, output, error))
         if not ok:
             await self._fail(task, f"{action.tool} failed: {error}")
@@ -373,7 +376,7 @@ class Engine:
         task.pending_action = None
         await self._save(task, audit=events)
         await self._fence(task)
-        ok, output, error = await self._execute(action)
+        ok, output, error = await self._execute(action, task)
         task.executing = None
         task.actions.append(self._record(task, action, decision, actor, ok, output, error))
         if not ok:
@@ -421,7 +424,20 @@ class Engine:
                 failing("record", exc, self.outages)
                 await asyncio.sleep(backoff.next())
 
-    async def _execute(self, action: Action) -> tuple[bool, Any, str | None]:
+    def pinned_to(self, task: Task) -> str | None:
+        """The node ``task`` must go on running on when that is not this one, else None:
+        its steps used that node's work dir (files written there are not on this disk)."""
+        home = task.work_node
+        return home if home is not None and home != self.config.node_id else None
+
+    def requeue(self, task: Task) -> None:
+        """Put ``task`` back in the queue, claimable only by its `Task.work_node` if set."""
+        task.state, task.lease_until = TaskState.QUEUED, None
+        task.claimed_by = task.work_node
+
+    async def _execute(self, action: Action, task: Task) -> tuple[bool, Any, str | None]:
+        if not self.config.shared_work_dir and task.work_node is None:
+            task.work_node = self.config.node_id  # its effects are on this node's disk
         try:
             output = await self.registry.execute(action, self.tool_context)
             return True, _short(output), None
@@ -536,6 +552,23 @@ class Engine:
             recovered.append(task)
         return recovered
 
+    async def fail_stranded(self, *, limit: int = 200) -> list[Task]:
+        """Fail the queued tasks waiting for a node that is gone: it has not beaten for
+        longer than a lease since the task was queued for it. Their files are on that
+        node's disk, so no other node can go on with them (`daemon.shared_work_dir`)."""
+        now = self.clock.now()
+        live = {node.id for node in await self.store.live_nodes(now)} | {self.config.node_id}
+        failed = []
+        for task in (await self.store.list_tasks(state=TaskState.QUEUED, limit=limit)).items:
+            home = task.claimed_by
+            if home is None or home in live or task.updated_at + self.config.lease > now:
+                continue
+            with contextlib.suppress(Conflict):  # its node came back and took it meanwhile
+                await self._fail(task, f"node {home}, whose work dir this task used, is gone "
+                                       f"(no heartbeat for longer than its lease)")
+                failed.append(task)
+        return failed
+
     async def set_aside(self, task: Task) -> None:
         """Fail, for good and with the reason, a task whose stored row cannot be read (a
         stand-in, see `store.readers`): the queue, recovery and listings go on without it."""
@@ -548,7 +581,7 @@ class Engine:
             await self.set_aside(task)
             return
         if task.state is TaskState.PLANNING and why is None:
-            task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
+            self.requeue(task)
             await self._save(task)
             return
         task.retries += 1
@@ -564,5 +597,5 @@ class Engine:
             await self._fail(task, "max retries exceeded" if why is None else
                              f"max retries exceeded ({task.retries - 1}); last error: {why}")
             return
-        task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
+        self.requeue(task)
         await self._save(task)

@@ -335,7 +335,7 @@ class _Run:
         route = await engine.route(task, action)
         action = route.action or action
         if route.kind is RouteKind.RUN:
-            ok, output, error = await engine._execute(action)
+            ok, output, error = await engine._execute(action, task)
             record = engine._record(task, action, "allow", None, ok, output, error)
             self._answer(call["id"], output=output,
                          error=None if ok else f"{action.tool} failed: {error}", record=record)
@@ -384,7 +384,7 @@ class _Run:
         task, engine = self.task, self.engine
         task.executing, task.pending_action = action, None
         await engine._save(task, audit=gated_audit(task, action, route), transcript=self._take())
-        ok, output, error = await engine._execute(action)
+        ok, output, error = await engine._execute(action, task)
         record = engine._record(task, action, route.decision, route.actor, ok, output, error)
         task.executing = None
         self._answer(self.agent.call_id or "", output=output,
