@@ -65,7 +65,7 @@ def daemon_start(
     work_dir: Annotated[Path | None, typer.Option(
         help="Sandbox for file tools (state: daemon.state_dir, or signoff-state beside it)."
     )] = None,
-    database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
+    database: Annotated[str | None, typer.Option(help="The store's SQLAlchemy URL.")] = None,
     reset: Annotated[bool, typer.Option(
         help="Delete all tasks, approvals and audit first.")] = False,
     autonomous_risks: Annotated[str | None, typer.Option(
@@ -163,7 +163,7 @@ def audit(
     head: Annotated[bool, typer.Option(help="Print the event count and head hash.")] = False,
     expect_head: Annotated[str | None, typer.Option(
         help="With --verify: COUNT:HASH from an earlier --head that must still be there.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON lines.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines for scripts.")] = False,
     work_dir: Annotated[Path | None, typer.Option(
         help="Work dir of the daemon (its database is in the state dir beside it).")] = None,
     database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
@@ -184,7 +184,7 @@ def audit(
 @app.command()
 def nodes(
     config: ConfigOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list for scripts.")] = False,
     work_dir: Annotated[Path | None, typer.Option(
         help="Work dir of the daemon (its database is in the state dir beside it).")] = None,
     database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
@@ -236,20 +236,61 @@ def _load_node(config: str | Path | None) -> Any:
     return load_node(config, chat=False)
 
 
+_registered: list[bool] = []
+
+
 def _register_extras() -> None:
-    """Commands owned by other modules: the HTTP client, tools, schedules, MCP stdio."""
+    """Commands owned by other modules: the HTTP client, tools, schedules, MCP stdio
+    (once per process, however often the CLI is built)."""
     from signoff.cli import client, mcp_commands, schedules, tools
 
+    if _registered:
+        return
+    _registered.append(True)
     client.register(app)
     tools.register(app)
     schedules.register(app, load_node=_load_node)
     mcp_commands.register(app)
 
 
+# `signoff --help` groups the commands by what they need; a command not listed here
+# stays under "Commands" (test_cli_help checks that every one is listed).
+PANELS = {
+    "Run the daemon": ("daemon", "nodes", "config"),
+    "Work here, on the daemon's config and database": (
+        "handle", "schedules", "oncall", "tools", "audit"),
+    "Decide (talks to a running daemon)": ("tasks", "show", "approve", "deny", "grants"),
+    "Connect agents": ("mcp-gate", "mcp-permission", "claude-hook"),
+}
+
+
+def command() -> Any:
+    """The whole CLI as a click command, its help grouped (`PANELS`) and without a type
+    shown for flags (Typer renders every flag as ``<bool>``)."""
+    import typer.main
+
+    _register_extras()
+    root = typer.main.get_command(app)
+    panel_of = {name: panel for panel, names in PANELS.items() for name in names}
+    _quiet_flags(root, None)
+    for name, sub in getattr(root, "commands", {}).items():
+        sub.rich_help_panel = panel_of.get(name)
+    return root
+
+
+def _quiet_flags(cmd: Any, parent: Any) -> None:
+    """Blank the metavar of every flag (``--help`` included) of ``cmd`` and below."""
+    ctx = typer.Context(cmd, parent=parent, info_name=cmd.name)
+    for param in cmd.get_params(ctx):
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    for sub in getattr(cmd, "commands", {}).values():
+        _quiet_flags(sub, ctx)
+
+
 def main() -> None:
     """Console-script entry point."""
-    _register_extras()
-    app()
+    command()(prog_name="signoff")
 
 
 def dumps(obj: Any) -> str:
