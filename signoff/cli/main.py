@@ -116,7 +116,14 @@ def handle(
     again; approvals.timeout ends the prompt ("approval timed out"), and so does a
     decision taken in the console or over the API of a daemon on the same database.
     """
-    from signoff.cli.handle import exit_code, opened, run_once, summarize
+    from signoff.cli.handle import (
+        EXIT_INTERRUPTED,
+        exit_code,
+        interrupted,
+        opened,
+        run_once,
+        summarize,
+    )
     from signoff.cli.steps import load_steps
     from signoff.config import preflight
     from signoff.runtime.models import RunMode
@@ -142,9 +149,16 @@ def handle(
         terminal = TerminalPlatform() if mode is RunMode.TERMINAL else None
         platforms = {"terminal": terminal} if terminal else {}
         node = build_node(settings, work_dir=work_dir, platforms=platforms)  # type: ignore[arg-type]
+        begun: list[Any] = []
         async with opened(node):
-            task = await run_once(node, goal, steps=actions, mode=mode, terminal=terminal,
-                                  on_action=lambda r: typer.echo(render_record(r)))
+            try:
+                task = await run_once(node, goal, steps=actions, mode=mode, terminal=terminal,
+                                      on_action=lambda r: typer.echo(render_record(r)),
+                                      started=begun.append)
+            except asyncio.CancelledError:  # Ctrl-C (asyncio.run cancels us on SIGINT)
+                left = await node.store.get_task(begun[0].id) if begun else None
+                typer.secho(interrupted(left), err=True, fg=typer.colors.YELLOW)
+                return EXIT_INTERRUPTED
         typer.echo(f"task {task.id} {summarize(task)}")
         return exit_code(task)
 
@@ -152,6 +166,9 @@ def handle(
         code = asyncio.run(main())
     except SignoffError as exc:
         fail(str(exc))
+    except KeyboardInterrupt:  # a second Ctrl-C while closing: no traceback either
+        typer.secho("interrupted", err=True, fg=typer.colors.YELLOW)
+        code = EXIT_INTERRUPTED
     raise typer.Exit(code)
 
 
