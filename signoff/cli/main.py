@@ -22,7 +22,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   pretty_exceptions_show_locals=False,
                   help="signoff: AI agents do the work, a person keeps the last word.")
 daemon_app = typer.Typer(no_args_is_help=True, help="Run the always-on daemon.")
-config_app = typer.Typer(no_args_is_help=True, help="Check configuration files.")
+config_app = typer.Typer(no_args_is_help=True, help="Check or show configuration files.")
 app.add_typer(daemon_app, name="daemon")
 app.add_typer(config_app, name="config")
 
@@ -242,6 +242,18 @@ def config_check(
     for notice in preflight.notices(settings, registry, path=path):
         typer.echo(f"warning: {notice}", err=True)
     typer.echo(summary(settings, path))
+
+
+@config_app.command("show")
+def config_show(
+    path: Annotated[Path | None, typer.Argument(
+        envvar="SIGNOFF_CONFIG",
+        help="The TOML file (default: $SIGNOFF_CONFIG, else the embedded defaults).")] = None,
+) -> None:
+    """Print the effective configuration as JSON, defaults included, secrets masked."""
+    from signoff.config.settings import shown
+
+    typer.echo(dumps(shown(load(path, chat=False))))
 
 
 def _load_node(config: str | Path | None) -> Any:

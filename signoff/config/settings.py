@@ -54,6 +54,7 @@ from signoff.config.checks import (
     absolute_sqlite_url,
     check_actor,
     error_items,
+    mask_secrets,
     mask_url,
     problem,
     problems,
@@ -90,7 +91,7 @@ __all__ = [
     "PlannerSettings", "PolicySettings",
     "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
     "TelegramMode", "TelegramSettings", "ToolsSettings", "check_config", "load_settings",
-    "source_name", "summary",
+    "shown", "source_name", "summary",
 ]  # fmt: skip
 
 
@@ -602,6 +603,19 @@ def check_config(path: str | Path | None) -> str:
     (`signoff.config.preflight`), the same ones ``daemon start`` makes.
     """
     return summary(load_settings(path), path)
+
+
+def shown(settings: Settings) -> dict[str, Any]:
+    """The effective settings as ``signoff config show`` prints them: every section with
+    its defaults, the chat sections too, secrets masked (`mask_secrets`); a chat section
+    a read-only load set aside says why instead."""
+    data = settings.model_dump(mode="json", by_alias=True)
+    for name, section in settings.surfaces.items():
+        if name not in data:
+            data[name] = section.model_dump(mode="json", by_alias=True)
+    for name, why in settings.unresolved.items():
+        data[name] = {"not loaded": list(why)}
+    return dict(mask_secrets(data))
 
 
 def source_name(path: str | Path | None) -> str:

