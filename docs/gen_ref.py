@@ -55,14 +55,9 @@ def root_file(name: str) -> str:
 def cli_root() -> Any:
     """The `signoff` command tree exactly as the console script builds it (Typer's own
     click objects: read by their attributes, since Typer may ship its own click)."""
-    import typer
-
     from signoff.cli import main
 
-    if not getattr(main, "_docs_registered", False):
-        main._register_extras()  # the commands other modules own, as main() adds them
-        main._docs_registered = True  # type: ignore[attr-defined]
-    return typer.main.get_command(main.app)
+    return main.command()
 
 
 def commands(cmd: Any, path: tuple[str, ...] = ("signoff",)

@@ -346,6 +346,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         forbid_self_approval=ap.forbid_self_approval, grant_ttl=ap.grant_ttl,
         people=settings.who_is_who,
         coalesce=ap.coalesce, remember_deny=ap.remember_deny,
+        shared_work_dir=settings.daemon.shared_work_dir,
         approvers_for=router.approvers_for,
         rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
         timeout_for=schedule_timeouts(settings.schedules))
@@ -498,11 +499,12 @@ def build_surfaces(settings: Settings, *, deps: SurfaceDeps,
     return out
 
 
-def load_node(config: str | Path | None) -> Node:
-    """A node for CLI commands that work on the daemon's database directly."""
+def load_node(config: str | Path | None, *, chat: bool = True) -> Node:
+    """A node for CLI commands that work on the daemon's database directly
+    (``chat=False``: see `signoff.config.settings.load_settings`)."""
     from signoff.config.settings import load_settings
 
-    settings = load_settings(config) if config else Settings.default()
+    settings = load_settings(config, chat=chat) if config else Settings.default()
     return build_node(settings)
 
 

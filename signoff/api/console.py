@@ -282,7 +282,8 @@ class Console:
                                          next_path=next_path, carry=carry or {})
         return self.frame(identity, "Approve always?", body, None)
 
-    def frame(self, identity: Identity, title: str, body: str, flash: str | None) -> str:
+    def frame(self, identity: Identity, title: str, body: str,
+              flash: tuple[str, str] | None) -> str:
         """A whole page around a body (under a banner while the database is away)."""
         down = self.ctx.engine.outages.database_problem()
         if down is not None:
@@ -323,9 +324,26 @@ class Console:
                     yield ": keep-alive\n\n"
 
 
-def _with_flash(response: Response, message: str) -> Response:
-    response.set_cookie(FLASH, quote(message[:300]), max_age=60, path="/", httponly=True,
-                        samesite="strict")
+def _with_flash(response: Response, message: str, *, done: bool = True) -> Response:
+    """Carry what a decision did to the next page: its words, and whether it was done
+    (an answer taken) or not (already decided, refused): the two look different."""
+    kind = "done" if done else "refused"
+    response.set_cookie(FLASH, quote(f"{kind}:{message[:300]}"), max_age=60, path="/",
+                        httponly=True, samesite="strict")
+    return response
+
+
+def _framed(console: Console, request: Request, who: Identity, title: str,
+            body: str) -> Response:
+    """A whole page with the flash a redirect left, if any (shown once: then cleared)."""
+    raw = request.cookies.get(FLASH)
+    flash = None
+    if raw:
+        kind, _, text = unquote(raw).partition(":")
+        flash = (text, kind) if kind in ("done", "refused") else (unquote(raw), "done")
+    response = html(console.frame(who, title, body, flash))
+    if raw:
+        response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
     return response
 
 
@@ -342,12 +360,8 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
     @router.get("/")
     async def home(request: Request) -> Response:
         who = identity_of(request)
-        flash = request.cookies.get(FLASH)
         body = pages.live("/console/fragment/approvals", await console.approvals(who))
-        response = html(console.frame(who, "Approvals", body, unquote(flash) if flash else None))
-        if flash:
-            response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
-        return response
+        return _framed(console, request, who, "Approvals", body)
 
     @router.get("/console/fragment/approvals")
     async def approvals_fragment(request: Request) -> Response:
@@ -360,13 +374,8 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         if inner is None:
             return html(pages.message_page(title="Unknown task", text=f"No task {task_id}."),
                         404)
-        flash = request.cookies.get(FLASH)
         body = pages.live(f"/console/fragment/tasks/{task_id}", inner)
-        response = html(console.frame(who, f"Task {task_id}", body,
-                                      unquote(flash) if flash else None))
-        if flash:
-            response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
-        return response
+        return _framed(console, request, who, f"Task {task_id}", body)
 
     @router.get("/console/fragment/tasks/{task_id}")
     async def task_fragment(request: Request, task_id: Id) -> Response:
@@ -402,13 +411,8 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
             return html("", 404)
         if not navigating:
             return html(inner, 200)
-        flash = request.cookies.get(FLASH)
         body = pages.live(f"{page_path}?here=1", inner)
-        response = html(console.frame(who, "Approval request", body,
-                                      unquote(flash) if flash else None))
-        if flash:
-            response.delete_cookie(FLASH, path="/", httponly=True, samesite="strict")
-        return response
+        return _framed(console, request, who, "Approval request", body)
 
     @router.get("/console/passkeys")
     async def passkeys_page(request: Request) -> Response:
@@ -452,7 +456,8 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
                               lasts=lasts, args=args)
         outcome = await ctx.web.decide(event, ctx.flow.on_decision)
         target = safe_next(form.get("next"))
-        return _with_flash(RedirectResponse(target, status_code=303), outcome.message)
+        return _with_flash(RedirectResponse(target, status_code=303), outcome.message,
+                           done=outcome.accepted)
 
     @router.post("/console/batch")
     async def batch(request: Request) -> Response:
@@ -469,7 +474,8 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         ids = [i[:100] for i in form.get("ids", []) if i][:BATCH_MAX]
         if not ids:
             return _with_flash(RedirectResponse("/", status_code=303),
-                               "Nothing selected: tick the cards to decide together.")
+                               "Nothing selected: tick the cards to decide together.",
+                               done=False)
         scope = Scope(choice)
         results = await decide_all(ctx, functools.partial(ctx.web.decide,
                                                           fallback=ctx.flow.on_decision),

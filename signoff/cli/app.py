@@ -19,7 +19,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   pretty_exceptions_show_locals=False,
                   help="signoff: AI agents do the work, a person keeps the last word.")
 daemon_app = typer.Typer(no_args_is_help=True, help="Run the always-on daemon.")
-config_app = typer.Typer(no_args_is_help=True, help="Check configuration files.")
+config_app = typer.Typer(no_args_is_help=True, help="Check or show configuration files.")
 app.add_typer(daemon_app, name="daemon")
 app.add_typer(config_app, name="config")
 
@@ -33,12 +33,16 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def load(config: Path | None) -> Any:
-    """Settings from a file, or the embedded defaults; config errors exit 2."""
+def load(config: Path | None, *, chat: bool = True) -> Any:
+    """Settings from a file, or the embedded defaults; config errors exit 2.
+
+    ``chat=False`` for commands that run no chat surface: its unset secrets are no error
+    (see `signoff.config.settings.load_settings`).
+    """
     from signoff.config.settings import Settings, load_settings
 
     try:
-        return load_settings(config) if config else Settings.default()
+        return load_settings(config, chat=chat) if config else Settings.default()
     except ConfigError as exc:
         fail(str(exc))
 

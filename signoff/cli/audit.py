@@ -1,8 +1,9 @@
 """`signoff audit`: list events, verify the hash chain, pin and check its head.
 
-The listing is two lines per event, in fixed columns so that ids, kinds, decisions and
-scopes stay whole at 80 columns: ``#  time  task  kind  decision  scope  actor``, then
-what it was about (risk, tool → targets, reason). A date line starts each UTC day.
+The listing is two lines per event, in fixed columns, each line cut with "…" to the
+terminal's width (80 columns when none; `signoff.cli.tables`):
+``#  time  task  kind  decision  scope  actor``, then what it was about (risk, tool →
+targets, reason). A date line starts each UTC day.
 ``--json`` prints the API's event objects, one per line.
 """
 
@@ -12,7 +13,9 @@ import json
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
+from signoff.cli.tables import cut
 from signoff.config.settings import Settings
 from signoff.errors import BadArguments
 from signoff.runtime import audit as chain
@@ -114,6 +117,7 @@ async def _list(store: TaskStore, *, task: str | None, as_json: bool) -> int:
     """Print every event (of one task); an unknown task is an error (exit 1)."""
     cursor: str | None = None
     day, printed = "", 0
+    width = Console().width  # lines are cut to the terminal (80 columns when none)
     while True:
         page = await store.audit_events(task_id=task, limit=500, cursor=cursor)
         for event in page.items:
@@ -123,13 +127,13 @@ async def _list(store: TaskStore, *, task: str | None, as_json: bool) -> int:
                 typer.echo(json.dumps(event.public()))
                 continue
             if printed == 1:
-                typer.echo(header())
+                typer.echo(cut(header(), width))
             date = "" if event.kind == chain.UNREADABLE else event.at.date().isoformat()
             if date and date != day:
                 typer.echo(f"{date} (UTC)")
                 day = date
             for line in event_lines(event):
-                typer.echo(line)
+                typer.echo(cut(line, width))
         if not page.next_cursor:
             break
         cursor = page.next_cursor

@@ -312,8 +312,8 @@ def cmd_deny(task_id: IdArg,
                                ] = None,
              approval: ApprovalOpt = None,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
-    """Deny the action a task (the task fails; an agent is told and goes on) or an approval
-    request is waiting on."""
+    """Deny the action a task or an approval request is waiting on (the task fails; an
+    agent is told and goes on)."""
     path, subject = _decision_path(task_id, "deny")
     body: dict[str, Any] = {"reason": reason}
     if (seen := seen_approval(url, task_id, api_key, approval)) is not None:

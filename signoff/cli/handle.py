@@ -40,6 +40,21 @@ def exit_code(task: Task) -> int:
     return EXIT_FAILED
 
 
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports a process ended by SIGINT
+
+
+def interrupted(task: Task | None) -> str:
+    """The one line Ctrl-C leaves: which task, in what state, and what becomes of it."""
+    if task is None:
+        return "interrupted: no task was started"
+    if task.state in (TaskState.PLANNING, TaskState.IN_PROGRESS):
+        cut = f" (its {task.executing.tool} was cut short)" if task.executing else ""
+        return (f"interrupted: task {task.id} stays {task.state.value}{cut}; `signoff daemon "
+                f"start` here, or a daemon on this database once its lease runs out, takes "
+                f"it up again and asks again about an action cut short")
+    return f"interrupted: task {task.id} stays {task.state.value}"
+
+
 POLL_SECONDS = 0.2  # how often a prompt looks for a decision made in another process
 
 
@@ -61,7 +76,8 @@ async def opened(node: Node) -> AsyncIterator[Node]:
 async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mode: RunMode,
                    terminal: TerminalPlatform | None = None,
                    submitted_by: str = "terminal:user",
-                   on_action: Callable[[ActionRecord], None] | None = None) -> Task:
+                   on_action: Callable[[ActionRecord], None] | None = None,
+                   started: Callable[[Task], None] | None = None) -> Task:
     """Run one goal to its end in this process (asking at the terminal if given).
 
     Each action that ran is shown (``on_action``, else the terminal). A prompt ends with
@@ -79,6 +95,8 @@ async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mod
     task = await node.engine.submit(goal, steps=steps, mode=mode, claim=True,
                                     submitted_by=submitted_by)
     assert task is not None  # a plain task has no fire time, so it cannot collide
+    if started is not None:
+        started(task)  # so that Ctrl-C can say which task it left (`interrupted`)
     task = await node.engine.advance(task)
     shown = _show_actions(task, 0, show)
     console = node.settings.daemon.public_url

@@ -28,7 +28,7 @@ def daemon_start(
     work_dir: Annotated[Path | None, typer.Option(
         help="Sandbox for file tools (state: daemon.state_dir, or signoff-state beside it)."
     )] = None,
-    database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
+    database: Annotated[str | None, typer.Option(help="The store's SQLAlchemy URL.")] = None,
     reset: Annotated[bool, typer.Option(
         help="Delete all tasks, approvals and audit first.")] = False,
     autonomous_risks: Annotated[str | None, typer.Option(
@@ -79,7 +79,13 @@ def handle(
     again; approvals.timeout ends the prompt ("approval timed out"), and so does a
     decision taken in the console or over the API of a daemon on the same database.
     """
-    from signoff.cli.handle import exit_code, opened, run_once
+    from signoff.cli.handle import (
+        EXIT_INTERRUPTED,
+        exit_code,
+        interrupted,
+        opened,
+        run_once,
+    )
     from signoff.cli.steps import load_steps
     from signoff.config import preflight
     from signoff.embed import summarize
@@ -106,9 +112,16 @@ def handle(
         terminal = TerminalPlatform() if mode is RunMode.TERMINAL else None
         platforms = {"terminal": terminal} if terminal else {}
         node = build_node(settings, work_dir=work_dir, platforms=platforms)  # type: ignore[arg-type]
+        begun: list[Any] = []
         async with opened(node):
-            task = await run_once(node, goal, steps=actions, mode=mode, terminal=terminal,
-                                  on_action=lambda r: typer.echo(render_record(r)))
+            try:
+                task = await run_once(node, goal, steps=actions, mode=mode, terminal=terminal,
+                                      on_action=lambda r: typer.echo(render_record(r)),
+                                      started=begun.append)
+            except asyncio.CancelledError:  # Ctrl-C (asyncio.run cancels us on SIGINT)
+                left = await node.store.get_task(begun[0].id) if begun else None
+                typer.secho(interrupted(left), err=True, fg=typer.colors.YELLOW)
+                return EXIT_INTERRUPTED
         typer.echo(f"task {task.id} {summarize(task)}")
         return exit_code(task)
 
@@ -116,6 +129,9 @@ def handle(
         code = asyncio.run(main())
     except SignoffError as exc:
         fail(str(exc))
+    except KeyboardInterrupt:  # a second Ctrl-C while closing: no traceback either
+        typer.secho("interrupted", err=True, fg=typer.colors.YELLOW)
+        code = EXIT_INTERRUPTED
     raise typer.Exit(code)
 
 
@@ -127,7 +143,7 @@ def audit(
     head: Annotated[bool, typer.Option(help="Print the event count and head hash.")] = False,
     expect_head: Annotated[str | None, typer.Option(
         help="With --verify: COUNT:HASH from an earlier --head that must still be there.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON lines.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines for scripts.")] = False,
     work_dir: Annotated[Path | None, typer.Option(
         help="Work dir of the daemon (its database is in the state dir beside it).")] = None,
     database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
@@ -135,7 +151,7 @@ def audit(
     """List, verify or pin the audit log in the daemon's database."""
     from signoff.cli.audit import run_audit
 
-    settings = load(config)
+    settings = load(config, chat=False)
     try:
         code = asyncio.run(run_audit(settings, task=task, verify=verify, head=head,
                                      expect_head=expect_head, as_json=as_json,
@@ -148,7 +164,7 @@ def audit(
 @app.command()
 def nodes(
     config: ConfigOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="A JSON list.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list for scripts.")] = False,
     work_dir: Annotated[Path | None, typer.Option(
         help="Work dir of the daemon (its database is in the state dir beside it).")] = None,
     database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
@@ -156,7 +172,7 @@ def nodes(
     """List the live daemons sharing the configured database (the node registry)."""
     from signoff.cli.nodes import run_nodes
 
-    settings = load(config)
+    settings = load(config, chat=False)
     try:
         code = asyncio.run(run_nodes(settings, as_json=as_json, work_dir=work_dir,
                                      database=database))
@@ -180,7 +196,10 @@ def config_check(
     try:
         settings = load_settings(path)
         registry = build_registry(settings)
-        preflight.check(settings, registry, path=path)
+        found = (preflight.problems(settings, registry, path=path)
+                 + preflight.storage(settings, path=path))
+        if found:
+            raise ConfigError("\n".join(found))
     except ConfigError as exc:
         fail(str(exc))
     for notice in preflight.notices(settings, registry, path=path):
@@ -188,18 +207,38 @@ def config_check(
     typer.echo(summary(settings, path))
 
 
+@config_app.command("show")
+def config_show(
+    path: Annotated[Path | None, typer.Argument(
+        envvar="SIGNOFF_CONFIG",
+        help="The TOML file (default: $SIGNOFF_CONFIG, else the embedded defaults).")] = None,
+) -> None:
+    """Print the effective configuration as JSON, defaults included, secrets masked."""
+    from signoff.config.settings import shown
+
+    typer.echo(dumps(shown(load(path, chat=False))))
+
+
 def _load_node(config: str | Path | None) -> Any:
     # The wiring (every part of a node) is imported when a command needs a node, not
-    # for each start of the CLI: `signoff --help` took ~2 s with it.
+    # for each start of the CLI: `signoff --help` took ~2 s with it. The commands that
+    # load a node this way (schedules, oncall) post nothing to a chat surface.
     from signoff.wiring import load_node
 
-    return load_node(config)
+    return load_node(config, chat=False)
+
+
+_registered: list[bool] = []
 
 
 def _register_extras() -> None:
-    """Commands owned by other modules: the HTTP client, tools, schedules, MCP stdio."""
+    """Commands owned by other modules: the HTTP client, tools, schedules, MCP stdio
+    (once per process, however often the CLI is built)."""
     from signoff.cli import client, mcp_commands, policy_cmd, receipts, record, schedules, tools
 
+    if _registered:
+        return
+    _registered.append(True)
     client.register(app)
     receipts.register(app)
     record.register(app)
@@ -209,10 +248,45 @@ def _register_extras() -> None:
     mcp_commands.register(app)
 
 
+# `signoff --help` groups the commands by what they need; a command not listed here
+# stays under "Commands" (test_cli_help checks that every one is listed).
+PANELS = {
+    "Run the daemon": ("daemon", "nodes", "config"),
+    "Work here, on the daemon's config and database": (
+        "handle", "schedules", "oncall", "tools", "policy", "audit"),
+    "Prove it afterwards (the audit log, here)": ("receipt", "keys", "stats", "suggest"),
+    "Decide (talks to a running daemon)": ("tasks", "show", "approve", "deny", "grants"),
+    "Connect agents": ("mcp-gate", "mcp-permission", "claude-hook"),
+}
+
+
+def command() -> Any:
+    """The whole CLI as a click command, its help grouped (`PANELS`) and without a type
+    shown for flags (Typer renders every flag as ``<bool>``)."""
+    import typer.main
+
+    _register_extras()
+    root = typer.main.get_command(app)
+    panel_of = {name: panel for panel, names in PANELS.items() for name in names}
+    _quiet_flags(root, None)
+    for name, sub in getattr(root, "commands", {}).items():
+        sub.rich_help_panel = panel_of.get(name)
+    return root
+
+
+def _quiet_flags(cmd: Any, parent: Any) -> None:
+    """Blank the metavar of every flag (``--help`` included) of ``cmd`` and below."""
+    ctx = typer.Context(cmd, parent=parent, info_name=cmd.name)
+    for param in cmd.get_params(ctx):
+        if getattr(param, "is_flag", False):
+            param.metavar = ""
+    for sub in getattr(cmd, "commands", {}).values():
+        _quiet_flags(sub, ctx)
+
+
 def main() -> None:
     """Console-script entry point."""
-    _register_extras()
-    app()
+    command()(prog_name="signoff")
 
 
 def dumps(obj: Any) -> str:

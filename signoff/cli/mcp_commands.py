@@ -61,8 +61,8 @@ def cmd_mcp_permission(
         help="How long one prompt waits for a person before answering \"still pending, "
              "retry\" (Claude Code gives up after about five minutes).")] = "4m30s",
 ) -> None:
-    """Serve MCP on stdio: approve(tool_name, input) for Claude Code's
-    --permission-prompt-tool, each prompt decided through the running daemon."""
+    """Serve MCP on stdio for Claude Code's --permission-prompt-tool: each prompt is
+    decided through the running daemon."""
     from signoff.cli.permission import serve_permission
 
     setup_logging("WARNING")  # stderr: stdout carries the MCP protocol

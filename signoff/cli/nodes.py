@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
+from signoff.cli.tables import Col, Grid
 from signoff.config.settings import Settings
 from signoff.runtime.clock import system_now
 from signoff.runtime.store.factory import make_store
@@ -32,12 +34,10 @@ async def run_nodes(settings: Settings, *, as_json: bool, work_dir: Path | None,
     if not nodes:
         typer.echo("no live nodes")
         return 0
-    width = max(len("NODE"), *(len(n.id) for n in nodes))
-    host_width = max(len("HOST"), *(len(n.host) for n in nodes))
-    typer.echo(f"{'NODE':<{width}}  {'HOST':<{host_width}}  {'STARTED':<19}  "
-               f"{'LAST BEAT':<19}  RUNNING")
+    grid = Grid(Col("Node"), Col("Host", whole=False), Col("Started"), Col("Last beat"),
+                Col("Running"))
     for n in nodes:
-        typer.echo(f"{n.id:<{width}}  {n.host:<{host_width}}  "
-                   f"{n.started_at.isoformat()[:19]}  {n.last_beat.isoformat()[:19]}  "
-                   f"{n.running}")
+        grid.add(n.id, n.host, n.started_at.isoformat()[:19], n.last_beat.isoformat()[:19],
+                 str(n.running))
+    grid.print(Console(highlight=False))
     return 0

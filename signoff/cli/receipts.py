@@ -37,7 +37,7 @@ MAX_RECEIPT = 1024 * 1024  # a receipt is a few KiB; refuse to read a huge file 
 
 def settings_of(config: Path | None) -> Settings:
     """The settings of ``--config`` (errors exit 2, as every command's do)."""
-    from signoff.cli.main import load
+    from signoff.cli.app import load
 
     settings: Settings = load(config)
     return settings

@@ -141,7 +141,7 @@ def _schedules_table(rows: list[dict[str, Any]]) -> Grid:
 
 def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
     """Add ``schedules``, ``schedules run`` and ``oncall`` to ``app``."""
-    schedules_app = typer.Typer(help="Scheduled goals: next runs, last outcome, run now.")
+    schedules_app = typer.Typer(help="List the schedules (next runs, last outcome) or run one now.")
 
     @schedules_app.callback(invoke_without_command=True)
     def schedules(ctx: typer.Context, config: ConfigOpt = None, as_json: JsonOpt = False,
@@ -183,7 +183,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
 
     @app.command("oncall")
     def oncall(at: AtOpt = None, config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
-        """Who is on call (now or --at), from which rotation, until when."""
+        """Show who is on call (now or at --at), from which rotation, until when."""
         node = _load(load_node, config)
         try:
             when = parse_at(at, system_now())

@@ -17,9 +17,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from signoff.cli.app import ConfigOpt, fail, load, setup_logging
+from signoff.cli.tables import Col, Grid
 from signoff.errors import SignoffError
 from signoff.runtime.tools.registry import ToolInfo
 
@@ -50,7 +50,7 @@ def cmd_tools(
 ) -> None:
     """List every tool: name, risk, capability and source (builtin, plugin, mcp:<server>)."""
     setup_logging("ERROR")  # a server that is down is reported below, once
-    settings = load(config)
+    settings = load(config, chat=False)
     try:
         tools, status = listing(settings, work_dir)
     except SignoffError as exc:
@@ -62,12 +62,10 @@ def cmd_tools(
     if as_json:
         typer.echo(json.dumps([t.public() for t in tools], indent=2))
         return
-    table = Table()
-    for column in ("Tool", "Risk", "Capability", "Source"):
-        table.add_column(column, overflow="fold")
+    grid = Grid(Col("Tool"), Col("Risk"), Col("Capability"), Col("Source", whole=False))
     for t in tools:
-        table.add_row(t.name, t.risk.value, t.capability, t.source)
-    out.print(table)
+        grid.add(t.name, t.risk.value, t.capability, t.source)
+    grid.print(out)
 
 
 def register(app: typer.Typer) -> None:

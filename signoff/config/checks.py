@@ -39,7 +39,8 @@ __all__ = [
     "ActorKey", "AwareDatetime", "DatabaseUrl", "Duration", "GrantTable", "Handoff",
     "HttpUrl", "NonEmpty", "NotifyChannel", "PositiveDuration", "Regex", "Risk", "TimezoneName",
     "absolute_sqlite_url", "check_actor", "check_channel", "check_cron", "describe_errors",
-    "error_items", "join_path", "mask_url", "parse_handoff", "problem", "problems", "read_toml",
+    "error_items", "join_path", "mask_secrets", "mask_url", "parse_handoff", "problem",
+    "problems", "read_toml",
     "render_path", "substitute_env",
 ]  # fmt: skip
 
@@ -312,6 +313,22 @@ def absolute_sqlite_url(url: str) -> str:
 
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _SECRET_WORDS = ("token", "secret", "password", "key")
+MASKED = "***"
+
+
+def mask_secrets(data: Any, name: str = "") -> Any:
+    """``data`` (parsed or dumped settings) as it may be shown: the value of every key
+    whose name says secret (token, secret, password, key) is ``***``, and every URL's
+    user info and query values are masked (`mask_url`)."""
+    if isinstance(data, Mapping):
+        return {k: mask_secrets(v, str(k)) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [mask_secrets(v, name) for v in data]
+    if isinstance(data, str) and data and any(w in name.lower() for w in _SECRET_WORDS):
+        return MASKED
+    if isinstance(data, str) and "://" in data:
+        return mask_url(data)
+    return data
 
 
 def render_path(loc: tuple[int | str, ...]) -> str:

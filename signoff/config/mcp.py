@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, Field, model_validator
 
@@ -29,6 +30,14 @@ def _check_server_name(value: str) -> str:
         raise ValueError(f"invalid server name {value!r} (letters, digits, '-' and single '_'; "
                          "tools are named '<server>.<tool>')")
     return value
+
+
+def _valid_name(value: str) -> bool:
+    try:
+        _check_server_name(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_url(value: str) -> str:
@@ -122,3 +131,28 @@ def describe_server(server: McpServerSettings) -> str:
     path = server.env.get("PATH", os.environ.get("PATH", os.defpath))
     found = program if os.sep in program else shutil.which(program, path=path)
     return f"{server.name} (stdio {program} -> {found}; found, not started)"
+
+
+_SERVER_KEY = re.compile(r"mcp\.servers\[(\d+)\]")
+
+
+def server_names(data: Any) -> list[str | None]:
+    """The ``name`` of each ``[[mcp.servers]]`` of a parsed file (None where it has none)."""
+    servers = data.get("mcp", {}).get("servers", []) if isinstance(data, dict) else []
+    if not isinstance(servers, list):
+        return []
+    names = [s.get("name") if isinstance(s, dict) else None for s in servers]
+    return [n if isinstance(n, str) and n else None for n in names]
+
+
+def server_key(key: str, names: Sequence[str | None]) -> str:
+    """``mcp.servers[1].url`` → ``mcp.servers['git'].url``: every error about a server
+    names it by its ``name``; the index stays only when the name is missing or repeated."""
+    found = _SERVER_KEY.match(key)
+    if found is None:
+        return key
+    i = int(found.group(1))
+    name = names[i] if i < len(names) else None
+    if name is None or names.count(name) > 1 or not _valid_name(name):
+        return key  # a missing, repeated or invalid name would not tell the server apart
+    return f"mcp.servers[{name!r}]{key[found.end():]}"

@@ -20,12 +20,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from signoff.config.fields import ApprovalMode
-from signoff.config.mcp import command_problem
+from signoff.config.mcp import command_problem, server_key
 from signoff.config.settings import Settings, source_name
 from signoff.errors import ConfigError, SignoffError
 from signoff.net import is_loopback
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.policy.cedar import CedarPolicy
+from signoff.runtime.state import why_unwritable
+from signoff.runtime.store.sqlite.store import sqlite_path
+from signoff.runtime.text import did_you_mean
 from signoff.runtime.tools.registry import ToolRegistry, fingerprint
 
 # Off loopback a key is all that stands between the internet and the decisions: 22
@@ -83,7 +86,8 @@ def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | N
         lines.append(f'{source}: approvals.mode: "smart" needs a judge endpoint: set [planner] '
                      'base_url and model (any OpenAI-compatible API), or use mode = "manual"')
     lines += [f"{source}: {key}: {message}" for key, message in _steps(settings, registry)]
-    lines += [f"{source}: mcp.servers[{i}].command: {why}"
+    names = [server.name for server in settings.mcp.servers]
+    lines += [f"{source}: {server_key(f'mcp.servers[{i}]', names)}.command: {why}"
               for i, server in enumerate(settings.mcp.servers)
               if (why := command_problem(server)) is not None]
     if settings.policy.cedar is not None:
@@ -209,10 +213,38 @@ def notices(settings: Settings, registry: ToolRegistry, *,
         for key in keys:
             if key not in known and key.upper() not in risks:
                 lines.append(f"{source}: policy.{table}.{key}: no tool here has capability "
-                             f"{key!r} and it is no risk class, so it applies only to outside "
-                             f"requests that name it (capabilities here: "
-                             f"{', '.join(sorted(known))})")
-    return lines
+                             f"{key!r}{did_you_mean(key, known)} and it is no risk class, "
+                             f"so it applies only to outside requests that name it "
+                             f"(capabilities here: {', '.join(sorted(known))})")
+    return lines + _prohibited(settings, registry, source=source, known=known)
+
+
+def _prohibited(settings: Settings, registry: ToolRegistry, *, source: str,
+                known: set[str]) -> list[str]:
+    """A ``policy.prohibit`` entry that names no tool, capability or risk class here
+    prohibits nothing on this node: most often a misspelt tool name."""
+    tools = registry.names()
+    servers = tuple(f"{server.name}." for server in settings.mcp.servers)
+    risks = {r.value for r in RiskClass}
+    return [f"{source}: policy.prohibit[{i}]: unknown tool {entry!r}"
+            f"{did_you_mean(entry, [*tools, *known])} (no tool, capability or risk class "
+            "here is called so: it prohibits only outside requests that name it)"
+            for i, entry in enumerate(settings.policy.prohibit)
+            if entry not in tools and entry not in known and entry.upper() not in risks
+            and not entry.startswith(servers)]
+
+
+def storage(settings: Settings, *, path: str | Path | None) -> list[str]:
+    """Where the config puts the state dir and a SQLite database that cannot be written,
+    and why, as ``file: key: …`` lines (`signoff config check`; ``daemon start`` finds
+    the same when it prepares them, after its ``--work-dir``/``--database`` overrides)."""
+    source = source_name(path)
+    places = [("daemon.state_dir", settings.resolved_state_dir())]
+    database = sqlite_path(settings.database_url())
+    if settings.daemon.database is not None and database is not None:
+        places.append(("daemon.database", Path(database)))
+    return [f"{source}: {key}: cannot write {where}: {why}"
+            for key, where in places if (why := why_unwritable(where)) is not None]
 
 
 def check(settings: Settings, registry: ToolRegistry, *, path: str | Path | None,

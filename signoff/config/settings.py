@@ -33,6 +33,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core.core_schema import ValidationInfo
 
 from signoff.adapters.email.settings import EmailAddress, EmailSurfaceSettings
 
@@ -52,8 +53,8 @@ from signoff.config.checks import (
     Risk,
     absolute_sqlite_url,
     check_actor,
-    describe_errors,
     error_items,
+    mask_secrets,
     mask_url,
     problem,
     problems,
@@ -68,7 +69,7 @@ from signoff.config.fields import (
     PlannerMode,
     Section,
 )
-from signoff.config.mcp import McpSettings, describe_server
+from signoff.config.mcp import McpSettings, describe_server, server_key, server_names
 from signoff.config.ops import (
     NotifySettings,
     OncallOverride,
@@ -90,7 +91,7 @@ __all__ = [
     "PlannerSettings", "PolicySettings",
     "Recipe", "Rotation", "Schedule", "Settings", "SlackMode", "SlackSettings", "StepSpec",
     "TelegramMode", "TelegramSettings", "ToolsSettings", "check_config", "load_settings",
-    "source_name", "summary",
+    "shown", "source_name", "summary",
 ]  # fmt: skip
 
 
@@ -110,6 +111,9 @@ class DaemonSettings(Section):
     lease: PositiveDuration = timedelta(seconds=60)
     heartbeat: PositiveDuration = timedelta(seconds=5)  # node registry beat; live = 3 beats
     poll_interval: PositiveDuration = timedelta(milliseconds=500)  # queue look without a wake
+    # False: a task that ran a step on a node runs there to the end (its files are on that
+    # node's disk); True: every node sees the same work dir (NFS), any node may go on.
+    shared_work_dir: bool = False
     # SIGTERM: how long tasks in flight may finish before they are cut short (and requeued
     # on the next start); keep it under a supervisor's stop timeout (systemd: 90 s).
     shutdown_grace: Duration = timedelta(seconds=10)
@@ -408,6 +412,8 @@ class Settings(Section):
     telemetry: TelemetrySettings = TelemetrySettings()
     # The surfaces' sections, validated by their own models (see the module docstring).
     _surfaces: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
+    # Surface sections a read-only load set aside: section name -> why (see load_settings).
+    _unresolved: dict[str, tuple[str, ...]] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def default(cls) -> Settings:
@@ -416,7 +422,8 @@ class Settings(Section):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _with_surfaces(cls, data: Any, handler: ModelWrapValidatorHandler[Settings]) -> Settings:
+    def _with_surfaces(cls, data: Any, handler: ModelWrapValidatorHandler[Settings],
+                       info: ValidationInfo) -> Settings:
         # The surface sections are split off and validated by their own models; every
         # problem, theirs and the rest, is reported at once, one line each.
         if not isinstance(data, Mapping):
@@ -444,6 +451,7 @@ class Settings(Section):
             raise problems(found) from None
         found.extend(settings._email_surface(sections))
         settings._surfaces = sections
+        settings._unresolved = dict((info.context or {}).get(UNRESOLVED, {}))
         found.extend(settings._cross_checks())
         found.extend(settings._people_checks())
         if found:
@@ -482,7 +490,8 @@ class Settings(Section):
         for i, target in enumerate(self.notify):
             plugin = registry.by_prefix(target.platform)
             name = plugin.name if plugin is not None else target.platform
-            if plugin is None or not (plugin.always or name in self._surfaces):
+            configured = name in self._surfaces or name in self._unresolved
+            if plugin is None or not (plugin.always or configured):
                 found.append((f"notify[{i}].channel",
                               f"{target.platform} is not configured (add a [{name}] section)"))
         return found
@@ -509,6 +518,11 @@ class Settings(Section):
     def surface(self, name: str) -> BaseModel | None:
         """The ``[<name>]`` section of surface ``name``, or None when the file has none."""
         return self._surfaces.get(name)
+
+    @property
+    def unresolved(self) -> Mapping[str, tuple[str, ...]]:
+        """Surface sections a ``chat=False`` load set aside, each with its missing variables."""
+        return MappingProxyType(self._unresolved)
 
     @property
     def slack(self) -> SlackSettings | None:
@@ -549,23 +563,51 @@ class Settings(Section):
         return absolute_sqlite_url(self.daemon.database)
 
 
-def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None = None) -> Settings:
+# The validation context's key for the surface sections a read-only load set aside.
+UNRESOLVED = "unresolved"
+
+
+def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None = None,
+                  chat: bool = True) -> Settings:
     """Read, substitute and validate a config file; ``None`` gives the defaults.
 
     ``environ`` replaces ``os.environ`` for ``${ENV}`` substitution (tests, embedding).
-    Raises :class:`ConfigError` naming the file, the key path and each problem.
+    ``chat=False`` is for the commands that talk to no chat surface (``oncall``,
+    ``schedules``, ``audit``, ``tools``, ``nodes``): a surface section naming an unset
+    ``${ENV}`` (its tokens) is set aside instead of failing, and `Settings.unresolved` says
+    why. ``daemon start`` and ``config check`` load with ``chat=True``: every variable must
+    be set. Raises :class:`ConfigError` naming the file, the key path and each problem.
     """
     if path is None:
         return Settings.default()
     source = Path(path)
-    data, missing = substitute_env(read_toml(source), environ)
+    raw = read_toml(source)
+    unresolved = {} if chat else _set_aside_surfaces(raw, environ)
+    data, missing = substitute_env(raw, environ)
     if missing:
         raise ConfigError("\n".join(f"{source}: {key}: {msg}" for key, msg in missing))
     try:
-        return Settings.model_validate(data)
+        return Settings.model_validate(data, context={UNRESOLVED: unresolved})
     except ValidationError as exc:
-        lines = describe_errors(exc, Settings)
+        names = server_names(data)
+        lines = [f"{server_key(key, names) or '(top level)'}: {message}"
+                 for key, message in error_items(exc, Settings)]
         raise ConfigError("\n".join(f"{source}: {line}" for line in lines)) from None
+
+
+def _set_aside_surfaces(
+    raw: dict[str, Any], environ: Mapping[str, str] | None
+) -> dict[str, tuple[str, ...]]:
+    """Take out of ``raw`` each surface section whose ``${ENV}`` cannot all be resolved."""
+    aside: dict[str, tuple[str, ...]] = {}
+    for name in surface_registry().sections():
+        if name in Settings.model_fields or name not in raw:
+            continue
+        _, missing = substitute_env(raw[name], environ, name)
+        if missing:
+            aside[name] = tuple(f"{key}: {msg}" for key, msg in missing)
+            del raw[name]
+    return aside
 
 
 def check_config(path: str | Path | None) -> str:
@@ -575,6 +617,19 @@ def check_config(path: str | Path | None) -> str:
     (`signoff.config.preflight`), the same ones ``daemon start`` makes.
     """
     return summary(load_settings(path), path)
+
+
+def shown(settings: Settings) -> dict[str, Any]:
+    """The effective settings as ``signoff config show`` prints them: every section with
+    its defaults, the chat sections too, secrets masked (`mask_secrets`); a chat section
+    a read-only load set aside says why instead."""
+    data = settings.model_dump(mode="json", by_alias=True)
+    for name, section in settings.surfaces.items():
+        if name not in data:
+            data[name] = section.model_dump(mode="json", by_alias=True)
+    for name, why in settings.unresolved.items():
+        data[name] = {"not loaded": list(why)}
+    return dict(mask_secrets(data))
 
 
 def source_name(path: str | Path | None) -> str:

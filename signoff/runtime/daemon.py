@@ -72,6 +72,7 @@ class Daemon:
         await self.decider.settle_coalesced()  # members a crash left pending
         await self.decider.release_due()  # held approvals whose undo window is over
         await self.engine.recover(include_own=False)  # leases of dead nodes
+        await self.engine.fail_stranded()  # tasks queued for a node that is gone
 
     async def sweep_expired(self) -> None:
         """`sweep_once` every ``sweep_interval`` seconds, waiting out failures."""

@@ -373,8 +373,7 @@ class Decider(HoldDecisions):
         task.approval = decided
         task.updated_at = now
         if decided.status is ApprovalStatus.APPROVED:
-            self._take_back(task, now)
-            return True
+            return self._take_back(task, now)
         return self._refused(task, decided, "denied", actor, refusal_reason(decided))
 
     async def expire_due(self) -> list[Task]:

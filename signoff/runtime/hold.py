@@ -59,9 +59,10 @@ class HoldDecisions(Settler):
                         grants=[grant], audit=[event],
                         outbox=[approval_event(ApprovalEvent.DECIDED, approval.id,
                                                suffix=":released")])
+        runs_here = False
         if task is not None:
             task.approval, task.updated_at = done, now
-            self._take_back(task, now)
+            runs_here = self._take_back(task, now)
             change.task, change.expect_state = task, TaskState.WAITING_APPROVAL
         if not await self._commit(change):
             return False  # undone, or released by another node, meanwhile
@@ -69,7 +70,7 @@ class HoldDecisions(Settler):
                                              "task_id": approval.task_id})
         self.watch.fire(approval.id, done)
         await self.engine.listener.approval_decided(task, done)
-        if task is not None and self.on_runnable is not None:
+        if task is not None and runs_here and self.on_runnable is not None:
             await self.on_runnable(task)
         return True
 

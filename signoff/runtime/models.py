@@ -324,8 +324,13 @@ class Task(BaseModel):
     mode: RunMode = RunMode.INTERACTIVE
     executing: Action | None = None  # set while a gated action runs (crash marker)
     agent: AgentState | None = None  # set while (and after) an agent works on the goal
+    # A claimed task: the node holding it. A queued one: the only node that may claim it
+    # (its `work_node`), or None for any node.
     claimed_by: str | None = None
     lease_until: datetime | None = None
+    # The node whose work dir the task's steps used (None: none ran yet, or the work dir is
+    # shared): it alone goes on with the task (`Engine.pinned_to`).
+    work_node: str | None = None
     version: int = 0
     # Why its stored row could not be read (a stand-in, see `store.readers`); else None.
     unreadable: str | None = None

@@ -68,23 +68,29 @@ class Settler:
             event = event.model_copy(update={"approval_id": approval_id})
         await self._commit(Change(at=self._now(), audit=[event]))
 
-    def _take_back(self, task: Task, now: datetime) -> None:
-        """The task runs again on this node (its runnable hook hands it to the worker)."""
+    def _take_back(self, task: Task, now: datetime) -> bool:
+        """The task runs again: on this node (True: its runnable hook hands it to the
+        worker), or, when its steps used another node's work dir, queued for that node
+        alone (False: nothing to run here)."""
+        if self.engine.pinned_to(task) is not None:
+            self.engine.requeue(task)
+            return False
         task.state = TaskState.IN_PROGRESS
         task.claimed_by = self.engine.config.node_id
         task.lease_until = now + self.engine.config.lease
+        return True
 
     def _refused(self, task: Task, approval: Approval, outcome: str, actor: str,
                  reason: str) -> bool:
-        """Record a deny or a timeout; True when the task goes on (an agent told to find
-        another way, `on_deny = "tell_model"`), False when it failed."""
+        """Record a deny or a timeout; True when the task goes on here (an agent told to
+        find another way, `on_deny = "tell_model"`), False when it failed or was queued
+        for the node whose work dir it used (`_take_back`)."""
         if task.agent is None or not task.agent.tells_model:
             self._end_denied(task, approval, outcome, actor, reason)
             return False
         self._record_refusal(task, approval, outcome, actor, reason)
         task.pending_action = None  # the agent loop tells the model on its next run
-        self._take_back(task, self.engine.clock.now())
-        return True
+        return self._take_back(task, self.engine.clock.now())
 
     def _record_refusal(self, task: Task, approval: Approval, outcome: str, actor: str,
                         reason: str) -> None:

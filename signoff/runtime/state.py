@@ -76,6 +76,27 @@ def create_private_file(path: Path, data: bytes) -> bool:
     return True
 
 
+def why_unwritable(path: Path) -> str | None:
+    """Why files cannot be created or written at ``path`` (a directory to be, or a file),
+    or None: asked before anything is started, so that a read-only file system or a
+    missing permission is one clear line instead of a failure deep in the start."""
+    probe = path
+    # os.path.exists, not Path.exists: a parent we may not enter is "not there" here,
+    # and the walk goes on up to the directory that says why.
+    while not os.path.exists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if probe != path and not probe.is_dir():
+        return f"{probe} is a file, not a directory"
+    if os.statvfs(probe).f_flag & os.ST_RDONLY:
+        return f"{probe} is on a read-only file system"
+    wanted = os.W_OK | (os.X_OK if probe.is_dir() else 0)
+    if not os.access(probe, wanted):
+        owner = probe.stat()
+        return (f"no permission to write in {probe} (mode {stat.S_IMODE(owner.st_mode):o}, "
+                f"owner uid {owner.st_uid}; signoff runs as uid {os.geteuid()})")
+    return None
+
+
 def prepare_sqlite_file(path: Path) -> None:
     """Create the database file empty and 0600 when it is not there yet (SQLite takes an
     empty file as a new database, and gives its -wal and -shm the file's permissions)."""

@@ -3,9 +3,10 @@ and what a person is shown of text an agent wrote (`shown`)."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TypeVar, cast
 
 SHORT = 120
@@ -19,6 +20,13 @@ def shorten(value: object, limit: int = SHORT) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(mask_urls(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` — did you mean 'send_email'?`` when a known name is close to ``name``, else ``""``:
+    the one rule for suggesting what a misspelt name probably meant."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" — did you mean {close[0]!r}?" if close else ""
 
 
 # -- masking ---------------------------------------------------------------------------

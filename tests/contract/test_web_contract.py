@@ -72,7 +72,7 @@ class WebHarness:
                                           headers={"origin": BASE})
         assert response.status_code == 303
         landed = await self.client.get(response.headers["location"])
-        self._seen += [_text(m) for m in re.findall(r'<p class="flash"[^>]*>(.*?)</p>',
+        self._seen += [_text(m) for m in re.findall(r'<p class="flash[^"]*"[^>]*>(.*?)</p>',
                                                      landed.text)]
 
     async def rendered(self, ref: CardRef) -> Rendered:

@@ -81,7 +81,7 @@ def test_config_check_exits_2_for_a_command_that_cannot_start(tmp_path: Path) ->
     config.write_text('[[mcp.servers]]\nname = "gh"\ncommand = ["no-such-mcp-server-xyz"]\n')
     result = signoff("config", "check", str(config), cwd=tmp_path)
     assert result.returncode == 2
-    assert "bad.toml: mcp.servers[0].command: cannot start 'no-such-mcp-server-xyz'" \
+    assert "bad.toml: mcp.servers['gh'].command: cannot start 'no-such-mcp-server-xyz'" \
         in result.stderr
 
 

@@ -166,7 +166,7 @@ def _form(view: CardView, csrf: str, next_path: str) -> str:
                 f'<p class="passkey-status" role="status" aria-live="polite"></p></form>')
     return (f'{_step_up_note(card)}<form class="decide" method="post" action="/console/decide">'
             f'{_hidden(card, csrf, next_path)}'
-            f'{reason}{_lasts(card)}<div class="buttons">{buttons}</div></form>'
+            f'{reason}<div class="buttons">{buttons}</div>{_lasts(card)}</form>'
             f'{_edit_form(view, csrf, next_path)}')
 
 
@@ -315,7 +315,9 @@ def card_html(view: CardView, *, csrf: str, now: datetime, next_path: str = "/",
     if card.open and card.progress:
         note += f'<p class="progress">{e(card.progress)}</p>'
     if card.open:
-        tail = scope_help(card) + _form(view, csrf, next_path)
+        # The buttons before the words about them: on a phone they must be on the first
+        # screen, and the words are for whoever wonders.
+        tail = _form(view, csrf, next_path) + scope_help(card)
     elif card.held:
         undo = _undo_form(card, csrf, next_path, now)
         tail = f'<p class="outcome">{e(card.outcome or card.status)}</p>{undo}'
@@ -466,15 +468,20 @@ def outage_banner(problem: str) -> str:
             f'what you see may be out of date.</p>')
 
 
-def page(*, title: str, body: str, who: str, csrf: str, flash: str | None = None,
-         can_logout: bool = False) -> str:
+def page(*, title: str, body: str, who: str, csrf: str,
+         flash: tuple[str, str] | None = None, can_logout: bool = False) -> str:
     """The page frame around a body."""
     logout = ""
     if can_logout:
         logout = (f'<form class="logout" method="post" action="/logout">'
                   f'<input type="hidden" name="csrf" value="{e(csrf)}">'
                   f'<button type="submit" class="link">Sign out</button></form>')
-    notice = f'<p class="flash" role="status">{e(flash)}</p>' if flash else ""
+    notice = ""
+    if flash:  # (words, "done" | "refused"): an answer taken, or not (already decided)
+        text, kind = flash
+        mark = "✓" if kind == "done" else "!"
+        notice = (f'<p class="flash {e(kind)}" role="status"><span aria-hidden="true">'
+                  f'{mark}</span> {e(text)}</p>')
     return _template("base.html").substitute(title=e(title), who=e(who), logout=logout,
                                              flash=notice, body=body, push=push_panel(csrf))
 

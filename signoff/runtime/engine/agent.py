@@ -338,7 +338,7 @@ class _Run:
         route = await engine.route(task, action)
         action = route.action or action
         if route.kind is RouteKind.RUN:
-            ok, output, error = await engine.execute(action)
+            ok, output, error = await engine.execute(action, task)
             record = engine.record(task, action, "allow", None, ok, output, error)
             self._answer(call["id"], output=output,
                          error=None if ok else f"{action.tool} failed: {error}", record=record)
@@ -390,7 +390,7 @@ class _Run:
         await engine.save(task, audit=gated_audit(task, action, route), transcript=self._take())
         if route.audit_kind is not None:  # nobody was asked: say so before it runs
             await engine.announce_auto(task, route.actor, route.reason)
-        ok, output, error = await engine.execute(action)
+        ok, output, error = await engine.execute(action, task)
         record = engine.record(task, action, route.decision, route.actor, ok, output, error)
         task.executing = None
         self._answer(self.agent.call_id or "", output=output,

@@ -117,6 +117,9 @@ class EngineConfig:
     # approval timeout; both None outside the daemon.
     approvers_for: Callable[[Task], Sequence[str]] | None = None
     timeout_for: Callable[[Task], timedelta | None] | None = None
+    # Every node sees the same work dir (daemon.shared_work_dir): a task is not kept on the
+    # node that ran its steps.
+    shared_work_dir: bool = False
 
     def scopes_for(self, risk: RiskClass | None) -> list[Scope]:
         """The buttons offered for a risk class (deny is always there)."""
@@ -369,7 +372,7 @@ class Engine:
                                    actor="auto:check", reason=f"cannot run: {error}")
 
     async def _run_autonomous(self, task: Task, action: Action) -> bool:
-        ok, output, error = await self.execute(action)
+        ok, output, error = await self.execute(action, task)
         task.actions.append(self.record(task, action, "allow", None, ok, output, error))
         if not ok:
             await self.fail(task, f"{action.tool} failed: {error}")
@@ -388,7 +391,7 @@ class Engine:
         if audit_kind is not None:  # nobody was asked: say so before it runs
             await self.announce_auto(task, actor, reason)
         await self._fence(task)
-        ok, output, error = await self.execute(action)
+        ok, output, error = await self.execute(action, task)
         task.executing = None
         task.actions.append(self.record(task, action, decision, actor, ok, output, error))
         if not ok:
@@ -442,9 +445,23 @@ class Engine:
                 failing("record", exc, self.outages)
                 await asyncio.sleep(backoff.next())
 
+    def pinned_to(self, task: Task) -> str | None:
+        """The node ``task`` must go on running on when that is not this one, else None:
+        its steps used that node's work dir (files written there are not on this disk)."""
+        home = task.work_node
+        return home if home is not None and home != self.config.node_id else None
+
+    def requeue(self, task: Task) -> None:
+        """Put ``task`` back in the queue, claimable only by its `Task.work_node` if set."""
+        task.state, task.lease_until = TaskState.QUEUED, None
+        task.claimed_by = task.work_node
+
     # -- the moves: what both runners (steps here, the agent loop) do to a task ----------
-    async def execute(self, action: Action) -> tuple[bool, Any, str | None]:
-        """Run ``action``'s tool: (ok, its output shortened, or the error in words)."""
+    async def execute(self, action: Action, task: Task) -> tuple[bool, Any, str | None]:
+        """Run ``action``'s tool for ``task``: (ok, its output shortened, or the error in
+        words). The task remembers this node: its effects are on this node's work dir."""
+        if not self.config.shared_work_dir and task.work_node is None:
+            task.work_node = self.config.node_id
         try:
             output = await self.registry.execute(action, self.tool_context)
             return True, _short(output), None
@@ -567,6 +584,23 @@ class Engine:
             recovered.append(task)
         return recovered
 
+    async def fail_stranded(self, *, limit: int = 200) -> list[Task]:
+        """Fail the queued tasks waiting for a node that is gone: it has not beaten for
+        longer than a lease since the task was queued for it. Their files are on that
+        node's disk, so no other node can go on with them (`daemon.shared_work_dir`)."""
+        now = self.clock.now()
+        live = {node.id for node in await self.store.live_nodes(now)} | {self.config.node_id}
+        failed = []
+        for task in (await self.store.list_tasks(state=TaskState.QUEUED, limit=limit)).items:
+            home = task.claimed_by
+            if home is None or home in live or task.updated_at + self.config.lease > now:
+                continue
+            with contextlib.suppress(Conflict):  # its node came back and took it meanwhile
+                await self.fail(task, f"node {home}, whose work dir this task used, is gone "
+                                      f"(no heartbeat for longer than its lease)")
+                failed.append(task)
+        return failed
+
     async def set_aside(self, task: Task) -> None:
         """Fail, for good and with the reason, a task whose stored row cannot be read (a
         stand-in, see `store.readers`): the queue, recovery and listings go on without it."""
@@ -579,7 +613,7 @@ class Engine:
             await self.set_aside(task)
             return
         if task.state is TaskState.PLANNING and why is None:
-            task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
+            self.requeue(task)
             await self.save(task)
             return
         task.retries += 1
@@ -595,5 +629,5 @@ class Engine:
             await self.fail(task, "max retries exceeded" if why is None else
                              f"max retries exceeded ({task.retries - 1}); last error: {why}")
             return
-        task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
+        self.requeue(task)
         await self.save(task)

@@ -212,7 +212,8 @@ class MemTaskStore:
     async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:
         """Oldest queued task."""
         for _, task in self._sorted():
-            if task.state is TaskState.QUEUED:
+            # A queued task's claimed_by names the only node that may take it.
+            if task.state is TaskState.QUEUED and task.claimed_by in (None, node_id):
                 return self._take(task, node_id, lease_until)
         return None
 

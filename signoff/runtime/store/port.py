@@ -249,7 +249,9 @@ class TaskStore(Protocol):
         ...
 
     async def claim_next(self, node_id: str, lease_until: datetime) -> Task | None:
-        """Atomically take the oldest queued task (queued → planning/in_progress)."""
+        """Atomically take the oldest queued task this node may take (queued →
+        planning/in_progress): a queued task's ``claimed_by`` is None (any node) or names
+        the one node whose work dir it used (`Engine.requeue`)."""
         ...
 
     async def claim(self, task_id: str, node_id: str, lease_until: datetime,

@@ -29,6 +29,7 @@ from signoff.errors import BadArguments, ToolError, UnknownTool
 from signoff.runtime.bounds import check_json
 from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import Action, RiskClass
+from signoff.runtime.text import did_you_mean
 from signoff.runtime.tools.base import (
     CheckedTool,
     Param,
@@ -195,8 +196,9 @@ class ToolRegistry:
         the known ones."""
         tool = self._find(name) or self._find(self.resolve(name))
         if tool is None:
-            known = ", ".join(self.names()) or "none"
-            raise UnknownTool(f"unknown tool {name!r} (known tools: {known})")
+            names = self.names()
+            raise UnknownTool(f"unknown tool {name!r}{did_you_mean(name, names)} "
+                              f"(known tools: {', '.join(names) or 'none'})")
         return tool
 
     def resolve(self, name: str) -> str:

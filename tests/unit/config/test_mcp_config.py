@@ -54,10 +54,10 @@ def test_an_http_server_needs_a_url_and_no_command(tmp_path: Path) -> None:
     ok = load_settings(write(tmp_path, '[[mcp.servers]]\nname = "h"\nurl = "http://127.0.0.1:9/mcp"\n'))
     assert mcp_specs(ok)[0].url == "http://127.0.0.1:9/mcp"
     neither = error_of(write(tmp_path, '[[mcp.servers]]\nname = "h"\n'))
-    assert "mcp.servers[0].command" in neither
+    assert "mcp.servers['h'].command" in neither
     both = error_of(write(tmp_path, '[[mcp.servers]]\nname = "h"\ncommand = ["x"]\n'
                                     'url = "http://127.0.0.1:9/mcp"\n'))
-    assert "mcp.servers[0].url" in both and "not both" in both
+    assert "mcp.servers['h'].url" in both and "not both" in both
 
 
 @pytest.mark.parametrize("name", ["a.b", "a__b", "", "git_", "-x"])
@@ -73,13 +73,13 @@ def test_duplicate_servers_and_unknown_keys_are_named(tmp_path: Path) -> None:
     message = error_of(write(tmp_path, GIT + GIT))
     assert "mcp.servers[1].name: duplicate server name 'git'" in message
     message = error_of(write(tmp_path, GIT.replace('risk = "read"', 'risky = "read"')))
-    assert "mcp.servers[0].tools.git_status.risky: unknown key (did you mean 'risk'?)" in message
+    assert "mcp.servers['git'].tools.git_status.risky: unknown key (did you mean 'risk'?)" in message
 
 
 def test_a_target_cannot_also_be_content(tmp_path: Path) -> None:
     """A target is always part of the fingerprint, so it cannot be left out as content."""
     message = error_of(write(tmp_path, GIT + 'content = ["repo_path"]\n'))
-    assert "mcp.servers[0].tools.git_status.content" in message
+    assert "mcp.servers['git'].tools.git_status.content" in message
 
 
 def test_config_check_names_a_server_whose_command_cannot_start(tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ def test_config_check_names_a_server_whose_command_cannot_start(tmp_path: Path) 
     found = preflight.problems(load_settings(path), builtin_registry(entry_points_group=None),
                                path=path)
     message = "\n".join(found)
-    assert "signoff.toml: mcp.servers[0].command" in message
+    assert "signoff.toml: mcp.servers['gh'].command" in message
     assert "'no-such-mcp-server-xyz': not found on PATH" in message
 
 

@@ -110,7 +110,9 @@ _NOTIFY = "SELECT pg_notify(%s, %s)"  # CHANNEL, the store's wakeup_sender
 _STARTED = ("CASE WHEN needs_plan THEN 'planning' ELSE 'in_progress' END")
 # The pick is a MATERIALIZED CTE, not ``seq IN (SELECT …)``: a planner may run such a
 # subquery more than once per statement (seen here: LIMIT 1 claimed two rows).
+# A queued task's claimed_by names the only node that may take it (None: any node).
 _CLAIM_BATCH = ("WITH picked AS MATERIALIZED (SELECT seq FROM tasks WHERE state = 'queued' "
+                "AND (claimed_by IS NULL OR claimed_by = %s) "
                 "ORDER BY seq LIMIT %s FOR UPDATE SKIP LOCKED) "
                 f"UPDATE tasks SET state = {_STARTED}, claimed_by = %s, lease_until = %s, "
                 "version = version + 1 FROM picked WHERE tasks.seq = picked.seq "
@@ -318,6 +320,8 @@ class PgTaskStore(SqlTaskStore):
         elif not await self._saves([task.id, task.version,
                                     *_task_params(task, task.version + 1)]):
             raise Lost
+        elif task.state is TaskState.QUEUED:  # requeued: its node may be idle
+            self._wake_nodes()
         return []
 
     async def _insert_rows(self, rows: list[list[Any]]) -> list[bool]:
@@ -392,7 +396,8 @@ class PgTaskStore(SqlTaskStore):
         for node_id, which in by_node.items():
             lease = max(asks[n].lease_until for n in which)
             async with self._conn() as conn:
-                cur = await conn.execute(_CLAIM_BATCH, [len(which), node_id, _naive(lease)])
+                cur = await conn.execute(_CLAIM_BATCH, [node_id, len(which), node_id,
+                                                        _naive(lease)])
                 rows = await cur.fetchall()
             for n, row in zip(which, sorted(rows, key=lambda r: int(r[0])), strict=False):
                 got[n] = _task(row)

@@ -278,7 +278,9 @@ class SqlTaskStore:
     def _claim(self, task_id: str | None, node_id: str, lease_until: datetime,
                from_state: TaskState) -> Task | None:
         if task_id is None:
-            pick = (sa.select(tasks_t.c.seq).where(tasks_t.c.state == from_state.value)
+            # A queued task's claimed_by names the only node that may take it.
+            mine = sa.or_(tasks_t.c.claimed_by.is_(None), tasks_t.c.claimed_by == node_id)
+            pick = (sa.select(tasks_t.c.seq).where(tasks_t.c.state == from_state.value, mine)
                     .order_by(tasks_t.c.seq).limit(1))
             if not self.is_sqlite:
                 pick = pick.with_for_update(skip_locked=True)

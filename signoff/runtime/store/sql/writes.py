@@ -65,8 +65,9 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool, sealer: audit_
         record_outcome(conn, ch.outcome_for)
     if ch.task is not None:
         write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
-        if postgres and ch.insert and ch.task.state is TaskState.QUEUED:
-            # Wakes idle nodes when this commits (see store/postgres/notify.py).
+        if postgres and ch.task.state is TaskState.QUEUED:
+            # Wakes idle nodes when this commits (see store/postgres/notify.py): a new
+            # task, or one requeued (after a crash, or for the node whose work dir it used).
             conn.execute(NOTIFY, {"channel": CHANNEL, "sender": sender})
     for grant in ch.grants:
         conn.execute(grants_t.insert().values(**grant_cols(grant)))

@@ -38,7 +38,8 @@ UPDATE_TASK = ("UPDATE tasks SET state = ?, schedule = ?, fire_time = ?, claimed
                "WHERE id = ? AND version = ?")
 CLAIM_NEXT = ("UPDATE tasks SET state = CASE WHEN needs_plan THEN 'planning' "
               "ELSE 'in_progress' END, claimed_by = ?, lease_until = ?, version = version + 1 "
-              "WHERE seq = (SELECT seq FROM tasks WHERE state = ? ORDER BY seq LIMIT 1) "
+              "WHERE seq = (SELECT seq FROM tasks WHERE state = ? "
+              "AND (claimed_by IS NULL OR claimed_by = ?) ORDER BY seq LIMIT 1) "
               "AND state = ? RETURNING data, version, state, id")
 APPEND = "INSERT INTO transcript (task_id, seq, role, at, data) VALUES (?, ?, ?, ?, ?)"
 
@@ -97,9 +98,11 @@ def append_transcript(conn: sqlite3.Connection, entries: Sequence[TranscriptEntr
 
 def claim_next(conn: sqlite3.Connection, node_id: str, lease_until: datetime,
                from_state: TaskState) -> Task | None:
-    """Take the oldest task in ``from_state`` (one atomic UPDATE … RETURNING)."""
+    """Take the oldest task in ``from_state`` that is for any node or for this one (a
+    queued task's ``claimed_by`` names the node it waits for; one atomic UPDATE …
+    RETURNING)."""
     row = conn.execute(CLAIM_NEXT, (node_id, sqlite_time(lease_until), from_state.value,
-                                    from_state.value)).fetchone()
+                                    node_id, from_state.value)).fetchone()
     if row is None:
         return None
     task = read_task(row[0], row[3])

@@ -187,7 +187,10 @@ class RunCommandTool:
                 f"run_command: {program!r} timed out after {ctx.command_timeout:g}s"
             ) from None
         except BaseException:
-            # Cancelled (daemon shutdown): never leave the command running behind us.
+            # Cancelled (daemon shutdown, Ctrl-C): never leave the command running behind
+            # us. The readers' gather ends cancelled too; taking its exception keeps asyncio
+            # from printing "exception was never retrieved" with a traceback.
+            work.add_done_callback(lambda done: done.cancelled() or done.exception())
             _kill_group(proc)
             await proc.wait()
             raise

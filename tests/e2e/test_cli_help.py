@@ -1,0 +1,45 @@
+"""`signoff --help` and each command's help as people see them: commands grouped by what
+they need, no `<bool>` after a flag, one-sentence summaries."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from signoff.cli.main import PANELS, command
+
+
+def helptext(*args: str) -> str:
+    env = {**os.environ, "COLUMNS": "120"}
+    done = subprocess.run([sys.executable, "-m", "signoff", *args, "--help"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_commands_are_grouped_by_what_they_need() -> None:
+    """Every command sits in one of the named panels; none is left under "Commands"."""
+    text = helptext()
+    for panel in PANELS:
+        assert f"─ {panel} ─" in text, text
+    assert "─ Commands ─" not in text
+    listed = {name for names in PANELS.values() for name in names}
+    assert listed == set(command().commands)
+
+
+@pytest.mark.parametrize("args", [[], ["audit"], ["daemon", "start"], ["tasks"], ["handle"],
+                                  ["schedules"], ["config", "check"]])
+def test_no_flag_shows_a_type(args: list[str]) -> None:
+    """Flags (`--help`, `--json`, `--verify`) show no `<bool>`."""
+    text = helptext(*args)
+    assert "--help" in text and "<bool>" not in text
+
+
+def test_the_summaries_are_sentences() -> None:
+    """Each command's one-line summary starts with a capital and ends with a full stop."""
+    for name, cmd in command().commands.items():
+        summary = " ".join((cmd.help or "").split("\n\n")[0].split())
+        assert summary[:1].isupper() and summary.endswith("."), (name, summary)
