@@ -97,10 +97,12 @@ class Policy:
         return _as_judged(ev, action, judged)
 
     async def evaluate_request(self, action: Action, store: TaskStore, *,
-                               policy_id: str, now: datetime) -> Evaluation:
+                               policy_id: str, now: datetime,
+                               replacing: Action | None = None) -> Evaluation:
         """The same evaluation for an outside request: budgets count the requests of its
         ``policy_id`` (pending ones reserve a unit), grants are those of that policy_id,
-        and no schedule pre-authorizes anything."""
+        and no schedule pre-authorizes anything. ``replacing``: the pending request this
+        action is an edit of; its reserved unit is the edit's own, not counted twice."""
         judged, refused = await self.network(action)
         if refused:
             return Evaluation(Verdict.BLOCK, refused)
@@ -108,6 +110,8 @@ class Policy:
         cap = judged.capability
         if cap is not None and cap in self.budgets:
             left = self.budgets[cap] - await store.count_requests(policy_id, cap)
+            if replacing is not None and replacing.capability == cap:
+                left += 1
         ev = await self._judge(judged, store, policy_id=policy_id, task_id=None,
                                schedule=None, budget_left=left, per="policy_id", now=now)
         return _as_judged(ev, action, judged)
