@@ -2,14 +2,15 @@
 MCP client (an IDE, Claude Code, another agent).
 
 The gate is an MCP server, on stdio or (``--http``) the SDK's streamable HTTP transport
-(the official SDK's low-level `Server`), that proxies the ``[[mcp.servers]]`` entry SERVER (kept alive by the same `McpConnection` the daemon
-uses). ``tools/list`` is the upstream's listing, unchanged. Each ``tools/call`` is first
-checked against the tool's inputSchema, then asked of the running daemon through the SDK
-(``POST /v1/approvals``, policy_id = this gate's session, labels from the server's tool
-rules), and only an approved call is forwarded; its result goes back unchanged. A person
-may approve it with edited args (the request is asked ``editable``): those are checked
-against the inputSchema again and forwarded instead, never the asked ones. Anything
-else (denied, blocked, expired, the daemon unreachable) is an ``isError`` result saying
+(the official SDK's low-level `Server`), that proxies the ``[[mcp.servers]]`` entry
+SERVER (kept alive by the same `McpConnection` the daemon uses). ``tools/list`` is the
+upstream's listing, unchanged. Each ``tools/call`` is first checked against the tool's
+inputSchema, then asked of the running daemon through the SDK (``POST /v1/approvals``,
+policy_id as below, labels from the server's tool rules), and only an approved call is
+forwarded; its result goes back unchanged. A person may approve it with edited args (the
+request is asked ``editable``): those are checked against the inputSchema again and
+forwarded instead, never the asked ones. Anything else (denied, blocked, expired, the
+daemon unreachable) is an ``isError`` result saying
 "not approved: …", so the model knows it did not get consent (fail closed).
 
 While a person has not answered, the call waits (up to ``approvals.timeout``) and, when the
@@ -243,36 +244,59 @@ class ReadOnly:
 
 async def serve_http(server: Server[Any], address: HttpAddress) -> None:
     """The gate on the SDK's streamable HTTP transport (sessions, DNS-rebinding checks for
-    loopback hosts) under uvicorn, until the process is stopped. A session the client ends
+    loopback hosts) under uvicorn, until SIGTERM or SIGINT. A session the client ends
     (DELETE) or that goes idle cancels its calls, which withdraws their requests."""
+    listener = bind(address)
     app = server.streamable_http_app(streamable_http_path=address.path, host=address.host)
-    config = uvicorn.Config(app, host=address.host, port=address.port, log_level="warning",
-                            lifespan="on")
-    web = _Web(config)
+    web = _Web(uvicorn.Config(app, log_level="warning", lifespan="on"))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop serving, then withdraw (finally)
         loop.add_signal_handler(sig, web.stop)
-    serving = asyncio.create_task(web.serve())
-    while not web.started and not serving.done():
-        await asyncio.sleep(0.05)
-    if web.started:  # the host learns where to connect (stdout is not the protocol here)
+    serving = asyncio.create_task(web.serve(sockets=[listener]))
+    listening = asyncio.create_task(web.listening.wait())
+    await asyncio.wait({serving, listening}, return_when=asyncio.FIRST_COMPLETED)
+    listening.cancel()
+    if web.listening.is_set():  # the host learns where to connect (stdout is not MCP here)
         print(f"signoff mcp-gate: serving at {address.url}", file=sys.stderr, flush=True)
     try:
         await serving
     finally:
         web.should_exit = True
         await asyncio.gather(serving, return_exceptions=True)
-    if not web.started:
-        raise BadArguments(f"cannot listen on {address.host}:{address.port} (in use?)")
+        listener.close()
+
+
+def bind(address: HttpAddress) -> socket.socket:
+    """The listening socket, bound before anything is served: a port in use is one clear
+    error."""
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address.host, address.port))
+    except OSError as exc:
+        sock.close()
+        raise BadArguments(f"cannot listen on {address.host}:{address.port}: "
+                           f"{exc.strerror or exc}") from None
+    return sock
 
 
 class _Web(uvicorn.Server):
     """uvicorn without its own signal handling: a signal it captured is raised again after
     shutdown, which would end the process before the gate withdraws what calls wait on."""
 
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if not self.should_exit:  # the app's lifespan started (else should_exit is set)
+            self.listening.set()
 
     def stop(self) -> None:
         self.should_exit = True

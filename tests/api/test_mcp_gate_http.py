@@ -219,3 +219,17 @@ async def test_an_approval_with_edited_args_forwards_the_edit(
         result = await asyncio.wait_for(call, 60)
     assert not result.is_error and text(result) == "noted: ls", text(result)
     assert notes.read_text() == "ls\n"
+
+
+def test_a_port_in_use_is_one_clear_error(config: Path) -> None:
+    """Another program holds the port: exit 2 naming the address, nothing served."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "signoff", "mcp-gate", "notes",
+                               "--config", str(config), "--http", "--port", str(port)],
+                              capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr

@@ -24,8 +24,8 @@ import contextlib
 import logging
 import os
 import signal
-from pathlib import Path
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
