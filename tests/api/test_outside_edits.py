@@ -98,3 +98,26 @@ async def test_an_edit_cannot_change_the_tool(node: Running) -> None:
     refused = await approve(node, asked, {"tool": "wipe", "args": {"to": "ops"}})
     assert refused.status_code == 422, refused.text
     assert (await status(node, asked))["status"] == "pending"
+
+
+async def test_the_console_offers_the_edit_form_only_for_editable_requests(
+        node: Running) -> None:
+    """A plain outside request has no edit form (its edit would be refused); an editable
+    one has it, and an edit sent from it is what the caller is told to run."""
+    from tests.api.helpers import BASE
+    from tests.api.test_web_console import csrf
+
+    plain = await ask(node, {"to": "ops", "text": "plain"})
+    async with node.client() as admin:
+        page = (await admin.get("/")).text
+        assert 'name="args"' not in page
+        assert (await approve(node, plain, {})).status_code == 200
+        editable = await ask(node, {"to": "ops", "text": "draft"}, editable=True)
+        page = (await admin.get("/")).text
+        assert 'name="args"' in page and "draft" in page
+        sent = await admin.post("/console/decide", data={
+            "approval_id": editable, "csrf": csrf(page), "next": "/", "scope": "once",
+            "args": '{"to": "ops", "text": "final"}'}, headers={"origin": BASE})
+        assert sent.status_code == 303, sent.text
+    seen = await status(node, editable)
+    assert seen["edited"] is True and seen["args"] == {"to": "ops", "text": "final"}
