@@ -40,8 +40,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from signoff.config.settings import Settings
+from signoff.runtime.engine.agent import AgentLoop, AgentSettings
 from signoff.runtime.models import TaskState
-from signoff.runtime.planning.agent import AgentLoop, AgentSettings
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import Change, TaskStore
 from signoff.runtime.store.sqlite.store import SqliteTaskStore

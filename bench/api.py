@@ -86,22 +86,29 @@ async def populate(work_dir: Path, count: int) -> list[str]:
     await store.open()
     registry = builtin_registry(work_dir=work_dir)
     ids = []
+
+    async def insert(i: int) -> str:
+        action = registry.prepare(Action(tool="send_webhook", args={
+            "url": f"https://hooks.example.com/team/{i % 50}",
+            "payload": {"text": f"build {i} is green", "n": i}}))
+        now = utcnow()
+        task_id, approval_id = f"t-bench{i:06d}", f"a-bench{i:06d}"
+        approval = Approval(id=approval_id, task_id=task_id, action=action,
+                            requested_at=now, expires_at=now + timedelta(days=7))
+        task = Task(id=task_id, goal=f"tell the team about build {i}",
+                    state=TaskState.WAITING_APPROVAL, steps=[action], pending_action=action,
+                    approval=approval, mode=RunMode.INTERACTIVE, submitted_by="web:bench",
+                    created_at=now, updated_at=now)
+        if not await store.commit(Change(at=now, task=task, insert=True, approval=approval)):
+            raise RuntimeError(f"could not insert {task_id}")
+        return task_id
+
     try:
-        for i in range(count):
-            action = registry.prepare(Action(tool="send_webhook", args={
-                "url": f"https://hooks.example.com/team/{i % 50}",
-                "payload": {"text": f"build {i} is green", "n": i}}))
-            now = utcnow()
-            task_id, approval_id = f"t-bench{i:06d}", f"a-bench{i:06d}"
-            approval = Approval(id=approval_id, task_id=task_id, action=action,
-                                requested_at=now, expires_at=now + timedelta(days=7))
-            task = Task(id=task_id, goal=f"tell the team about build {i}",
-                        state=TaskState.WAITING_APPROVAL, steps=[action], pending_action=action,
-                        approval=approval, mode=RunMode.INTERACTIVE, submitted_by="web:bench",
-                        created_at=now, updated_at=now)
-            if not await store.commit(Change(at=now, task=task, insert=True, approval=approval)):
-                raise RuntimeError(f"could not insert {task_id}")
-            ids.append(task_id)
+        # 500 at a time: concurrent commits share one group commit (the order of the ids,
+        # oldest first, is kept: each batch is requested after the one before).
+        for start in range(0, count, 500):
+            ids += await asyncio.gather(*(insert(i) for i in range(start,
+                                                                   min(start + 500, count))))
     finally:
         await store.close()
     return ids

@@ -39,13 +39,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from daemons import fresh_database  # bench/ is on sys.path when this file runs
 
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import Action, Grant, RunMode, Scope, Task, TaskState
 from signoff.runtime.policy.grants import make_grant
 from signoff.runtime.policy.policy import Policy
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import Change, TaskStore
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.registry import builtin_registry
 
 EVALUATIONS = 100_000

@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -44,6 +46,7 @@ from signoff.bot.ports import (
 from signoff.errors import PlatformUnavailable
 from signoff.runtime.clock import Clock, FakeClock
 from signoff.runtime.models import ALL_SCOPES, DecisionCode, Scope
+from signoff.runtime.store.memory import MemTaskStore
 
 __all__ = ["BUTTON_LABELS", "PlatformContract", "PlatformHarness", "PluginContract",
            "RecordingHarness", "RecordingPlatform", "Rendered", "route_client", "sample_card",
@@ -351,15 +354,17 @@ class RecordingHarness:
         return [text for ch, text, _ in self.platform.notes if ch == channel]
 
 
-def surface_deps(*, clock: Clock | None = None,
-                 pending: Sequence[ApprovalCard] = ()) -> SurfaceDeps:
-    """What the daemon hands `SurfacePlugin.build`: a clock, the waiting cards and a
-    server secret drawn for this call (the daemon's lives in its state dir)."""
+def surface_deps(*, clock: Clock | None = None, pending: Sequence[ApprovalCard] = (),
+                 state_dir: Path | None = None) -> SurfaceDeps:
+    """What the daemon hands `SurfacePlugin.build`: a clock, the waiting cards, a server
+    secret drawn for this call (the daemon's lives in its state dir), the daemon's default
+    address as its public URL, ``state_dir`` and an in-memory store's push subscriptions."""
     async def lister() -> list[ApprovalCard]:
         return list(pending)
 
     return SurfaceDeps(clock=clock or FakeClock(), pending=lister,
-                       secret=secrets.token_bytes(32))
+                       secret=secrets.token_bytes(32), public_url="http://127.0.0.1:8080",
+                       state_dir=state_dir, subscriptions=MemTaskStore())
 
 
 def route_client(surface: Surface) -> httpx.AsyncClient:
@@ -406,7 +411,8 @@ class PluginContract:
         loaded: BaseModel | None = None
         if plugin.settings is not None:
             loaded = plugin.settings.model_validate(section)
-        surface = plugin.build(loaded, surface_deps())
+        with tempfile.TemporaryDirectory() as state:  # for a key file of its own (VAPID)
+            surface = plugin.build(loaded, surface_deps(state_dir=Path(state)))
         assert isinstance(surface, Surface)
         assert (surface.name, surface.channel_prefix) == (plugin.name, plugin.channel_prefix)
         for route in surface.routes():

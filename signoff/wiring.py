@@ -26,16 +26,18 @@ from signoff.bot.routing.authorizer import Authorizer
 from signoff.bot.routing.oncall import OnCallRouter
 from signoff.config.preflight import grant_action
 from signoff.config.settings import Settings
-from signoff.errors import ConfigError
+from signoff.errors import ConfigError, PlatformUnavailable
 from signoff.runtime.clock import Clock, SystemClock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.engine import Engine, EngineConfig
+from signoff.runtime.engine.agent import AgentLoop, AgentSettings
 from signoff.runtime.events import MultiListener
 from signoff.runtime.leadership import Leadership
 from signoff.runtime.models import RiskClass, Scope
-from signoff.runtime.planning.agent import AgentLoop, AgentSettings
+from signoff.runtime.outages import Outages
 from signoff.runtime.planning.llm import ChatClient, LlmJudge, LlmPlanner
 from signoff.runtime.planning.planner import Planner, Recipe, RulesPlanner
+from signoff.runtime.policy.cedar import CedarPolicy
 from signoff.runtime.policy.grants import grant_key
 from signoff.runtime.policy.net import (
     NetAllow,
@@ -50,6 +52,7 @@ from signoff.runtime.policy.quorum import ApprovalRules
 from signoff.runtime.policy.unattended import Unattended
 from signoff.runtime.replay import ReplayLedger
 from signoff.runtime.schedule.scheduler import Scheduler, schedule_timeouts
+from signoff.runtime.signing import node_signer
 from signoff.runtime.state import (
     NODE_ID_FILE,
     ProtectedFiles,
@@ -59,8 +62,9 @@ from signoff.runtime.state import (
     prepare_sqlite_file,
 )
 from signoff.runtime.store.factory import make_store
-from signoff.runtime.store.port import TaskStore
+from signoff.runtime.store.port import PushSubscription, TaskStore
 from signoff.runtime.store.sqlite.store import sqlite_path
+from signoff.runtime.telemetry import Telemetry
 from signoff.runtime.tools.base import ChannelForm, SmtpSettings, ToolContext
 from signoff.runtime.tools.builtin.messaging import parse_channel
 from signoff.runtime.tools.mcp import McpHub, McpServerSpec, McpToolRule
@@ -93,6 +97,7 @@ class Node:
     oncall: OnCallRouter | None = None
     scheduler: Scheduler | None = None
     mcp: McpHub = field(default_factory=lambda: McpHub(()))
+    telemetry: Telemetry | None = None  # OpenTelemetry, when [telemetry] enabled
 
 
 def prepare_state(settings: Settings, work_dir: Path | None = None) -> Path:
@@ -235,6 +240,17 @@ def _preauthorized(settings: Settings, registry: ToolRegistry) -> dict[str, froz
     return out
 
 
+def build_policy(settings: Settings, registry: ToolRegistry, net: NetRule,
+                 autonomous_risks: Iterable[RiskClass] | None = None) -> Policy:
+    """The node's policy (also what `signoff policy test` evaluates against)."""
+    pol = settings.policy
+    risks = frozenset(autonomous_risks) if autonomous_risks is not None else frozenset(
+        settings.approvals.autonomous_risks)
+    return Policy(autonomous_risks=risks, prohibit=tuple(pol.prohibit),
+                  budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry),
+                  net=net, cedar=CedarPolicy.load(pol.cedar) if pol.cedar else None)
+
+
 class SurfacePoster:
     """`post_message`'s port: ``slack:C1`` / ``telegram:-100`` go to that surface's notify.
 
@@ -285,10 +301,11 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                store: TaskStore | None = None, planner: Planner | None = None,
                platforms: dict[str, Surface] | None = None,
                oncall: Any = None, resolver: Resolver | None = None,
-               state: Path | None = None) -> Node:
+               state: Path | None = None, telemetry: Telemetry | None = None) -> Node:
     """Build the runtime and the approval flow from settings (``resolver``: how network
     tools and the policy resolve host names; the system's by default; ``state``: the
-    state dir when the caller prepared it already, see `prepare_state`)."""
+    state dir when the caller prepared it already, see `prepare_state`; ``telemetry``:
+    given by tests, else built from ``[telemetry]`` when it is enabled)."""
     wd = settings.resolved_work_dir(work_dir)
     wd.mkdir(parents=True, exist_ok=True)
     state = state or prepare_state(settings, work_dir)
@@ -296,7 +313,11 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     chosen = dict(platforms or {})
     url = (database or settings.database_url(work_dir)) if store is None else _store_url(store)
     protected = protected_files(state, url)
-    store = store or make_store(url or "")
+    node = node_id(settings, state)
+    signer = node_signer(state, node_id=node)
+    store = store or make_store(url or "", signer=signer)
+    if store.sealer.signer is None:  # a store built elsewhere signs with this node's key
+        store.sealer.signer = signer
     pol = settings.policy
     registry, hub = build_tools(settings, wd)
     em = settings.email
@@ -311,17 +332,13 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                           username=em.username, password=em.password,
                           timeout=em.timeout.total_seconds()))
     ap = settings.approvals
-    risks = frozenset(autonomous_risks) if autonomous_risks is not None else frozenset(
-        ap.autonomous_risks)
-    policy = Policy(autonomous_risks=risks, prohibit=tuple(pol.prohibit),
-                    budgets=dict(pol.budgets), preauthorized=_preauthorized(settings, registry),
-                    net=net)
+    policy = build_policy(settings, registry, net, autonomous_risks)
     scopes = {risk: tuple(ap.scopes_for(risk)) for risk in RiskClass}
     router = OnCallRouter(
         rotations=settings.oncall.rotations, overrides=settings.oncall.overrides, clock=clock,
         schedule_approvers={s.name: s.approvers for s in settings.schedules if s.approvers})
     config = EngineConfig(
-        node_id=node_id(settings, state), approval_timeout=ap.timeout, lease=settings.daemon.lease,
+        node_id=node, approval_timeout=ap.timeout, lease=settings.daemon.lease,
         max_retries=settings.daemon.max_retries, scopes=scopes,
         unattended=Unattended(mode=ap.mode, cron_mode=ap.cron_mode,
                               strict_yolo=settings.evaluation.strict_yolo),
@@ -336,6 +353,10 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     if str(ap.mode) == "smart" and client is not None:
         judge = LlmJudge(client=client)
     listener = MultiListener()
+    if telemetry is None and settings.telemetry.enabled:
+        from signoff.runtime.telemetry import from_environment  # imported only when on
+
+        telemetry = from_environment(store=store, node_id=config.node_id)
     # An injected planner plans every goal itself; otherwise agent mode, when configured,
     # works on goals without steps turn by turn.
     engine = Engine(store=store, registry=registry, policy=policy,
@@ -349,13 +370,17 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                         events=frozenset(map(str, n.events)), include_content=n.include_content)
              for n in settings.notify]
     public = settings.daemon.public_url
-    notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public)
+    notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public,
+                        outages=engine.outages)  # its loops' failures show in /health
     flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
                         step_up=frozenset(ap.step_up),
-                        previews=functools.partial(registry.preview, ctx=context))
+                        previews=functools.partial(registry.preview, ctx=context),
+                        delivered=telemetry.card_delivered if telemetry else None)
     notifier.on_flush = flow.dispatcher.wake
     listener.add(flow)
+    if telemetry is not None:
+        listener.add(telemetry)
     worker.gate = flow.dispatcher.room  # approval cards before more autonomous work
     flow.dispatcher.outages = engine.outages  # its outages show in /health
     # Built here so that a schedule naming an unknown tool is a config error at start.
@@ -364,7 +389,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     return Node(settings=settings, work_dir=wd, store=store, registry=registry, engine=engine,
                 decider=decider, worker=worker, flow=flow, authorizer=authorizer, clock=clock,
                 listener=listener, platforms=chosen, oncall=router, scheduler=scheduler,
-                mcp=hub)
+                mcp=hub, telemetry=telemetry)
 
 
 def _store_url(store: TaskStore) -> str | None:
@@ -415,8 +440,27 @@ class PendingCards:
                      for r in await store.cards(approval_id))
         card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
                           preview=await self.node.flow.preview(approval),
-                          people=self.node.flow.people)
+                          step_up=self.node.flow.step_up, people=self.node.flow.people)
         return PostedCard(card=card, refs=refs)
+
+    # -- `SurfaceDeps.subscriptions`: the store's push subscriptions, once there is one ----
+    def _store(self) -> TaskStore:
+        if self.node is None:
+            raise PlatformUnavailable("the daemon is starting: no store yet")
+        return self.node.store
+
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep one (`TaskStore.add_push_subscription`)."""
+        return await self._store().add_push_subscription(sub)
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """``holder``'s or everyone's (`TaskStore.push_subscriptions`)."""
+        return await self._store().push_subscriptions(holder)
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one (`TaskStore.remove_push_subscription`)."""
+        return await self._store().remove_push_subscription(sub_id, holder=holder)
 
 
 def surface_name(prefix: str) -> str:
@@ -436,6 +480,8 @@ def build_surfaces(settings: Settings, *, deps: SurfaceDeps,
     for plugin in (registry or surface_registry()).plugins.values():
         section = settings.surface(plugin.name)
         if section is None and not plugin.always:
+            continue
+        if section is not None and plugin.enabled is not None and not plugin.enabled(section):
             continue
         surface = plugin.build(section, deps)
         if surface.name != plugin.name or surface.channel_prefix != plugin.channel_prefix:
@@ -501,7 +547,7 @@ def build_reminder(node: Node) -> Reminder | None:
 def cluster_services(node: Node) -> list[tuple[str, Any]]:
     """The node registry heartbeat and, on PostgreSQL, the LISTEN/NOTIFY wake-ups."""
     from signoff.runtime.nodes import Heartbeat
-    from signoff.runtime.store.sql.notify import TaskWakeups
+    from signoff.runtime.store.postgres.notify import TaskWakeups
     from signoff.runtime.store.sql.store import SqlTaskStore
 
     heartbeat = Heartbeat(store=node.store, clock=node.clock,
@@ -512,7 +558,7 @@ def cluster_services(node: Node) -> list[tuple[str, Any]]:
     if isinstance(node.store, SqlTaskStore) and not node.store.is_sqlite:
         # The node's own inserts already woke its worker (API, scheduler): skip the echo.
         wakeups = TaskWakeups(url=node.store.url, wake=node.worker.wake,
-                              ignore=node.store.wakeup_sender)
+                              ignore=node.store.wakeup_sender, outages=node.engine.outages)
         services.append(("notify-listen", wakeups.run))
     return services
 
@@ -524,6 +570,13 @@ class ClusterPorts:
     leadership: Leadership
     replay: ReplayLedger | None  # None: each surface keeps its own per-process record
     services: tuple[tuple[str, Any], ...] = ()
+
+    def report_to(self, outages: Outages) -> None:
+        """Lost leases are reported to ``outages`` (named in ``/health`` while they last)."""
+        from signoff.runtime.store.postgres.leader import PgLeadership
+
+        if isinstance(self.leadership, PgLeadership):
+            self.leadership.outages = outages
 
 
 def cluster_ports(settings: Settings, *, work_dir: Path | None, database: str | None,
@@ -538,8 +591,8 @@ def cluster_ports(settings: Settings, *, work_dir: Path | None, database: str | 
     nid = node_id(settings, state or prepare_state(settings, work_dir))
     if sa_backend(url) != "postgresql":
         return ClusterPorts(leadership=SoleLeadership(node_id=nid), replay=None)
-    from signoff.runtime.store.sql.leader import PgLeadership
-    from signoff.runtime.store.sql.replay import SqlReplayLedger
+    from signoff.runtime.store.postgres.leader import PgLeadership
+    from signoff.runtime.store.postgres.replay import SqlReplayLedger
 
     ledger = SqlReplayLedger(url=url, clock=clock)
     return ClusterPorts(leadership=PgLeadership(url=url, node_id=nid), replay=ledger,
@@ -577,10 +630,29 @@ def api_roles(settings: Settings) -> dict[str, str]:
     return roles
 
 
+async def forget_stale_subscriptions(store: TaskStore, settings: Settings, *,
+                                     local: bool) -> int:
+    """Forget the push subscriptions of people who no longer hold a key that may decide
+    (a key removed from the config, or made a requester): their notifications' tokens
+    would otherwise still decide as them. Run at start-up; returns how many went."""
+    keys, roles = api_keys(settings), api_roles(settings)
+    deciders = {f"web:{name}" for name in keys.values() if roles.get(name) != "requester"}
+    if local and not keys:
+        deciders.add("web:local")  # the keyless loopback console
+    gone = 0
+    for sub in await store.push_subscriptions():
+        if sub.holder not in deciders and await store.remove_push_subscription(sub.id):
+            gone += 1
+    if gone:
+        log.info("push_subscriptions_forgotten", extra={"count": gone})
+    return gone
+
+
 def api_context(settings: Settings, **parts: Any) -> ApiContext:
     """The API's context from the config file: ``keys``, ``local_no_key`` (no key on a
     loopback host) and ``public_url`` filled in unless given; the rest from ``parts``."""
-    from signoff.api.context import ApiContext, is_loopback
+    from signoff.api.context import ApiContext
+    from signoff.net import is_loopback
 
     keys = api_keys(settings)
     parts.setdefault("keys", keys)

@@ -16,8 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Depends, FastAPI
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
-from signoff import __version__
+from signoff._version import __version__
 from signoff.adapters.web import pages
 from signoff.api import access, approvals, console, errors, routes
 from signoff.api.access import Role
@@ -25,9 +27,11 @@ from signoff.api.auth import Authenticator, AuthMiddleware, SessionRules
 from signoff.api.context import ApiContext
 from signoff.api.metrics import MetricsListener
 from signoff.api.middleware import GuardMiddleware
+from signoff.api.routes import KEYS_PATH
+from signoff.bot.ports import Caller, Endpoint
 from signoff.runtime.events import MultiListener
 
-PUBLIC_PATHS = frozenset({"/health"})
+PUBLIC_PATHS = frozenset({"/health", KEYS_PATH})
 
 
 def attach_metrics(ctx: ApiContext) -> MetricsListener:
@@ -72,6 +76,22 @@ def document_auth(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def signed_in(endpoint: Endpoint) -> Endpoint:
+    """A surface's ``signed_in`` route: past `AuthMiddleware` (a key or the console's
+    cookie with its CSRF header), for people who may decide (403 for a requester key);
+    the endpoint reads who from ``request.state.caller``."""
+
+    async def guarded(request: Request) -> Response:
+        who = request.state.identity
+        if not access.may_decide(who):
+            return JSONResponse({"detail": f"{who.actor} holds a {who.role.value} key, "
+                                           "which may not decide"}, status_code=403)
+        request.state.caller = Caller(actor=who.actor)
+        return await endpoint(request)
+
+    return guarded
+
+
 def create_app(ctx: ApiContext) -> FastAPI:
     """Build the app for one node (see the module docstring)."""
     metrics = attach_metrics(ctx)
@@ -90,10 +110,10 @@ def create_app(ctx: ApiContext) -> FastAPI:
     app.include_router(routes.build_router(ctx, metrics))
     app.include_router(approvals.build_router(ctx))
     app.include_router(console.build_router(ctx, auth))
-    extra = [route.path for route in ctx.extra_routes]
+    extra = [route.path for route in ctx.extra_routes if not route.signed_in]
     for route in ctx.extra_routes:
-        app.add_route(route.path, route.endpoint, methods=[route.method],
-                      include_in_schema=False)
+        endpoint = signed_in(route.endpoint) if route.signed_in else route.endpoint
+        app.add_route(route.path, endpoint, methods=[route.method], include_in_schema=False)
     errors.install(app)
     document_auth(app)
     open_paths = PUBLIC_PATHS | set(extra)

@@ -53,6 +53,7 @@ from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, RiskClass
 from signoff.runtime.outside import KeyReused, OutcomeConflict, OutsideRequests, RequestSpec
 from signoff.runtime.refusals import reported_words
 from signoff.runtime.store.port import PendingRequest
+from signoff.runtime.telemetry import traceparent
 
 MAX_WAIT = 60.0  # seconds a long poll may hold a connection; longer waits are shortened
 MIN_TIMEOUT = 1.0
@@ -149,7 +150,8 @@ def wait_seconds(text: str | None) -> float:
     return min(duration_field("wait", text).total_seconds(), MAX_WAIT)
 
 
-def spec_of(body: RequestIn, *, actor: str, key: str | None) -> RequestSpec:
+def spec_of(body: RequestIn, *, actor: str, key: str | None,
+            trace: str | None = None) -> RequestSpec:
     """The runtime's view of a request body; a 422 names a bad field."""
     timeout = None
     if body.timeout is not None:
@@ -167,7 +169,8 @@ def spec_of(body: RequestIn, *, actor: str, key: str | None) -> RequestSpec:
         targets=tuple(body.targets), content=tuple(body.content), goal=body.goal,
         why=body.why, timeout=timeout, editable=body.editable,
         # Keys are the caller's own namespace: two API keys never share a request.
-        idempotency_key=f"{actor} {key}" if key else None, submitted_by=actor)
+        idempotency_key=f"{actor} {key}" if key else None, submitted_by=actor,
+        traceparent=traceparent(trace))
 
 
 def build_router(ctx: ApiContext) -> APIRouter:
@@ -249,7 +252,8 @@ def build_router(ctx: ApiContext) -> APIRouter:
                      ) -> Submission:
         """Ask signoff about one action of an agent that is not ours."""
         who = identity_of(request)
-        spec = spec_of(body, actor=who.actor, key=idempotency_key)
+        spec = spec_of(body, actor=who.actor, key=idempotency_key,
+                       trace=request.headers.get("traceparent"))
         try:
             approval, replayed = await desk.submit(spec)
         except ToolError as exc:

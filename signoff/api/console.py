@@ -19,11 +19,12 @@ from importlib import resources
 from typing import Annotated
 from urllib.parse import parse_qs, quote, unquote
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Query, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from signoff.adapters.web import pages
 from signoff.adapters.web.pages import CardView
+from signoff.adapters.web.stats_page import stats_body
 from signoff.api.auth import (
     COOKIE,
     HTML_HEADERS,
@@ -42,6 +43,7 @@ from signoff.api.routes import identity_of
 from signoff.bot.cards import build_card, complete
 from signoff.bot.flow import ApprovalFlow
 from signoff.bot.ports import Actor, ApprovalCard, CardRef, DecisionEvent
+from signoff.runtime import record
 from signoff.runtime.coalesce import group_size
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, Scope, Task
 from signoff.runtime.refusals import reported_words
@@ -55,7 +57,11 @@ KEEPALIVE = 10.0
 DECIDED_WINDOW = timedelta(hours=1)
 TRANSCRIPT_SHOWN = 200  # messages of an agent's conversation on its task page
 STATIC = {"console.js": "text/javascript; charset=utf-8",
-          "console.css": "text/css; charset=utf-8"}
+          "console.css": "text/css; charset=utf-8",
+          # The installable app: its service worker (scope "/"), manifest and icons.
+          "sw.js": "text/javascript; charset=utf-8",
+          "manifest.webmanifest": "application/manifest+json",
+          "icon-192.png": "image/png", "icon-512.png": "image/png"}
 Id = Annotated[str, Path(min_length=1, max_length=100)]
 PAGES = 20  # pages of pending requests read to fill the console's first 50 cards
 BATCH_MAX = 500  # cards one multi-select form may decide (as POST /approvals/batch)
@@ -369,6 +375,21 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
         inner = await console.task(identity_of(request), task_id)
         return html(inner, 200) if inner is not None else html("", 404)
 
+    @router.get("/console/stats")
+    async def stats_page(request: Request, since: Annotated[str, Query(
+            min_length=1, max_length=40)] = "30d") -> Response:
+        """What `signoff stats` and `signoff suggest` print, for the window ``since``."""
+        who = identity_of(request)
+        now = ctx.clock.now()
+        try:
+            start = record.parse_since(since, now)
+        except ValueError as exc:
+            return html(pages.message_page(title="Stats", text=str(exc)), 422)
+        events = await record.read_log(ctx.store)
+        body = stats_body(record.stats(events, since=start, until=now),
+                          record.suggest(events), since)
+        return html(console.frame(who, "Stats", body, None))
+
     @router.get("/console/cards/{approval_id}")
     async def one_card(request: Request, approval_id: Id, here: bool = False) -> Response:
         """One card as a page of its own: where a chat's step-up link lands (a browser
@@ -483,7 +504,9 @@ def build_router(ctx: ApiContext, auth: Authenticator) -> APIRouter:
     async def static(name: str) -> Response:
         if name not in assets:
             return Response(status_code=404)
-        return Response(assets[name], media_type=STATIC[name],
-                        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+        headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+        if name == "sw.js":  # served under /static/, it may control the whole console
+            headers["Service-Worker-Allowed"] = "/"
+        return Response(assets[name], media_type=STATIC[name], headers=headers)
 
     return router

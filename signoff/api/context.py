@@ -8,7 +8,6 @@ temporary database.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,17 +29,6 @@ OncallProvider = Callable[[datetime | None], Awaitable[dict[str, Any]]]
 McpStatus = Callable[[], dict[str, str]]  # {"git": "up" | "starting" | "down: …"}
 
 ADMIN = "admin"
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost`` (the only hosts that may run keyless)."""
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass

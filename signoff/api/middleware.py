@@ -27,8 +27,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from signoff.api.context import is_loopback
 from signoff.api.errors import invalid, is_json
+from signoff.net import is_loopback
 from signoff.runtime.bounds import MAX_BYTES, MAX_DEPTH, OutOfBounds, parse_json
 
 log = logging.getLogger(__name__)

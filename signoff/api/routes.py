@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
-from signoff import __version__
+from signoff._version import __version__
 from signoff.api.access import may_read, must_decide, owner_of
 from signoff.api.answers import NO_TERMS, Terms, refused_terms, terms_of
 from signoff.api.auth import Identity
@@ -32,6 +32,7 @@ from signoff.api.schemas import (
     HealthOut,
     OncallOut,
     ScheduleList,
+    SigningKeyList,
     Submitted,
     TaskList,
     TaskOut,
@@ -53,7 +54,9 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.policy.grants import status as grant_status
 from signoff.runtime.store.port import TaskStore
+from signoff.runtime.telemetry import traceparent
 
+KEYS_PATH = "/.well-known/signoff-keys"  # public: what receipts are checked against
 CURSOR = r"^[0-9]{1,18}$"  # both stores page by a row sequence number
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
 Cursor = Annotated[str | None, Query(pattern=CURSOR, description="next_cursor of the "
@@ -248,8 +251,9 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         try:
             # Prepared by check_steps already: once per step is enough (it was 14 % of a
             # POST /tasks of three steps, measured by bench/throughput.py).
-            task = await ctx.engine.submit(body.goal, steps=steps, prohibit=prohibit,
-                                           submitted_by=who.actor, prepared=True)
+            task = await ctx.engine.submit(
+                body.goal, steps=steps, prohibit=prohibit, submitted_by=who.actor,
+                prepared=True, traceparent=traceparent(request.headers.get("traceparent")))
         except ToolError as exc:  # the registry changed between the check and the submit
             raise invalid("steps", str(exc)) from exc
         if task is None:
@@ -309,6 +313,12 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
         page = await ctx.store.audit_events(task_id=task, limit=limit, cursor=cursor)
         items = [ev.public() for ev in page.items]
         return {"items": items, "next_cursor": page.next_cursor}
+
+    @router.get(KEYS_PATH, tags=["audit"], response_model=SigningKeyList)
+    async def signing_keys() -> JsonDict:
+        """Every node's public signing key (Ed25519, base64url), retired ones included:
+        what a signed receipt is checked against. Never needs a key."""
+        return {"keys": [k.public() for k in await ctx.store.signing_keys()]}
 
     @router.get("/grants", tags=["grants"],
                 response_model=GrantList, responses=responses(401, 422))

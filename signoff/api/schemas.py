@@ -387,6 +387,10 @@ class AuditEventOut(BaseModel):
     latency_ms: float | None
     prev_hash: str
     hash: str
+    kid: str | None = Field(default=None, description="The signing key's id (see "
+                                                      "/.well-known/signoff-keys)")
+    sig: str | None = Field(default=None, description="Ed25519 signature (base64url) over "
+                                                      "the event's hash")
 
 
 class AuditList(BaseModel):
@@ -394,6 +398,26 @@ class AuditList(BaseModel):
 
     items: list[AuditEventOut]
     next_cursor: str | None
+
+
+class SigningKeyOut(BaseModel):
+    """A node's public signing key, as a JWK (OKP, Ed25519) with signoff's extras."""
+
+    kid: str
+    kty: str
+    crv: str
+    alg: str
+    x: str = Field(description="The public key, base64url")
+    node: str
+    created_at: str
+    retired_at: str | None
+    status: str = Field(description="active, or retired (still verifies what it signed)")
+
+
+class SigningKeyList(BaseModel):
+    """GET /.well-known/signoff-keys."""
+
+    keys: list[SigningKeyOut]
 
 
 class GrantOut(BaseModel):

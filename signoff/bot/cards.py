@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Action, Approval, ApprovalStatus, RiskClass, Scope, Task
 from signoff.runtime.people import NOBODY_LISTED, People
 from signoff.runtime.text import SHORT, shorten, shown
 from signoff.runtime.tools.base import Preview
+from signoff.runtime.words import SCOPE_WORDS, WITHDRAWN, at_hhmm, held_words, progress
 
 # What the wiring gives the flow and the console to ask a tool what a call will do
 # (`ToolRegistry.preview` with the node's ToolContext); None when it cannot say.
@@ -71,20 +71,12 @@ def content_lines(action: Action, limit: int = SHORT) -> tuple[tuple[str, str], 
     )
 
 
-_SCOPE_WORDS = {
-    Scope.ONCE: "Approved once",
-    Scope.SESSION: "Approved for this session",
-    Scope.ALWAYS: "Approved always",
-    Scope.DENY: "Denied",
-}
-
-
 def progress_line(approval: Approval, people: People = NOBODY_LISTED) -> str | None:
     """"1 of 2 approvals (alice)" for a request under a quorum, else None; each voter by
     their person's name (``[[people]]``), else their account."""
     if approval.needed <= 1:
         return None
-    line = f"{len(approval.votes)} of {approval.needed} approvals"
+    line = progress(approval)
     if approval.votes:
         line += " (" + ", ".join(people.names(v.actor for v in approval.votes)) + ")"
     return line
@@ -95,25 +87,21 @@ def outcome_line(approval: Approval, people: People = NOBODY_LISTED) -> str | No
     else their account, e.g. slack:U1), or None while pending."""
     if approval.status is ApprovalStatus.PENDING:
         return None
-    when = _hhmm(approval.decided_at)
+    when = at_hhmm(approval.decided_at)
     if approval.status is ApprovalStatus.EXPIRED:
         return f"Expired — denied at {when}"
     if approval.status is ApprovalStatus.WITHDRAWN:
-        return f"Withdrawn by {approval.decided_by or 'the requester'} at {when}"
-    words = _SCOPE_WORDS.get(approval.scope or Scope.DENY, "Decided")
+        return f"{WITHDRAWN} by {approval.decided_by or 'the requester'} at {when}"
+    words = SCOPE_WORDS.get(approval.scope or Scope.DENY, "Decided")
     who = people.name(approval.decided_by) if approval.decided_by else "someone"
     if approval.needed > 1 and approval.status is not ApprovalStatus.DENIED:
         who = ", ".join(people.names(v.actor for v in approval.votes)) or who
     line = f"{words} by {who} at {when}"
     if approval.status is ApprovalStatus.HELD and approval.hold_until is not None:
-        line += f" — runs at {approval.hold_until.strftime('%H:%M:%S UTC')} unless undone"
+        line += f" — {held_words(approval)}"
     if approval.status is ApprovalStatus.DENIED and approval.reason:
         line += f": {shorten(approval.reason, 80)}"
     return line
-
-
-def _hhmm(at: datetime | None) -> str:
-    return at.strftime("%H:%M UTC") if at else "?"
 
 
 def console_link(console_url: str | None, approval: Approval) -> str | None:

@@ -23,7 +23,7 @@ from signoff.bot.cards import (
 )
 from signoff.bot.failover import Failover
 from signoff.bot.notify import Notifier
-from signoff.bot.outbox import Dispatcher, post_card, thread_reply, update_card
+from signoff.bot.outbox import Delivered, Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import (
     CardRef,
     ChatPlatform,
@@ -65,7 +65,8 @@ class ApprovalFlow:
                  platforms: dict[str, ChatPlatform], authorizer: Authorizer,
                  notifier: Notifier | None = None, console_url: str | None = None,
                  step_up: frozenset[RiskClass] = frozenset(),
-                 previews: Previewer | None = None) -> None:
+                 previews: Previewer | None = None,
+                 delivered: Delivered | None = None) -> None:
         self.store = store
         self.decider = decider
         self.clock = clock
@@ -80,7 +81,7 @@ class ApprovalFlow:
                                  people=authorizer.deciders)
         self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
                                      deliver=self.deliver, given_up=self.failover.given_up,
-                                     prepare=self.prepare)
+                                     prepare=self.prepare, delivered=delivered)
         self._loaded: dict[str, _Loaded] = {}
 
     # -- engine listener ---------------------------------------------------------------

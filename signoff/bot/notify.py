@@ -15,7 +15,6 @@ lines, never a decision (those are in the audit log and on the cards).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
@@ -26,6 +25,7 @@ from signoff.bot.cards import content_lines, describe, shorten
 from signoff.runtime.clock import Clock
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Action, ActionRecord, RunMode, Task
+from signoff.runtime.outages import Outages, periodic
 from signoff.runtime.refusals import outcome_words, refused_count
 from signoff.runtime.store.port import Change, OutboxItem, TaskStore
 
@@ -132,7 +132,8 @@ class Notifier:
 
     def __init__(self, *, store: TaskStore, clock: Clock, rules: Sequence[NotifyRule],
                  console_url: str | None = None, window: timedelta = timedelta(seconds=3),
-                 on_flush: Callable[[], None] | None = None, tick: float = 0.5) -> None:
+                 on_flush: Callable[[], None] | None = None, tick: float = 0.5,
+                 outages: Outages | None = None) -> None:
         self.store = store
         self.clock = clock
         self.rules = list(rules)
@@ -140,6 +141,8 @@ class Notifier:
         self.window = window  # 0: no folding, every event is written at once
         self.on_flush = on_flush  # e.g. Dispatcher.wake
         self.tick = tick
+        # Where its loops' failures are reported (/health reads the node's engine's).
+        self.outages = outages or Outages(clock)
         self._windows: dict[tuple[str, str], _Window] = {}
 
     async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
@@ -185,12 +188,10 @@ class Notifier:
 
     async def run_audit_head(self, every: float = 3600.0) -> None:
         """Offer the head hourly; the per-day key keeps it to one post a day."""
-        while True:
-            try:
-                await self.post_audit_head(*await self.store.audit_head())
-            except Exception:  # a store hiccup must not end the daily post for good
-                log.exception("audit_head_post_failed")
-            await asyncio.sleep(every)
+        async def offer() -> None:
+            await self.post_audit_head(*await self.store.audit_head())
+
+        await periodic("audit-head", offer, every=every, outages=self.outages)
 
     def pending(self) -> int:
         """Lines waiting in open windows."""
@@ -222,12 +223,7 @@ class Notifier:
     async def run(self) -> None:
         """Close windows as they expire, until cancelled; then write what is left."""
         try:
-            while True:
-                try:
-                    await self.flush()
-                except Exception:  # a store hiccup must not end notifications for good
-                    log.exception("notify_flush_failed")
-                await asyncio.sleep(self.tick)
+            await periodic("notify", self.flush, every=self.tick, outages=self.outages)
         finally:
             if self._windows:
                 try:

@@ -59,6 +59,8 @@ ROOM_WAIT = 1.0  # seconds a claim waits for the card backlog at most
 CardJob = Callable[[OutboxItem, ChatPlatform], Awaitable[None]]
 Prepare = Callable[[list[OutboxItem]], Awaitable[None]]
 GivenUp = Callable[[OutboxItem, str], Awaitable[None]]  # (job, why): before it is given up
+# (approval id, surface, when): a card was posted (telemetry); must not raise.
+Delivered = Callable[[str | None, str, datetime], Awaitable[None]]
 
 
 def backoff(attempts: int) -> float:
@@ -71,7 +73,8 @@ class Dispatcher:
 
     def __init__(self, *, store: TaskStore, clock: Clock, platforms: dict[str, ChatPlatform],
                  deliver: CardJob, interval: float = 0.2,
-                 given_up: GivenUp | None = None, prepare: Prepare | None = None) -> None:
+                 given_up: GivenUp | None = None, prepare: Prepare | None = None,
+                 delivered: Delivered | None = None) -> None:
         self.store = store
         self.clock = clock
         self.platforms = platforms
@@ -80,6 +83,7 @@ class Dispatcher:
         # arrive); it must be idempotent: a crash before the give-up repeats it.
         self.given_up = given_up
         self.prepare = prepare  # reads for the round's jobs at once (the flow's cache)
+        self.delivered = delivered  # told of each card posted (telemetry's card spans)
         self.interval = interval
         self.outages = Outages(clock)  # the daemon's own, set by the wiring: /health reads it
         self._wake = asyncio.Event()
@@ -282,6 +286,8 @@ class Dispatcher:
                 item.id, error=error, next_at=now + timedelta(seconds=backoff(item.attempts)))
             return False
         await self.store.outbox_done(item.id, now)
+        if self.delivered is not None and item.kind == Job.POST.value:
+            await self.delivered(item.approval_id, platform.name, now)
         return True
 
     async def _give_up(self, item: OutboxItem, error: str) -> None:

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
@@ -25,6 +26,7 @@ from signoff.runtime.clock import Clock
 from signoff.runtime.leadership import Leadership, SoleLeadership
 from signoff.runtime.models import DecisionCode, JsonDict, Scope
 from signoff.runtime.replay import MemoryReplayLedger, ReplayLedger
+from signoff.runtime.store.port import PushSubscription
 from signoff.runtime.tools.base import Preview
 
 _log = logging.getLogger(__name__)
@@ -169,12 +171,22 @@ class Route(NamedTuple):
 
     The daemon mounts it outside the API key check — the endpoint verifies its caller
     itself (a platform signature, a secret token) — and only under ``/<surface name>/``,
-    so that no surface can shadow an API route.
+    so that no surface can shadow an API route. A ``signed_in`` route is the opposite: it
+    is for people signed in to the console (a key or the console's cookie, with its CSRF
+    header), who may decide; the endpoint finds who in ``request.state.caller`` (`Caller`).
     """
 
     method: str
     path: str
     endpoint: Endpoint
+    signed_in: bool = False
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who called a ``signed_in`` surface route: the console's actor (``web:alice``)."""
+
+    actor: str
 
 
 @runtime_checkable
@@ -245,6 +257,23 @@ class ShowsCards(Protocol):
         """True when this surface's rendering of ``card`` offers decision buttons."""
         ...
 
+class PushSubscriptions(Protocol):
+    """Where the browsers' push subscriptions are kept (the store, shared by every node)."""
+
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep one, replacing a subscription of the same endpoint."""
+        ...
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """``holder``'s (None: everyone's), oldest first."""
+        ...
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one (``holder``'s only, when given)."""
+        ...
+
+
 S = TypeVar("S", bound=BaseModel)
 PendingLister = Callable[[], Awaitable[list[ApprovalCard]]]
 
@@ -309,6 +338,10 @@ class SurfaceDeps:
     # The node's server secret (state_dir/server-secret): keys a surface must not store,
     # such as the e-mail links', are derived from it. Never in a repr.
     secret: bytes = field(default=b"", repr=False)
+    # daemon.state_dir, for keys a surface keeps in a file of its own (VAPID); None: none.
+    state_dir: Path | None = None
+    # The store's push subscriptions, read when a card is posted (after the node is built).
+    subscriptions: PushSubscriptions | None = None
 
     def lead(self) -> Leadership:
         """The node's leadership port (a sole node's when none was given)."""
@@ -340,6 +373,8 @@ class SurfacePlugin(Generic[S]):
     approver_example: str = ""  # "'slack:<user id>' such as 'slack:U123'"
     always: bool = False  # built by every daemon, section or not (the web console)
     describe: Callable[[S], str] | None = None  # "socket" for `config check`'s summary
+    # A section may switch its surface off (``enabled = false``): then it is not built.
+    enabled: Callable[[S], bool] | None = None
 
 
 @runtime_checkable

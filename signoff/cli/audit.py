@@ -42,11 +42,9 @@ def _expected(text: str | None) -> tuple[int, str] | None:
     return int(count), digest
 
 
-async def run_audit(settings: Settings, *, task: str | None, verify: bool, head: bool,
-                    expect_head: str | None, as_json: bool, work_dir: Path | None,
-                    database: str | None) -> int:
-    """Do what the flags ask; return the exit code."""
-    expected = _expected(expect_head)
+async def open_store(settings: Settings, *, work_dir: Path | None, database: str | None
+                     ) -> TaskStore:
+    """The daemon's store, opened for a command that reads (and must not create) it."""
     url = database or settings.database_url(work_dir)
     old = settings.resolved_work_dir(work_dir) / "signoff.db"
     if database is None and settings.daemon.database is None and old.exists() \
@@ -56,11 +54,21 @@ async def run_audit(settings: Settings, *, task: str | None, verify: bool, head:
     _sqlite_must_exist(url)
     store = make_store(url)
     await store.open()
+    return store
+
+
+async def run_audit(settings: Settings, *, task: str | None, verify: bool, head: bool,
+                    expect_head: str | None, as_json: bool, work_dir: Path | None,
+                    database: str | None) -> int:
+    """Do what the flags ask; return the exit code."""
+    expected = _expected(expect_head)
+    store = await open_store(settings, work_dir=work_dir, database=database)
     try:
         if verify:
             result = await chain.verify(store, expect_head=expected)
             if result.ok:
-                typer.echo(f"ok: {result.count} events, head {result.count}:{result.head}")
+                typer.echo(f"ok: {result.count} events ({result.signed} signed), "
+                           f"head {result.count}:{result.head}")
                 return 0
             typer.secho(f"audit log BROKEN at event {result.bad_event}: {result.problem}",
                         fg=typer.colors.RED, err=True)

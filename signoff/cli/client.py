@@ -23,7 +23,7 @@ import httpx
 import typer
 from rich.console import Console
 
-from signoff import __version__
+from signoff._version import __version__
 from signoff.cli.tables import Col, Grid
 from signoff.runtime.refusals import outcome_words
 

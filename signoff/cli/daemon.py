@@ -20,12 +20,12 @@ from typing import Any
 
 import uvicorn
 
-from signoff.api.context import is_loopback
 from signoff.bot.ports import Route, Surface, SurfaceDeps
 from signoff.bot.surfaces import Surfaces
 from signoff.config import preflight
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
+from signoff.net import is_loopback
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.daemon import Daemon, Service, open_patiently
 from signoff.runtime.models import RiskClass
@@ -42,6 +42,7 @@ from signoff.wiring import (
     build_surfaces,
     cluster_ports,
     cluster_services,
+    forget_stale_subscriptions,
     prepare_state,
 )
 
@@ -156,6 +157,9 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     except OutageTooLong as exc:
         log.error("signoff_exiting", extra={"reason": str(exc)})
         return OUTAGE_EXIT
+    finally:
+        if node.telemetry is not None:  # flush the spans and metrics still buffered
+            node.telemetry.shutdown()
     return 0
 
 
@@ -196,14 +200,18 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     secret = server_secret(state)
     platforms = build_surfaces(settings, deps=SurfaceDeps(
         clock=clock, pending=pending, lookup=pending.lookup, public_url=public_url,
-        leadership=ports.leadership, replay=ports.replay, secret=secret))
+        leadership=ports.leadership, replay=ports.replay, secret=secret, state_dir=state,
+        subscriptions=pending))
     web = platforms.get("web")
     if not isinstance(web, WebPlatform):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")
     node = build_node(settings, work_dir=work_dir, database=database, clock=clock,
                       autonomous_risks=autonomous_risks, platforms=platforms, state=state)
     pending.node = node
+    ports.report_to(node.engine.outages)
     await open_patiently(node.store, node.engine.outages, settings.daemon.db_outage_limit)
+    keys = api_keys(settings)
+    await forget_stale_subscriptions(node.store, settings, local=is_loopback(host))
     # A refused token leaves that surface out (logged); a failing Slack or Telegram is
     # retried while the other surfaces run, and /health says which is which.
     surfaces = Surfaces(platforms=node.platforms, dispatcher=node.flow.dispatcher,
@@ -211,7 +219,6 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     await surfaces.check_all()
     metrics = MetricsListener()
     node.listener.add(metrics)
-    keys = api_keys(settings)
     extra = surface_routes(node.platforms)
     schedules, oncall, scheduler_services = api_providers(node)
     ctx = ApiContext(store=node.store, engine=node.engine, decider=node.decider, flow=node.flow,

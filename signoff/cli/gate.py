@@ -50,7 +50,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from signoff import __version__
+from signoff._version import __version__
 from signoff.client import Decision, Signoff
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.bounds import check_json

@@ -1,5 +1,6 @@
 """The `signoff` command line: the daemon, one-shot runs, audit, config checks, and the
-client commands that talk to a running daemon over HTTP.
+client commands that talk to a running daemon over HTTP. The Typer app and the options
+every command module shares are in `signoff/cli/app.py`; this module registers the rest.
 
 Exit codes: 0 ok; 1 failed; 2 usage or configuration error (nothing started);
 3 blocked, denied or timed out (`signoff handle`).
@@ -11,46 +12,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
+from signoff.cli.app import ConfigOpt, app, config_app, daemon_app, fail, load, setup_logging
 from signoff.errors import ConfigError, SignoffError, StoreError
-
-# pretty_exceptions_show_locals: a traceback must never print tokens held in locals.
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  pretty_exceptions_show_locals=False,
-                  help="signoff: AI agents do the work, a person keeps the last word.")
-daemon_app = typer.Typer(no_args_is_help=True, help="Run the always-on daemon.")
-config_app = typer.Typer(no_args_is_help=True, help="Check configuration files.")
-app.add_typer(daemon_app, name="daemon")
-app.add_typer(config_app, name="config")
-
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", envvar="SIGNOFF_CONFIG",
-                                                help="TOML config file (default: built-in).")]
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print one clear line to stderr and exit."""
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
-
-
-def load(config: Path | None) -> Any:
-    """Settings from a file, or the embedded defaults; config errors exit 2."""
-    from signoff.config.settings import Settings, load_settings
-
-    try:
-        return load_settings(config) if config else Settings.default()
-    except ConfigError as exc:
-        fail(str(exc))
-
-
-def setup_logging(level: str = "INFO") -> None:
-    """Plain, grep-able log lines on stderr (see signoff/logs.py)."""
-    from signoff.logs import setup
-
-    setup(level)
 
 
 @daemon_app.command("start")
@@ -112,9 +79,10 @@ def handle(
     again; approvals.timeout ends the prompt ("approval timed out"), and so does a
     decision taken in the console or over the API of a daemon on the same database.
     """
-    from signoff.cli.handle import exit_code, opened, run_once, summarize
+    from signoff.cli.handle import exit_code, opened, run_once
     from signoff.cli.steps import load_steps
     from signoff.config import preflight
+    from signoff.embed import summarize
     from signoff.runtime.models import RunMode
     from signoff.wiring import build_node, build_registry
 
@@ -230,10 +198,13 @@ def _load_node(config: str | Path | None) -> Any:
 
 def _register_extras() -> None:
     """Commands owned by other modules: the HTTP client, tools, schedules, MCP stdio."""
-    from signoff.cli import client, mcp_commands, schedules, tools
+    from signoff.cli import client, mcp_commands, policy_cmd, receipts, record, schedules, tools
 
     client.register(app)
+    receipts.register(app)
+    record.register(app)
     tools.register(app)
+    policy_cmd.register(app)
     schedules.register(app, load_node=_load_node)
     mcp_commands.register(app)
 

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from signoff.cli.main import ConfigOpt, fail, load, setup_logging
+from signoff.cli.app import ConfigOpt, fail, load, setup_logging
 from signoff.errors import SignoffError
 
 UrlOpt = Annotated[str | None, typer.Option(envvar="SIGNOFF_URL",

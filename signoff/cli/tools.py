@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from signoff.cli.main import ConfigOpt, fail, load, setup_logging
+from signoff.cli.app import ConfigOpt, fail, load, setup_logging
 from signoff.errors import SignoffError
 from signoff.runtime.tools.registry import ToolInfo
 

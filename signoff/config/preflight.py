@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from signoff.api.context import is_loopback
 from signoff.config.fields import ApprovalMode
 from signoff.config.mcp import command_problem
 from signoff.config.settings import Settings, source_name
 from signoff.errors import ConfigError, SignoffError
+from signoff.net import is_loopback
 from signoff.runtime.models import Action, RiskClass
+from signoff.runtime.policy.cedar import CedarPolicy
 from signoff.runtime.tools.registry import ToolRegistry, fingerprint
 
 # Off loopback a key is all that stands between the internet and the decisions: 22
@@ -84,6 +85,11 @@ def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | N
     lines += [f"{source}: mcp.servers[{i}].command: {why}"
               for i, server in enumerate(settings.mcp.servers)
               if (why := command_problem(server)) is not None]
+    if settings.policy.cedar is not None:
+        try:
+            CedarPolicy.load(settings.policy.cedar)
+        except ConfigError as exc:
+            lines.append(f"{source}: policy.cedar: {exc}")
     return lines
 
 

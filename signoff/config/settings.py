@@ -249,6 +249,13 @@ class EvaluationSettings(Section):
     strict_yolo: bool = False
 
 
+class TelemetrySettings(Section):
+    """[telemetry]: OpenTelemetry traces and metrics (off by default; the exporters are
+    configured by the standard OTEL_EXPORTER_OTLP_* variables)."""
+
+    enabled: bool = False
+
+
 class PolicySettings(Section):
     """[policy]: global prohibitions, harmless commands, per-task budgets."""
 
@@ -260,6 +267,9 @@ class PolicySettings(Section):
     quorum: dict[NonEmpty, Annotated[int, Field(ge=1, le=MAX_QUORUM)]] = {}
     # Network destinations exempt from the private-network rule: hosts, "*.suffix", CIDRs.
     net_allow: list[NonEmpty] = []
+    # A Cedar policy file consulted after prohibitions and budgets (runtime/policy/cedar.py);
+    # read by `config check`, `daemon start` and `policy test`, not by every command.
+    cedar: Path | None = None
 
     @field_validator("net_allow")
     @classmethod
@@ -392,6 +402,7 @@ class Settings(Section):
     mcp: McpSettings = McpSettings()
     people: list[Person] = []
     tools: ToolsSettings = ToolsSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     # The surfaces' sections, validated by their own models (see the module docstring).
     _surfaces: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
 
@@ -573,6 +584,8 @@ def summary(settings: Settings, path: str | Path | None) -> str:
     surfaces = []
     for plugin in surface_registry().plugins.values():
         section = settings.surface(plugin.name)
+        if section is not None and plugin.enabled is not None and not plugin.enabled(section):
+            continue  # switched off in its section ([webpush] enabled = false)
         if section is not None and plugin.describe is not None:
             surfaces.append(f"{plugin.name} ({plugin.describe(section)})")
         elif section is not None or plugin.always:

@@ -12,15 +12,16 @@ verification reports as altered, instead of an exception that stops the walk.
 
 from __future__ import annotations
 
-import hashlib
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import AuditEvent
-from signoff.runtime.store.port import TaskStore
+from signoff.runtime.signing import PublicKey, Signer, check_signature
 
 GENESIS = "0" * 64
 UNREADABLE = "unreadable"  # kind of the stand-in for a row that holds no valid event
@@ -49,19 +50,83 @@ def from_row(row_id: int, data: str) -> AuditEvent:
 # Fields added after events were first sealed: left out of the digest while unset, so the
 # hashes of events written before them (and of events that never use them) stay the same.
 _LATER_FIELDS = ("original_fingerprint",)
+# The hash itself and the signature over it are not part of what is hashed.
+_UNHASHED = ("hash", "kid", "sig")
+
+
+def digest_of(body: Mapping[str, Any]) -> str:
+    """The chain hash of an event given as its JSON object (``model_dump(mode="json")``):
+    what `seal` stores and what a receipt's verifier recomputes without the database."""
+    kept = {name: value for name, value in body.items()
+            if name not in _UNHASHED and not (name in _LATER_FIELDS and value is None)}
+    return sha256_hex(canonical_json(kept))
 
 
 def _digest(event: AuditEvent) -> str:
-    unset = {name for name in _LATER_FIELDS if getattr(event, name) is None}
-    body = event.model_dump(mode="json", exclude={"hash", *unset})
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return digest_of(event.model_dump(mode="json"))
 
 
-def seal(event: AuditEvent, *, event_id: int, prev_hash: str) -> AuditEvent:
-    """Give an event its place in the chain: id, the previous hash, its own hash."""
-    placed = event.model_copy(update={"id": event_id, "prev_hash": prev_hash, "hash": ""})
-    return placed.model_copy(update={"hash": _digest(placed)})
+def seal(event: AuditEvent, *, event_id: int, prev_hash: str,
+         signer: Signer | None = None) -> AuditEvent:
+    """Give an event its place in the chain: id, the previous hash, its own hash, and
+    (with a ``signer``) the node's signature over that hash."""
+    placed = event.model_copy(update={"id": event_id, "prev_hash": prev_hash, "hash": "",
+                                      "kid": None, "sig": None})
+    digest = _digest(placed)
+    kid, sig = signer.sign(digest) if signer is not None else (None, None)
+    return placed.model_copy(update={"hash": digest, "kid": kid, "sig": sig})
+
+
+class Sealer:
+    """How a store seals a change's events onto its chain: in order, stamped with the
+    change's time, signed by ``signer`` when there is one. It remembers which keys the
+    database already lists: a key's first event comes with its `PublicKey` row, written
+    in the same transaction, so no signed event is ever stored without its key."""
+
+    def __init__(self, signer: Signer | None = None) -> None:
+        self.signer = signer
+        self.published: set[str] = set()
+
+    def seal(self, events: list[AuditEvent], *, count: int, prev: str, at: datetime
+             ) -> tuple[list[AuditEvent], list[PublicKey]]:
+        """The events sealed after event ``count`` (hash ``prev``), and the keys to list."""
+        sealed: list[AuditEvent] = []
+        fresh: dict[str, PublicKey] = {}
+        for event in events:
+            count += 1
+            event.at = at  # sealed at the time of the change it records
+            done = seal(event, event_id=count, prev_hash=prev, signer=self.signer)
+            if (self.signer is not None and done.kid is not None
+                    and done.kid not in self.published and done.kid not in fresh):
+                fresh[done.kid] = PublicKey(kid=done.kid,
+                                            public_key=self.signer.public_key(done.kid),
+                                            node_id=self.signer.node_id, created_at=at,
+                                            since=count)
+            prev = done.hash
+            sealed.append(done)
+        return sealed, list(fresh.values())
+
+    def committed(self, sealed: list[AuditEvent]) -> None:
+        """The change holding ``sealed`` committed: their keys are listed now."""
+        self.published.update(e.kid for e in sealed if e.kid is not None)
+
+
+class AuditChain(Protocol):
+    """What `verify` reads of a store (every `TaskStore` has it). Named here, not taken
+    from the store's port, because the stores seal events with this module: the chain
+    sits below the store."""
+
+    async def audit_chain(self, *, after: int = 0, limit: int = 10_000) -> list[AuditEvent]:
+        """Sealed events with ids above ``after``, in order, at most ``limit``."""
+        ...
+
+    async def audit_head(self) -> tuple[int, str]:
+        """The head record: (count, hash of the last event)."""
+        ...
+
+    async def signing_keys(self) -> list[PublicKey]:
+        """Every node's published signing key, retired ones included."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -73,6 +138,7 @@ class Verification:
     head: str
     problem: str | None = None
     bad_event: int | None = None
+    signed: int = 0
 
 
 def check_event(event: AuditEvent, *, expected_id: int, prev_hash: str) -> str | None:
@@ -88,20 +154,52 @@ def check_event(event: AuditEvent, *, expected_id: int, prev_hash: str) -> str |
     return None
 
 
-async def verify(store: TaskStore, *, expect_head: tuple[int, str] | None = None,
+@dataclass(frozen=True)
+class Signatures:
+    """What `verify` checks signatures against: the published keys by kid, and the first
+    event from which every event must be signed (the earliest a published key covers)."""
+
+    keys: Mapping[str, str]
+    signed_from: int | None
+
+    @classmethod
+    def of(cls, published: list[PublicKey]) -> Signatures:
+        """From the database's key list."""
+        return cls(keys={k.kid: k.public_key for k in published},
+                     signed_from=min((k.since for k in published), default=None))
+
+    def problem(self, event: AuditEvent) -> str | None:
+        """What is wrong with an event's signature, or None."""
+        if event.sig is None or event.kid is None:
+            if self.signed_from is not None and event.id >= self.signed_from:
+                return (f"event {event.id} is not signed (events are signed from event "
+                        f"{self.signed_from} on)")
+            return None
+        public = self.keys.get(event.kid)
+        if public is None:
+            return f"event {event.id} is signed by key {event.kid}, which is not published"
+        why = check_signature(public, event.kid, event.hash, event.sig)
+        return f"event {event.id} has a bad signature: {why}" if why else None
+
+
+async def verify(store: AuditChain, *, expect_head: tuple[int, str] | None = None,
                  batch: int = 20_000) -> Verification:
-    """Re-walk the whole chain; name the first bad event."""
-    prev, count, after = GENESIS, 0, 0
+    """Re-walk the whole chain, checking each signature against the published keys;
+    name the first bad event."""
+    signatures = Signatures.of(await store.signing_keys())
+    prev, count, after, signed = GENESIS, 0, 0, 0
     seen_expected = expect_head is None
     while True:
         events = await store.audit_chain(after=after, limit=batch)
         if not events:
             break
         for event in events:
-            problem = check_event(event, expected_id=count + 1, prev_hash=prev)
+            problem = (check_event(event, expected_id=count + 1, prev_hash=prev)
+                       or signatures.problem(event))
             if problem:
-                return Verification(False, count, prev, problem, event.id)
+                return Verification(False, count, prev, problem, event.id, signed)
             prev, count = event.hash, count + 1
+            signed += event.sig is not None
             if expect_head and count == expect_head[0]:
                 if event.hash != expect_head[1]:
                     return Verification(False, count, prev,
@@ -117,4 +215,4 @@ async def verify(store: TaskStore, *, expect_head: tuple[int, str] | None = None
         return Verification(False, count, prev,
                             f"the log has {count} events; expected head {expect_head[0]} "
                             "is missing (the tail was cut)", count + 1)
-    return Verification(True, count, prev)
+    return Verification(True, count, prev, signed=signed)

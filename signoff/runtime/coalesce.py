@@ -33,10 +33,10 @@ import contextlib
 import weakref
 from collections.abc import AsyncIterator
 
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.events import ApprovalEvent, approval_event
 from signoff.runtime.models import Approval, ApprovalStatus
 from signoff.runtime.store.port import OutboxItem, TaskStore
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 
 
 def group_key(approval: Approval) -> str:

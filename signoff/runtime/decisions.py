@@ -37,7 +37,7 @@ from signoff.errors import Conflict
 from signoff.runtime import coalesce
 from signoff.runtime.edits import EditRefused, prepare_edit
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
-from signoff.runtime.hold import HoldDecisions, held_words
+from signoff.runtime.hold import HoldDecisions
 from signoff.runtime.models import (
     Action,
     Approval,
@@ -52,12 +52,21 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.policy.grants import grant_for
 from signoff.runtime.policy.quorum import narrowest
-from signoff.runtime.settle import DONE_WORDS, DecisionResult, Runnable, refusal_reason
+from signoff.runtime.settle import DecisionResult, Runnable
 from signoff.runtime.store.port import Change
+from signoff.runtime.words import (
+    ALREADY_DECIDED,
+    SCOPE_WORDS,
+    WITHDRAWN,
+    at_hhmm,
+    held_words,
+    progress,
+    refusal_reason,
+)
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Decider", "DecisionResult", "Runnable", "progress", "refusal_reason"]
+__all__ = ["Decider", "DecisionResult", "Runnable"]
 
 
 def _more(approval: Approval) -> str:
@@ -69,11 +78,10 @@ def _already(approval: Approval) -> DecisionResult:
     if approval.status is ApprovalStatus.EXPIRED:
         return DecisionResult(False, DecisionCode.EXPIRED,
                               "Expired — the request timed out and was denied", approval=approval)
-    when = approval.decided_at.strftime("%H:%M UTC") if approval.decided_at else "?"
-    done = ("Withdrawn" if approval.status is ApprovalStatus.WITHDRAWN
-            else "Already decided")
+    done = WITHDRAWN if approval.status is ApprovalStatus.WITHDRAWN else ALREADY_DECIDED
     return DecisionResult(False, DecisionCode.ALREADY_DECIDED,
-                          f"{done} by {approval.decided_by} at {when}", approval=approval)
+                          f"{done} by {approval.decided_by} at {at_hhmm(approval.decided_at)}",
+                          approval=approval)
 
 
 def requester_of(task: Task | None, approval: Approval) -> str | None:
@@ -90,12 +98,6 @@ def _not_waiting(task: Task | None, approval: Approval) -> DecisionResult | None
     state = task.state.value if task else "missing"
     return DecisionResult(False, DecisionCode.NOT_WAITING, f"The task is {state}, not waiting",
                           task=task, approval=approval)
-
-
-def progress(approval: Approval, votes: int | None = None) -> str:
-    """"1 of 2 approvals" (``votes``: a count other than the stored one)."""
-    count = len(approval.votes) if votes is None else votes
-    return f"{count} of {approval.needed} approvals"
 
 
 class Decider(HoldDecisions):
@@ -349,7 +351,7 @@ class Decider(HoldDecisions):
                              TaskEvent.APPROVED if scope.approves else TaskEvent.DENIED)
         if task is not None and goes_on and self.on_runnable is not None:
             await self.on_runnable(task)
-        words = DONE_WORDS[scope] + (" (edited)" if edited is not None else "")
+        words = SCOPE_WORDS[scope] + (" (edited)" if edited is not None else "")
         if grants and grants[0].expires_at is not None and scope is not Scope.ONCE:
             words += f" until {grants[0].expires_at.strftime('%Y-%m-%d %H:%M UTC')}"
         if votes is not None:

@@ -122,4 +122,4 @@ async def _evaluate(engine: Engine, task: Task | None, approval: Approval,
         return await engine.policy.evaluate(judged_in, edited, engine.store, now=now)
     return await engine.policy.evaluate_request(
         edited, engine.store, policy_id=approval.policy_id or approval.id, now=now,
-        replacing=approval.action)
+        principal=approval.submitted_by, replacing=approval.action)

@@ -17,16 +17,11 @@ from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, Scope
 from signoff.runtime.policy.grants import grant_for
 from signoff.runtime.settle import DecisionResult, Settler
 from signoff.runtime.store.port import Change
+from signoff.runtime.words import refusal_reason
 
 log = logging.getLogger(__name__)
 
 RELEASER = "auto:hold"
-
-
-def held_words(approval: Approval) -> str:
-    """"runs at 14:03:30 UTC unless undone"."""
-    when = approval.hold_until.strftime("%H:%M:%S UTC") if approval.hold_until else "?"
-    return f"runs at {when} unless undone"
 
 
 class HoldDecisions(Settler):
@@ -104,7 +99,7 @@ class HoldDecisions(Settler):
         goes_on = False
         if task is not None:
             task.approval, task.updated_at = undone, now
-            goes_on = self._refused(task, undone, "denied", actor, f"user denied: {reason}")
+            goes_on = self._refused(task, undone, "denied", actor, refusal_reason(undone))
             change.task, change.expect_state = task, TaskState.WAITING_APPROVAL
         if not await self._commit(change):
             current = await self.store.get_approval(approval.id) or approval

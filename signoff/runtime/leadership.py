@@ -16,7 +16,7 @@ can be lost (the connection behind it broke): the holder must then stop the led 
 once — another node may already have taken over — and ask again.
 
 Implementations: `SoleLeadership` (one node: SQLite, the in-memory store, or webhook
-mode, where nothing needs a leader) and `signoff.runtime.store.sql.leader.PgLeadership`
+mode, where nothing needs a leader) and `signoff.runtime.store.postgres.leader.PgLeadership`
 (a PostgreSQL session-level advisory lock on a dedicated connection).
 """
 

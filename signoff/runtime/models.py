@@ -232,6 +232,9 @@ class Approval(BaseModel):
     submitted_by: str | None = None  # who asked (an actor key), for the self-approval rule
     # Outside requests only (task_id None):
     requester: str | None = None  # the agent's own label, e.g. "hermes:alice@laptop"
+    # The caller's W3C traceparent (its task's, for an agent task): telemetry links the
+    # request's spans to the caller's trace, whichever node decides it, however late.
+    traceparent: str | None = None
     goal: str | None = None
     verdict: Verdict | None = None  # the policy's answer when the request came in
     idempotency_key: str | None = None
@@ -319,6 +322,7 @@ class Task(BaseModel):
     cron_mode: str | None = None  # resolved cron_mode for scheduled tasks
     prohibit: list[str] = Field(default_factory=list)
     submitted_by: str | None = None
+    traceparent: str | None = None  # the submitter's W3C traceparent (telemetry)
     mode: RunMode = RunMode.INTERACTIVE
     executing: Action | None = None  # set while a gated action runs (crash marker)
     agent: AgentState | None = None  # set while (and after) an agent works on the goal
@@ -405,6 +409,9 @@ class AuditEvent(BaseModel):
     original_fingerprint: str | None = None
     prev_hash: str = ""
     hash: str = ""
+    # The node's Ed25519 signature over ``hash`` (`signoff.runtime.signing`); not hashed.
+    kid: str | None = None
+    sig: str | None = None
 
     def public(self) -> JsonDict:
         """The contract's audit event shape (plus channel and latency)."""

@@ -1,13 +1,15 @@
 """Outages: what is wrong with this node right now, and the loops that wait them out.
 
 Every long-running loop of the daemon (the worker's claims, the expiry sweeper, the
-heartbeat, the scheduler, the outbox dispatcher, the reminder tick, LISTEN, leadership)
-and every service (the HTTP server, each chat surface) runs under one of two helpers:
+heartbeat, a running task's lease, the scheduler, the outbox dispatcher, the reminder
+and escalation ticks, the notification windows, the audit head's daily post, LISTEN,
+leadership) and every service
+(the HTTP server, each chat surface) runs under one of two helpers:
 
-* `periodic(name, body, every=…)` runs ``body`` every ``every`` seconds; an exception
-  from it (the database away, a bug) is logged once per outage, reported here, and the
-  body is tried again after a jittered exponential `Backoff`, never taking the daemon
-  down; its next success clears the report;
+* `periodic(name, body, every=…)` runs ``body`` every ``every`` seconds (until it raises
+  `Finished`); an exception from it (the database away, a bug) is logged once per
+  outage, reported here, and the body is tried again after a jittered exponential
+  `Backoff`, never taking the daemon down; its next success clears the report;
 * `supervise(name, service)` restarts a service that died with the same back-off (a
   service that returns has finished on purpose and is not restarted).
 
@@ -47,10 +49,12 @@ class Backoff:
 
     def __init__(self, first: float = 0.2, maximum: float = 10.0,
                  rng: Callable[[], float] = random.random) -> None:
-        self.first = first
+        # Never a first delay past the maximum: a worker polling every two minutes would
+        # otherwise wait up to a minute after an outage before it looks at the queue.
+        self.first = min(first, maximum)
         self.maximum = maximum
         self.rng = rng
-        self._step = first
+        self._step = self.first
 
     def next(self) -> float:
         """The delay before the next try."""
@@ -88,6 +92,13 @@ class Outages:
         if isinstance(exc, StoreUnavailable):
             self.database_failed(exc)
         return self._report(name, exc)
+
+    def report(self, name: str, text: str) -> bool:
+        """Report a problem that is no exception (a lost lease, a LISTEN connection being
+        re-established) until `recovered`; True when this starts it."""
+        known = self._problems.get(name)
+        self._problems[name] = Problem(name, text, known.since if known else self.clock.now())
+        return known is None
 
     def recovered(self, name: str) -> bool:
         """``name`` works again; True when it had been reported."""
@@ -127,19 +138,26 @@ class Outages:
                                          key=lambda p: (p.name != DATABASE, p.name))]
 
     def _report(self, name: str, exc: BaseException) -> bool:
-        known = self._problems.get(name)
-        self._problems[name] = Problem(name, _first_line(exc),
-                                       known.since if known else self.clock.now())
-        return known is None
+        return self.report(name, _first_line(exc))
+
+
+class Finished(Exception):
+    """Raised by a `periodic` body when its work is over (e.g. a lease another node took)."""
 
 
 async def periodic(name: str, body: Callable[[], Awaitable[object]], *, every: float,
-                   outages: Outages, backoff: Backoff | None = None) -> None:
-    """Run ``body`` every ``every`` seconds until cancelled, waiting out its failures."""
+                   outages: Outages, backoff: Backoff | None = None,
+                   wait_first: bool = False) -> None:
+    """Run ``body`` every ``every`` seconds until cancelled or it raises `Finished`,
+    waiting out its failures (``wait_first``: its first run one interval from now)."""
     backoff = backoff or Backoff()
+    if wait_first:
+        await asyncio.sleep(every)
     while True:
         try:
             await body()
+        except Finished:
+            return
         except Exception as exc:
             failing(name, exc, outages)
             await asyncio.sleep(backoff.next())

@@ -26,6 +26,7 @@ from typing import Any
 from signoff.errors import BadArguments, Conflict, SignoffError
 from signoff.runtime import coalesce, ids
 from signoff.runtime.bounds import check_json
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
@@ -45,7 +46,6 @@ from signoff.runtime.policy.unattended import Outcome, resolve_unattended
 from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.registry import ToolRegistry, fingerprint
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,7 @@ class RequestSpec:
     timeout: timedelta | None = None
     idempotency_key: str | None = None
     submitted_by: str | None = None  # the API caller, e.g. web:admin
+    traceparent: str | None = None  # the caller's W3C traceparent (telemetry)
     editable: bool = False  # the caller runs edited args it is sent back
 
 
@@ -178,7 +179,8 @@ class OutsideRequests:
         if ev is None:
             ev = await self.engine.policy.evaluate_request(action, self.store,
                                                            policy_id=spec.policy_id,
-                                                           now=self.engine.clock.now())
+                                                           now=self.engine.clock.now(),
+                                                           principal=spec.submitted_by)
         action = ev.action or action  # relabelled by the policy (a private network)
         approval, event = self._build(spec, action, ev, digest)
         grouped = approval.status.open and self.engine.config.coalesce
@@ -252,7 +254,8 @@ class OutsideRequests:
             id=ids.approval_id(), task_id=None, action=action, policy_id=spec.policy_id,
             requester=spec.requester, goal=spec.goal, why=spec.why, verdict=ev.verdict,
             idempotency_key=spec.idempotency_key, request_digest=digest,
-            submitted_by=spec.submitted_by, editable=spec.editable,
+            submitted_by=spec.submitted_by, traceparent=spec.traceparent,
+            editable=spec.editable,
             allowed_scopes=cfg.scopes_for(action.risk), requested_at=now,
             expires_at=now + timeout, needed=cfg.rules.needed(action))
         verdict, actor, reason = ev.verdict, ev.actor or "auto:policy", ev.reason
@@ -264,7 +267,7 @@ class OutsideRequests:
                 actor, reason = res.actor or "auto:policy", res.reason
         if verdict is Verdict.ASK_USER:
             event = audit_event("evaluation", None, action, decision="ASK_USER",
-                                approval=approval, reason="approval requested")
+                                approval=approval, reason=reason or "approval requested")
             return approval, event
         approved = verdict is Verdict.ALLOW
         settled = approval.model_copy(update={

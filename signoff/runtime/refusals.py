@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import Action, ActionRecord, Approval, ApprovalStatus, JsonDict
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 
 # ActionRecord.outcome values of an action that did not run because it was refused.
 REFUSED_OUTCOMES = frozenset({"denied", "blocked", "timed_out", "expired"})

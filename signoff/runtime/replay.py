@@ -11,7 +11,7 @@ one caller across the cluster while the keys are remembered.
 Keys are kept for ``ttl`` (by the ledger's Clock, the node's) and then forgotten; a
 request replayed after that must be refused by other means (Slack's 5-minute
 timestamp window). Implementations: `MemoryReplayLedger` (one process: SQLite, the
-in-memory store) and `signoff.runtime.store.sql.replay.SqlReplayLedger` (a table with a
+in-memory store) and `signoff.runtime.store.postgres.replay.SqlReplayLedger` (a table with a
 unique key, shared by every node on the database).
 """
 

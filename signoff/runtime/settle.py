@@ -16,9 +16,7 @@ from signoff.runtime.events import TaskEvent, audit_event
 from signoff.runtime.models import (
     ActionRecord,
     Approval,
-    ApprovalStatus,
     DecisionCode,
-    Scope,
     Task,
     TaskState,
 )
@@ -37,17 +35,6 @@ class DecisionResult:
     message: str
     task: Task | None = None
     approval: Approval | None = None
-
-
-DONE_WORDS = {Scope.ONCE: "Approved once", Scope.SESSION: "Approved for this session",
-               Scope.ALWAYS: "Approved always", Scope.DENY: "Denied"}
-
-
-def refusal_reason(approval: Approval) -> str:
-    """Why a decided request did not approve: "user denied[: why]" or "approval timed out"."""
-    if approval.status is ApprovalStatus.EXPIRED:
-        return "approval timed out"
-    return f"user denied: {approval.reason}" if approval.reason else "user denied"
 
 
 

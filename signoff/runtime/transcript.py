@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from signoff.runtime.models import JsonDict
 
 # What the API, the CLI and the console show of a tool's output (the model saw more:
-# see planning.agent.OUTPUT_CHARS).
+# see engine.agent.OUTPUT_CHARS).
 DISPLAY_CHARS = 1_000
 
 

@@ -5,6 +5,14 @@ workers on one database) and tasks this node already holds, such as one approved
 moment ago (`hand_over`). While a task runs, its lease is renewed so that other nodes
 do not take it for an orphan.
 
+A task handed over waits in this node's ready queue, in memory, while the database says
+this node holds it. The node may be frozen (SIGSTOP, a suspended VM) or cut off past its
+lease meanwhile, and another node recover the task: so each is re-read before it is
+acted on, and dropped (``task_dropped``) unless this node still holds it unchanged. A
+thawed node thus acts on nothing it only thought it owned; what it is running already
+is fenced by the engine (a lease compare-and-set before each effect, the task's version
+on each write).
+
 Before claiming from the queue, a consumer passes the ``gate`` it was given (the wiring
 gives the outbox's `room`): work waiting for nobody yields to the approval cards that
 people are waiting for. Tasks handed over (just approved) never wait at the gate.
@@ -17,10 +25,9 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from signoff.errors import StoreError
 from signoff.runtime.engine import Engine
 from signoff.runtime.models import Task
-from signoff.runtime.outages import Backoff, failing
+from signoff.runtime.outages import Backoff, Finished, failing, periodic
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +68,43 @@ class Worker:
                 group.create_task(self._consume(), name=f"signoff-worker-{n}")
 
     async def _next(self) -> Task | None:
-        if not self._ready.empty():
-            return self._ready.get_nowait()
+        if (ready := await self._next_ready()) is not None:
+            return ready
         if self._paused:
             return None
         if self.gate is not None:
             await self.gate()
-            if not self._ready.empty():  # an approval came in meanwhile: it goes first
-                return self._ready.get_nowait()
+            # An approval came in meanwhile: it goes first.
+            if (ready := await self._next_ready()) is not None:
+                return ready
         cfg = self.engine.config
         return await self.engine.store.claim_next(cfg.node_id,
                                                   self.engine.clock.now() + cfg.lease)
+
+    async def _next_ready(self) -> Task | None:
+        """The next task of the ready queue this node still holds (see `_still_held`)."""
+        while not self._ready.empty():
+            task = self._ready.get_nowait()
+            try:
+                held = await self._still_held(task)
+            except BaseException:  # the database is away: keep it for the next try
+                self._ready.put_nowait(task)
+                raise
+            if held is not None:
+                return held
+        return None
+
+    async def _still_held(self, task: Task) -> Task | None:
+        """``task`` (handed over) when the database says this node still holds it as it
+        was handed over; None, and it is dropped, when another node took it meanwhile."""
+        stored = await self.engine.store.get_task(task.id)
+        if stored is not None and stored.claimed_by == self.engine.config.node_id \
+                and stored.version == task.version:
+            return task
+        log.warning("task_dropped", extra={
+            "task_id": task.id, "reason": "no longer held by this node",
+            "claimed_by": stored.claimed_by if stored else None})
+        return None
 
     async def _consume(self) -> None:
         while True:
@@ -111,24 +144,24 @@ class Worker:
                 keeper.cancel()
 
     async def _keep_lease(self, task: Task) -> None:
+        """Renew the task's lease every third of it while it runs. A failed renewal (the
+        database away) is not fatal to the task: it is tried again, within an interval;
+        if the outage outlasts the lease, the task's own next write fails its
+        compare-and-set and the task is recovered as after a crash."""
         cfg = self.engine.config
         every = max(cfg.lease.total_seconds() / 3, 0.05)
-        while True:
-            await asyncio.sleep(every)
+
+        async def renew() -> None:
             until = self.engine.clock.now() + cfg.lease
-            try:
-                if not await self.engine.store.renew_lease(task.id, cfg.node_id, until):
-                    # Recovered by another node (this one was frozen or cut off): the
-                    # task's next write or effect fence fails and it is re-read.
-                    log.warning("lease_lost", extra={"task_id": task.id})
-                    return
-                task.lease_until = until  # a save of the task must not shorten it again
-                self.engine.outages.recovered("lease")
-            except StoreError as exc:
-                # Not fatal to the task: the renewal is tried again next time. If the
-                # outage outlasts the lease, the task's own next write fails its
-                # compare-and-set and the task is recovered as after a crash.
-                failing("lease", exc, self.engine.outages)
+            if not await self.engine.store.renew_lease(task.id, cfg.node_id, until):
+                # Recovered by another node (this one was frozen or cut off): the
+                # task's next write or effect fence fails and it is re-read.
+                log.warning("lease_lost", extra={"task_id": task.id})
+                raise Finished
+            task.lease_until = until  # a save of the task must not shorten it again
+
+        await periodic("lease", renew, every=every, outages=self.engine.outages,
+                       backoff=Backoff(first=min(0.2, every), maximum=every), wait_first=True)
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait until no task is being worked on (for tests and the one-shot CLI)."""

@@ -27,6 +27,7 @@ from signoff.bot.ports import Surface
 from signoff.config.settings import Settings
 from signoff.runtime.clock import Clock
 from signoff.runtime.store.port import TaskStore
+from signoff.runtime.telemetry import Telemetry
 from signoff.wiring import Node, api_context, build_node
 
 KEY = "admin-key-0123456789abcdef"
@@ -73,6 +74,7 @@ class Running:
 async def running_node(work_dir: Path, *, keys: bool = True, store: TaskStore | None = None,
                        settings: Settings | None = None, clock: Clock | None = None,
                        surfaces: Mapping[str, Surface] | None = None,
+                       telemetry: Telemetry | None = None,
                        **ctx_parts: Any) -> AsyncIterator[Running]:
     """Build and run a node with the web surface (and ``surfaces``, each running, its
     routes served by the app); stop it when the block ends."""
@@ -84,7 +86,7 @@ async def running_node(work_dir: Path, *, keys: bool = True, store: TaskStore | 
         "give the test node its own daemon.state_dir (state_beside(work_dir))")
     others = dict(surfaces or {})
     node = build_node(chosen, work_dir=work_dir, store=store, platforms={"web": web, **others},
-                      clock=clock)
+                      clock=clock, telemetry=telemetry)
     ctx_parts.setdefault("extra_routes", [r for s in others.values() for r in s.routes()])
     await node.store.open()
     ctx = api_context(chosen, store=node.store, engine=node.engine,
@@ -129,12 +131,19 @@ async def stop_all(tasks: list[asyncio.Task[None]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-@contextlib.asynccontextmanager
-async def serve(app: FastAPI) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port; yield its base URL."""
+def loopback_socket() -> socket.socket:
+    """A socket bound to a free loopback port (its address known before serving)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextlib.asynccontextmanager
+async def serve(app: FastAPI, sock: socket.socket | None = None) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn on ``sock`` (default: a free loopback port); yield its
+    base URL."""
+    sock = sock or loopback_socket()
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="none",
                             timeout_graceful_shutdown=2)

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.api.context import is_loopback
+from signoff.net import is_loopback
 from signoff.wiring import api_context, api_keys
 from tests.api.helpers import (
     BASE,
@@ -23,7 +23,8 @@ from tests.api.helpers import (
 )
 from tests.fakes.http_echo import HttpEcho
 
-OPEN = {("GET", "/health"), ("POST", "/login")}
+# The public signing keys are public: a receipt's holder checks it against them.
+OPEN = {("GET", "/health"), ("POST", "/login"), ("GET", "/.well-known/signoff-keys")}
 
 
 def _flatten(routes: list[Any]) -> list[Any]:
@@ -78,7 +79,8 @@ async def anonymous(node: Running) -> AsyncIterator[httpx.AsyncClient]:
 
 async def test_every_route_but_health_needs_a_key(node: Running,
                                                   anonymous: httpx.AsyncClient) -> None:
-    """Without a key every route answers 401 (JSON), except /health and the login form."""
+    """Without a key every route answers 401 (JSON), except /health, the public signing
+    keys and the login form."""
     routes = every_route(node)
     assert len(routes) > 20
     for method, path in routes:

@@ -39,6 +39,8 @@ BUILT_IN: dict[str, dict[str, Any] | None] = {
     "teams": {"app_id": "00000000-0000-0000-0000-0000000000b0", "app_password": "secret",
               "tenant_id": "00000000-0000-0000-0000-0000000000t0",
               "conversation_id": "19:approvals@thread.tacv2"},
+    "webpush": {"enabled": True},
+    "ntfy": {"topic": "alice-approvals", "token": "tk_1"},
 }
 
 

@@ -8,7 +8,8 @@ chromium is missing); ``fits`` and ``snapshot`` are what every phone test checks
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+import socket
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import httpx
 import pytest
 
+from signoff.bot.ports import Surface
 from signoff.config.settings import Settings
 from tests.api.helpers import KEY, Running, running_node, serve
 
@@ -58,12 +60,15 @@ class Phone(NamedTuple):
 
 @asynccontextmanager
 async def phone_console(tmp_path: Path, *, settings: Settings | None = None,
-                        javascript: bool = True) -> AsyncIterator[Phone]:
-    """A node (``settings`` or the test defaults) and a 375×812 browser page, not signed in."""
+                        javascript: bool = True, surfaces: Mapping[str, Surface] | None = None,
+                        sock: socket.socket | None = None) -> AsyncIterator[Phone]:
+    """A node (``settings`` or the test defaults, with ``surfaces`` beside the console)
+    served on ``sock`` (default: a free port), and a 375×812 browser page, not signed in."""
     need_browser()
     from playwright.async_api import async_playwright
 
-    async with running_node(tmp_path, settings=settings) as node, serve(node.app) as base, \
+    async with running_node(tmp_path, settings=settings, surfaces=surfaces) as node, \
+            serve(node.app, sock) as base, \
             httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {KEY}"},
                               timeout=10) as api, async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from signoff.config.settings import Settings
 from signoff.runtime.models import Action
-from signoff.runtime.store.sql.notify import APPLICATION_NAME, libpq_url
+from signoff.runtime.store.postgres.notify import APPLICATION_NAME, libpq_url
 from signoff.wiring import build_node
 from tests.e2e.daemons import DaemonProcess, wait_for
 

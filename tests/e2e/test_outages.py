@@ -4,22 +4,30 @@ test's own so that the shared server is never disturbed."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
 import pytest
 
+from signoff.runtime.clock import SystemClock
+from signoff.runtime.outages import Outages
+from signoff.runtime.store.postgres.leader import PgLeadership
+from signoff.runtime.store.postgres.notify import TaskWakeups
 from tests.e2e.daemons import DaemonProcess, wait_for
 from tests.e2e.private_pg import PrivatePostgres, server_bindir
-from tests.e2e.traffic import EchoThread, Traffic, settled
+from tests.e2e.test_cluster import submit_elsewhere
+from tests.e2e.test_cluster_telegram import ThreadedTelegram
+from tests.e2e.traffic import EchoThread, Traffic, fill, settled
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.soak, pytest.mark.timeout(400)]
 
 
 @pytest.fixture
@@ -92,19 +100,6 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(directory: Path) -> Path:
-    """Fill the file system of ``directory`` to the last byte; the file to delete."""
-    filler = directory / "filler"
-    with open(filler, "wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-        except OSError:
-            pass
-    return filler
 
 
 def test_sqlite_on_a_full_disk_refuses_writes_with_507_and_recovers(
@@ -199,3 +194,145 @@ def test_a_node_started_before_its_database_waits_for_it(
         assert node.health()["status"] == "ok"
     finally:
         node.stop()
+
+
+async def test_listen_and_leadership_losses_are_problems_until_both_are_back(
+        private_pg: PrivatePostgres) -> None:
+    """PostgreSQL restarted under a node's LISTEN connection and a lease it leads: both
+    are named as problems while they are down, and cleared once LISTEN is in place again
+    (with one wake-up, to catch what NOTIFY missed) and the node leads again."""
+    outages = Outages(SystemClock())
+    wakes: list[float] = []
+    wakeups = TaskWakeups(url=private_pg.url, wake=lambda: wakes.append(time.monotonic()),
+                          outages=outages, first_backoff=0.1, max_backoff=0.5)
+    ship = PgLeadership(url=private_pg.url, node_id="n1", retry=0.1, ping=0.2,
+                        max_backoff=0.5)
+    ship.outages = outages
+    leads: list[float] = []
+
+    async def lead() -> None:
+        while True:
+            async with ship.hold("polling") as lease:
+                leads.append(time.monotonic())
+                await lease.wait_lost()
+
+    async def until(check: Callable[[], bool], what: str) -> None:
+        end = time.monotonic() + 30
+        while not check():
+            assert time.monotonic() < end, f"timed out waiting for {what}"
+            await asyncio.sleep(0.05)
+
+    def named() -> set[str]:
+        return {p.split(":", 1)[0] for p in outages.problems()}
+
+    running = [asyncio.create_task(wakeups.run()), asyncio.create_task(lead())]
+    try:
+        await until(lambda: wakeups.connected.is_set() and len(leads) == 1, "LISTEN and lead")
+        assert outages.problems() == [] and len(wakes) == 1
+        await asyncio.to_thread(private_pg.stop, "fast")
+        try:
+            await until(lambda: named() >= {"listen", "leadership polling"}, "both reported")
+            assert outages.status() == "degraded"
+            assert any("LISTEN connection down" in p for p in outages.problems())
+        finally:
+            await asyncio.to_thread(private_pg.start)
+        await until(lambda: not named() and len(leads) == 2, "both to be back")
+        assert wakeups.connected.is_set() and len(wakes) == 2  # the catch-up look
+    finally:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+
+def health_now(node: DaemonProcess) -> tuple[int, dict[str, Any]]:
+    """/health's status code and body, whichever it is (503 while the database is away)."""
+    r = httpx.get(f"{node.url}/health", timeout=10)
+    return r.status_code, dict(r.json())
+
+
+def test_health_names_the_lost_listen_and_polling_lease_until_the_node_is_back(
+        tmp_path: Path, private_pg: PrivatePostgres) -> None:
+    """A daemon polling Telegram on PostgreSQL through a restart: /health names the LISTEN
+    connection and the polling lease among its problems while they are lost; afterwards
+    it polls again, says ok, and a task queued by another process wakes it (LISTEN is
+    back; its poll interval is two minutes)."""
+    with ThreadedTelegram() as telegram:
+        node = DaemonProcess(tmp_path / "node", extra_toml=telegram.toml(), daemon={
+            "database": private_pg.url, "heartbeat": "1s", "poll_interval": "120s"})
+        node.start()
+        try:
+            wait_for(lambda: "notify_listening" in node.log_text()
+                     and "telegram_polling_started" in node.log_text(), "LISTEN and polling")
+            private_pg.stop("fast")
+            try:
+                def lost() -> bool:
+                    named = {p.split(":", 1)[0] for p in health_now(node)[1]["problems"]}
+                    return named >= {"listen", "leadership telegram-polling"}
+
+                wait_for(lost, "/health to name LISTEN and the polling lease", timeout=30)
+                assert health_now(node)[0] == 503
+            finally:
+                private_pg.start()
+            wait_for(lambda: health_now(node)[0] == 200
+                     and health_now(node)[1]["problems"] == [], "/health to say ok again",
+                     timeout=60)
+            assert node.log_text().count("notify_listening") == 2
+            assert node.log_text().count("telegram_polling_started") == 2
+            task_id = submit_elsewhere(tmp_path, private_pg.url)
+            wait_for(lambda: node.task(task_id)["state"] == "completed",
+                     "the woken node to run a task queued elsewhere", timeout=30)
+        finally:
+            node.stop()
+
+
+def test_a_read_only_database_is_an_outage_until_writes_work_again(
+        tmp_path: Path, private_pg: PrivatePostgres) -> None:
+    """The database answers but refuses writes (a standby after a failover, here
+    default_transaction_read_only): submissions and decisions get 503 with reason
+    read_only, /health says down, reads work; once writes work again the node recovers
+    by itself and the refused calls changed nothing."""
+    node = DaemonProcess(tmp_path / "node", daemon={"database": private_pg.url,
+                                                    "heartbeat": "1s"})
+    steps = [{"tool": "send_webhook", "args": {"url": "http://127.0.0.1:9/x", "payload": {}}}]
+    node.start()
+    try:
+        waiting = node.submit(steps)
+        wait_for(lambda: node.task(waiting)["state"] == "waiting_approval", "the request")
+        set_read_only(private_pg, True)
+        try:
+            refused = None
+            for _ in range(100):
+                r = httpx.post(f"{node.url}/tasks", json={"goal": "more", "steps": steps},
+                               timeout=30)
+                if r.status_code != 202:
+                    refused = r
+                    break
+                time.sleep(0.05)
+            assert refused is not None and refused.status_code == 503, refused
+            assert refused.json()["reason"] == "read_only" and refused.headers["Retry-After"]
+            decided = httpx.post(f"{node.url}/tasks/{waiting}/deny", json={}, timeout=30)
+            assert decided.status_code == 503 and decided.json()["reason"] == "read_only"
+            wait_for(lambda: health_now(node)[0] == 503, "/health to say down")
+            code, body = health_now(node)
+            assert code == 503 and body["status"] == "down" and "read-only" in body["problems"][0]
+            assert httpx.get(f"{node.url}/tasks", timeout=10).status_code == 200
+            assert node.proc is not None and node.proc.poll() is None
+        finally:
+            set_read_only(private_pg, False)
+        wait_for(node.healthy, "/health to recover once writes work", timeout=30)
+        assert node.task(waiting)["state"] == "waiting_approval"  # the 503 changed nothing
+        assert node.approve(waiting).status_code == 200
+        node.submit(steps)
+    finally:
+        node.stop()
+
+
+def set_read_only(pg: PrivatePostgres, on: bool) -> None:
+    """Make every session of the cluster read-only by default (or not), at once."""
+    conninfo = pg.conninfo + " options='-c default_transaction_read_only=off'"
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        if on:
+            admin.execute("ALTER SYSTEM SET default_transaction_read_only = on")
+        else:
+            admin.execute("ALTER SYSTEM RESET default_transaction_read_only")
+        admin.execute("SELECT pg_reload_conf()")

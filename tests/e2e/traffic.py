@@ -1,6 +1,9 @@
 """Traffic for real daemons through outages: SEND tasks submitted to alternating nodes and
 approved as they come, retried on 503/507 (an outage says: try again), into an HTTP
 sink (`HttpEcho`, in a thread of its own) that counts what each approved action sent.
+A request that came back to a person because its outcome is unknown (a node frozen or
+cut off mid-send) is denied, as a careful person would, when ``deny_unknown`` is set:
+each such task is then counted in ``unknown``, and a second send never comes from it.
 Used by tests/e2e/test_outages.py and bench/outages.py."""
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,10 +34,15 @@ class EchoThread:
         return self.echo
 
     def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self.echo.release_all)  # the server waits for them
         asyncio.run_coroutine_threadsafe(self.echo.__aexit__(None, None, None),
                                          self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
+
+    def release(self, key: str) -> None:
+        """Answer the requests held at ``/held?key=<key>`` (`HttpEcho.release`)."""
+        self._loop.call_soon_threadsafe(self.echo.release, key)
 
 
 def retrying(call: Any, *, what: str, timeout: float = 60.0) -> httpx.Response:
@@ -56,10 +65,13 @@ def retrying(call: Any, *, what: str, timeout: float = 60.0) -> httpx.Response:
 class Traffic:
     """Submits SEND tasks to alternating nodes and approves whatever waits, until stopped."""
 
-    def __init__(self, nodes: list[DaemonProcess], hook: str) -> None:
+    def __init__(self, nodes: list[DaemonProcess], hook: str, *,
+                 deny_unknown: bool = False) -> None:
         self.nodes = nodes
         self.hook = hook
+        self.deny_unknown = deny_unknown
         self.submitted: list[str] = []
+        self.unknown: set[str] = set()  # tasks denied after an "outcome unknown"
         self.stop = threading.Event()
         self.errors: list[str] = []
         self._threads = [threading.Thread(target=self._guard, args=(fn,), daemon=True)
@@ -99,26 +111,53 @@ class Traffic:
         while not self.stop.is_set():
             node = self.nodes[k % len(self.nodes)]
             k += 1
-            r = retrying(lambda: httpx.get(f"{node.url}/tasks",
-                                           params={"state": "waiting_approval"}, timeout=30),
-                         what="list")
-            for task in r.json()["items"]:
-                a = retrying(lambda: httpx.post(
-                    f"{node.url}/tasks/{task['id']}/approve",
-                    json={"scope": "once"}, timeout=30), what="approve")
-                assert a.status_code in (200, 409), a.text
+            answer_waiting(node, self)
             time.sleep(0.05)
 
 
-def settled(nodes: list[DaemonProcess], ids: list[str]) -> bool:
-    """Every submitted task is completed (approving whatever still waits)."""
+def answer_waiting(node: DaemonProcess, traffic: Traffic | None) -> None:
+    """Approve every request of a task waiting on ``node`` (deny those whose outcome is
+    unknown, when ``traffic.deny_unknown``)."""
+    r = retrying(lambda: httpx.get(f"{node.url}/approvals", params={"limit": 200},
+                                   timeout=30), what="list")
+    for item in r.json()["items"]:
+        task_id = item["task_id"]
+        if task_id is None:
+            continue
+        deny = traffic is not None and traffic.deny_unknown \
+            and "outcome unknown" in (item["note"] or "")
+        verb, body = ("deny", {}) if deny else ("approve", {"scope": "once"})
+        a = retrying(lambda: httpx.post(f"{node.url}/tasks/{task_id}/{verb}", json=body,
+                                        timeout=30), what=verb)
+        assert a.status_code in (200, 409), a.text
+        if deny and a.status_code == 200 and traffic is not None:
+            traffic.unknown.add(task_id)
+
+
+def settled(nodes: list[DaemonProcess], ids: list[str], traffic: Traffic | None = None
+            ) -> bool:
+    """Every submitted task has ended: completed, or denied after an unknown outcome
+    (answering whatever still waits, as the traffic would)."""
+    answer_waiting(nodes[-1], traffic)
     done = True
     for task_id in ids:
         r = retrying(lambda: httpx.get(f"{nodes[0].url}/tasks/{task_id}",
                                        timeout=30), what="read")
         state = r.json()["state"]
-        if state == "waiting_approval":
-            retrying(lambda: httpx.post(f"{nodes[1].url}/tasks/{task_id}/approve",
-                                        json={"scope": "once"}, timeout=30), what="approve")
-        done = done and state == "completed"
+        ended = state == "completed" or (
+            state == "failed" and traffic is not None and task_id in traffic.unknown)
+        done = done and ended
     return done
+
+
+def fill(directory: Path) -> Path:
+    """Fill the file system of ``directory`` to the last byte; the file to delete."""
+    filler = directory / "filler"
+    with open(filler, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+    return filler

@@ -11,6 +11,8 @@ Routes:
     GET  /slow?seconds=S  sleeps S seconds, then 200
     *    /status/{code}   answers that status with body "status {code}"
     POST /hook            records the JSON body, 200 {"ok": true}
+    POST /held?key=K      records it, holds the answer until `release` (K), then 200 — a
+                          slow sink: the request has arrived, its answer has not
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class HttpEcho:
         self.host = host
         self.port = 0
         self.requests: list[RecordedRequest] = []
+        self._released: dict[str, asyncio.Event] = {}
         app = web.Application(middlewares=[self._record])
         app.router.add_get("/text", self._text)
         app.router.add_get("/big", self._big)
@@ -51,6 +54,7 @@ class HttpEcho:
         app.router.add_get("/slow", self._slow)
         app.router.add_route("*", "/status/{code}", self._status)
         app.router.add_post("/hook", self._hook)
+        app.router.add_post("/held", self._held)
         self._runner = web.AppRunner(app)
 
     def url(self, path: str) -> str:
@@ -87,6 +91,20 @@ class HttpEcho:
 
     async def _hook(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
+
+    def release(self, key: str) -> None:
+        """Let the held requests of ``key`` (and later ones) be answered (on the loop)."""
+        self._released.setdefault(key, asyncio.Event()).set()
+
+    def release_all(self) -> None:
+        """Answer every held request (before the server stops: it waits for them)."""
+        for event in self._released.values():
+            event.set()
+
+    async def _held(self, request: web.Request) -> web.Response:
+        key = request.query.get("key", "")
+        await self._released.setdefault(key, asyncio.Event()).wait()
+        return web.json_response({"ok": True, "held": key})
 
     async def __aenter__(self) -> HttpEcho:
         await self._runner.setup()

@@ -64,11 +64,13 @@ def mentions(surface: str) -> set[str]:
 
 def test_a_chat_surface_is_named_only_in_its_own_folder() -> None:
     """No code outside its adapter names Slack or Telegram, but the two kept mentions, and
-    none at all names Discord or Teams."""
+    none at all names Discord, Teams, Web Push or ntfy."""
     for surface in ("slack", "telegram"):
         assert mentions(surface) <= set(ALLOWED), (surface, mentions(surface) - set(ALLOWED))
     assert mentions("discord") == set()
     assert mentions("teams") == set(), "a surface added since is named nowhere else"
+    assert mentions("webpush") == set()
+    assert mentions("ntfy") == set()
 
 
 def test_a_surface_from_another_package_is_named_nowhere_in_signoff() -> None:
@@ -83,6 +85,6 @@ def test_each_surface_is_one_entry_point_into_its_own_package() -> None:
     group = pyproject["project"]["entry-points"]["signoff.surfaces"]
     assert group == {name: f"signoff.adapters.{name}:PLUGIN"
                      for name in ("slack", "telegram", "web", "terminal", "email", "discord",
-                                  "teams")}
+                                  "teams", "webpush", "ntfy")}
     for name in group:
         assert (PACKAGE / "adapters" / name / "plugin.py").exists()

@@ -26,7 +26,6 @@ import logging
 import smtplib
 import ssl
 from collections.abc import Sequence
-from dataclasses import dataclass
 from email.message import EmailMessage
 from urllib.parse import parse_qs, urlencode
 
@@ -36,6 +35,7 @@ from starlette.responses import HTMLResponse, Response
 from signoff.adapters.email import messages, tokens
 from signoff.adapters.email.settings import EmailSurfaceSettings
 from signoff.bot.cards import card_page
+from signoff.bot.links import LinkChecker, LinkRefused
 from signoff.bot.ports import (
     Actor,
     ApprovalCard,
@@ -70,23 +70,6 @@ _HEADERS = {
 _MAX_FORM = 4096  # the confirmation form holds one token
 
 
-@dataclass(frozen=True)
-class _Checked:
-    claim: tokens.LinkClaim
-    card: ApprovalCard
-
-
-class _Refused(Exception):
-    def __init__(self, status: int, title: str, text: str) -> None:
-        super().__init__(text)
-        self.status, self.title, self.text = status, title, text
-
-
-def _invalid() -> _Refused:
-    return _Refused(400, "Link not valid", "This link is not a valid approval link (it may "
-                    "have been cut or changed, or its request no longer exists).")
-
-
 async def _form_token(request: Request) -> str:
     """The ``token`` of a small urlencoded form ("" otherwise), read without
     python-multipart (not a dependency), like the console's forms."""
@@ -112,6 +95,8 @@ class EmailPlatform:
         self.clock = clock
         self.lookup = lookup
         self._secret = secret  # the server secret: each card's key is derived from it
+        self.links = LinkChecker(kind=tokens.EMAIL, surface=NAME, secret=secret,
+                                 lookup=lookup, clock=clock)
         self.handler: DecisionHandler | None = None
 
     # -- Surface -----------------------------------------------------------------------
@@ -188,8 +173,8 @@ class EmailPlatform:
         """GET: show what the link would decide; decide nothing."""
         token = request.query_params.get("token", "")
         try:
-            checked = await self._check(token)
-        except _Refused as refused:
+            checked = await self.links.check(token)
+        except LinkRefused as refused:
             return _html(refused.status, messages.message_page(refused.title, refused.text))
         claim = checked.claim
         return _html(200, messages.confirm_page(checked.card, claim.scope, claim.address,
@@ -198,8 +183,8 @@ class EmailPlatform:
     async def confirm(self, request: Request) -> Response:
         """POST: decide as ``email:<address>``, exactly what the token says."""
         try:
-            checked = await self._check(await _form_token(request))
-        except _Refused as refused:
+            checked = await self.links.check(await _form_token(request))
+        except LinkRefused as refused:
             return _html(refused.status, messages.message_page(refused.title, refused.text))
         if self.handler is None:
             return _html(503, messages.message_page(
@@ -212,37 +197,6 @@ class EmailPlatform:
             return _html(200, messages.message_page("Done", outcome.message))
         return _html(_STATUS.get(outcome.code, 409),
                      messages.message_page("Not decided", outcome.message))
-
-    async def _check(self, token: str) -> _Checked:
-        """The token's claim and the request's card, or why the link does not work.
-
-        Nothing about the request is told before the signature checks out, not even
-        whether it exists (a request that is gone reads as an invalid link too).
-        """
-        try:
-            claimed = tokens.read(token)
-        except tokens.BadToken:
-            raise _invalid() from None
-        posted = await self.lookup(claimed.approval_id)
-        if posted is None:
-            raise _invalid()
-        card_id = next((r.message_id for r in posted.refs if r.surface == NAME), None)
-        if card_id is None:  # the mail is out, its id not stored yet (a moment, or a crash)
-            raise _Refused(503, "Not ready", "This link cannot be checked yet; try again "
-                           "in a moment.")
-        try:
-            key = tokens.card_key(self._secret, claimed.approval_id, card_id)
-            claim = tokens.verify(token, key)
-        except tokens.BadToken:
-            raise _invalid() from None
-        card = posted.card
-        if card.status == "expired" or (card.open and self.clock.now() >= claim.expires_at):
-            raise _Refused(410, "Expired", "This request has expired; its links no longer "
-                           "decide anything.")
-        if not card.open:
-            raise _Refused(409, "Already decided", "This link was already used or the "
-                           f"request was already answered: {card.outcome or card.status}.")
-        return _Checked(claim=claim, card=card)
 
     # -- SMTP --------------------------------------------------------------------------
     def _smtp_session(self, mails: list[EmailMessage] | None) -> list[str]:

@@ -38,6 +38,7 @@ from signoff.bot.ports import (
 )
 from signoff.runtime.models import ActionRecord, DecisionCode, Scope
 from signoff.runtime.text import shown as as_shown
+from signoff.runtime.words import ALREADY_DECIDED
 
 KEYS = {"o": Scope.ONCE, "once": Scope.ONCE, "s": Scope.SESSION, "session": Scope.SESSION,
         "a": Scope.ALWAYS, "always": Scope.ALWAYS, "d": Scope.DENY, "deny": Scope.DENY,
@@ -199,7 +200,7 @@ class TerminalPlatform:
         ref, card = await self._cards.get()
         card = self.shown.get(ref.message_id, card)
         if not card.open:
-            return DecisionOutcome(False, card.outcome or "Already decided",
+            return DecisionOutcome(False, card.outcome or ALREADY_DECIDED,
                                    code=DecisionCode.ALREADY_DECIDED)
         outcome = await self.ask(card, on_decision, ref=ref)
         assert outcome is not None  # without ``settled`` only an answer ends the prompt

@@ -463,7 +463,15 @@ def page(*, title: str, body: str, who: str, csrf: str, flash: str | None = None
                   f'<button type="submit" class="link">Sign out</button></form>')
     notice = f'<p class="flash" role="status">{e(flash)}</p>' if flash else ""
     return _template("base.html").substitute(title=e(title), who=e(who), logout=logout,
-                                             flash=notice, body=body)
+                                             flash=notice, body=body, push=push_panel(csrf))
+
+
+def push_panel(csrf: str) -> str:
+    """Notifications on this device: hidden until the script finds push enabled."""
+    return (f'<section id="push" class="push" hidden data-csrf="{e(csrf)}">'
+            f'<span class="push-state" role="status"></span> '
+            f'<button type="button" class="btn btn-once">Enable notifications</button>'
+            f'</section>')
 
 
 def live(src: str, inner: str) -> str:
@@ -484,11 +492,11 @@ def login_page(*, error: str | None = None, next_path: str = "/") -> str:
             f'<p class="hint">Use a key from the daemon\'s <code>[api]</code> config. '
             f'The browser keeps a session cookie, not the key.</p></section>')
     return _template("base.html").substitute(title="Sign in", who="", logout="", flash="",
-                                             body=body)
+                                             push="", body=body)
 
 
 def message_page(*, title: str, text: str) -> str:
     """A short page for errors a person may see (unknown task, refused request)."""
     body = f'<section><h1>{e(title)}</h1><p>{e(text)}</p><p><a href="/">Back</a></p></section>'
     return _template("base.html").substitute(title=e(title), who="", logout="", flash="",
-                                             body=body)
+                                             push="", body=body)

@@ -19,7 +19,6 @@ into the card update and the reply, in that order.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -33,6 +32,7 @@ from signoff.bot.routing.oncall import (
 from signoff.runtime.clock import Clock
 from signoff.runtime.decisions import Decider
 from signoff.runtime.models import ApprovalStatus, RunMode, Task, TaskState
+from signoff.runtime.outages import periodic
 from signoff.runtime.schedule.durations import format_duration
 
 __all__ = ["Escalator"]
@@ -55,13 +55,10 @@ class Escalator:
         self.wake = wake  # e.g. Dispatcher.wake: deliver the card update now
 
     async def run(self) -> None:
-        """Look at pending requests every ``interval`` seconds, until cancelled."""
-        while True:
-            try:
-                await self.tick()
-            except Exception:  # a store hiccup must not end escalation for good
-                log.exception("escalation_round_failed")
-            await asyncio.sleep(self.interval)
+        """Look at pending requests every ``interval`` seconds, until cancelled; a failed
+        round (the database away) is reported on the node's outages and tried again."""
+        await periodic("escalation", self.tick, every=self.interval,
+                       outages=self.decider.engine.outages)
 
     async def tick(self) -> list[Task]:
         """One round: escalate every request that is due; return the tasks escalated."""

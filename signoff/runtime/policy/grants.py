@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from json.encoder import encode_basestring as _text  # json.dumps' own, for ensure_ascii=False
 
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.ids import grant_id
 from signoff.runtime.models import Action, Grant, Scope, Task, TaskState
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 
 
 def rule_for(action: Action) -> str:

@@ -1,8 +1,10 @@
 """Policy: ALLOW, ASK_USER or BLOCK for one action, and grants that cover one action.
 
 Evaluation order (seed "approvals and grants"): prohibitions → BLOCK (nothing overrides
-them); a spent budget → BLOCK; autonomous risk classes → ALLOW; a live grant for this
-exact action → ALLOW; a schedule's pre-authorized envelope → ALLOW; else ASK_USER.
+them); a spent budget → BLOCK; the optional Cedar policy file (`policy.cedar`): a forbid
+→ BLOCK, a plain permit → ALLOW, a permit with ``@ask`` → ASK_USER (past the autonomous
+rule, though a grant still covers it); autonomous risk classes → ALLOW; a live grant for
+this exact action → ALLOW; a schedule's pre-authorized envelope → ALLOW; else ASK_USER.
 What ASK_USER becomes (a request, an automatic approval or a block) depends on who can
 answer; `signoff.runtime.policy.unattended` decides that. Which grant covers an action is
 `signoff.runtime.policy.grants`.
@@ -30,9 +32,12 @@ from signoff.runtime.models import (
     Task,
     Verdict,
 )
+from signoff.runtime.policy.cedar import CedarAnswer, CedarPolicy, CedarRequest
 from signoff.runtime.policy.grants import first_valid, grant_key
 from signoff.runtime.policy.net import NET_CAPABILITIES, PRIVATE_NETWORK, NetKind, NetRule
 from signoff.runtime.store.port import TaskStore
+
+CEDAR_ACTOR = "auto:cedar"  # who approved what a Cedar permit let through
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class Evaluation:
     # The action as the policy judged it, when that differs from the one it was given (a
     # private-network destination): what is asked about, granted and run.
     action: Action | None = None
+    # The Cedar policies that decided (by their @id, else policy0, policy1…), if any.
+    policies: tuple[str, ...] = ()
 
 
 def _prohibited(action: Action, entries: Iterable[str]) -> str | None:
@@ -69,6 +76,7 @@ class Policy:
     budgets: Mapping[str, int] = field(default_factory=dict)
     preauthorized: Mapping[str, frozenset[str]] = field(default_factory=dict)
     net: NetRule = field(default_factory=NetRule)
+    cedar: CedarPolicy | None = None
 
     def budget_left(self, task: Task, action: Action) -> int | None:
         """Calls left for this capability in this task (a pending request holds one)."""
@@ -92,17 +100,23 @@ class Policy:
             return _as_judged(Evaluation(Verdict.BLOCK, f"prohibited by the task ({hit})"),
                               action, judged)
         left = self.budget_left(task, judged)
+        who = f"schedule:{task.schedule}" if task.schedule else (task.submitted_by or "")
         ev = await self._judge(judged, store, policy_id=task.policy_id, task_id=task.id,
-                               schedule=task.schedule, budget_left=left, per="task", now=now)
+                               schedule=task.schedule, budget_left=left, per="task", now=now,
+                               principal=who)
         return _as_judged(ev, action, judged)
 
     async def evaluate_request(self, action: Action, store: TaskStore, *,
                                policy_id: str, now: datetime,
+                               principal: str | None = None,
                                replacing: Action | None = None) -> Evaluation:
         """The same evaluation for an outside request: budgets count the requests of its
         ``policy_id`` (pending ones reserve a unit), grants are those of that policy_id,
-        and no schedule pre-authorizes anything. ``replacing``: the pending request this
-        action is an edit of; its reserved unit is the edit's own, not counted twice."""
+        and no schedule pre-authorizes anything. ``principal`` is the caller's API identity
+        (``web:<name>``) for Cedar — never the request's self-declared ``requester`` label,
+        which a hostile caller could set to anyone's name. ``replacing``: the pending
+        request this action is an edit of; its reserved unit is the edit's own, not counted
+        twice."""
         judged, refused = await self.network(action)
         if refused:
             return Evaluation(Verdict.BLOCK, refused)
@@ -113,7 +127,8 @@ class Policy:
             if replacing is not None and replacing.capability == cap:
                 left += 1
         ev = await self._judge(judged, store, policy_id=policy_id, task_id=None,
-                               schedule=None, budget_left=left, per="policy_id", now=now)
+                               schedule=None, budget_left=left, per="policy_id", now=now,
+                               principal=principal or "")
         return _as_judged(ev, action, judged)
 
     async def network(self, action: Action) -> tuple[Action, str | None]:
@@ -145,14 +160,25 @@ class Policy:
 
     async def _judge(self, action: Action, store: TaskStore, *, policy_id: str,
                      task_id: str | None, schedule: str | None, budget_left: int | None,
-                     per: str, now: datetime) -> Evaluation:
+                     per: str, now: datetime, principal: str) -> Evaluation:
         hit = _prohibited(action, self.prohibit)
         if hit:
             return Evaluation(Verdict.BLOCK, f"prohibited by policy ({hit})")
         if budget_left is not None and budget_left <= 0:
             return Evaluation(Verdict.BLOCK, f"budget for {action.capability} used up "
                               f"({self.budgets[action.capability or '']} per {per})")
-        if action.risk in self.autonomous_risks and not action.private_network:
+        said = self.judge_cedar(CedarRequest(principal=principal, action=action,
+                                             policy_id=policy_id, schedule=schedule, now=now))
+        if said.verdict is Verdict.BLOCK:
+            return Evaluation(Verdict.BLOCK, said.reason, policies=said.policies)
+        # A permit never lifts the private-network rule: net_allow is the place for that.
+        if said.verdict is Verdict.ALLOW and not action.private_network:
+            # An effect a person did not approve: run as an audited automatic approval.
+            auto = action.risk in self.autonomous_risks
+            return Evaluation(Verdict.ALLOW, said.reason, actor=None if auto else CEDAR_ACTOR,
+                              policies=said.policies)
+        asked = said.verdict is Verdict.ASK_USER
+        if not asked and action.risk in self.autonomous_risks and not action.private_network:
             return Evaluation(Verdict.ALLOW, "autonomous risk class")
         key = grant_key(policy_id, action)
         grant = first_valid(await store.grant_candidates(key), task_id=task_id, now=now)
@@ -162,8 +188,14 @@ class Policy:
         if schedule and key in self.preauthorized.get(schedule, frozenset()):
             return Evaluation(Verdict.ALLOW, f"pre-authorized by schedule {schedule}",
                               actor="auto:grant")
+        if asked:
+            return Evaluation(Verdict.ASK_USER, said.reason, policies=said.policies)
         risk = action.risk.value if action.risk else "?"
         return Evaluation(Verdict.ASK_USER, f"{action.capability} ({risk}) needs approval")
+
+    def judge_cedar(self, req: CedarRequest) -> CedarAnswer:
+        """The Cedar file's answer (no answer when there is no file)."""
+        return self.cedar.judge(req) if self.cedar is not None else CedarAnswer(None)
 
 
 def _as_judged(ev: Evaluation, given: Action, judged: Action) -> Evaluation:
@@ -178,4 +210,5 @@ def new_approval(task: Task, action: Action, *, approval_id: str, now: datetime,
     return Approval(id=approval_id, task_id=task.id, action=action, step=task.step_index,
                     allowed_scopes=allowed, requested_at=now, expires_at=expires_at,
                     note=note, approvers=approvers or [], why=why, policy_id=task.policy_id,
-                    submitted_by=task.submitted_by, needed=needed)
+                    submitted_by=task.submitted_by, needed=needed,
+                    traceparent=task.traceparent)

@@ -7,6 +7,7 @@ by accident — the SQL store gives the same guarantee by serializing.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
@@ -21,6 +22,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.signing import PublicKey, Signer
 from signoff.runtime.store.port import (
     CardRecord,
     Change,
@@ -29,6 +31,7 @@ from signoff.runtime.store.port import (
     OutboxItem,
     Page,
     PendingRequest,
+    PushSubscription,
     UndeliveredCard,
 )
 from signoff.runtime.transcript import TranscriptEntry
@@ -45,7 +48,9 @@ class _Lost(Exception):
 class MemTaskStore:
     """A complete in-memory `TaskStore`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, signer: Signer | None = None) -> None:
+        self.sealer = audit_chain.Sealer(signer)
+        self._keys: dict[str, PublicKey] = {}
         self._tasks: dict[str, tuple[int, Task]] = {}
         self._seq = itertools.count(1)
         self._approvals: dict[str, Approval] = {}
@@ -62,6 +67,7 @@ class MemTaskStore:
         self._nodes: dict[str, NodeRecord] = {}
         self._undelivered: dict[tuple[str, str], UndeliveredCard] = {}
         self._sessions: dict[str, ConsoleSession] = {}
+        self._push: dict[str, PushSubscription] = {}
 
     async def open(self) -> None:
         """Nothing to open."""
@@ -77,7 +83,7 @@ class MemTaskStore:
                   "transcript entries": sum(len(t) for t in self._transcripts.values()),
                   "undelivered cards": len(self._undelivered)}
         nodes = self._nodes  # the registry describes running daemons, not stored work
-        self.__init__()  # type: ignore[misc]
+        self.__init__(signer=self.sealer.signer)  # type: ignore[misc]
         self._nodes = nodes
         return counts
 
@@ -158,17 +164,15 @@ class MemTaskStore:
             entry.at = entry.at or ch.at
             self._transcripts.setdefault(entry.task_id, {})[entry.seq] = entry.model_copy(
                 deep=True)
-        sealed = []
-        count, prev = self._head
-        for event in ch.audit:
-            count += 1
-            event.at = ch.at  # sealed at the time of the change it records
-            done = audit_chain.seal(event, event_id=count, prev_hash=prev)
-            self._audit.append(done)
-            prev = done.hash
-            sealed.append(done)
-        self._head = (count, prev)
-        ch.audit[:] = sealed
+        if ch.audit:
+            count, prev = self._head
+            sealed, fresh = self.sealer.seal(ch.audit, count=count, prev=prev, at=ch.at)
+            for key in fresh:
+                self._keys.setdefault(key.kid, key)
+            self._audit.extend(sealed)
+            self._head = (sealed[-1].id, sealed[-1].hash)
+            self.sealer.committed(sealed)
+            ch.audit[:] = sealed
 
     def _copy(self, task: Task) -> Task:
         return task.model_copy(deep=True)
@@ -363,6 +367,23 @@ class MemTaskStore:
         """(count, head hash)."""
         return self._head
 
+    async def signing_keys(self) -> list[PublicKey]:
+        """Every listed key, oldest first."""
+        return sorted(self._keys.values(), key=lambda k: (k.created_at, k.kid))
+
+    async def publish_key(self, key: PublicKey) -> None:
+        """List a key (kept as it is when listed already)."""
+        self._keys.setdefault(key.kid, key)
+
+    async def retire_key(self, kid: str, at: datetime) -> bool:
+        """Mark a listed key retired."""
+        key = self._keys.get(kid)
+        if key is None:
+            return False
+        if key.retired_at is None:
+            self._keys[kid] = dataclasses.replace(key, retired_at=at)
+        return True
+
     async def save_card(self, record: CardRecord) -> None:
         """Remember a posted card."""
         self._cards.setdefault((record.approval_id, record.surface), record)
@@ -421,6 +442,27 @@ class MemTaskStore:
     async def end_session(self, session_id: str) -> None:
         """Forget a session."""
         self._sessions.pop(session_id, None)
+
+    # -- push subscriptions -------------------------------------------------------------
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep one; the same endpoint again replaces the old."""
+        for old in [k for k, v in self._push.items() if v.endpoint == sub.endpoint]:
+            del self._push[old]
+        self._push[sub.id] = sub
+        return sub
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """Oldest first, ``holder``'s or everyone's."""
+        return [s for s in self._push.values() if holder is None or s.holder == holder]
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one (``holder``'s only, when given)."""
+        found = self._push.get(sub_id)
+        if found is None or (holder is not None and found.holder != holder):
+            return False
+        del self._push[sub_id]
+        return True
 
     # -- node registry ----------------------------------------------------------------
     async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:

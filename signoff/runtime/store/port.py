@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from signoff.runtime.models import (
     Approval,
@@ -22,7 +22,11 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.signing import PublicKey
 from signoff.runtime.transcript import TranscriptEntry
+
+if TYPE_CHECKING:
+    from signoff.runtime.audit import Sealer
 
 T = TypeVar("T")
 
@@ -132,6 +136,21 @@ class ConsoleSession:
 
 
 @dataclass(frozen=True)
+class PushSubscription:
+    """A browser's push subscription (the Push API's ``PushSubscription``), made by one
+    signed-in person in the console: notifications of the requests they may decide go to
+    ``endpoint``, encrypted with ``p256dh`` and ``auth``. ``holder`` is the actor
+    (``web:alice``); ``id`` is ours, random; ``created_at`` by the node's Clock."""
+
+    id: str
+    holder: str
+    endpoint: str
+    p256dh: str
+    auth: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class NodeRecord:
     """One daemon in the node registry, as its last heartbeat described it.
 
@@ -156,6 +175,8 @@ class NodeRecord:
 class TaskStore(Protocol):
     """Durable state of the daemon. Implementations: `SqliteTaskStore` (a SQLite file),
     `SqlTaskStore` (PostgreSQL, any SQLite), `MemTaskStore`; `factory.make_store` picks."""
+
+    sealer: Sealer  # seals (and, given a signer, signs) the audit events of each commit
 
     async def open(self) -> None:
         """Create tables if needed and check the connection."""
@@ -297,6 +318,18 @@ class TaskStore(Protocol):
         """(number of events, hash of the last one)."""
         ...
 
+    async def signing_keys(self) -> list[PublicKey]:
+        """Every listed public key of the nodes' signing keys, oldest first."""
+        ...
+
+    async def publish_key(self, key: PublicKey) -> None:
+        """List a public key; a key listed already stays as it is."""
+        ...
+
+    async def retire_key(self, kid: str, at: datetime) -> bool:
+        """Mark a listed key retired at ``at`` (it stays listed); False when unknown."""
+        ...
+
     async def save_card(self, record: CardRecord) -> None:
         """Remember where a card was posted."""
         ...
@@ -353,4 +386,18 @@ class TaskStore(Protocol):
 
     async def end_session(self, session_id: str) -> None:
         """Forget a console session (signed out); ending it twice changes nothing."""
+        ...
+
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep a push subscription; one whose endpoint is kept already is replaced (the
+        browser subscribed again, perhaps as another person): the stored one is returned."""
+        ...
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """The push subscriptions of ``holder`` (None: everyone's), oldest first."""
+        ...
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one (only if ``holder``'s, when given); False when there was none."""
         ...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.base import (
     ChannelForm,
     CheckedTool,
@@ -13,7 +14,6 @@ from signoff.runtime.tools.base import (
 )
 from signoff.runtime.tools.builtin.fs import confine
 from signoff.runtime.tools.builtin.messaging import parse_channel
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.registry import ToolRegistry, builtin_registry
 
 __all__ = [

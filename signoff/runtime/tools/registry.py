@@ -27,6 +27,7 @@ from typing import Any, Protocol, cast
 
 from signoff.errors import BadArguments, ToolError, UnknownTool
 from signoff.runtime.bounds import check_json
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.tools.base import (
     CheckedTool,
@@ -50,7 +51,6 @@ from signoff.runtime.tools.builtin.fs import (
 from signoff.runtime.tools.builtin.messaging import PostMessageTool, SendEmailTool
 from signoff.runtime.tools.builtin.net import HttpGetTool, SendWebhookTool
 from signoff.runtime.tools.builtin.shell import RunCommandTool
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 from signoff.runtime.tools.names import llm_name
 
 log = logging.getLogger(__name__)

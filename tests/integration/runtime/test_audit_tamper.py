@@ -115,7 +115,8 @@ CASES = {  # case → (first bad event, words of the problem)
     "invalid targets": (4, "event 4 was altered"),
     "invalid json": (4, "event 4 was altered"),
     "not an object": (4, "event 4 was altered"),
-    "reseal edit": (5, "event 5 does not follow"),
+    # Resealed without the node's key: the chain holds, the missing signature does not.
+    "reseal edit": (4, "event 4 is not signed"),
     "delete middle": (5, "event 4 is missing"),
     "swap": (4, "event 4 does not follow"),
     "swap ids": (4, "event 4 does not follow"),

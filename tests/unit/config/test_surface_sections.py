@@ -48,11 +48,12 @@ def error(path: Path) -> str:
 
 def test_built_in_approver_and_channel_messages_are_unchanged(write: WriteConfig) -> None:
     """The approver and channel errors list the built-in surfaces' forms (e-mail has
-    approvers but no channels)."""
+    approvers but no channels, and so has ntfy)."""
     assert error(write('[approvals]\napprovers = ["alice"]\n')) == (
         "config.toml: approvals.approvers[0]: invalid approver 'alice' (expected "
         "'discord:<user id>' such as 'discord:80351110224678912' or "
         "'email:<address>' such as 'email:alice@example.com' or "
+        "'ntfy:<topic>' such as 'ntfy:alice-approvals' or "
         "'slack:<user id>' such as 'slack:U123' or 'teams:<AAD object id>' such as "
         "'teams:00000000-0000-0000-0000-0000000000a1' or 'telegram:<numeric user id>' such as "
         "'telegram:42')")

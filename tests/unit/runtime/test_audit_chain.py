@@ -12,6 +12,7 @@ import pytest
 from signoff.runtime import audit
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import AuditEvent, RiskClass, Scope
+from signoff.runtime.signing import PublicKey
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import Change
 from tests.conftest import NodeFactory
@@ -33,7 +34,7 @@ def chain(n: int) -> list[AuditEvent]:
 
 
 class ListAuditStore:
-    """The two TaskStore methods `verify` reads, over a plain list (a test double of the port)."""
+    """The TaskStore methods `verify` reads, over a plain list (a test double of the port)."""
 
     def __init__(self, events: list[AuditEvent], head: tuple[int, str] | None = None) -> None:
         self.events = events
@@ -46,6 +47,10 @@ class ListAuditStore:
     async def audit_head(self) -> tuple[int, str]:
         """The stored head record."""
         return self.head
+
+    async def signing_keys(self) -> list[PublicKey]:
+        """No keys listed: these chains are unsigned."""
+        return []
 
 
 def test_sealing_links_each_event_to_the_one_before() -> None:

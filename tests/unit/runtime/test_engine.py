@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from signoff.cli.handle import Agent
 from signoff.config.settings import Settings
+from signoff.embed import Agent
 from signoff.errors import BadArguments
 from signoff.runtime.models import Action, RiskClass, RunMode, Scope, TaskState
 from signoff.runtime.store.memory import MemTaskStore
@@ -240,7 +240,7 @@ async def test_interrupted_gated_action_comes_back_for_a_new_decision(work: Path
     assert claimed is not None
     claimed.executing = claimed.pending_action  # what _run_gated commits before running
     claimed.pending_action = None
-    await node.engine._save(claimed)
+    await node.engine.save(claimed)
     await node.engine.recover()
     back = await node.store.get_task(task.id)
     assert back is not None and back.state is TaskState.WAITING_APPROVAL

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from signoff.errors import StoreError, StoreFull, StoreReadOnly, StoreUnavailable
 from signoff.runtime.clock import FakeClock
-from signoff.runtime.outages import Backoff, Outages, periodic, supervise
+from signoff.runtime.outages import Backoff, Finished, Outages, periodic, supervise
 from signoff.runtime.store.outage import is_outage, store_error
 from tests.e2e.daemons import free_port
 
@@ -89,6 +89,13 @@ def test_backoff_grows_with_jitter_up_to_its_maximum_and_starts_over() -> None:
     assert backoff.next() == 1.0
 
 
+def test_backoff_never_starts_past_its_maximum() -> None:
+    """A loop that polls rarely (its first step would be a minute) still retries within
+    the maximum after a failure."""
+    backoff = Backoff(first=60.0, maximum=5.0, rng=lambda: 1.0)
+    assert [backoff.next() for _ in range(2)] == [5.0, 5.0]
+
+
 def test_health_lists_the_database_first_and_says_down_until_a_write_works() -> None:
     """A database outage makes the node "down" until a write works; another failing
     loop only makes it "degraded"."""
@@ -129,6 +136,26 @@ async def test_a_periodic_loop_waits_out_failures_and_clears_its_report() -> Non
     await asyncio.gather(loop, return_exceptions=True)
     assert seen == ["down"]  # still down: only a write (the heartbeat) ends the outage
     assert [p.split(":")[0] for p in outages.problems()] == ["database"]
+
+
+async def test_a_periodic_loop_ends_when_its_work_is_over() -> None:
+    """A loop whose work is over (a lease another node took) ends by itself, after
+    waiting out a failure on the way; its own report is cleared once it worked again."""
+    outages = Outages(FakeClock())
+    runs: list[str] = []
+
+    async def body() -> None:
+        runs.append("run")
+        if len(runs) == 1:
+            raise StoreUnavailable("database x is unavailable: restarting")
+        if len(runs) == 3:
+            raise Finished
+
+    await asyncio.wait_for(periodic("lease", body, every=0.001, outages=outages,
+                                    backoff=Backoff(first=0.001, maximum=0.002),
+                                    wait_first=True), 5)
+    assert runs == ["run", "run", "run"]
+    assert [p.split(":")[0] for p in outages.problems()] == ["database"]  # not "lease"
 
 
 async def test_a_service_that_dies_is_restarted_and_reported_meanwhile() -> None:

@@ -210,8 +210,28 @@ def _pending_id(answer: _Answer) -> str | None:
     return str(found) if found else None
 
 
+_NO_OTEL: list[bool] = []  # set once the caller's environment has no OpenTelemetry
+
+
+def trace_headers() -> dict[str, str]:
+    """The caller's current trace context (W3C ``traceparent``) when its program uses
+    OpenTelemetry, so signoff's spans join the caller's trace; the SDK never depends on
+    OpenTelemetry itself, and without it (or outside a span) this is empty."""
+    if _NO_OTEL:
+        return {}
+    try:
+        from opentelemetry import propagate
+    except ImportError:
+        _NO_OTEL.append(True)
+        return {}
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return {"traceparent": carrier["traceparent"]} if "traceparent" in carrier else {}
+
+
 def _request_flow(body: dict[str, Any], key: str, base: str, wait: bool | float) -> Flow:
-    answer = yield _Call("POST", "/v1/approvals", body=body, headers={"Idempotency-Key": key})
+    answer = yield _Call("POST", "/v1/approvals", body=body,
+                         headers={"Idempotency-Key": key, **trace_headers()})
     failed = _failure(answer, None, base)
     if failed is not None:
         return failed

@@ -116,4 +116,90 @@
   }
   tick();
   setInterval(tick, 1000);
+
+  // -- the installable app and its notifications ------------------------------------
+  // The service worker makes the console installable and shows the notifications the
+  // daemon pushes (when [webpush] is enabled: GET /webpush/key answers). The #push panel
+  // turns them on or off for this browser, for the person signed in.
+  var panel = document.getElementById("push");
+  var PUSH_ID = "signoff-push-id";
+
+  function b64ToBytes(text) {
+    var pad = "=".repeat((4 - text.length % 4) % 4);
+    var raw = atob((text + pad).replace(/-/g, "+").replace(/_/g, "/"));
+    var out = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i++) { out[i] = raw.charCodeAt(i); }
+    return out;
+  }
+
+  function say(text, on) {
+    panel.querySelector(".push-state").textContent = text;
+    var button = panel.querySelector("button");
+    button.textContent = on ? "Turn off" : "Enable notifications";
+    button.setAttribute("data-on", on ? "1" : "");
+  }
+
+  function send(method, url, body) {
+    return fetch(url, {
+      method: method, credentials: "same-origin", cache: "no-store",
+      headers: { "Content-Type": "application/json", "Accept": "application/json",
+                 "X-CSRF-Token": panel.getAttribute("data-csrf") },
+      body: body ? JSON.stringify(body) : undefined
+    }).then(function (response) {
+      return response.json().then(function (json) {
+        if (!response.ok) { throw new Error(json.detail || ("HTTP " + response.status)); }
+        return json;
+      });
+    });
+  }
+
+  function enable(registration, key) {
+    return Notification.requestPermission().then(function (permission) {
+      if (permission !== "granted") { throw new Error("notifications are blocked for this site"); }
+      return registration.pushManager.subscribe({
+        userVisibleOnly: true, applicationServerKey: b64ToBytes(key) });
+    }).then(function (subscription) {
+      return send("POST", "/webpush/subscriptions", subscription.toJSON());
+    }).then(function (saved) {
+      localStorage.setItem(PUSH_ID, saved.id);
+      say("Notifications are on for " + saved.holder + " on this device.", true);
+    });
+  }
+
+  function disable(registration) {
+    var id = localStorage.getItem(PUSH_ID);
+    localStorage.removeItem(PUSH_ID);
+    var gone = id ? send("DELETE", "/webpush/subscriptions/" + encodeURIComponent(id))
+      .catch(function () { return null; }) : Promise.resolve(null);
+    return gone.then(function () { return registration.pushManager.getSubscription(); })
+      .then(function (subscription) { return subscription && subscription.unsubscribe(); })
+      .then(function () { say("Notifications are off on this device.", false); });
+  }
+
+  function setUpPush(registration) {
+    if (!panel || !window.PushManager || !window.Notification) { return; }
+    fetch("/webpush/key", { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (response) { return response.ok ? response.json() : null; })
+      .then(function (answer) {
+        if (!answer) { return; }
+        panel.hidden = false;
+        var on = Notification.permission === "granted" && localStorage.getItem(PUSH_ID);
+        say(on ? "Notifications are on on this device." :
+          "Get each request you may decide as a notification, with Once and Deny.", on);
+        panel.querySelector("button").addEventListener("click", function () {
+          var busy = this.getAttribute("data-on") ? disable(registration) :
+            enable(registration, answer.public_key);
+          busy.catch(function (error) {
+            say("Could not turn notifications on: " + error.message, false);
+          });
+        });
+      }).catch(function () { /* no push here: the panel stays hidden */ });
+  }
+
+  if ("serviceWorker" in navigator) {
+    navigator.serviceWorker.register("/static/sw.js", { scope: "/" })
+      .then(function () { return navigator.serviceWorker.ready; })
+      .then(setUpPush)
+      .catch(function () { /* no service worker (plain http off localhost): no app */ });
+  }
 }());

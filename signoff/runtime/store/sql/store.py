@@ -42,6 +42,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.signing import PublicKey, Signer
 from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import (
     CardRecord,
@@ -51,11 +52,14 @@ from signoff.runtime.store.port import (
     OutboxItem,
     Page,
     PendingRequest,
+    PushSubscription,
     UndeliveredCard,
 )
 from signoff.runtime.store.readers import readable
 from signoff.runtime.store.sql import groups
+from signoff.runtime.store.sql import keys as key_rows
 from signoff.runtime.store.sql import nodes as node_rows
+from signoff.runtime.store.sql import push as push_rows
 from signoff.runtime.store.sql import requests as request_queries
 from signoff.runtime.store.sql import sessions as session_rows
 from signoff.runtime.store.sql import undelivered as undelivered_rows
@@ -92,12 +96,13 @@ STATES_SLICE = 1000  # ids per statement of `approval_states`
 class SqlTaskStore:
     """The durable store. ``url`` is a SQLAlchemy URL (sqlite:///… or postgresql+psycopg://…)."""
 
-    # The payload of this store's wake-ups (sql/notify.py); a store on PostgreSQL draws its
+    # The payload of this store's wake-ups (store/postgres/notify.py); one on PostgreSQL draws its
     # own, and SQLite sends none (subclasses that skip __init__ keep this one).
     wakeup_sender = ""
 
-    def __init__(self, *, url: str) -> None:
+    def __init__(self, *, url: str, signer: Signer | None = None) -> None:
         self.url = url
+        self.sealer = audit_chain.Sealer(signer)
         self.is_sqlite = url.startswith("sqlite")
         self.wakeup_sender = secrets.token_hex(8)  # payload of this store's wake-ups
         try:
@@ -143,7 +148,7 @@ class SqlTaskStore:
     def _open(self) -> None:
         tables = [tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
                   requests_t, transcript_t, node_rows.nodes_t, undelivered_rows.undelivered_t,
-                  coalesce_t, session_rows.sessions_t]
+                  coalesce_t, session_rows.sessions_t, push_rows.push_t, key_rows.keys_t]
         try:
             with self._tx() as conn:
                 if not self.is_sqlite:
@@ -152,6 +157,11 @@ class SqlTaskStore:
                     conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                                  {"key": SCHEMA_LOCK})
                 SQLModel.metadata.create_all(conn, tables=tables)
+                # create_all skips a table that exists, with its indexes: an index added
+                # since (a database made by an older signoff) is created here.
+                for table in tables:
+                    for index in table.indexes:
+                        index.create(conn, checkfirst=True)
             with self._tx() as conn:
                 if conn.execute(sa.select(head_t.c.id)).first() is None:
                     conn.execute(head_t.insert().values(id=1, count=0, hash=audit_chain.GENESIS))
@@ -180,9 +190,12 @@ class SqlTaskStore:
                                 ("transcript entries", transcript_t),
                                 ("undelivered cards", undelivered_rows.undelivered_t),
                                 ("coalesced requests", coalesce_t),
-                                ("console sessions", session_rows.sessions_t)):
+                                ("console sessions", session_rows.sessions_t),
+                                ("push subscriptions", push_rows.push_t),
+                                ("signing keys", key_rows.keys_t)):
                 counts[name] = conn.execute(table.delete()).rowcount or 0
             conn.execute(head_t.update().values(count=0, hash=audit_chain.GENESIS))
+        self.sealer.published.clear()  # listed again with the first event they sign
         return counts
 
     # -- the unit of work ---------------------------------------------------------------
@@ -195,6 +208,7 @@ class SqlTaskStore:
         if change.task is not None and not change.insert:
             change.task.version += 1
         change.audit[:] = sealed
+        self.sealer.committed(sealed)
         return True
 
     async def _commit_unit(self, change: Change) -> list[AuditEvent]:
@@ -203,7 +217,7 @@ class SqlTaskStore:
 
     def _commit(self, ch: Change) -> list[AuditEvent]:
         with self._tx() as conn:
-            return apply_change(conn, ch, postgres=not self.is_sqlite,
+            return apply_change(conn, ch, postgres=not self.is_sqlite, sealer=self.sealer,
                                 sender=self.wakeup_sender)
 
     # -- tasks ---------------------------------------------------------------------------
@@ -570,6 +584,28 @@ class SqlTaskStore:
             undelivered_rows.forget(conn, approval_id, surface)
 
     # -- console sessions (see sql/sessions.py) -----------------------------------------
+    async def signing_keys(self) -> list[PublicKey]:
+        """Every listed public key, oldest first."""
+        return await self._run(self._in_read, key_rows.listed)
+
+    def _in_read(self, fn: Callable[[Connection], T]) -> T:
+        with self._tx(write=False) as conn:
+            return fn(conn)
+
+    async def publish_key(self, key: PublicKey) -> None:
+        """List a public key (kept as it is when listed already)."""
+        await self._run(self._in_write, functools.partial(
+            key_rows.publish, keys=[key], postgres=not self.is_sqlite))
+
+    def _in_write(self, fn: Callable[[Connection], T]) -> T:
+        with self._tx() as conn:
+            return fn(conn)
+
+    async def retire_key(self, kid: str, at: datetime) -> bool:
+        """Mark a listed key retired."""
+        return await self._run(self._in_write, functools.partial(key_rows.retire, kid=kid,
+                                                                 at=at))
+
     async def open_session(self, session: ConsoleSession, *, now: datetime) -> None:
         """Store a console session; forget the expired ones."""
         await self._run(self._open_session, session, now)
@@ -593,6 +629,33 @@ class SqlTaskStore:
     def _end_session(self, session_id: str) -> None:
         with self._tx() as conn:
             session_rows.end(conn, session_id)
+
+    # -- push subscriptions (see sql/push.py) -------------------------------------------
+    async def add_push_subscription(self, sub: PushSubscription) -> PushSubscription:
+        """Keep a push subscription, replacing one of the same endpoint."""
+        await self._run(self._add_push, sub)
+        return sub
+
+    def _add_push(self, sub: PushSubscription) -> None:
+        with self._tx() as conn:
+            push_rows.add(conn, sub)
+
+    async def push_subscriptions(self, holder: str | None = None) -> list[PushSubscription]:
+        """``holder``'s push subscriptions (None: all), oldest first."""
+        return await self._run(self._push_subscriptions, holder)
+
+    def _push_subscriptions(self, holder: str | None) -> list[PushSubscription]:
+        with self._tx(write=False) as conn:
+            return push_rows.listed(conn, holder)
+
+    async def remove_push_subscription(self, sub_id: str, *, holder: str | None = None
+                                       ) -> bool:
+        """Forget one push subscription (``holder``'s only, when given)."""
+        return await self._run(self._remove_push, sub_id, holder)
+
+    def _remove_push(self, sub_id: str, holder: str | None) -> bool:
+        with self._tx() as conn:
+            return push_rows.remove(conn, sub_id, holder)
 
     # -- node registry (see sql/nodes.py) ------------------------------------------------
     async def beat(self, node: NodeRecord, *, forget_before: datetime) -> None:

@@ -23,8 +23,8 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.store.port import Change, OutboxItem
+from signoff.runtime.store.sql import keys as signing_keys
 from signoff.runtime.store.sql.groups import write_group
-from signoff.runtime.store.sql.notify import CHANNEL, NOTIFY
 from signoff.runtime.store.sql.rows import (
     APPROVAL_COLS,
     approval_from,
@@ -41,15 +41,21 @@ from signoff.runtime.store.sql.rows import (
     transcript_t,
 )
 
+# The wake-up a task insert sends on PostgreSQL, in its own transaction; the nodes listen
+# for it in `store/postgres/notify.py`. It is here because this store sends it too.
+CHANNEL = "signoff_tasks"
+NOTIFY = sa.text("SELECT pg_notify(:channel, :sender)")  # params: CHANNEL, wakeup_sender
+
 
 class Lost(Exception):
     """A compare-and-set lost inside a unit of work (rolls it back)."""
 
 
-def apply_change(conn: Connection, ch: Change, *, postgres: bool,
+def apply_change(conn: Connection, ch: Change, *, postgres: bool, sealer: audit_chain.Sealer,
                  sender: str = "") -> list[AuditEvent]:
     """Write everything a Change holds; return its audit events, sealed. ``sender`` is
-    the payload of the wake-up a queued task's insert sends on PostgreSQL (sql/notify.py)."""
+    the payload of the wake-up a queued task's insert sends on PostgreSQL
+    (store/postgres/notify.py)."""
     if ch.approval is not None:
         if ch.approval_votes is not None:
             check_votes(conn, ch.approval.id, ch.approval_votes, postgres=postgres)
@@ -60,7 +66,7 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool,
     if ch.task is not None:
         write_task(conn, ch.task, insert=ch.insert, expect_state=ch.expect_state)
         if postgres and ch.insert and ch.task.state is TaskState.QUEUED:
-            # Wakes idle nodes when this commits (see sql/notify.py).
+            # Wakes idle nodes when this commits (see store/postgres/notify.py).
             conn.execute(NOTIFY, {"channel": CHANNEL, "sender": sender})
     for grant in ch.grants:
         conn.execute(grants_t.insert().values(**grant_cols(grant)))
@@ -73,7 +79,8 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool,
                      .values(done=True, error=None))
     if ch.transcript:
         conn.execute(transcript_t.insert(), transcript_rows(ch))
-    return append_audit(conn, ch.audit, at=ch.at) if ch.audit else []
+    return (append_audit(conn, ch.audit, at=ch.at, sealer=sealer, postgres=postgres)
+            if ch.audit else [])
 
 
 def transcript_rows(ch: Change) -> list[dict[str, object]]:
@@ -188,21 +195,17 @@ def insert_outbox(conn: Connection, item: OutboxItem, *, postgres: bool, at: dat
     )
 
 
-def append_audit(conn: Connection, events: list[AuditEvent], *, at: datetime) -> list[AuditEvent]:
-    """Seal events onto the chain and move its head."""
+def append_audit(conn: Connection, events: list[AuditEvent], *, at: datetime,
+                 sealer: audit_chain.Sealer, postgres: bool) -> list[AuditEvent]:
+    """Seal (and sign) events onto the chain, list a signing key new to it, move its head."""
     head = conn.execute(
         sa.select(head_t.c.count, head_t.c.hash).where(head_t.c.id == 1).with_for_update()
     ).one()
-    count, prev = int(head[0]), str(head[1])
-    sealed = []
-    for event in events:
-        count += 1
-        event.at = at  # sealed at the time of the change it records
-        done = audit_chain.seal(event, event_id=count, prev_hash=prev)
-        conn.execute(
-            audit_t.insert().values(id=count, task_id=done.task_id, data=done.model_dump_json())
-        )
-        prev = done.hash
-        sealed.append(done)
-    conn.execute(head_t.update().where(head_t.c.id == 1).values(count=count, hash=prev))
+    sealed, fresh = sealer.seal(events, count=int(head[0]), prev=str(head[1]), at=at)
+    if fresh:
+        signing_keys.publish(conn, fresh, postgres=postgres)
+    conn.execute(audit_t.insert(), [{"id": e.id, "task_id": e.task_id,
+                                     "data": e.model_dump_json()} for e in sealed])
+    last = sealed[-1]
+    conn.execute(head_t.update().where(head_t.c.id == 1).values(count=last.id, hash=last.hash))
     return sealed

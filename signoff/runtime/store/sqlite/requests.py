@@ -36,6 +36,8 @@ INSERT_GRANT = ("INSERT INTO grants (id, key, policy_id, task_id, scope, max_cal
 HEAD = "SELECT count, hash FROM audit_head WHERE id = 1"
 INSERT_AUDIT = "INSERT INTO audit (id, task_id, data) VALUES (?, ?, ?)"
 MOVE_HEAD = "UPDATE audit_head SET count = ?, hash = ? WHERE id = 1"
+INSERT_KEY = ("INSERT OR IGNORE INTO signing_keys (kid, public_key, node_id, created_at, since) "
+              "VALUES (?, ?, ?, ?, ?)")
 INSERT_OUTBOX = ("INSERT OR IGNORE INTO outbox (key, surface, kind, approval_id, payload, "
                  "attempts, done, next_at) VALUES (?, ?, ?, ?, ?, 0, 0, ?)")
 
@@ -46,7 +48,8 @@ def find_request(conn: sqlite3.Connection, idempotency_key: str) -> Approval | N
     return approval_row(row) if row else None
 
 
-def request_change(conn: sqlite3.Connection, ch: Change) -> list[AuditEvent]:
+def request_change(conn: sqlite3.Connection, ch: Change, sealer: audit_chain.Sealer
+                   ) -> list[AuditEvent]:
     """Write a Change of one outside request; return its audit events, sealed. A lost
     compare-and-set raises `Lost`, a duplicate id or idempotency key
     sqlite3.IntegrityError (the caller's savepoint undoes what was written)."""
@@ -59,7 +62,7 @@ def request_change(conn: sqlite3.Connection, ch: Change) -> list[AuditEvent]:
         conn.execute(INSERT_GRANT, (g.id, g.key, g.policy_id, g.task_id, g.scope.value,
                                     g.max_calls, g.used, g.revoked_at is not None,
                                     g.model_dump_json()))
-    sealed = _append_audit(conn, ch.audit, ch.at)
+    sealed = _append_audit(conn, ch.audit, ch.at, sealer)
     for item in ch.outbox:
         conn.execute(INSERT_OUTBOX, (item.key, item.surface, item.kind, item.approval_id,
                                      json.dumps(item.payload, separators=(",", ":"),
@@ -90,18 +93,16 @@ def _write_approval(conn: sqlite3.Connection, ch: Change, ap: Approval) -> None:
 
 
 def _append_audit(conn: sqlite3.Connection, events: list[AuditEvent],
-                  at: datetime) -> list[AuditEvent]:
-    """Seal events onto the chain and move its head (as `sql.writes.append_audit`)."""
+                  at: datetime, sealer: audit_chain.Sealer) -> list[AuditEvent]:
+    """Seal (and sign) events onto the chain, list a signing key new to it, and move its
+    head (as `sql.writes.append_audit`)."""
     if not events:
         return []
     count, prev = conn.execute(HEAD).fetchone()
-    sealed = []
-    for event in events:
-        count += 1
-        event.at = at  # sealed at the time of the change it records
-        done = audit_chain.seal(event, event_id=count, prev_hash=prev)
-        conn.execute(INSERT_AUDIT, (count, done.task_id, done.model_dump_json()))
-        prev = done.hash
-        sealed.append(done)
-    conn.execute(MOVE_HEAD, (count, prev))
+    sealed, fresh = sealer.seal(events, count=count, prev=prev, at=at)
+    for key in fresh:
+        conn.execute(INSERT_KEY, (key.kid, key.public_key, key.node_id,
+                                  sqlite_time(key.created_at), key.since))
+    conn.executemany(INSERT_AUDIT, [(e.id, e.task_id, e.model_dump_json()) for e in sealed])
+    conn.execute(MOVE_HEAD, (sealed[-1].id, sealed[-1].hash))
     return sealed

@@ -28,9 +28,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from signoff.errors import StoreError
+from signoff.runtime import audit as audit_chain
 from signoff.runtime.models import Approval, AuditEvent, Grant, Task, TaskState
+from signoff.runtime.signing import Signer
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, Page
-from signoff.runtime.store.sql.rows import only_request, only_task, only_turn, safe_url
+from signoff.runtime.store.sql.rows import (
+    CACHE_KIB,
+    only_request,
+    only_task,
+    only_turn,
+    safe_url,
+)
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.store.sqlite import queries as q
@@ -62,11 +70,12 @@ class SqliteTaskStore(SqlTaskStore):
 
     # Not SqlTaskStore.__init__: that one builds pooled engines and a thread pool; this
     # store has one connection, made and used by one thread.
-    def __init__(self, *, url: str) -> None:
+    def __init__(self, *, url: str, signer: Signer | None = None) -> None:
         path = sqlite_path(url)
         if path is None:
             raise StoreError(f"not a SQLite file: {safe_url(url)}")
         self.url = url
+        self.sealer = audit_chain.Sealer(signer)
         self.is_sqlite = True
         self.path = path
         self.grant_cache = GrantCache(path)
@@ -88,10 +97,10 @@ class SqliteTaskStore(SqlTaskStore):
         return self._thread.commits
 
     # -- the thread's connection --------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:  # see CACHE_KIB in sql/rows.py
         conn = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None)
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", f"busy_timeout={BUSY_MS}",
-                       "foreign_keys=ON"):
+                       "foreign_keys=ON", f"cache_size={CACHE_KIB}"):
             conn.execute(f"PRAGMA {pragma}")
         self.grant_cache.attach(conn)
         return conn
@@ -185,7 +194,7 @@ class SqliteTaskStore(SqlTaskStore):
         if only_request(ch):  # an outside request's change: named statements, one savepoint
             try:
                 with self._thread.savepoint():
-                    return requests.request_change(self._thread.conn, ch)
+                    return requests.request_change(self._thread.conn, ch, self.sealer)
             except sqlite3.IntegrityError:
                 raise Lost from None
         # The SQL store's own unit of work, its statements made one by a savepoint.

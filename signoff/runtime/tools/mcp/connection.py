@@ -36,7 +36,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from signoff import __version__
+from signoff._version import __version__
 from signoff.errors import ToolError, ToolUnavailable, UnknownTool
 from signoff.runtime.bounds import TOO_DEEP, too_deep_at
 from signoff.runtime.state import PRIVATE_DIR, PRIVATE_FILE

@@ -23,10 +23,10 @@ import jsonschema
 import jsonschema.exceptions
 
 from signoff.errors import BadArguments, ToolError
+from signoff.runtime.canonical import canonical_json
 from signoff.runtime.models import RiskClass
 from signoff.runtime.text import shorten
 from signoff.runtime.tools.base import Param, Preview, ToolContext, args_preview
-from signoff.runtime.tools.canonical import canonical_json
 from signoff.runtime.tools.mcp.spec import McpServerSpec
 from signoff.runtime.tools.names import mcp_tool_name
 

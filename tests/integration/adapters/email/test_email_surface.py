@@ -443,3 +443,20 @@ def test_the_links_need_a_reachable_address() -> None:
             PLUGIN.build(section, deps)
     built = PLUGIN.build(section, replace(surface_deps(), public_url="http://127.0.0.1:9"))
     assert built.name == "email"
+
+
+async def test_a_mail_link_works_in_a_browser_signed_in_to_the_console(tmp_path: Path) -> None:
+    """The confirmation form's POST from a browser that also holds a console cookie (sent
+    with it, no CSRF header) decides: the link's route ignores the cookie; it was 403."""
+    from tests.api.helpers import KEY
+
+    async with mailed(tmp_path) as m:
+        approval_id = await m.ask()
+        once = links(await m.mail_for(approval_id))["Approve once"]
+        async with m.running.client(key=None) as browser:
+            await browser.post("/login", data={"key": KEY, "next": "/"})
+            assert "signoff_session" in browser.cookies
+            done = await browser.post("/email/confirm", data={"token": token_of(once)})
+        status = await m.status(approval_id)
+    assert done.status_code == 200, done.text
+    assert status["decided_by"] == f"email:{ALICE}"

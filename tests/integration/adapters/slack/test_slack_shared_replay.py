@@ -13,7 +13,7 @@ import pytest
 from signoff.bot.ports import DecisionEvent, DecisionOutcome
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.models import Scope
-from signoff.runtime.store.sql.replay import SqlReplayLedger
+from signoff.runtime.store.postgres.replay import SqlReplayLedger
 from signoff.testing import sample_card
 from tests.fakes.slack_api import SECRET, FakeSlack, SlackHarness, sign, signed_interaction
 

@@ -14,9 +14,9 @@ import pytest
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.leadership import Lease, SoleLeadership
 from signoff.runtime.replay import MemoryReplayLedger, ReplayLedger
-from signoff.runtime.store.sql.leader import APPLICATION_PREFIX, PgLeadership
-from signoff.runtime.store.sql.notify import libpq_url
-from signoff.runtime.store.sql.replay import SqlReplayLedger
+from signoff.runtime.store.postgres.leader import APPLICATION_PREFIX, PgLeadership
+from signoff.runtime.store.postgres.notify import libpq_url
+from signoff.runtime.store.postgres.replay import SqlReplayLedger
 
 TTL = timedelta(minutes=10)
 

@@ -14,7 +14,7 @@ from signoff.runtime.events import audit_event
 from signoff.runtime.models import Task
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import Change
-from signoff.runtime.store.sql.notify import TaskWakeups
+from signoff.runtime.store.postgres.notify import TaskWakeups
 from signoff.runtime.store.sql.store import SqlTaskStore
 
 pytestmark = pytest.mark.postgres

@@ -9,7 +9,7 @@ import pytest
 
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import TaskStore
-from signoff.runtime.store.sql.pg import PgTaskStore
+from signoff.runtime.store.postgres.store import PgTaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
 

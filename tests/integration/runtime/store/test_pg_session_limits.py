@@ -8,8 +8,8 @@ import sqlalchemy as sa
 
 from signoff.errors import StoreUnavailable
 from signoff.runtime.store.outage import store_error
-from signoff.runtime.store.sql.notify import libpq_url
-from signoff.runtime.store.sql.pg import PgTaskStore
+from signoff.runtime.store.postgres.notify import libpq_url
+from signoff.runtime.store.postgres.store import PgTaskStore
 from signoff.runtime.store.sql.rows import IDLE_IN_TRANSACTION, LOCK_TIMEOUT
 
 pytestmark = pytest.mark.postgres

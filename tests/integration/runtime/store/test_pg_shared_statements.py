@@ -13,8 +13,8 @@ import pytest
 
 from signoff.runtime.models import Task, TaskState
 from signoff.runtime.store.port import Change
-from signoff.runtime.store.sql.notify import TaskWakeups
-from signoff.runtime.store.sql.pg import PgTaskStore
+from signoff.runtime.store.postgres.notify import TaskWakeups
+from signoff.runtime.store.postgres.store import PgTaskStore
 
 pytestmark = pytest.mark.postgres
 NOW = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from signoff.cli.handle import Agent
 from signoff.config.settings import Settings
+from signoff.embed import Agent
 from signoff.errors import ConfigError
 from signoff.runtime.models import Action, ApprovalStatus, RiskClass, Verdict
 from signoff.runtime.outside import OutsideRequests, RequestSpec

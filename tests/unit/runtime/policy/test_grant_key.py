@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.policy.grants import grant_key, rule_for
-from signoff.runtime.tools.canonical import canonical_json, sha256_hex
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=40)  # quotes, controls, …
 

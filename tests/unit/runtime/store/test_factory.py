@@ -6,7 +6,7 @@ import pytest
 
 from signoff.errors import StoreError
 from signoff.runtime.store.factory import make_store
-from signoff.runtime.store.sql.pg import PgTaskStore
+from signoff.runtime.store.postgres.store import PgTaskStore
 from signoff.runtime.store.sql.store import SqlTaskStore
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from signoff.errors import StoreError
-from signoff.runtime.store.sql.shared import Shared
+from signoff.runtime.store.postgres.shared import Shared
 
 
 class Statement:

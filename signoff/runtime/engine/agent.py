@@ -15,6 +15,9 @@ as the task, so a crash mid-send comes back to a person, as for fixed steps.
 
 Tool outputs are data: the system prompt says so, and whatever the model makes of them,
 every call it proposes is decided by the policy, never by the model.
+
+It lives beside the engine and moves a task only through the engine's public moves
+(`route`, `request_approval`, `execute`, `record`, `save`, `complete`, `fail`, `block`).
 """
 
 from __future__ import annotations
@@ -27,8 +30,7 @@ from typing import Any, Protocol
 
 from signoff.errors import Conflict, PlannerError, ToolError
 from signoff.runtime.bounds import OutOfBounds, parse_json
-from signoff.runtime.decisions import refusal_reason
-from signoff.runtime.engine import Engine
+from signoff.runtime.engine.engine import Engine
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
     Action,
@@ -46,6 +48,7 @@ from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.names import ModelTools
 from signoff.runtime.transcript import TranscriptEntry, shorten_text
+from signoff.runtime.words import refusal_reason
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +253,7 @@ class _Run:
     async def go(self) -> None:
         """Until the task waits, completes or fails."""
         if not self.entries:  # an agent task always stores its first turn with its row
-            await self.engine._fail(self.task, "the conversation of this agent task is missing")
+            await self.engine.fail(self.task, "the conversation of this agent task is missing")
             return
         if not await self._settle_pending():
             return
@@ -263,7 +266,7 @@ class _Run:
             last = self.entries[-1]
             if last.role == "assistant":  # an answer without calls is the final text
                 await self._flush()
-                await self.engine._complete(self.task, answer=last.content or "")
+                await self.engine.complete(self.task, answer=last.content or "")
                 return
             if not await self._turn():
                 return
@@ -272,14 +275,14 @@ class _Run:
         """Ask the model for the next answer and store it before anything else happens."""
         task, agent = self.task, self.agent
         if self.turns >= agent.max_turns:
-            await self.engine._fail(task, f"agent exceeded max_turns ({agent.max_turns})",
+            await self.engine.fail(task, f"agent exceeded max_turns ({agent.max_turns})",
                                     transcript=self._take())
             return False
         try:
             choice = await self.loop.model.choice(list(self.messages), tools=self.tools.schemas,
                                                   tool_choice="auto")
         except PlannerError as exc:  # agent mode never falls back to recipes silently
-            await self.engine._fail(task, f"planning failed: {exc}", transcript=self._take())
+            await self.engine.fail(task, f"planning failed: {exc}", transcript=self._take())
             return False
         message = choice.get("message") or {}
         seq = len(self.entries)
@@ -291,7 +294,7 @@ class _Run:
                                       "finish_reason": choice.get("finish_reason")})
         if task.state is TaskState.PLANNING:  # the first answer: the task is under way
             task.state, task.steps = TaskState.IN_PROGRESS, []
-            await self.engine._save(task, transcript=self._take())
+            await self.engine.save(task, transcript=self._take())
         else:
             await self._flush()
         return True
@@ -300,7 +303,7 @@ class _Run:
         """One tool call of an answer: True to go on, False when the task stopped."""
         task, agent, engine = self.task, self.agent, self.engine
         if self.calls >= agent.max_actions:
-            await engine._fail(task, f"agent exceeded max_actions ({agent.max_actions})",
+            await engine.fail(task, f"agent exceeded max_actions ({agent.max_actions})",
                                transcript=self._take())
             return False
         task.step_index = self.calls
@@ -335,8 +338,8 @@ class _Run:
         route = await engine.route(task, action)
         action = route.action or action
         if route.kind is RouteKind.RUN:
-            ok, output, error = await engine._execute(action)
-            record = engine._record(task, action, "allow", None, ok, output, error)
+            ok, output, error = await engine.execute(action)
+            record = engine.record(task, action, "allow", None, ok, output, error)
             self._answer(call["id"], output=output,
                          error=None if ok else f"{action.tool} failed: {error}", record=record)
             return True
@@ -352,7 +355,8 @@ class _Run:
         agent.call_id, agent.why = call["id"], why
         if route.kind is RouteKind.GATED:
             return await self._run_gated(action, route)
-        await engine.request_approval(task, action, why=why, transcript=self._take())
+        await engine.request_approval(task, action, why=why, transcript=self._take(),
+                                      reason=route.reason)
         return False
 
     def _denied_earlier(self, action: Action) -> bool:
@@ -368,9 +372,9 @@ class _Run:
         task = self.task
         if not self.agent.tells_model:
             await self._flush()
-            await self.engine._block(task, action, why, actor=actor)
+            await self.engine.block(task, action, why, actor=actor)
             return False
-        record = self.engine._record(task, action, "block", actor, False, None, why)
+        record = self.engine.record(task, action, "block", actor, False, None, why)
         record.outcome = "blocked"
         event = audit_event("evaluation", task, action, decision="BLOCK", actor=actor,
                             reason=why)
@@ -383,14 +387,14 @@ class _Run:
         """A SEND/DESTRUCTIVE call: committed as executing, run, result with the task."""
         task, engine = self.task, self.engine
         task.executing, task.pending_action = action, None
-        await engine._save(task, audit=gated_audit(task, action, route), transcript=self._take())
-        ok, output, error = await engine._execute(action)
-        record = engine._record(task, action, route.decision, route.actor, ok, output, error)
+        await engine.save(task, audit=gated_audit(task, action, route), transcript=self._take())
+        ok, output, error = await engine.execute(action)
+        record = engine.record(task, action, route.decision, route.actor, ok, output, error)
         task.executing = None
         self._answer(self.agent.call_id or "", output=output,
                      error=None if ok else f"{action.tool} failed: {error}", record=record)
         self.agent.call_id = self.agent.why = None
-        await engine._save(task, transcript=self._take())
+        await engine.save(task, transcript=self._take())
         return True
 
     async def _settle_pending(self) -> bool:

@@ -29,7 +29,7 @@ from typing import Any
 
 from signoff.errors import StoreError
 from signoff.runtime.clock import Clock
-from signoff.runtime.store.sql.notify import libpq_url
+from signoff.runtime.store.postgres.notify import libpq_url
 from signoff.runtime.store.sql.tables import SCHEMA_LOCK
 
 log = logging.getLogger(__name__)

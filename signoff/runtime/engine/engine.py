@@ -10,8 +10,10 @@ An action that can never succeed (a path outside the work dir, a channel no surf
 reaches: the registry's `check`) fails at once, audited, and nobody is asked about it.
 
 A goal without steps goes to the engine's `TaskRunner` when it has one (the agent loop,
-`planning/agent.py`), which works turn by turn with the same policy (`route`), the same
-pause (`request_approval`) and the same ends (`_complete`, `_fail`).
+`engine/agent.py`), which works turn by turn with the same policy (`route`), the same
+pause (`request_approval`) and the same public moves as the steps here: `execute` and
+`record` an action, `save` the task, and end it with `complete`, `fail` or `block`. No
+other module calls a private method of the engine.
 """
 
 from __future__ import annotations
@@ -191,7 +193,8 @@ class Engine:
                      prohibit: Sequence[str] = (), mode: RunMode = RunMode.INTERACTIVE,
                      schedule: str | None = None, fire_time: Any = None,
                      cron_mode: str | None = None, submitted_by: str | None = None,
-                     claim: bool = False, prepared: bool = False) -> Task | None:
+                     claim: bool = False, prepared: bool = False,
+                     traceparent: str | None = None) -> Task | None:
         """Store a new task (queued, or claimed by this node); None if the schedule
         already has a task for this fire time. ``prepared``: the steps came from this
         engine's registry's ``prepare`` already (the API checks them so), not again."""
@@ -201,7 +204,7 @@ class Engine:
         task = Task(id=ids.task_id(), goal=goal, prohibit=list(prohibit), mode=mode,
                     schedule=schedule, fire_time=fire_time, cron_mode=cron_mode,
                     submitted_by=submitted_by, created_at=now, updated_at=now,
-                    steps=labelled)
+                    steps=labelled, traceparent=traceparent)
         if claim:
             task.state = TaskState.PLANNING if task.steps is None else TaskState.IN_PROGRESS
             task.claimed_by, task.lease_until = self.config.node_id, now + self.config.lease
@@ -220,7 +223,7 @@ class Engine:
             if task.agent is not None or (self.runner is not None
                                           and task.state is TaskState.PLANNING):
                 if self.runner is None:
-                    await self._fail(task, "this node has no agent configured "
+                    await self.fail(task, "this node has no agent configured "
                                            "([planner] kind = \"openai\", mode = \"agent\")")
                     return task
                 return await self.runner.run(self, task)
@@ -255,10 +258,10 @@ class Engine:
         except SignoffError as exc:
             if isinstance(exc, PlannerError):
                 self._note_planner(task, exc.planner)
-            await self._fail(task, f"planning failed: {exc}", audit=_fallback_events(task))
+            await self.fail(task, f"planning failed: {exc}", audit=_fallback_events(task))
             return False
         task.state = TaskState.IN_PROGRESS
-        await self._save(task, audit=_fallback_events(task))
+        await self.save(task, audit=_fallback_events(task))
         return True
 
     @staticmethod
@@ -283,7 +286,7 @@ class Engine:
             action = steps[task.step_index]
             if not await self._step(task, action):
                 return task
-        await self._complete(task)
+        await self.complete(task)
         return task
 
     async def route(self, task: Task, action: Action) -> Route:
@@ -317,19 +320,19 @@ class Engine:
             return Route(RouteKind.GATED, "auto", res.actor or "auto", res.reason)
         if res.outcome is Outcome.BLOCK:
             return Route(RouteKind.BLOCK, actor=res.actor or "auto:policy", reason=res.reason)
-        return Route(RouteKind.ASK)
+        return Route(RouteKind.ASK, reason=ev.reason)
 
     async def _step(self, task: Task, action: Action) -> bool:
         """One action: True to go on with the next step, False when the task stopped."""
         route = await self.route(task, action)
         action = route.action or action
         if route.kind is RouteKind.BLOCK:
-            await self._block(task, action, route.reason, actor=route.actor or "auto:policy")
+            await self.block(task, action, route.reason, actor=route.actor or "auto:policy")
             return False
         if route.kind is RouteKind.FAIL:  # failed before anyone is asked
             record, event = self.unrunnable(task, action, route.reason)
             task.actions.append(record)
-            await self._fail(task, f"{action.tool} failed: {route.reason}", audit=[event])
+            await self.fail(task, f"{action.tool} failed: {route.reason}", audit=[event])
             return False
         if route.kind is RouteKind.RUN:
             return await self._run_autonomous(task, action)
@@ -337,7 +340,7 @@ class Engine:
             return await self._run_gated(task, action, route.decision, route.actor or "auto",
                                          reason=route.reason or None,
                                          audit_kind=route.audit_kind)
-        await self.request_approval(task, action)
+        await self.request_approval(task, action, reason=route.reason)
         return False
 
     async def cannot_run(self, action: Action) -> str | None:
@@ -351,15 +354,15 @@ class Engine:
     def unrunnable(self, task: Task, action: Action,
                    error: str) -> tuple[ActionRecord, AuditEvent]:
         """The history record and the audit event of an action that cannot run."""
-        record = self._record(task, action, "block", "auto:check", False, None, error)
+        record = self.record(task, action, "block", "auto:check", False, None, error)
         return record, audit_event("evaluation", task, action, decision="BLOCK",
                                    actor="auto:check", reason=f"cannot run: {error}")
 
     async def _run_autonomous(self, task: Task, action: Action) -> bool:
-        ok, output, error = await self._execute(action)
-        task.actions.append(self._record(task, action, "allow", None, ok, output, error))
+        ok, output, error = await self.execute(action)
+        task.actions.append(self.record(task, action, "allow", None, ok, output, error))
         if not ok:
-            await self._fail(task, f"{action.tool} failed: {error}")
+            await self.fail(task, f"{action.tool} failed: {error}")
             return False
         task.step_index += 1
         return True
@@ -371,16 +374,16 @@ class Engine:
                                                  audit_kind))
         task.executing = action
         task.pending_action = None
-        await self._save(task, audit=events)
+        await self.save(task, audit=events)
         await self._fence(task)
-        ok, output, error = await self._execute(action)
+        ok, output, error = await self.execute(action)
         task.executing = None
-        task.actions.append(self._record(task, action, decision, actor, ok, output, error))
+        task.actions.append(self.record(task, action, decision, actor, ok, output, error))
         if not ok:
-            await self._recorded(lambda: self._fail(task, f"{action.tool} failed: {error}"))
+            await self._recorded(lambda: self.fail(task, f"{action.tool} failed: {error}"))
             return False
         task.step_index += 1
-        await self._recorded(lambda: self._save(task))
+        await self._recorded(lambda: self.save(task))
         return True
 
     async def _fence(self, task: Task) -> None:
@@ -421,15 +424,18 @@ class Engine:
                 failing("record", exc, self.outages)
                 await asyncio.sleep(backoff.next())
 
-    async def _execute(self, action: Action) -> tuple[bool, Any, str | None]:
+    # -- the moves: what both runners (steps here, the agent loop) do to a task ----------
+    async def execute(self, action: Action) -> tuple[bool, Any, str | None]:
+        """Run ``action``'s tool: (ok, its output shortened, or the error in words)."""
         try:
             output = await self.registry.execute(action, self.tool_context)
             return True, _short(output), None
         except ToolError as exc:
             return False, None, _error_text(action, exc)
 
-    def _record(self, task: Task, action: Action, decision: str, actor: str | None,
-                ok: bool, output: Any, error: str | None) -> ActionRecord:
+    def record(self, task: Task, action: Action, decision: str, actor: str | None,
+               ok: bool, output: Any, error: str | None) -> ActionRecord:
+        """The record of one action that ran (or failed), as the task's history keeps it."""
         return ActionRecord(step=task.step_index, tool=action.tool, args=_short(action.args),
                             risk=action.risk, capability=action.capability,
                             targets=list(action.targets), decision=decision, decided_by=actor,
@@ -439,8 +445,10 @@ class Engine:
     # -- pausing and ending -------------------------------------------------------------
     async def request_approval(self, task: Task, action: Action, *,
                                note: str | None = None, why: str | None = None,
-                               transcript: Sequence[TranscriptEntry] = ()) -> Approval:
-        """Park the task at `waiting_approval` with a new request for ``action``."""
+                               transcript: Sequence[TranscriptEntry] = (),
+                               reason: str | None = None) -> Approval:
+        """Park the task at `waiting_approval` with a new request for ``action``
+        (``reason``: why the policy asks, for the audit log)."""
         now = self.clock.now()
         cfg = self.config
         timeout = (cfg.timeout_for(task) if cfg.timeout_for else None) or cfg.approval_timeout
@@ -459,11 +467,12 @@ class Engine:
             task.approval = approval
             task.claimed_by = task.lease_until = None
             event = audit_event("evaluation", task, action, decision="ASK_USER",
-                                approval=approval, reason=note or "approval requested")
+                                approval=approval,
+                                reason=note or reason or "approval requested")
             # The domain event is written in the same transaction: a crash right after this
             # commit still gets the card posted (the bot layer turns it into card jobs).
             requested = coalesce.card_event(approval, mentions=list(approvers or ()))
-            await self._save(task, approval=approval, audit=[event], outbox=[requested],
+            await self.save(task, approval=approval, audit=[event], outbox=[requested],
                              transcript=transcript)
         log.info("approval_requested", extra={"task_id": task.id, "approval_id": approval.id,
                                               "tool": action.tool,
@@ -472,7 +481,8 @@ class Engine:
         await self.listener.task_event(TaskEvent.WAITING_APPROVAL, task)
         return approval
 
-    async def _block(self, task: Task, action: Action, why: str, *, actor: str) -> None:
+    async def block(self, task: Task, action: Action, why: str, *, actor: str) -> None:
+        """End the task as blocked on ``action`` (recorded, audited as BLOCK)."""
         task.actions.append(ActionRecord(step=task.step_index, tool=action.tool,
                                          args=_short(action.args), risk=action.risk,
                                          capability=action.capability,
@@ -480,9 +490,10 @@ class Engine:
                                          decided_by=actor, outcome="blocked", error=why,
                                          at=self.clock.now()))
         event = audit_event("evaluation", task, action, decision="BLOCK", actor=actor, reason=why)
-        await self._fail(task, f"blocked: {why}", audit=[event], kind=TaskEvent.BLOCKED)
+        await self.fail(task, f"blocked: {why}", audit=[event], kind=TaskEvent.BLOCKED)
 
-    async def _complete(self, task: Task, *, answer: str | None = None) -> None:
+    async def complete(self, task: Task, *, answer: str | None = None) -> None:
+        """End the task as completed (an agent's final words as ``answer``)."""
         task.state = TaskState.COMPLETED
         task.claimed_by = task.lease_until = None
         outputs = [{"step": r.step, "tool": r.tool, "output": r.output}
@@ -491,28 +502,30 @@ class Engine:
                        "refused": refused_actions(task.actions), **_planner_of(task)}
         if answer is not None:
             task.result["answer"] = answer
-        await self._save(task)
+        await self.save(task)
         log.info("task_completed", extra={"task_id": task.id, "actions": len(outputs),
                                           "refused": len(task.result["refused"])})
         await self.listener.task_event(TaskEvent.COMPLETED, task)
 
-    async def _fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
+    async def fail(self, task: Task, reason: str, *, audit: list[AuditEvent] | None = None,
                     kind: TaskEvent = TaskEvent.FAILED, approval: Approval | None = None,
                     transcript: Sequence[TranscriptEntry] = ()) -> None:
+        """End the task as failed with ``reason`` (``kind``: BLOCKED tells that too)."""
         task.state = TaskState.FAILED
         task.pending_action = task.executing = None
         task.claimed_by = task.lease_until = None
         task.result = {"reason": reason, "step": task.step_index, **_planner_of(task)}
-        await self._save(task, audit=audit or [], approval=approval, transcript=transcript)
+        await self.save(task, audit=audit or [], approval=approval, transcript=transcript)
         log.info("task_failed", extra={"task_id": task.id, "reason": reason})
         await self.listener.task_event(kind, task, reason)
         if kind is not TaskEvent.FAILED:
             await self.listener.task_event(TaskEvent.FAILED, task, reason)
 
-    async def _save(self, task: Task, *, audit: list[AuditEvent] | None = None,
+    async def save(self, task: Task, *, audit: list[AuditEvent] | None = None,
                     approval: Approval | None = None,
                     outbox: list[OutboxItem] | None = None,
                     transcript: Sequence[TranscriptEntry] = ()) -> None:
+        """Commit the task with what goes with it; `Conflict` if someone changed it since."""
         task.updated_at = self.clock.now()
         change = Change(at=task.updated_at, task=task, audit=audit or [], approval=approval,
                         outbox=outbox or [], transcript=list(transcript))
@@ -539,7 +552,7 @@ class Engine:
     async def set_aside(self, task: Task) -> None:
         """Fail, for good and with the reason, a task whose stored row cannot be read (a
         stand-in, see `store.readers`): the queue, recovery and listings go on without it."""
-        await self._fail(task, task.unreadable or "the stored task cannot be read")
+        await self.fail(task, task.unreadable or "the stored task cannot be read")
 
     async def _recover_one(self, task: Task, *, why: str | None = None) -> None:
         """Requeue ``task`` as one retry (a planning task cut short by a crash is no
@@ -549,7 +562,7 @@ class Engine:
             return
         if task.state is TaskState.PLANNING and why is None:
             task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
-            await self._save(task)
+            await self.save(task)
             return
         task.retries += 1
         gated = task.executing
@@ -561,8 +574,8 @@ class Engine:
             return
         task.executing = None
         if task.retries > self.config.max_retries:
-            await self._fail(task, "max retries exceeded" if why is None else
+            await self.fail(task, "max retries exceeded" if why is None else
                              f"max retries exceeded ({task.retries - 1}); last error: {why}")
             return
         task.state, task.claimed_by, task.lease_until = TaskState.QUEUED, None, None
-        await self._save(task)
+        await self.save(task)

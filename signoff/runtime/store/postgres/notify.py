@@ -1,7 +1,7 @@
 """LISTEN/NOTIFY wake-ups between nodes sharing one PostgreSQL.
 
 A task insert notifies channel ``signoff_tasks`` (in its own transaction on the SQL
-store, see `writes`; just after the commit on `PgTaskStore`, see `pg`), so the
+store, see `store/sql/writes.py`; just after the commit on `PgTaskStore`, see `store.py`), so the
 notification never announces a task that is not there. Every node listens on one
 dedicated psycopg connection, outside the store's pool (a pooled connection would be
 handed to other work and lose its LISTEN), and wakes its worker on each notification —
@@ -14,7 +14,9 @@ at the queue every ``daemon.poll_interval`` while this service reconnects with
 exponential backoff, logging ``notify_listen_lost`` and ``notify_listening``. A
 connection that died silently (no FIN from a vanished server) is found by a ping after
 each quiet ``PING_AFTER`` seconds. After every (re)connect the worker is woken once,
-for whatever was submitted while nobody listened.
+for whatever was submitted while nobody listened. While the connection is down the
+node's `Outages` names it (problem ``listen`` in ``/health``, status ``degraded``) until
+LISTEN is in place again.
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from signoff.runtime.outages import Backoff
+from signoff.runtime.outages import Backoff, Outages
+from signoff.runtime.store.sql.writes import CHANNEL
 
-CHANNEL = "signoff_tasks"
-NOTIFY = sa.text("SELECT pg_notify(:channel, :sender)")  # params: CHANNEL, wakeup_sender
 PING_AFTER = 30.0  # seconds without a notification before the connection is checked
 PING_TIMEOUT = 10.0
 APPLICATION_NAME = "signoff-listen"
+PROBLEM = "listen"  # its name among the node's problems (/health)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,8 @@ class TaskWakeups:
     for the wake-ups whose payload is ``ignore`` (the node's own store's)."""
 
     def __init__(self, *, url: str, wake: Callable[[], None], first_backoff: float = 0.5,
-                 max_backoff: float = 30.0, ignore: str | None = None) -> None:
+                 max_backoff: float = 30.0, ignore: str | None = None,
+                 outages: Outages | None = None) -> None:
         self.conninfo = libpq_url(url)
         self.wake = wake
         self.ignore = ignore  # this node's own store's wakeup_sender: its echo is skipped
@@ -56,6 +59,7 @@ class TaskWakeups:
         self.max_backoff = max_backoff
         self.connected = asyncio.Event()  # set while LISTEN is in place (for tests)
         self.backend_pid: int | None = None
+        self.outages = outages  # told while LISTEN is down, and when it is back
 
     async def run(self) -> None:
         """Listen until cancelled, reconnecting with backoff."""
@@ -76,6 +80,9 @@ class TaskWakeups:
                 delay = backoff.next()
                 log.warning("notify_listen_lost" if was_up else "notify_listen_failed",
                             extra={"error": _first_line(exc), "retry_in": f"{delay:.2g}s"})
+                if self.outages is not None:
+                    self.outages.report(PROBLEM, "LISTEN connection down, reconnecting "
+                                        f"(idle nodes poll meanwhile): {_first_line(exc)}")
             finally:
                 self.connected.clear()
                 self.backend_pid = None
@@ -91,6 +98,8 @@ class TaskWakeups:
             self.backend_pid = conn.info.backend_pid
             self.connected.set()
             log.info("notify_listening", extra={"channel": CHANNEL})
+            if self.outages is not None:
+                self.outages.recovered(PROBLEM)
             self.wake()  # anything submitted while nobody listened
             while True:
                 async for note in conn.notifies(timeout=PING_AFTER):

@@ -47,10 +47,13 @@ import sqlalchemy as sa
 from sqlalchemy.util import greenlet_spawn
 
 from signoff.errors import StoreError
+from signoff.runtime import audit as audit_chain
 from signoff.runtime.models import AuditEvent, Task, TaskState
+from signoff.runtime.signing import Signer
 from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import Change, OutboxItem
-from signoff.runtime.store.sql.notify import CHANNEL, libpq_url
+from signoff.runtime.store.postgres.notify import libpq_url
+from signoff.runtime.store.postgres.shared import Shared
 from signoff.runtime.store.sql.rows import (
     PG_SESSION_OPTIONS,
     only_task,
@@ -58,9 +61,8 @@ from signoff.runtime.store.sql.rows import (
     task_cols,
     task_from,
 )
-from signoff.runtime.store.sql.shared import Shared
 from signoff.runtime.store.sql.store import SqlTaskStore
-from signoff.runtime.store.sql.writes import Lost
+from signoff.runtime.store.sql.writes import CHANNEL, Lost
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -205,10 +207,11 @@ class PgTaskStore(SqlTaskStore):
     # Not SqlTaskStore.__init__: that one builds a sync engine and a thread pool; here
     # SQLAlchemy runs on its asyncio engine, on the event loop (see `_run`).
     def __init__(self, *, url: str, pool_size: int = POOL_SIZE,
-                 notify_gap: float = NOTIFY_GAP) -> None:
+                 notify_gap: float = NOTIFY_GAP, signer: Signer | None = None) -> None:
         from sqlalchemy.ext.asyncio import create_async_engine
 
         self.url = url
+        self.sealer = audit_chain.Sealer(signer)
         self.is_sqlite = False
         self.wakeup_sender = secrets.token_hex(8)  # payload of this store's wake-ups
         try:

@@ -16,6 +16,10 @@ How fast a dead leader is replaced:
   interval, so a live leader is never cut off), then a standby takes over; the old
   leader's own ping fails within ``ping + PING_TIMEOUT`` and it stops leading.
 
+While a lease is lost, or this node cannot reach the database to lead or stand by, the
+node's `Outages` names it (problem ``leadership <name>`` in ``/health``); it is cleared
+once the node leads again or knows that another node does (standby).
+
 The lock key is the first 8 bytes of SHA-256 of ``signoff:<name>``, a signed bigint the
 same on every node. The session's ``application_name`` is ``signoff-lead:<node id>`` so
 that an operator can tell in ``pg_stat_activity`` (joined with ``pg_locks``) who leads.
@@ -31,8 +35,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from signoff.runtime.leadership import Lease
-from signoff.runtime.outages import Backoff
-from signoff.runtime.store.sql.notify import libpq_url
+from signoff.runtime.outages import Backoff, Outages
+from signoff.runtime.store.postgres.notify import libpq_url
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,7 @@ class PgLeadership:
         self.retry = retry
         self.ping = ping
         self.max_backoff = max_backoff
+        self.outages: Outages | None = None  # told of lost leases (set by the wiring)
 
     def hold(self, name: str) -> AbstractAsyncContextManager[Lease]:
         """Wait until this node holds the advisory lock of ``name``."""
@@ -104,6 +109,7 @@ class PgLeadership:
                     async with asyncio.timeout(PING_TIMEOUT):
                         cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (key,))
                         row = await cur.fetchone()
+                    self._settled(name)  # leading or standing by: nothing is wrong
                     if row is not None and row[0]:
                         return conn
                     if not standby_logged:
@@ -116,6 +122,7 @@ class PgLeadership:
                 log.warning("leadership_connect_failed",
                             extra={"lease": name, "error": _first_line(exc),
                                    "retry_in": f"{delay:.2g}s"})
+                self._problem(name, f"cannot lead or stand by, retrying: {_first_line(exc)}")
                 if conn is not None:
                     await _close_quietly(psycopg, conn)
                 await asyncio.sleep(delay)
@@ -135,7 +142,16 @@ class PgLeadership:
         except (psycopg.Error, OSError, TimeoutError) as exc:
             log.warning("leadership_lost", extra={"lease": lease.name, "node": self.node_id,
                                                   "error": _first_line(exc)})
+            self._problem(lease.name, f"lease lost, re-acquiring: {_first_line(exc)}")
             lease.mark_lost()
+
+    def _problem(self, name: str, text: str) -> None:
+        if self.outages is not None:
+            self.outages.report(f"leadership {name}", text)
+
+    def _settled(self, name: str) -> None:
+        if self.outages is not None and self.outages.recovered(f"leadership {name}"):
+            log.info("leadership_settled", extra={"lease": name, "node": self.node_id})
 
 
 async def _close_quietly(psycopg: Any, conn: Any) -> None:

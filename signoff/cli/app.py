@@ -1,0 +1,50 @@
+"""The `signoff` Typer app and what every command module shares: the config option,
+one-line failures, loading settings, logging.
+
+Command modules (`main`, `tools`, `mcp_commands`, `client`, `schedules`) import from here
+and `main` registers them, so no two command modules import each other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from signoff.errors import ConfigError
+
+# pretty_exceptions_show_locals: a traceback must never print tokens held in locals.
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_show_locals=False,
+                  help="signoff: AI agents do the work, a person keeps the last word.")
+daemon_app = typer.Typer(no_args_is_help=True, help="Run the always-on daemon.")
+config_app = typer.Typer(no_args_is_help=True, help="Check configuration files.")
+app.add_typer(daemon_app, name="daemon")
+app.add_typer(config_app, name="config")
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", envvar="SIGNOFF_CONFIG",
+                                                help="TOML config file (default: built-in).")]
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print one clear line to stderr and exit."""
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def load(config: Path | None) -> Any:
+    """Settings from a file, or the embedded defaults; config errors exit 2."""
+    from signoff.config.settings import Settings, load_settings
+
+    try:
+        return load_settings(config) if config else Settings.default()
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def setup_logging(level: str = "INFO") -> None:
+    """Plain, grep-able log lines on stderr (see signoff/logs.py)."""
+    from signoff.logs import setup
+
+    setup(level)

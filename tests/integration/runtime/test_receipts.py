@@ -1,0 +1,216 @@
+"""Signed receipts on a real database: printed by the CLI, checked offline, tamper-proof.
+
+A real node (SQLite, and PostgreSQL where the store matters) decides a few requests;
+every audit event it seals carries its Ed25519 signature. A receipt printed by
+`signoff receipt` verifies with `signoff receipt verify` after the database is gone;
+an edited receipt, a wrong key and a rewritten-and-rehashed log all fail.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from signoff.cli.receipts import list_keys, rotate_key
+from signoff.errors import BadArguments
+from signoff.runtime import audit, receipts
+from signoff.runtime.models import AuditEvent, RiskClass, Scope
+from signoff.runtime.signing import KEY_FILE, KeySigner, b64u, public_raw
+from signoff.runtime.store.factory import make_store
+from signoff.runtime.store.sql.tables import AuditHeadRow, AuditRow
+from signoff.wiring import Node
+from tests.conftest import NodeFactory
+from tests.factories import NoopTool, answer, noop, start
+
+audit_t = AuditRow.__table__  # type: ignore[attr-defined]
+head_t = AuditHeadRow.__table__  # type: ignore[attr-defined]
+AT = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+async def _decide(node: Node, *scopes: Scope) -> list[str]:
+    """One SEND request per scope, answered with it; the approval ids."""
+    node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND), replace=True)
+    ids = []
+    for i, scope in enumerate(scopes):
+        task = await start(node, [noop(f"target-{i}", tool="notify_team")])
+        assert task.approval is not None
+        ids.append(task.approval.id)
+        await answer(node, task.id, scope)
+    return ids
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "signoff", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+async def _verify(url: str) -> audit.Verification:
+    store = make_store(url)
+    await store.open()
+    try:
+        return await audit.verify(store)
+    finally:
+        await store.close()
+
+
+async def test_a_receipt_verifies_offline_after_the_database_is_deleted(
+        node_factory: NodeFactory, sqlite_url: str, tmp_path: Path) -> None:
+    """`signoff receipt ID` prints a signed receipt; with the database deleted,
+    `signoff receipt verify FILE --key PUB` still says ok (exit 0)."""
+    node = await node_factory(database=sqlite_url)
+    approved, _ = await _decide(node, Scope.ONCE, Scope.DENY)
+    await node.store.close()
+    printed = _cli("receipt", approved, "--database", sqlite_url, cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    body = json.loads(printed.stdout)
+    assert body["event"]["approval_id"] == approved and body["event"]["kind"] == "decision"
+    assert body["event"]["decision"] == "approve" and body["sig"] and body["kid"]
+    listed = _cli("keys", "--json", "--database", sqlite_url, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    key = json.loads(listed.stdout)["keys"][0]
+    assert key["kid"] == body["kid"] and key["status"] == "active"
+    file = tmp_path / "receipt.json"
+    file.write_text(printed.stdout)
+    Path(sqlite_url.removeprefix("sqlite:///")).unlink()
+    ok = _cli("receipt", "verify", str(file), "--key", key["x"], cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("ok: event") and "approve once" in ok.stdout
+
+
+async def test_a_tampered_receipt_or_a_wrong_key_fails(node_factory: NodeFactory,
+                                                       sqlite_url: str, tmp_path: Path) -> None:
+    """An edited receipt fails (re-hashed or not), and so does a good one under another
+    key; the CLI exits 1 naming why."""
+    node = await node_factory(database=sqlite_url)
+    denied, = await _decide(node, Scope.DENY)
+    body = await receipts.receipt(node.store, denied)
+    key = body["key"]["x"]
+    assert receipts.check(json.dumps(body), key).problem is None
+    edited = json.loads(json.dumps(body))
+    edited["event"]["decision"] = "approve"
+    assert "changed" in (receipts.check(json.dumps(edited), key).problem or "")
+    edited["event"]["hash"] = audit.digest_of(edited["event"])
+    assert "signature is not valid" in (receipts.check(json.dumps(edited), key).problem or "")
+    other = b64u(public_raw(Ed25519PrivateKey.generate()))
+    assert "signed by key" in (receipts.check(json.dumps(body), other).problem or "")
+    file = tmp_path / "edited.json"
+    file.write_text(json.dumps(edited))
+    refused = _cli("receipt", "verify", str(file), "--key", key, cwd=tmp_path)
+    assert refused.returncode == 1 and "receipt NOT valid" in refused.stderr
+
+
+async def test_a_receipt_by_event_number_names_that_event(node_factory: NodeFactory,
+                                                          store_url: str) -> None:
+    """An audit event number gives that event's receipt; an unknown ID is a clear error."""
+    node = await node_factory(database=store_url)
+    await _decide(node, Scope.ONCE)
+    events = await node.store.audit_chain(after=0, limit=100)
+    body = await receipts.receipt(node.store, str(events[0].id))
+    assert body["event"]["id"] == events[0].id and body["event"]["kind"] == "evaluation"
+    assert receipts.check(json.dumps(body), body["key"]["x"]).problem is None
+    with pytest.raises(BadArguments, match="no audit event 999"):
+        await receipts.find_event(node.store, "999")
+    with pytest.raises(BadArguments, match="no approval"):
+        await receipts.find_event(node.store, "ap-unknown")
+
+
+async def test_a_rewritten_and_rehashed_log_fails_audit_verify(
+        node_factory: NodeFactory, store_url: str, tmp_path: Path) -> None:
+    """Editing an event and re-hashing the chain after it (head record included) keeps the
+    hash chain whole, but the signatures no longer match: verify fails at that event;
+    signing the forgery with a key of one's own fails too (that key is not published)."""
+    node = await node_factory(database=store_url)
+    await _decide(node, Scope.DENY, Scope.ONCE)
+    events = await node.store.audit_chain(after=0, limit=100)
+    assert all(e.sig for e in events) and (await _verify(store_url)).signed == len(events)
+
+    def rewrite(signer: KeySigner | None) -> None:
+        prev, engine = events[1].hash, sa.create_engine(store_url)
+        with engine.begin() as conn:
+            for event in events[2:]:
+                changed = event.model_copy(update={"actor": "slack:UFORGED"}) \
+                    if event.kind == "decision" else event
+                sealed = audit.seal(changed, event_id=event.id, prev_hash=prev, signer=signer)
+                if signer is None:  # keep the old signature, as a forger without the key must
+                    sealed = sealed.model_copy(update={"kid": event.kid, "sig": event.sig})
+                conn.execute(audit_t.update().where(audit_t.c.id == event.id)
+                             .values(data=sealed.model_dump_json()))
+                prev = sealed.hash
+            conn.execute(head_t.update().values(count=len(events), hash=prev))
+        engine.dispose()
+
+    rewrite(None)
+    first_changed = next(e.id for e in events[2:] if e.kind == "decision")
+    result = await _verify(store_url)
+    assert not result.ok and result.bad_event == first_changed
+    assert "bad signature" in (result.problem or "")
+    rewrite(KeySigner(Ed25519PrivateKey.generate()))
+    result = await _verify(store_url)
+    assert not result.ok and "not published" in (result.problem or "")
+    broken = _cli("audit", "--verify", "--database", store_url, cwd=tmp_path)
+    assert broken.returncode == 1 and "not published" in broken.stderr
+
+
+async def test_rotation_keeps_old_receipts_verifiable(
+        node_factory: NodeFactory, sqlite_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """After `signoff keys rotate` the node signs with a new key at once; the old key stays
+    published (retired, as `signoff keys` says), an old receipt still verifies, and so does
+    the whole log."""
+    node = await node_factory(database=sqlite_url)
+    before, = await _decide(node, Scope.ONCE)
+    old = await receipts.receipt(node.store, before)
+    state = node.settings.resolved_state_dir(None)
+    assert (state / KEY_FILE).stat().st_mode & 0o777 == 0o600
+    assert await rotate_key(node.settings, work_dir=None, database=sqlite_url) == 0
+    after, = await _decide(node, Scope.ONCE)
+    new = await receipts.receipt(node.store, after)
+    assert new["kid"] != old["kid"]
+    keys = {k.kid: k for k in await node.store.signing_keys()}
+    assert keys[old["kid"]].retired_at is not None and keys[new["kid"]].retired_at is None
+    assert receipts.check(json.dumps(old), keys[old["kid"]].public_key).problem is None
+    assert receipts.check(json.dumps(new), keys[new["kid"]].public_key).problem is None
+    result = await _verify(sqlite_url)
+    assert result.ok, result.problem
+    capsys.readouterr()
+    assert await list_keys(node.settings, as_json=False, work_dir=None, database=sqlite_url) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == [old["kid"], new["kid"]]
+    assert "retired" in lines[0] and lines[1].endswith("active")
+
+
+def test_an_unsigned_event_after_signing_began_is_reported() -> None:
+    """A chain whose keys are published but whose later event carries no signature fails
+    (a forger cannot simply strip signatures from what was signed)."""
+    signer = KeySigner(Ed25519PrivateKey.generate())
+    sealer = audit.Sealer(signer)
+    sealed, keys = sealer.seal([AuditEvent(kind="decision"), AuditEvent(kind="decision")],
+                               count=0, prev=audit.GENESIS, at=AT)
+    stripped = audit.seal(sealed[1], event_id=2, prev_hash=sealed[0].hash)
+    signatures = audit.Signatures.of(keys)
+    assert signatures.problem(sealed[0]) is None and signatures.problem(sealed[1]) is None
+    assert "is not signed" in (signatures.problem(stripped) or "")
+
+
+async def test_each_node_signs_with_its_own_key_and_every_key_is_published(
+        node_factory: NodeFactory, store_url: str, tmp_path: Path) -> None:
+    """Two nodes on one database, each with its own state dir: each signs with its own
+    key, both keys are listed, and the shared log verifies."""
+    first = await node_factory({"daemon": {"state_dir": str(tmp_path / "state-a")}},
+                               database=store_url)
+    second = await node_factory({"daemon": {"state_dir": str(tmp_path / "state-b")}},
+                                database=store_url)
+    one, = await _decide(first, Scope.ONCE)
+    two, = await _decide(second, Scope.DENY)
+    kids = {(await receipts.receipt(n.store, a))["kid"] for n, a in ((first, one), (second, two))}
+    assert len(kids) == 2
+    listed = await first.store.signing_keys()
+    assert {k.kid for k in listed} == kids and len({k.node_id for k in listed}) == 2
+    result = await _verify(store_url)
+    assert result.ok and result.signed == result.count, result.problem
