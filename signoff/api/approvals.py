@@ -90,6 +90,9 @@ def request_status(approval: Approval) -> JsonDict:
         "outcome": approval.outcome, "reported": reported_words(approval),
         "approvals": approvals_counted(approval), "needed": approval.needed,
         "hold_until": _iso(approval.hold_until),
+        # Approved with edited args: the caller runs these (or nothing), never its own.
+        "edited": approval.original_action is not None,
+        "args": approval.action.args if approval.original_action is not None else None,
     }
 
 
@@ -164,7 +167,7 @@ def spec_of(body: RequestIn, *, actor: str, key: str | None,
         tool=body.tool, args=body.args, policy_id=body.policy_id, requester=body.requester,
         risk=RiskClass(body.risk) if body.risk else None, capability=body.capability,
         targets=tuple(body.targets), content=tuple(body.content), goal=body.goal,
-        why=body.why, timeout=timeout,
+        why=body.why, timeout=timeout, editable=body.editable,
         # Keys are the caller's own namespace: two API keys never share a request.
         idempotency_key=f"{actor} {key}" if key else None, submitted_by=actor,
         traceparent=traceparent(trace))

@@ -130,16 +130,23 @@ async def view(task: Task, flow: ApprovalFlow, identical: int = 1) -> CardView |
     card = build_card(task, approval, preview=await flow.preview(approval),
                       step_up=flow.step_up, identical=identical, people=flow.names,
                       passkey=flow.passkeys is not None)
-    args = None
-    if approval.status is ApprovalStatus.PENDING:
-        args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
-        # The console never shows a URL's secrets or an invisible character as it is, and
-        # shown args cannot be edited back into the real ones: such a request is edited
-        # over the API (POST .../approve).
-        if as_shown(args) != args:
-            args = None
     return CardView(card, asked_by=asker(task, flow), task_state=task.state.value,
-                    args_json=args, whole=whole_args(card, approval))
+                    args_json=edit_form_args(approval), whole=whole_args(card, approval))
+
+
+def edit_form_args(approval: Approval) -> str | None:
+    """The args a pending request's edit form starts from; None: no edit form (decided,
+    an outside request whose caller did not ask ``editable``, or args the console can
+    show only masked)."""
+    if approval.status is not ApprovalStatus.PENDING:
+        return None
+    if approval.outside and not approval.editable:
+        return None  # its caller runs its own call: an edit would be refused
+    args = json.dumps(approval.action.args, indent=2, ensure_ascii=False)
+    # The console never shows a URL's secrets or an invisible character as it is, and
+    # shown args cannot be edited back into the real ones: such a request is edited over
+    # the API (POST .../approve).
+    return None if as_shown(args) != args else args
 
 
 def whole_args(card: ApprovalCard, approval: Approval) -> str | None:
@@ -159,6 +166,7 @@ async def request_view(item: PendingRequest, flow: ApprovalFlow,
                       step_up=flow.step_up, identical=identical, people=flow.names,
                       passkey=flow.passkeys is not None)
     return CardView(card, asked_by=item.approval.requester,
+                    args_json=edit_form_args(item.approval),
                     whole=whole_args(card, item.approval))
 
 

@@ -171,6 +171,10 @@ class RequestIn(_Body):
     timeout: str | None = Field(default=None, max_length=40,
                                 description='How long a person has to answer, e.g. "10m" '
                                             "(default approvals.timeout, at most 7 days)")
+    editable: bool = Field(default=False,
+                           description="The caller runs edited args it is sent back (an "
+                                       "approver may then approve with edited args); "
+                                       "otherwise an edit is refused")
 
 
 class OutcomeIn(_Body):
@@ -372,6 +376,11 @@ class RequestStatusOut(BaseModel):
     approvals: int = 0
     needed: int = 1
     hold_until: str | None = None
+    # Approved with edited args (console or API): the caller runs ``args``, which replace
+    # the ones it asked about; null when nothing was edited. Not masked: they are what
+    # runs, and a masked URL would run as "•••".
+    edited: bool = False
+    args: dict[str, Any] | None = None
 
 
 class WithdrawnOut(BaseModel):

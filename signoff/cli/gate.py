@@ -1,13 +1,16 @@
 """`signoff mcp-gate SERVER`: signoff's approvals in front of an MCP server, for an outside
 MCP client (an IDE, Claude Code, another agent).
 
-The gate is an MCP server on stdio (the official SDK's low-level `Server`) that proxies
-the ``[[mcp.servers]]`` entry SERVER (kept alive by the same `McpConnection` the daemon
-uses). ``tools/list`` is the upstream's listing, unchanged. Each ``tools/call`` is first
-checked against the tool's inputSchema, then asked of the running daemon through the SDK
-(``POST /v1/approvals``, policy_id = this gate's session, labels from the server's tool
-rules), and only an approved call is forwarded; its result goes back unchanged. Anything
-else (denied, blocked, expired, the daemon unreachable) is an ``isError`` result saying
+The gate is an MCP server, on stdio or (``--http``) the SDK's streamable HTTP transport
+(the official SDK's low-level `Server`), that proxies the ``[[mcp.servers]]`` entry
+SERVER (kept alive by the same `McpConnection` the daemon uses). ``tools/list`` is the
+upstream's listing, unchanged. Each ``tools/call`` is first checked against the tool's
+inputSchema, then asked of the running daemon through the SDK (``POST /v1/approvals``,
+policy_id as below, labels from the server's tool rules), and only an approved call is
+forwarded; its result goes back unchanged. A person may approve it with edited args (the
+request is asked ``editable``): those are checked against the inputSchema again and
+forwarded instead, never the asked ones. Anything else (denied, blocked, expired, the
+daemon unreachable) is an ``isError`` result saying
 "not approved: …", so the model knows it did not get consent (fail closed).
 
 While a person has not answered, the call waits (up to ``approvals.timeout``) and, when the
@@ -16,23 +19,36 @@ seconds, so the client neither times out nor looks hung. A call the client cance
 (``notifications/cancelled``) or leaves behind by disconnecting withdraws its request, so
 nobody is asked about a call no one waits for.
 
-The policy_id (what a session or always answer covers) is ``--policy-id`` or, by default,
-``mcp-gate:SERVER:CLIENT`` with the client's name from its ``initialize``: stable, so an
-Always survives the host restarting the gate.
+The upstream's prompts and resources (``prompts/list``, ``prompts/get``,
+``resources/list``, ``resources/templates/list``, ``resources/read``) are passed through
+unchanged and never gated: reading them has no effect. Subscriptions and completions are
+not offered.
+
+The policy_id (what a session or always answer covers) is ``--policy-id`` (one id for
+every client, on either transport) or, by default, on stdio ``mcp-gate:SERVER:CLIENT``
+with the client's name from its ``initialize`` (stable, so an Always survives the host
+restarting the gate) and over HTTP ``mcp-gate:SERVER:session:<Mcp-Session-Id>``: each
+client session its own, as HTTP clients share one gate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import socket
-from collections.abc import Awaitable, Callable
-from typing import Any
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
+import uvicorn
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 from signoff._version import __version__
 from signoff.client import Decision, Signoff
@@ -47,6 +63,7 @@ PROGRESS_EVERY = 5.0  # seconds between progress notifications while a person de
 GRACE = 30.0  # waited past approvals.timeout for the daemon's own expiry to land
 
 Progress = Callable[[str], Awaitable[None]]
+T = TypeVar("T")
 
 
 def refused(text: str) -> types.CallToolResult:
@@ -67,10 +84,13 @@ class Gate:
         self.policy_id = policy_id  # None: per client (`policy_for`)
         self.waiting: set[str] = set()  # requests a call of this session waits on
 
-    def policy_for(self, client_name: str | None) -> str:
-        """The policy_id of a call: as configured, else stable per server and client."""
+    def policy_for(self, client_name: str | None, session_id: str | None = None) -> str:
+        """The policy_id of a call: as configured, else the HTTP session's own, else stable
+        per server and client."""
         if self.policy_id:
             return self.policy_id
+        if session_id:
+            return f"mcp-gate:{self.upstream.spec.name}:session:{session_id}"
         return f"mcp-gate:{self.upstream.spec.name}:{client_name or 'unknown-client'}"
 
     async def withdraw_all(self) -> None:
@@ -86,8 +106,8 @@ class Gate:
         return types.ListToolsResult(tools=list(self.upstream.raw_tools))
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None,
-                        progress: Progress | None = None, *,
-                        client_name: str | None = None) -> types.CallToolResult:
+                        progress: Progress | None = None, *, client_name: str | None = None,
+                        session_id: str | None = None) -> types.CallToolResult:
         """Ask the daemon, then forward an approved call; refuse anything else."""
         try:
             check_json(arguments or {}, "arguments")
@@ -97,10 +117,18 @@ class Gate:
             return refused(f"invalid arguments: {exc}")
         except ToolError as exc:
             return refused(str(exc))
-        decision = await self._decide(tool, args, progress, self.policy_for(client_name))
+        decision = await self._decide(tool, args, progress,
+                                      self.policy_for(client_name, session_id))
         if not decision.approved:
             log.info("gate_refused", extra={"tool": tool.name, "status": decision.status})
             return refused(f"not approved: {decision.describe()}")
+        if decision.edited:  # a person approved other args: those run, or nothing
+            try:
+                args = tool.clean_args(dict(decision.args or {}))
+            except ToolError as exc:
+                await self._report(decision, ok=False, detail=f"edited args: {exc}")
+                return refused(f"approved with edited args that {name} refuses: {exc}; "
+                               "the call was not run")
         try:
             result = await self.upstream.call_raw(name, args)
         except ToolError as exc:
@@ -116,7 +144,8 @@ class Gate:
             tool=tool.name, args=args, policy_id=policy_id,
             risk=tool.risk_for(args).value, capability=tool.capability,
             targets=tool.targets(args), content=tool.content,
-            goal=f"an MCP client calls {tool.name} through signoff mcp-gate", wait=False)
+            goal=f"an MCP client calls {tool.name} through signoff mcp-gate", wait=False,
+            editable=True)
         if not decision.pending or decision.id is None:
             return decision
         asked = decision.id
@@ -149,12 +178,128 @@ class Gate:
                                ) -> types.CallToolResult:
             return await self.call_tool(params.name, params.arguments,
                                         progress_sender(ctx, params),
-                                        client_name=client_name(ctx))
+                                        client_name=client_name(ctx),
+                                        session_id=session_id(ctx))
 
         return Server("signoff-mcp-gate", version=__version__,
                       instructions=f"Tools of {self.upstream.spec.name}; each call is "
                                    "approved by a person through signoff first.",
-                      on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+                      on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+                      **ReadOnly(self.upstream).handlers())
+
+
+class ReadOnly:
+    """The upstream's prompts and resources, forwarded unchanged: reading them causes no
+    effect, so nothing is asked. A server that offers none lists none."""
+
+    def __init__(self, upstream: McpConnection) -> None:
+        self.upstream = upstream
+
+    def handlers(self) -> dict[str, Any]:
+        """The low-level Server's handlers for the read-only requests."""
+        return {"on_list_prompts": self.list_prompts, "on_get_prompt": self.get_prompt,
+                "on_list_resources": self.list_resources,
+                "on_list_resource_templates": self.list_resource_templates,
+                "on_read_resource": self.read_resource}
+
+    async def _forward(self, part: str, what: str, call: Callable[[Any], Awaitable[T]],
+                       empty: T | None = None) -> T:
+        await self.upstream.wait_up(self.upstream.spec.connect_timeout)
+        if empty is not None and not self.upstream.offers(part):
+            return empty
+        try:
+            return await self.upstream.forward(what, call)
+        except ToolError as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
+
+    async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None
+                           ) -> types.ListPromptsResult:
+        return await self._forward("prompts", "prompts/list",
+                                   lambda s: s.list_prompts(params=params),
+                                   types.ListPromptsResult(prompts=[]))
+
+    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams
+                         ) -> types.GetPromptResult:
+        return await self._forward("prompts", f"prompts/get {params.name}",
+                                   lambda s: s.get_prompt(params.name, params.arguments))
+
+    async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None
+                             ) -> types.ListResourcesResult:
+        return await self._forward("resources", "resources/list",
+                                   lambda s: s.list_resources(params=params),
+                                   types.ListResourcesResult(resources=[]))
+
+    async def list_resource_templates(self, ctx: Any,
+                                      params: types.PaginatedRequestParams | None
+                                      ) -> types.ListResourceTemplatesResult:
+        return await self._forward("resources", "resources/templates/list",
+                                   lambda s: s.list_resource_templates(params=params),
+                                   types.ListResourceTemplatesResult(resource_templates=[]))
+
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
+                            ) -> types.ReadResourceResult:
+        return await self._forward("resources", f"resources/read {params.uri}",
+                                   lambda s: s.read_resource(str(params.uri)))
+
+
+async def serve_http(server: Server[Any], address: HttpAddress) -> None:
+    """The gate on the SDK's streamable HTTP transport (sessions, DNS-rebinding checks for
+    loopback hosts) under uvicorn, until SIGTERM or SIGINT. A session the client ends
+    (DELETE) or that goes idle cancels its calls, which withdraws their requests."""
+    listener = bind(address)
+    app = server.streamable_http_app(streamable_http_path=address.path, host=address.host)
+    web = _Web(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # stop serving, then withdraw (finally)
+        loop.add_signal_handler(sig, web.stop)
+    serving = asyncio.create_task(web.serve(sockets=[listener]))
+    listening = asyncio.create_task(web.listening.wait())
+    await asyncio.wait({serving, listening}, return_when=asyncio.FIRST_COMPLETED)
+    listening.cancel()
+    if web.listening.is_set():  # the host learns where to connect (stdout is not MCP here)
+        print(f"signoff mcp-gate: serving at {address.url}", file=sys.stderr, flush=True)
+    try:
+        await serving
+    finally:
+        web.should_exit = True
+        await asyncio.gather(serving, return_exceptions=True)
+        listener.close()
+
+
+def bind(address: HttpAddress) -> socket.socket:
+    """The listening socket, bound before anything is served: a port in use is one clear
+    error."""
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address.host, address.port))
+    except OSError as exc:
+        sock.close()
+        raise BadArguments(f"cannot listen on {address.host}:{address.port}: "
+                           f"{exc.strerror or exc}") from None
+    return sock
+
+
+class _Web(uvicorn.Server):
+    """uvicorn without its own signal handling: a signal it captured is raised again after
+    shutdown, which would end the process before the gate withdraws what calls wait on."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if not self.should_exit:  # the app's lifespan started (else should_exit is set)
+            self.listening.set()
+
+    def stop(self) -> None:
+        self.should_exit = True
 
 
 def result_text(result: types.CallToolResult) -> str:
@@ -169,6 +314,14 @@ def client_name(ctx: Any) -> str | None:
     info = getattr(params, "client_info", None)
     name = getattr(info, "name", None)
     return str(name) if name else None
+
+
+def session_id(ctx: Any) -> str | None:
+    """The HTTP session (``Mcp-Session-Id``) a request came in on; None on stdio and for
+    sessionless HTTP. The SDK keeps it on the session's connection only."""
+    connection = getattr(ctx.session, "_connection", None)
+    value = getattr(connection, "session_id", None)
+    return str(value) if value else None
 
 
 def progress_sender(ctx: Any, params: types.CallToolRequestParams) -> Progress | None:
@@ -186,9 +339,35 @@ def progress_sender(ctx: Any, params: types.CallToolRequestParams) -> Progress |
     return send
 
 
+@dataclass(frozen=True)
+class HttpAddress:
+    """Where ``mcp-gate --http`` listens: loopback only (the endpoint has no sign-in of
+    its own; every call is still decided by a person)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    path: str = "/mcp"
+
+    def __post_init__(self) -> None:
+        if self.host not in LOOPBACK:
+            raise BadArguments(f"--host {self.host!r}: the gate's HTTP endpoint has no "
+                               f"authentication of its own, so it listens on loopback only "
+                               f"({', '.join(LOOPBACK)})")
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{self.path}"
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 async def serve_gate(upstream: McpConnection, *, url: str | None, api_key: str | None,
-                     wait_limit: float, policy_id: str | None = None) -> None:
-    """Run the gate on this process's stdin/stdout until the client closes it."""
+                     wait_limit: float, policy_id: str | None = None,
+                     http: HttpAddress | None = None) -> None:
+    """Run the gate on this process's stdin/stdout until the client closes it, or (with
+    ``http``) over streamable HTTP until the process is stopped."""
     keep_up = asyncio.create_task(upstream.run(), name=f"mcp-{upstream.spec.name}")
     try:
         requester = f"mcp-gate:{upstream.spec.name}@{socket.gethostname()}"
@@ -197,8 +376,11 @@ async def serve_gate(upstream: McpConnection, *, url: str | None, api_key: str |
                         policy_id=policy_id)
             server = gate.server()
             try:
-                async with stdio_server() as (read, write):
-                    await server.run(read, write, server.create_initialization_options())
+                if http is not None:
+                    await serve_http(server, http)
+                else:
+                    async with stdio_server() as (read, write):
+                        await server.run(read, write, server.create_initialization_options())
             finally:  # the client disconnected: nobody waits for its calls any more
                 await gate.withdraw_all()
     finally:

@@ -29,11 +29,21 @@ def cmd_mcp_gate(
     url: UrlOpt = None,
     api_key: KeyOpt = None,
     policy_id: Annotated[str | None, typer.Option(
-        "--policy-id", help="What session and always answers cover (default: "
-                            "mcp-gate:SERVER:<client name>, stable across restarts).")] = None,
+        "--policy-id", help="What session and always answers cover, for every client "
+                            "(default: on stdio mcp-gate:SERVER:<client name>, stable across "
+                            "restarts; over HTTP mcp-gate:SERVER:session:<session id>, "
+                            "each client session its own).")] = None,
+    http: Annotated[bool, typer.Option(
+        "--http", help="Serve MCP over streamable HTTP at http://HOST:PORT/mcp instead of "
+                       "stdio.")] = False,
+    host: Annotated[str, typer.Option(
+        "--host", help="With --http: the loopback address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(
+        "--port", min=1, max=65535, help="With --http: the port to listen on.")] = 8765,
 ) -> None:
-    """Serve MCP on stdio: SERVER's tools, each call approved through the running daemon."""
-    from signoff.cli.gate import GRACE, serve_gate
+    """Serve MCP (stdio, or --http): SERVER's tools, each call approved through the running
+    daemon; its prompts and resources passed through read-only."""
+    from signoff.cli.gate import GRACE, HttpAddress, serve_gate
     from signoff.runtime.tools.mcp.connection import McpConnection
     from signoff.wiring import mcp_specs
 
@@ -46,8 +56,9 @@ def cmd_mcp_gate(
     upstream = McpConnection(specs[server], log_dir=settings.resolved_state_dir())
     limit = settings.approvals.timeout.total_seconds() + GRACE
     try:
+        address = HttpAddress(host=host, port=port) if http else None
         asyncio.run(serve_gate(upstream, url=url, api_key=api_key, wait_limit=limit,
-                               policy_id=policy_id))
+                               policy_id=policy_id, http=address))
     except SignoffError as exc:
         fail(str(exc))
     except KeyboardInterrupt:

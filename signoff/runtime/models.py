@@ -248,6 +248,9 @@ class Approval(BaseModel):
     coalesced_into: str | None = None
     # Approved with edited args: ``action`` is then the edited action, this the one asked.
     original_action: Action | None = None
+    # An outside request whose caller runs edited args it is sent back ("editable": true);
+    # any other outside request cannot be edited (its caller would run the original).
+    editable: bool = False
     # A held approval's grant is made on release; its time box ("for") waits here.
     grant_lasts: timedelta | None = None
     # Quorum: how many distinct people must approve (fixed when the request is made) and

@@ -46,7 +46,7 @@ from signoff.runtime.policy.unattended import Outcome, resolve_unattended
 from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
-from signoff.runtime.tools.registry import fingerprint
+from signoff.runtime.tools.registry import ToolRegistry, fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ class RequestSpec:
     idempotency_key: str | None = None
     submitted_by: str | None = None  # the API caller, e.g. web:admin
     traceparent: str | None = None  # the caller's W3C traceparent (telemetry)
+    editable: bool = False  # the caller runs edited args it is sent back
 
 
 def request_digest(spec: RequestSpec) -> str:
@@ -131,6 +132,28 @@ class ForeignTool:
         raise BadArguments(f"{self.name} is run by the agent that asked, not by signoff")
 
 
+def prepare_request(registry: ToolRegistry, spec: RequestSpec) -> Action:
+    """The action of an outside request as the policy sees it. A registry tool takes its
+    risk, capability and fingerprint from the registry (the request may raise the risk,
+    never lower it); any other name is labelled by the request (risk default
+    DESTRUCTIVE)."""
+    check_json(spec.args, "args")
+    if spec.tool in registry:
+        return registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
+    content = tuple(dict.fromkeys([*spec.content,
+                                   *(k for k in spec.args if k in CONTENT_KEYS)]))
+    tool = ForeignTool(name=spec.tool, capability=spec.capability or spec.tool,
+                       risk=spec.risk or DEFAULT_RISK, target_list=spec.targets,
+                       content=content)
+    try:
+        digest = fingerprint(tool, spec.args)
+    except (TypeError, ValueError) as exc:
+        raise BadArguments(f"args cannot be fingerprinted: {exc}") from exc
+    return Action(tool=spec.tool, args=spec.args, risk=tool.risk,
+                  capability=tool.capability, targets=spec.targets, fingerprint=digest,
+                  summary=summary_of(tool, spec.args, spec.targets), content=content)
+
+
 class OutsideRequests:
     """Creates outside requests and records their outcomes (decisions are the Decider's)."""
 
@@ -139,25 +162,8 @@ class OutsideRequests:
         self.store = engine.store
 
     def prepare(self, spec: RequestSpec) -> Action:
-        """The action as the policy sees it. A registry tool takes its risk, capability and
-        fingerprint from the registry (the request may raise the risk, never lower it);
-        any other name is labelled by the request (risk default DESTRUCTIVE)."""
-        check_json(spec.args, "args")
-        registry = self.engine.registry
-        if spec.tool in registry:
-            return registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
-        content = tuple(dict.fromkeys([*spec.content,
-                                       *(k for k in spec.args if k in CONTENT_KEYS)]))
-        tool = ForeignTool(name=spec.tool, capability=spec.capability or spec.tool,
-                           risk=spec.risk or DEFAULT_RISK, target_list=spec.targets,
-                           content=content)
-        try:
-            digest = fingerprint(tool, spec.args)
-        except (TypeError, ValueError) as exc:
-            raise BadArguments(f"args cannot be fingerprinted: {exc}") from exc
-        return Action(tool=spec.tool, args=spec.args, risk=tool.risk,
-                      capability=tool.capability, targets=spec.targets, fingerprint=digest,
-                      summary=summary_of(tool, spec.args, spec.targets), content=content)
+        """The action as the policy sees it (`prepare_request`)."""
+        return prepare_request(self.engine.registry, spec)
 
     async def submit(self, spec: RequestSpec) -> tuple[Approval, bool]:
         """Store the request (settled or pending); returns it and whether it was a replay
@@ -249,6 +255,7 @@ class OutsideRequests:
             requester=spec.requester, goal=spec.goal, why=spec.why, verdict=ev.verdict,
             idempotency_key=spec.idempotency_key, request_digest=digest,
             submitted_by=spec.submitted_by, traceparent=spec.traceparent,
+            editable=spec.editable,
             allowed_scopes=cfg.scopes_for(action.risk), requested_at=now,
             expires_at=now + timeout, needed=cfg.rules.needed(action))
         verdict, actor, reason = ev.verdict, ev.actor or "auto:policy", ev.reason

@@ -89,7 +89,8 @@ def langchain_agent() -> Any:
                         middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_note": True})])
 
 
-async def run_langgraph(base: str, node: Running, verb: str) -> list[Any]:
+async def run_langgraph(base: str, node: Running, verb: str,
+                        body: dict[str, Any] | None = None) -> list[Any]:
     from langgraph.types import Command
     from signoff_client.langgraph import aresolve
 
@@ -98,7 +99,7 @@ async def run_langgraph(base: str, node: Running, verb: str) -> list[Any]:
     result = await agent.ainvoke({"messages": [("user", "send the note")]}, config)
     assert result.get("__interrupt__"), result
     async with Signoff(base, api_key=AGENT_KEY, policy_id="lg-run") as s:
-        resume = await with_person(node, verb, aresolve(result["__interrupt__"], s))
+        resume = await with_person(node, verb, aresolve(result["__interrupt__"], s), body)
     result = await agent.ainvoke(Command(resume=resume), config)
     return list(result["messages"])
 
@@ -166,7 +167,8 @@ def openai_agent(needs: Callable[..., Any]) -> Any:
     return Agent(name="ops", model=ScriptedModel(), tools=[send_note])
 
 
-async def run_openai(base: str, node: Running, verb: str) -> str:
+async def run_openai(base: str, node: Running, verb: str,
+                     body: dict[str, Any] | None = None) -> str:
     from agents import Runner
     from signoff_client.openai_agents import SignoffApprovals
 
@@ -175,7 +177,7 @@ async def run_openai(base: str, node: Running, verb: str) -> str:
         agent = openai_agent(approvals.needs_approval)
         result = await Runner.run(agent, "send the note")
         assert result.interruptions, "signoff asked a person: the run is interrupted"
-        state = await with_person(node, verb, approvals.resolve(result))
+        state = await with_person(node, verb, approvals.resolve(result), body)
         result = await Runner.run(agent, state)
         assert not result.interruptions
         return str(result.final_output)
@@ -244,7 +246,8 @@ def pydantic_agent() -> Any:
     return agent
 
 
-async def run_pydantic(base: str, node: Running, verb: str) -> str:
+async def run_pydantic(base: str, node: Running, verb: str,
+                       body: dict[str, Any] | None = None) -> str:
     from pydantic_ai import DeferredToolRequests
     from signoff_client.pydantic_ai import resolve_deferred
 
@@ -252,7 +255,7 @@ async def run_pydantic(base: str, node: Running, verb: str) -> str:
     result = await agent.run("send the note")
     assert isinstance(result.output, DeferredToolRequests)
     async with Signoff(base, api_key=AGENT_KEY, policy_id="pa-run") as s:
-        results = await with_person(node, verb, resolve_deferred(result.output, s))
+        results = await with_person(node, verb, resolve_deferred(result.output, s), body)
     result = await agent.run(message_history=result.all_messages(),
                              deferred_tool_results=results)
     return str(result.output)
@@ -270,3 +273,29 @@ async def test_pydantic_ai_deny_tells_the_model(base: str, node: Running) -> Non
     final = await run_pydantic(base, node, "deny")
     assert SENT == []
     assert "signoff did not approve send_note" in final and "denied" in final
+
+
+# -- edits: a person approves other args; each adapter runs those or nothing -------------
+
+EDITED = {"to": "ops@example.com", "text": "deploy v2"}
+
+
+async def test_langgraph_edit_resumes_with_the_edited_args(base: str, node: Running) -> None:
+    """An approval with edited args resumes as an "edit": the tool runs with those args."""
+    await run_langgraph(base, node, "approve", {"args": EDITED})
+    assert SENT == [EDITED]
+
+
+async def test_openai_agents_edit_never_runs_the_asked_args(base: str, node: Running) -> None:
+    """The SDK cannot run a call with changed args: the edited approval is a rejection that
+    hands the model the edited args, and the asked args never run."""
+    final = await run_openai(base, node, "approve", {"args": EDITED})
+    assert SENT == []
+    assert "only with edited args" in final and "deploy v2" in final
+
+
+async def test_pydantic_ai_edit_runs_the_edited_args(base: str, node: Running) -> None:
+    """An approval with edited args is ToolApproved(override_args=…): the tool runs them."""
+    final = await run_pydantic(base, node, "approve", {"args": EDITED})
+    assert SENT == [EDITED]
+    assert "sent to ops@example.com" in final

@@ -1,6 +1,7 @@
 """The distributions as a user installs them from an index: both wheels and sdists are
 built with `python -m build`, `twine check` passes, and fresh virtualenvs get nothing but
-a built wheel and what the index serves.
+a built wheel and what the index serves; a second one holds hermes-agent and the light
+client, and `pip check` is clean there.
 
 It builds and installs for a minute or more, so it runs once per CI run (``.ci/run`` sets
 ``SIGNOFF_WHEEL_SMOKE=1``), not in each `make test`.
@@ -20,6 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "clients" / "signoff-client"
+HERMES = "hermes-agent==0.19.0"  # the version the Hermes plugin is tested with
 
 pytestmark = [
     pytest.mark.slow,
@@ -101,6 +103,21 @@ def test_the_light_client_installs_alone(dist: Path, tmp_path: Path) -> None:
     run(bin_ / "python", "-c", "from signoff_client import Signoff, NotApproved")
     names = run(bin_ / "pip", "list", "--format=freeze").lower()
     assert "fastapi" not in names and "signoff==" not in names, names
+
+
+def test_the_light_client_wheel_joins_hermes_without_moving_its_pins(dist: Path,
+                                                                     tmp_path: Path) -> None:
+    """A venv with hermes-agent from the index and signoff-client's built wheel: installing
+    the wheel moves none of Hermes' pins, `pip check` is clean, the plugin imports."""
+    bin_ = venv(tmp_path / "venv")
+    run(bin_ / "pip", "install", "--quiet", HERMES, timeout=1800)
+    before = run(bin_ / "pip", "list", "--format=freeze").lower().splitlines()
+    run(bin_ / "pip", "install", "--quiet", only(dist, "signoff_client-*.whl"))
+    after = run(bin_ / "pip", "list", "--format=freeze").lower().splitlines()
+    assert set(before) - set(after) == set(), "installing signoff-client moved Hermes' pins"
+    assert [n for n in set(after) - set(before) if n.startswith("signoff-client==")], after
+    run(bin_ / "pip", "check")
+    run(bin_ / "python", "-c", "import signoff_client.hermes")
 
 
 def _submit_when_up(url: str, proc: subprocess.Popen[bytes]) -> str:

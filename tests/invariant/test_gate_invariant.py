@@ -247,13 +247,15 @@ class GateMachine(RuleBasedStateMachine):
             steps=dict(enumerate(steps)))
 
     def ask_outside(self, asker: str, kind: str, where: str, text: str, policy: str,
-                    key: str | None) -> None:
-        """An outside agent asks about one action; approved at once (a grant) it acts."""
+                    key: str | None, editable: bool = False) -> None:
+        """An outside agent asks about one action (``editable``: it runs edited args it is
+        sent back); approved at once (a grant) it acts."""
         tool = TOOLS[kind][0]
         args = self.content(where, text)
         headers = {"Idempotency-Key": key} if key else {}
         answer = self.run(self.daemon.client(asker).post("/v1/approvals", headers=headers, json={
-            "tool": tool, "args": args, "requester": f"agent-of-{asker}", "policy_id": policy}))
+            "tool": tool, "args": args, "requester": f"agent-of-{asker}", "policy_id": policy,
+            "editable": editable}))
         if answer.status_code == 422 and key:  # 0.3: a key reused for another request
             assert "was used for a different request" in answer.text, answer.text
             return
@@ -418,20 +420,22 @@ class GateMachine(RuleBasedStateMachine):
 
     def outside_callers_act(self) -> None:
         """Each caller still waiting reads its request; told "approved", it acts (with the
-        args it asked, as an honest caller does)."""
+        args it asked, or the edited args it is sent back, as an honest caller does)."""
         for key in sorted(self.outside_open):
             request = self.ledger.requests[key]
             (approval_id,) = request.approvals[0]
-            status = self.run(self.daemon.client(request.requester.removeprefix("web:")).get(
-                f"/v1/approvals/{approval_id}")).json()["status"]
+            told = self.run(self.daemon.client(request.requester.removeprefix("web:")).get(
+                f"/v1/approvals/{approval_id}")).json()
+            status = told["status"]
             if status == "pending":
                 continue
             self.outside_open.discard(key)
             if status == "approved":
                 asked = request.steps[0]
+                args = told["args"] if told["edited"] else asked["args"]
                 self.ledger.effects.append(Effect(
-                    request=key, step=0, tool=asked["tool"], args=canonical(asked["args"]),
-                    fingerprint=self.ledger.fingerprint(asked["tool"], asked["args"]),
+                    request=key, step=0, tool=asked["tool"], args=canonical(args),
+                    fingerprint=self.ledger.fingerprint(asked["tool"], args),
                     at=self.daemon.clock.now()))
 
 
@@ -460,7 +464,8 @@ def rules_of(d: Domain, names: frozenset[str]) -> dict[str, Any]:
         "ask_outside": rule(asker=st.sampled_from(d.askers), kind=st.sampled_from(d.kinds),
                             where=st.sampled_from(d.targets), text=st.sampled_from(d.texts),
                             policy=st.sampled_from(d.policies),
-                            key=st.sampled_from(d.keys))(step(GateMachine.ask_outside)),
+                            key=st.sampled_from(d.keys), editable=st.booleans())(
+                                step(GateMachine.ask_outside)),
         "answer": has_cards(rule(who=st.sampled_from(d.answerers), pick=picks,
                                  scope=st.sampled_from(d.scopes),
                                  lasts=st.sampled_from(d.lasts))(

@@ -108,12 +108,15 @@ class Policy:
 
     async def evaluate_request(self, action: Action, store: TaskStore, *,
                                policy_id: str, now: datetime,
-                               principal: str | None = None) -> Evaluation:
+                               principal: str | None = None,
+                               replacing: Action | None = None) -> Evaluation:
         """The same evaluation for an outside request: budgets count the requests of its
         ``policy_id`` (pending ones reserve a unit), grants are those of that policy_id,
         and no schedule pre-authorizes anything. ``principal`` is the caller's API identity
         (``web:<name>``) for Cedar — never the request's self-declared ``requester`` label,
-        which a hostile caller could set to anyone's name."""
+        which a hostile caller could set to anyone's name. ``replacing``: the pending
+        request this action is an edit of; its reserved unit is the edit's own, not counted
+        twice."""
         judged, refused = await self.network(action)
         if refused:
             return Evaluation(Verdict.BLOCK, refused)
@@ -121,6 +124,8 @@ class Policy:
         cap = judged.capability
         if cap is not None and cap in self.budgets:
             left = self.budgets[cap] - await store.count_requests(policy_id, cap)
+            if replacing is not None and replacing.capability == cap:
+                left += 1
         ev = await self._judge(judged, store, policy_id=policy_id, task_id=None,
                                schedule=None, budget_left=left, per="policy_id", now=now,
                                principal=principal or "")

@@ -246,7 +246,8 @@ async def test_an_edit_the_policy_would_block_is_refused_and_decides_nothing(
 
 
 async def test_an_outside_request_cannot_be_edited(rig: Rig) -> None:
-    """POST /v1/approvals requests run the agent's own call: editing one is a clear 422."""
+    """A POST /v1/approvals request not asked "editable" runs the agent's own call: editing
+    one is a clear 422."""
     asked = await rig.api.post("/v1/approvals", json={
         "tool": "notify_team", "args": {"target": "x"}, "requester": "hermes:bob",
         "policy_id": "s-1"})
@@ -254,7 +255,7 @@ async def test_an_outside_request_cannot_be_edited(rig: Rig) -> None:
     refused = await rig.api.post(f"/approvals/{asked.json()['id']}/approve",
                                  json={"args": {"target": "y"}})
     assert refused.status_code == 422
-    assert "outside agent cannot be edited" in refused.json()["detail"]
+    assert '"editable": true' in refused.json()["detail"]
     status = await rig.api.get(f"/v1/approvals/{asked.json()['id']}")
     assert status.json()["status"] == "pending"
 

@@ -54,3 +54,27 @@ async def test_gate_keeps_the_coroutine_type() -> None:
     with pytest.raises(NotApproved, match="unreachable"):  # no daemon there: fail closed
         await task
     await s.aclose()
+
+
+def _answering(body: dict[str, Any]) -> Any:
+    """A transport that answers every call with ``body`` (a daemon's JSON, as sent)."""
+    import httpx
+
+    return httpx.MockTransport(lambda request: httpx.Response(200, json=body))
+
+
+async def test_an_edited_approval_carries_the_args_to_run() -> None:
+    """"edited": true with args: approved, and the args to run instead are on the Decision."""
+    body = {"id": "a-1", "status": "approved", "edited": True, "args": {"to": "b"}}
+    async with Signoff("http://signoff.test", transport=_answering(body)) as s:
+        d = await s.request("send", {"to": "a"}, editable=True)
+    assert d.approved and d.edited and d.args == {"to": "b"}
+    assert "with edited args" in d.describe()
+
+
+async def test_an_edited_approval_without_args_is_not_an_approval() -> None:
+    """"edited": true but no args: an error, never a fall back to the asked args."""
+    body = {"id": "a-1", "status": "approved", "edited": True}
+    async with Signoff("http://signoff.test", transport=_answering(body)) as s:
+        d = await s.request("send", {"to": "a"}, editable=True)
+    assert not d.approved and d.status == "error" and d.args is None

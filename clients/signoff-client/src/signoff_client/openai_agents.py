@@ -17,6 +17,12 @@ while the result has interruptions, let signoff resolve them and run on from the
 else interrupts the run, and `resolve` waits for the person's answer on that same
 request. A denial is passed to the model with ``rejection_message`` = signoff's reason;
 the SDK's own ``always_approve``/``always_reject`` are never set (grants live in signoff).
+
+An approval with args a person edited in signoff cannot be run as such: the SDK runs the
+interrupted call with the model's own arguments and offers no way to change them. It is
+rejected instead, and the rejection message gives the model the edited args: the asked
+args never run after a person approved other ones, and a new call with the edited args
+is a new request.
 """
 
 from __future__ import annotations
@@ -67,7 +73,7 @@ class SignoffApprovals:
             call = ToolCall.of(tool, params)
             decision = await self.client.request(
                 call.tool, call.args, policy_id=self.policy_id, goal=self.goal,
-                idempotency_key=call.key, wait=False)
+                idempotency_key=call.key, wait=False, editable=True)
             if decision.approved:
                 return False
             self._asked[(call_id, _digest(call.args))] = (call, decision)
@@ -81,7 +87,8 @@ class SignoffApprovals:
         if asked is None:
             call = ToolCall.of(tool, args)
             return await self.client.request(call.tool, call.args, policy_id=self.policy_id,
-                                             goal=self.goal, idempotency_key=call.key)
+                                             goal=self.goal, idempotency_key=call.key,
+                                             editable=True)
         _, decision = asked
         if decision.pending and decision.id:
             return await self.client.wait(decision.id)
@@ -93,11 +100,22 @@ class SignoffApprovals:
         for item in result.interruptions:
             tool = str(item.name or "tool")
             decision = await self.decide(tool, item.raw_item)
-            if decision.approved:
+            if decision.approved and decision.edited:
+                state.reject(item, rejection_message=edited_words(tool, decision))
+            elif decision.approved:
                 state.approve(item)
             else:
                 state.reject(item, rejection_message=refusal(tool, decision))
         return state
+
+
+def edited_words(tool: str, decision: Decision) -> str:
+    """What the model reads when a person approved ``tool`` only with edited args."""
+    args = json.dumps(decision.args or {}, sort_keys=True)
+    by = f" by {decision.decided_by}" if decision.decided_by else ""
+    return (f"signoff approved {tool} only with edited args{by}: {args}. The OpenAI Agents "
+            f"SDK cannot run a call with changed args, so the call was not run. To do it, "
+            f"call {tool} again with exactly these args (signoff asks about that call).")
 
 
 def _digest(args: dict[str, Any]) -> str:

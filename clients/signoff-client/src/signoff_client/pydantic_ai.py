@@ -12,8 +12,10 @@ and returns the ``DeferredToolResults`` to run on with::
                                  deferred_tool_results=results,
                                  output_type=[str, DeferredToolRequests])
 
-An approval is ``ToolApproved()``; anything else ``ToolDenied(<signoff's reason>)``, which
-the model reads as the tool's result. Calls deferred for external execution are left to
+An approval is ``ToolApproved()``; an approval with args a person edited in signoff is
+``ToolApproved(override_args=<the edited args>)`` (the tool runs with those, never the
+asked ones); anything else ``ToolDenied(<signoff's reason>)``, which the model reads as
+the tool's result. Calls deferred for external execution are left to
 the caller. Needs ``pydantic-ai`` (``pip install 'signoff-client[pydantic-ai]'``).
 """
 
@@ -24,7 +26,7 @@ from typing import Any
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 
 from signoff_client.frameworks import ToolCall, refusal
-from signoff_client.sdk import Signoff
+from signoff_client.sdk import Decision, Signoff
 
 
 async def resolve_deferred(requests: DeferredToolRequests, client: Signoff, *,
@@ -36,9 +38,16 @@ async def resolve_deferred(requests: DeferredToolRequests, client: Signoff, *,
     for part in requests.approvals:
         call = ToolCall.of(part.tool_name, part.args_as_dict())
         decision = await client.request(call.tool, call.args, policy_id=policy_id, goal=goal,
-                                         idempotency_key=call.key)
-        approvals[part.tool_call_id] = (ToolApproved() if decision.approved
-                                        else ToolDenied(refusal(call.tool, decision)))
+                                         idempotency_key=call.key, editable=True)
+        approvals[part.tool_call_id] = _result(call, decision)
         if decision.decided_by:
             answered_by[part.tool_call_id] = decision.decided_by
     return DeferredToolResults(approvals=approvals, answered_by=answered_by)
+
+
+def _result(call: ToolCall, decision: Decision) -> ToolApproved | ToolDenied:
+    if not decision.approved:
+        return ToolDenied(refusal(call.tool, decision))
+    if decision.edited:
+        return ToolApproved(override_args=dict(decision.args or {}))
+    return ToolApproved()

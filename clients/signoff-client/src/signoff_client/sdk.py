@@ -77,6 +77,10 @@ class Decision:
     decided_at: str | None = None
     reason: str | None = None
     expires_at: str | None = None
+    # Approved with edited args (only for a request asked with ``editable=True``): run
+    # ``args`` instead of the ones asked about, or nothing.
+    edited: bool = False
+    args: dict[str, Any] | None = None
 
     @property
     def approved(self) -> bool:
@@ -92,6 +96,8 @@ class Decision:
     def describe(self) -> str:
         """One line for logs and block messages: "denied by slack:U1: not now"."""
         text = self.status
+        if self.edited and self.approved:
+            text += " with edited args"
         if self.decided_by and self.status in ("approved", "denied"):
             text += f" by {self.decided_by}"
         return f"{text}: {self.reason}" if self.reason else text
@@ -133,10 +139,16 @@ def _decision(body: Mapping[str, Any], fallback_id: str | None = None) -> Decisi
         value = body.get(key)
         return str(value) if value is not None else None
 
-    return Decision(id=text("id") or fallback_id, status=str(body.get("status", "error")),
+    status, reason = str(body.get("status", "error")), text("reason")
+    args = body.get("args")
+    edited = body.get("edited") is True
+    if edited and not isinstance(args, dict):  # never fall back to the asked args
+        status, reason = "error", "approved with edited args, but the answer lacks them"
+    return Decision(id=text("id") or fallback_id, status=status,
                     decision=text("decision"), scope=text("scope"),
                     decided_by=text("decided_by"), decided_at=text("decided_at"),
-                    reason=text("reason"), expires_at=text("expires_at"))
+                    reason=reason, expires_at=text("expires_at"), edited=edited,
+                    args=dict(args) if edited and isinstance(args, dict) else None)
 
 
 def _failure(answer: _Answer, approval_id: str | None, base: str) -> Decision | None:
@@ -302,10 +314,12 @@ class _Base:
     def _body(self, tool: str, args: Mapping[str, Any] | None, *, policy_id: str | None,
               risk: str | None, capability: str | None, targets: Iterable[str] | None,
               content: Iterable[str] | None, goal: str | None, why: str | None,
-              timeout: float | None) -> dict[str, Any]:
+              timeout: float | None, editable: bool = False) -> dict[str, Any]:
         body: dict[str, Any] = {"tool": tool, "args": dict(args or {}),
                                 "policy_id": policy_id or self.policy_id,
                                 "requester": self.requester}
+        if editable:
+            body["editable"] = True
         optional = {"risk": risk.upper() if risk else None, "capability": capability,
                     "goal": goal, "why": why,
                     "timeout": f"{timeout:g}s" if timeout is not None else None}
@@ -416,13 +430,15 @@ class Signoff(_Base):
                       content: Iterable[str] | None = None, goal: str | None = None,
                       why: str | None = None, timeout: float | None = None,
                       idempotency_key: str | None = None,
-                      wait: bool | float = True) -> Decision:
+                      wait: bool | float = True, editable: bool = False) -> Decision:
         """Ask about one action; wait for the answer (``wait``: True until decided or
         expired, a number of seconds at most, False not at all). ``timeout`` is how long a
-        person has to answer (default: the daemon's approvals.timeout)."""
+        person has to answer (default: the daemon's approvals.timeout). ``editable``: the
+        caller runs edited args (an approval may then carry them: ``Decision.edited`` and
+        ``Decision.args``); without it a person cannot edit the request."""
         body = self._body(tool, args, policy_id=policy_id, risk=risk, capability=capability,
                           targets=targets, content=content, goal=goal, why=why,
-                          timeout=timeout)
+                          timeout=timeout, editable=editable)
         key = idempotency_key or uuid.uuid4().hex
         return await self._run(_request_flow(body, key, self.url, wait), withdraw=True)
 
@@ -533,11 +549,12 @@ class SignoffSync(_Base):
                 capability: str | None = None, targets: Iterable[str] | None = None,
                 content: Iterable[str] | None = None, goal: str | None = None,
                 why: str | None = None, timeout: float | None = None,
-                idempotency_key: str | None = None, wait: bool | float = True) -> Decision:
+                idempotency_key: str | None = None, wait: bool | float = True,
+                editable: bool = False) -> Decision:
         """See `Signoff.request`."""
         body = self._body(tool, args, policy_id=policy_id, risk=risk, capability=capability,
                           targets=targets, content=content, goal=goal, why=why,
-                          timeout=timeout)
+                          timeout=timeout, editable=editable)
         key = idempotency_key or uuid.uuid4().hex
         return self._run(_request_flow(body, key, self.url, wait))
 

@@ -24,8 +24,9 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
@@ -50,6 +51,7 @@ BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 PING_TIMEOUT = 10.0
 STARTING = "starting"
+T = TypeVar("T")
 UP = "up"
 
 
@@ -144,6 +146,27 @@ class McpConnection:
             raise ToolUnavailable(f"{name}: MCP server {self.spec.name!r} closed the "
                                   "connection during the call (outcome unknown)") from exc
         return result
+
+    def offers(self, part: str) -> bool:
+        """Whether the server said it has ``part`` ("prompts" or "resources")."""
+        caps = self._session.server_capabilities if self._session is not None else None
+        return caps is not None and getattr(caps, part, None) is not None
+
+    async def forward(self, what: str, call: Callable[[ClientSession], Awaitable[T]]) -> T:
+        """One request that is not a tool call (a prompt, a resource), sent as it came;
+        the server's own error (an `MCPError`) is raised unchanged, and a ToolError when
+        the server is down or does not answer in time."""
+        session = await self._ready()
+        try:
+            with anyio.fail_after(self.spec.call_timeout):
+                return await call(session)
+        except TimeoutError:
+            raise ToolError(f"{what}: no answer from MCP server {self.spec.name!r} within "
+                            f"{self.spec.call_timeout:g}s") from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            self._lost.set()
+            raise ToolUnavailable(f"{what}: MCP server {self.spec.name!r} closed the "
+                                  "connection") from exc
 
     # -- the service ------------------------------------------------------------------
     async def run(self) -> None:
