@@ -107,7 +107,8 @@ class Gate:
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None,
                         progress: Progress | None = None, *, client_name: str | None = None,
-                        session_id: str | None = None) -> types.CallToolResult:
+                        session_id: str | None = None,
+                        traceparent: str | None = None) -> types.CallToolResult:
         """Ask the daemon, then forward an approved call; refuse anything else."""
         try:
             check_json(arguments or {}, "arguments")
@@ -118,7 +119,7 @@ class Gate:
         except ToolError as exc:
             return refused(str(exc))
         decision = await self._decide(tool, args, progress,
-                                      self.policy_for(client_name, session_id))
+                                      self.policy_for(client_name, session_id), traceparent)
         if not decision.approved:
             log.info("gate_refused", extra={"tool": tool.name, "status": decision.status})
             return refused(f"not approved: {decision.describe()}")
@@ -138,14 +139,14 @@ class Gate:
         await self._report(decision, ok=not result.is_error, detail=detail)
         return result
 
-    async def _decide(self, tool: McpTool, args: dict[str, Any],
-                      progress: Progress | None, policy_id: str) -> Decision:
+    async def _decide(self, tool: McpTool, args: dict[str, Any], progress: Progress | None,
+                      policy_id: str, traceparent: str | None = None) -> Decision:
         decision = await self.client.request(
             tool=tool.name, args=args, policy_id=policy_id,
             risk=tool.risk_for(args).value, capability=tool.capability,
             targets=tool.targets(args), content=tool.content,
             goal=f"an MCP client calls {tool.name} through signoff mcp-gate", wait=False,
-            editable=True)
+            editable=True, traceparent=traceparent)
         if not decision.pending or decision.id is None:
             return decision
         asked = decision.id
@@ -179,7 +180,8 @@ class Gate:
             return await self.call_tool(params.name, params.arguments,
                                         progress_sender(ctx, params),
                                         client_name=client_name(ctx),
-                                        session_id=session_id(ctx))
+                                        session_id=session_id(ctx),
+                                        traceparent=trace_of(params))
 
         return Server("signoff-mcp-gate", version=__version__,
                       instructions=f"Tools of {self.upstream.spec.name}; each call is "
@@ -322,6 +324,13 @@ def session_id(ctx: Any) -> str | None:
     connection = getattr(ctx.session, "_connection", None)
     value = getattr(connection, "session_id", None)
     return str(value) if value else None
+
+
+def trace_of(params: types.CallToolRequestParams) -> str | None:
+    """The client's W3C trace context from the call's ``_meta.traceparent`` (bounded; the
+    daemon ignores a malformed one): signoff's spans of this call join the client's trace."""
+    value = (params.meta or {}).get("traceparent")
+    return value[:128] if isinstance(value, str) else None
 
 
 def progress_sender(ctx: Any, params: types.CallToolRequestParams) -> Progress | None:

@@ -229,9 +229,11 @@ def trace_headers() -> dict[str, str]:
     return {"traceparent": carrier["traceparent"]} if "traceparent" in carrier else {}
 
 
-def _request_flow(body: dict[str, Any], key: str, base: str, wait: bool | float) -> Flow:
+def _request_flow(body: dict[str, Any], key: str, base: str, wait: bool | float,
+                  traceparent: str | None = None) -> Flow:
+    trace = {"traceparent": traceparent} if traceparent else trace_headers()
     answer = yield _Call("POST", "/v1/approvals", body=body,
-                         headers={"Idempotency-Key": key, **trace_headers()})
+                         headers={"Idempotency-Key": key, **trace})
     failed = _failure(answer, None, base)
     if failed is not None:
         return failed
@@ -430,17 +432,21 @@ class Signoff(_Base):
                       content: Iterable[str] | None = None, goal: str | None = None,
                       why: str | None = None, timeout: float | None = None,
                       idempotency_key: str | None = None,
-                      wait: bool | float = True, editable: bool = False) -> Decision:
+                      wait: bool | float = True, editable: bool = False,
+                      traceparent: str | None = None) -> Decision:
         """Ask about one action; wait for the answer (``wait``: True until decided or
         expired, a number of seconds at most, False not at all). ``timeout`` is how long a
         person has to answer (default: the daemon's approvals.timeout). ``editable``: the
         caller runs edited args (an approval may then carry them: ``Decision.edited`` and
-        ``Decision.args``); without it a person cannot edit the request."""
+        ``Decision.args``); without it a person cannot edit the request. ``traceparent``:
+        the W3C trace context to file the request under (default: the caller's current
+        OpenTelemetry span, when it has one)."""
         body = self._body(tool, args, policy_id=policy_id, risk=risk, capability=capability,
                           targets=targets, content=content, goal=goal, why=why,
                           timeout=timeout, editable=editable)
         key = idempotency_key or uuid.uuid4().hex
-        return await self._run(_request_flow(body, key, self.url, wait), withdraw=True)
+        return await self._run(_request_flow(body, key, self.url, wait, traceparent),
+                               withdraw=True)
 
     async def wait(self, approval_id: str, *, timeout: float | None = None) -> Decision:
         """Wait until a request is decided or expired (or ``timeout`` seconds passed); a
@@ -550,13 +556,13 @@ class SignoffSync(_Base):
                 content: Iterable[str] | None = None, goal: str | None = None,
                 why: str | None = None, timeout: float | None = None,
                 idempotency_key: str | None = None, wait: bool | float = True,
-                editable: bool = False) -> Decision:
+                editable: bool = False, traceparent: str | None = None) -> Decision:
         """See `Signoff.request`."""
         body = self._body(tool, args, policy_id=policy_id, risk=risk, capability=capability,
                           targets=targets, content=content, goal=goal, why=why,
                           timeout=timeout, editable=editable)
         key = idempotency_key or uuid.uuid4().hex
-        return self._run(_request_flow(body, key, self.url, wait))
+        return self._run(_request_flow(body, key, self.url, wait, traceparent))
 
     def wait(self, approval_id: str, *, timeout: float | None = None) -> Decision:
         """See `Signoff.wait`."""
