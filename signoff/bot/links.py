@@ -28,9 +28,16 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from signoff.bot.ports import ApprovalCard, CardLookup
+from signoff.bot.ports import (
+    Actor,
+    ApprovalCard,
+    CardLookup,
+    DecisionEvent,
+    DecisionHandler,
+    decide_guarded,
+)
 from signoff.runtime.clock import Clock
-from signoff.runtime.models import Scope
+from signoff.runtime.models import JsonDict, Scope
 from signoff.runtime.state import derive_key
 from signoff.runtime.words import ALREADY_DECIDED
 
@@ -183,3 +190,24 @@ class LinkChecker:
             raise LinkRefused(409, ALREADY_DECIDED, "This link was already used or the "
                               f"request was already answered: {card.outcome or card.status}.")
         return CheckedLink(claim=claim, card=card)
+
+
+async def decide_by_link(links: LinkChecker, handler: DecisionHandler | None, token: str
+                         ) -> tuple[int, JsonDict]:
+    """What pressing a signed link's button answers (ntfy's buttons, Web Push's actions):
+    the HTTP status and ``{"accepted", "message"}``. The token decides exactly what it
+    says, as whom it names; a refused link, a daemon not taking decisions yet (503) and a
+    decision the flow refuses (409) each say why."""
+    try:
+        checked = await links.check(token)
+    except LinkRefused as refused:
+        return refused.status, {"accepted": False, "message": refused.text}
+    if handler is None:
+        return 503, {"accepted": False,
+                     "message": "The daemon is starting or stopping; try again."}
+    claim = checked.claim
+    outcome = await decide_guarded(handler, DecisionEvent(
+        approval_id=claim.approval_id, scope=claim.scope, actor=Actor.parse(claim.address),
+        surface=links.surface), links.surface)
+    return (200 if outcome.accepted else 409), {"accepted": outcome.accepted,
+                                                "message": outcome.message}

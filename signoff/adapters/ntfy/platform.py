@@ -24,16 +24,13 @@ from starlette.responses import JSONResponse, Response
 
 from signoff.adapters.ntfy.settings import NtfySettings
 from signoff.bot.cards import BUTTON_LABELS, card_page, decides_here, why_line
-from signoff.bot.links import LinkChecker, LinkKind, LinkRefused, new_card_id
+from signoff.bot.links import LinkChecker, LinkKind, decide_by_link, new_card_id
 from signoff.bot.ports import (
-    Actor,
     ApprovalCard,
     CardLookup,
     CardRef,
-    DecisionEvent,
     DecisionHandler,
     Route,
-    decide_guarded,
 )
 from signoff.errors import PlatformRejected, PlatformUnavailable
 from signoff.runtime.clock import Clock
@@ -177,17 +174,6 @@ class NtfyPlatform:
     # -- the buttons' route -------------------------------------------------------------
     async def decide(self, request: Request) -> Response:
         """A button: decide exactly what its token says, as ``ntfy:<topic>``."""
-        try:
-            checked = await self.links.check(request.query_params.get("token", ""))
-        except LinkRefused as refused:
-            return JSONResponse({"accepted": False, "message": refused.text},
-                                status_code=refused.status)
-        if self.handler is None:
-            return JSONResponse({"accepted": False, "message": "The daemon is starting or "
-                                 "stopping; try again."}, status_code=503)
-        claim = checked.claim
-        outcome = await decide_guarded(self.handler, DecisionEvent(
-            approval_id=claim.approval_id, scope=claim.scope,
-            actor=Actor.parse(claim.address), surface=NAME), NAME)
-        return JSONResponse({"accepted": outcome.accepted, "message": outcome.message},
-                            status_code=200 if outcome.accepted else 409)
+        status, body = await decide_by_link(self.links, self.handler,
+                                            request.query_params.get("token", ""))
+        return JSONResponse(body, status_code=status)

@@ -35,17 +35,14 @@ from signoff.adapters.webpush import payloads
 from signoff.adapters.webpush.settings import WebPushSettings
 from signoff.adapters.webpush.vapid import VapidKeys
 from signoff.bot.cards import card_page
-from signoff.bot.links import LinkChecker, LinkKind, LinkRefused, new_card_id
+from signoff.bot.links import LinkChecker, LinkKind, decide_by_link, new_card_id
 from signoff.bot.ports import (
-    Actor,
     ApprovalCard,
     CardLookup,
     CardRef,
-    DecisionEvent,
     DecisionHandler,
     PushSubscriptions,
     Route,
-    decide_guarded,
 )
 from signoff.errors import PlatformUnavailable
 from signoff.runtime.clock import Clock
@@ -260,18 +257,7 @@ class WebPushPlatform:
         """A notification action: decide exactly what its token says, as its person."""
         try:
             token = str((await _json(request)).get("token") or "")
-            checked = await self.links.check(token)
         except _Bad as bad:
             return JSONResponse({"accepted": False, "message": str(bad)}, status_code=422)
-        except LinkRefused as refused:
-            return JSONResponse({"accepted": False, "message": refused.text},
-                                status_code=refused.status)
-        if self.handler is None:
-            return JSONResponse({"accepted": False, "message": "The daemon is starting or "
-                                 "stopping; try again."}, status_code=503)
-        claim = checked.claim
-        outcome = await decide_guarded(self.handler, DecisionEvent(
-            approval_id=claim.approval_id, scope=claim.scope,
-            actor=Actor.parse(claim.address), surface=NAME), NAME)
-        return JSONResponse({"accepted": outcome.accepted, "message": outcome.message},
-                            status_code=200 if outcome.accepted else 409)
+        status, body = await decide_by_link(self.links, self.handler, token)
+        return JSONResponse(body, status_code=status)
