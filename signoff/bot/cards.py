@@ -44,6 +44,19 @@ WHY_LABEL = "Why (agent)"
 WHY_REQUESTER_LABEL = "Why (requester)"
 
 
+def notification_text(card: ApprovalCard, note: str | None, limit: int) -> str:
+    """A card as the plain lines of a phone notification (Web Push, ntfy): the note (a
+    reminder's words) first, where the request comes from, its details, why; cut at
+    ``limit`` characters with an ellipsis."""
+    lines = [note] if note else []
+    lines += [card.origin, *(f"{label}: {value}" for label, value in card.details)]
+    why = why_line(card)
+    if why:
+        lines.append(why)
+    text = "\n".join(lines)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def why_line(card: ApprovalCard) -> str | None:
     """``Why (agent): …`` or ``Why (requester): …`` for a card that carries the words of
     whoever proposed the action, else None."""

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from signoff.adapters.ntfy.settings import NtfySettings
-from signoff.bot.cards import BUTTON_LABELS, card_page, decides_here, why_line
+from signoff.bot.cards import BUTTON_LABELS, card_page, decides_here, notification_text
 from signoff.bot.links import LinkChecker, LinkKind, decide_by_link, new_card_id
 from signoff.bot.ports import (
     ApprovalCard,
@@ -46,16 +46,6 @@ PRIORITY: dict[str, int] = {RiskClass.DESTRUCTIVE: 5, RiskClass.SEND: 4}
 SCOPES = (Scope.ONCE, Scope.DENY)
 
 
-def _body(card: ApprovalCard, note: str | None) -> str:
-    lines = [note] if note else []
-    lines += [card.origin, *(f"{label}: {value}" for label, value in card.details)]
-    why = why_line(card)
-    if why:
-        lines.append(why)
-    text = "\n".join(lines)
-    return text if len(text) <= BODY else text[:BODY - 1] + "…"
-
-
 def card_message(card: ApprovalCard, *, topic: str, urls: dict[Scope, str], open_url: str,
                  note: str | None = None) -> JsonDict:
     """The JSON publish of a request: Once/Deny buttons for ``urls``, then Open."""
@@ -64,7 +54,7 @@ def card_message(card: ApprovalCard, *, topic: str, urls: dict[Scope, str], open
          "clear": True} for scope, url in urls.items()]
     actions.append({"action": "view", "label": "Open", "url": open_url})
     return {"topic": topic, "title": f"{card.risk}: {card.title}"[:200],
-            "message": _body(card, note),
+            "message": notification_text(card, note, BODY),
             "priority": PRIORITY.get(card.risk, 3), "tags": ["lock"], "click": open_url,
             "actions": actions}
 

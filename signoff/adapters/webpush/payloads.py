@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from signoff.bot.cards import BUTTON_LABELS, decides_here, why_line
+from signoff.bot.cards import BUTTON_LABELS, decides_here, notification_text
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import RiskClass, Scope
 
@@ -34,16 +34,6 @@ def offers_decisions(card: ApprovalCard, actions_for: frozenset[RiskClass]) -> b
     return card.risk in actions_for and decides_here(card, BODY)
 
 
-def _body(card: ApprovalCard, note: str | None) -> str:
-    lines = [note] if note else []
-    lines += [card.origin, *(f"{label}: {value}" for label, value in card.details)]
-    why = why_line(card)
-    if why:
-        lines.append(why)
-    text = "\n".join(lines)
-    return text if len(text) <= BODY else text[:BODY - 1] + "…"
-
-
 def card_message(card: ApprovalCard, *, tokens: Mapping[Scope, str], base: str,
                  open_url: str, note: str | None = None) -> bytes:
     """The push for a request: Once/Deny with their tokens, or Open when ``tokens`` is empty."""
@@ -53,7 +43,8 @@ def card_message(card: ApprovalCard, *, tokens: Mapping[Scope, str], base: str,
     if not actions:
         actions = [{"action": "open", "title": "Open"}]
     return json.dumps({"kind": "card", "tag": tag(card.approval_id),
-                       "title": f"{card.risk}: {card.title}"[:200], "body": _body(card, note),
+                       "title": f"{card.risk}: {card.title}"[:200],
+                       "body": notification_text(card, note, BODY),
                        "url": open_url, "decide": base + DECIDE_PATH, "actions": actions},
                       separators=(",", ":")).encode()
 
