@@ -18,8 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.telemetry import Telemetry
 from tests.api.helpers import BOB_KEY, eventually, make_settings, running_node, serve
-from tests.api.test_mcp_gate import session
-from tests.mcp_support import make_repo
+from tests.api.test_mcp_gate import config, repo, session  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -27,21 +26,10 @@ TRACE = "5bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "10f067aa0ba902b7"
 
 
-async def test_a_gated_call_joins_the_clients_trace(tmp_path: Path) -> None:
+async def test_a_gated_call_joins_the_clients_trace(tmp_path: Path, config: Path,  # noqa: F811
+                                                    repo: Path) -> None:  # noqa: F811
     """git_add called with _meta.traceparent: the daemon's request span is a child of the
-    client's span; denied, the call is refused and nothing is staged."""
-    repo = make_repo(tmp_path / "repo")
-    config = tmp_path / "gate.toml"
-    config.write_text(f'''
-[daemon]
-work_dir = "{tmp_path / 'gate-work'}"
-[[mcp.servers]]
-name = "git"
-command = ["{sys.executable}", "-m", "mcp_server_git", "--repository", "{repo}"]
-[mcp.servers.tools.git_add]
-capability = "git.write"
-targets = ["repo_path", "files"]
-''')
+    client's span; denied, the call is refused."""
     spans = InMemorySpanExporter()
     tracer = TracerProvider()
     tracer.add_span_processor(SimpleSpanProcessor(spans))
