@@ -105,7 +105,8 @@ def outcome_line(approval: Approval, people: ShowsNames = NOBODY_LISTED) -> str 
     if approval.status is ApprovalStatus.EXPIRED:
         return f"Expired — denied at {when}"
     if approval.status is ApprovalStatus.WITHDRAWN:
-        return f"{WITHDRAWN} by {approval.decided_by or 'the requester'} at {when}"
+        by = people.name(approval.decided_by) if approval.decided_by else "the requester"
+        return f"{WITHDRAWN} by {by} at {when}"
     words = SCOPE_WORDS.get(approval.scope or Scope.DENY, "Decided")
     who = people.name(approval.decided_by) if approval.decided_by else "someone"
     if approval.needed > 1 and approval.status is not ApprovalStatus.DENIED:
