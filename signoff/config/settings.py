@@ -574,8 +574,8 @@ def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None 
     ``environ`` replaces ``os.environ`` for ``${ENV}`` substitution (tests, embedding).
     ``chat=False`` is for the commands that talk to no chat surface (``oncall``,
     ``schedules``, ``audit``, ``tools``, ``nodes``): a surface section naming an unset
-    ``${ENV}`` (its tokens) is set aside instead of failing, and `Settings.unresolved` says
-    why. ``daemon start`` and ``config check`` load with ``chat=True``: every variable must
+    ``${ENV}`` (its tokens), or ``[email]``/``[planner]`` naming one (the SMTP password, the
+    model's API key), is set aside instead of failing, and `Settings.unresolved` says why. ``daemon start`` and ``config check`` load with ``chat=True``: every variable must
     be set. Raises :class:`ConfigError` naming the file, the key path and each problem.
     """
     if path is None:
@@ -595,13 +595,20 @@ def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None 
         raise ConfigError("\n".join(f"{source}: {line}" for line in lines)) from None
 
 
+# Sections whose secrets only running work uses (the SMTP password of send_email, the model
+# server's API key): a read-only command sets them aside too, and runs on their defaults.
+RUN_TIME_SECRETS = ("email", "planner")
+
+
 def _set_aside_surfaces(
     raw: dict[str, Any], environ: Mapping[str, str] | None
 ) -> dict[str, tuple[str, ...]]:
-    """Take out of ``raw`` each surface section whose ``${ENV}`` cannot all be resolved."""
+    """Take out of ``raw`` each surface section (and each of `RUN_TIME_SECRETS`) whose
+    ``${ENV}`` cannot all be resolved."""
     aside: dict[str, tuple[str, ...]] = {}
-    for name in surface_registry().sections():
-        if name in Settings.model_fields or name not in raw:
+    surfaces = [n for n in surface_registry().sections() if n not in Settings.model_fields]
+    for name in (*surfaces, *RUN_TIME_SECRETS):
+        if name not in raw:
             continue
         _, missing = substitute_env(raw[name], environ, name)
         if missing:

@@ -1,5 +1,6 @@
 """Read-only commands (`oncall`, `schedules`, `audit`, `tools`, `nodes`) work on a config
-whose chat tokens are `${ENV}` references that are not set in this shell; `daemon start`
+whose chat tokens, SMTP password and model API key are `${ENV}` references that are not
+set in this shell; `daemon start`
 and `config check`, which need the tokens, still refuse clearly."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typer.testing import CliRunner
 from signoff.cli.main import _register_extras, app
 from signoff.config.settings import load_settings
 
-SECRETS = ("SIGNOFF_T_SLACK_BOT", "SIGNOFF_T_SLACK_APP")
+SECRETS = ("SIGNOFF_T_SLACK_BOT", "SIGNOFF_T_SLACK_APP", "SIGNOFF_T_SMTP", "SIGNOFF_T_LLM")
 
 CONFIG = """
 [daemon]
@@ -24,6 +25,17 @@ state_dir = "{state}"
 bot_token = "${{SIGNOFF_T_SLACK_BOT}}"
 app_token = "${{SIGNOFF_T_SLACK_APP}}"
 channel = "C0APPROVALS"
+
+[email]
+host = "smtp.example.com"
+username = "signoff"
+password = "${{SIGNOFF_T_SMTP}}"
+
+[planner]
+kind = "openai"
+base_url = "http://127.0.0.1:9/v1"
+model = "m"
+api_key = "${{SIGNOFF_T_LLM}}"
 
 [[notify]]
 channel = "slack:C0TEAM"
@@ -76,11 +88,18 @@ def test_the_set_aside_section_says_why(config: Path) -> None:
 
 
 def test_a_set_secret_is_used_by_a_read_only_load(config: Path) -> None:
-    """With the variables set, the read-only load has the whole [slack] section."""
+    """With the variables set, the read-only load has the whole [slack], [email] and
+    [planner] sections; without the SMTP and model secrets, those two are set aside."""
     settings = load_settings(config, chat=False, environ={
-        "SIGNOFF_T_SLACK_BOT": "xoxb-1", "SIGNOFF_T_SLACK_APP": "xapp-1"})
+        "SIGNOFF_T_SLACK_BOT": "xoxb-1", "SIGNOFF_T_SLACK_APP": "xapp-1",
+        "SIGNOFF_T_SMTP": "pw", "SIGNOFF_T_LLM": "sk-1"})
     assert settings.slack is not None and settings.slack.bot_token == "xoxb-1"
+    assert settings.email.password == "pw" and settings.planner.api_key == "sk-1"
     assert dict(settings.unresolved) == {}
+    partial = load_settings(config, chat=False, environ={
+        "SIGNOFF_T_SLACK_BOT": "xoxb-1", "SIGNOFF_T_SLACK_APP": "xapp-1"})
+    assert set(partial.unresolved) == {"email", "planner"}
+    assert partial.email.password is None and partial.slack is not None
 
 
 def test_config_check_still_names_the_missing_secret(config: Path) -> None:
