@@ -102,7 +102,7 @@ def node(work: Path, store: TaskStore, model: ZeroLatencyModel, turns: int) -> N
     (work / "work" / "notes.txt").write_text("Meeting moved to 3pm\n" * 3)
     settings = Settings.model_validate({"daemon": {"work_dir": str(work / "work"),
                                                    "node_id": "bench"}})
-    built = build_node(settings, store=store, platforms={})
+    built = build_node(settings, store=store, surfaces={})
     built.engine.runner = AgentLoop(model=model, settings=AgentSettings(
         model="zero", max_turns=turns + 1, max_actions=turns + 1))
     return built

@@ -118,13 +118,13 @@ async def serve(work_dir: Path, port: int) -> None:
     """The daemon-like server of step 2 (runs in the subprocess)."""
     import uvicorn
 
-    from signoff.adapters.web import WebPlatform
+    from signoff.adapters.web import WebSurface
     from signoff.api.app import create_app
     from signoff.wiring import api_context, build_node
 
     settings = settings_for(work_dir)
-    web = WebPlatform()
-    node = build_node(settings, platforms={"web": web})
+    web = WebSurface()
+    node = build_node(settings, surfaces={"web": web})
     await node.store.open()
     ctx = api_context(settings, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,

@@ -251,7 +251,7 @@ async def idle_latency(base: str) -> list[float]:
         daemons = start_daemons(url, 1, Path(tmp), poll_interval="60s")
         settings = Settings.model_validate({"daemon": {"work_dir": str(Path(tmp) / "submitter"),
                                                        "node_id": "bench-submitter"}})
-        node = build_node(settings, database=url, platforms={})
+        node = build_node(settings, database=url, surfaces={})
         await node.store.open()
         samples = []
         try:

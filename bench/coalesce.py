@@ -29,15 +29,15 @@ from signoff.bot.ports import ApprovalCard, CardRef
 from signoff.config.settings import Settings
 from signoff.runtime.models import Action, RiskClass, Scope
 from signoff.runtime.tools.base import Param, ToolContext
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import build_node
 
 REQUESTS = 1_000
 
 
 @dataclass
-class TimedPlatform(RecordingPlatform):
-    """A RecordingPlatform that stamps every post_card call."""
+class TimedSurface(RecordingSurface):
+    """A RecordingSurface that stamps every post_card call."""
 
     posted_at: dict[str, float] = field(default_factory=dict)
     posted: dict[str, asyncio.Event] = field(default_factory=dict)
@@ -99,9 +99,9 @@ async def identical_requests(work: Path, count: int, *, coalesce: bool) -> tuple
     settings = Settings.model_validate({"daemon": {"work_dir": str(work / name),
                                                    "node_id": f"bench-{name}"},
                                         "approvals": {"coalesce": coalesce}})
-    platform = TimedPlatform()
+    platform = TimedSurface()
     node = build_node(settings, database=f"sqlite:///{work / (name + '.db')}",
-                      platforms={"recording": platform})
+                      surfaces={"recording": platform})
     tool = CountingTool(count)
     node.registry.register(tool)
     await node.store.open()

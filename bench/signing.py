@@ -43,7 +43,7 @@ async def one_round(decisions: int, *, signed: bool) -> float:
         work = Path(tmp) / "work"
         settings = Settings.model_validate({"daemon": {
             "work_dir": str(work), "state_dir": str(Path(tmp) / "state")}})
-        node = build_node(settings, platforms={})
+        node = build_node(settings, surfaces={})
         if not signed:
             node.store.sealer.signer = None
         await node.store.open()

@@ -1,7 +1,7 @@
 """Slack http mode: how fast a click is acked, and how fast the card is edited after it.
 
 Run: ``python bench/slack.py``. Starts the fake Slack (tests/fakes/slack_api.py) and an
-http-mode `SlackPlatform` behind uvicorn on 127.0.0.1, then sends ~200 signed
+http-mode `SlackSurface` behind uvicorn on 127.0.0.1, then sends ~200 signed
 ``block_actions`` clicks one after another:
 
 1. ack: click sent → HTTP 200 received, while the decision handler sleeps 5 s per click
@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.slack import SlackSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionEvent, DecisionOutcome
 from signoff.testing import sample_card
 from tests.fakes.slack_api import (
@@ -67,7 +67,7 @@ async def ping(request: Request) -> Response:
 class Bench:
     def __init__(self, fake: FakeSlack) -> None:
         self.fake = fake
-        self.platform = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        self.platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                                       signing_secret=SECRET, api_url=fake.api_url)
         self.cards: dict[str, tuple[CardRef, ApprovalCard]] = {}
         self.mode = "slow"

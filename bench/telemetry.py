@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
-from signoff.adapters.web.platform import WebPlatform
+from signoff.adapters.web.surface import WebSurface
 from signoff.api.app import create_app
 from signoff.config.settings import Settings
 from signoff.runtime.telemetry import Telemetry
@@ -74,11 +74,11 @@ async def one_round(root: Path, variant: str, decisions: int) -> float:
         store = make_store(settings.database_url())
         telemetry = Telemetry(store=store, tracer_provider=providers[0],
                               meter_provider=providers[1], node_id="bench")
-    web = WebPlatform()
+    web = WebSurface()
     if telemetry is not None:
-        node = build_node(settings, store=store, telemetry=telemetry, platforms={"web": web})
+        node = build_node(settings, store=store, telemetry=telemetry, surfaces={"web": web})
     else:
-        node = build_node(settings, platforms={"web": web})
+        node = build_node(settings, surfaces={"web": web})
     await node.store.open()
     ctx = api_context(settings, store=node.store, engine=node.engine, decider=node.decider,
                       flow=node.flow, clock=node.clock, wake=node.worker.wake, web=web)

@@ -126,7 +126,7 @@ class Run:
 def _node(work: Path) -> Node:
     settings = Settings.model_validate({"daemon": {"work_dir": str(work / "work"),
                                                    "node_id": "bench"}})
-    node = build_node(settings, database=f"sqlite:///{work / 'signoff.db'}", platforms={})
+    node = build_node(settings, database=f"sqlite:///{work / 'signoff.db'}", surfaces={})
     node.registry.register(NoopTool())
     node.worker.poll_interval = 0.01
     return node

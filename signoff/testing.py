@@ -1,9 +1,9 @@
 """Test helpers shipped with signoff: an in-memory surface and the surface contract suites.
 
-`RecordingPlatform` is a complete `Surface` that keeps every card and notification in
-memory, so the flow can be tested without any network. `PlatformContract` is the suite
+`RecordingSurface` is a complete `Surface` that keeps every card and notification in
+memory, so the flow can be tested without any network. `SurfaceContract` is the suite
 every surface must pass: subclass it in a test module as ``TestXContract`` and provide a
-``harness`` fixture returning a `PlatformHarness` for your surface.
+``harness`` fixture returning a `SurfaceHarness` for your surface.
 
 For a surface plug-in (see "Writing a surface" in the README): `PluginContract` checks
 its registration, its section model and what its ``build`` returns; `surface_deps` gives
@@ -48,9 +48,18 @@ from signoff.runtime.clock import Clock, FakeClock
 from signoff.runtime.models import ALL_SCOPES, DecisionCode, Scope
 from signoff.runtime.store.memory import MemTaskStore
 
-__all__ = ["BUTTON_LABELS", "PlatformContract", "PlatformHarness", "PluginContract",
-           "RecordingHarness", "RecordingPlatform", "Rendered", "route_client", "sample_card",
-           "surface_deps"]
+__all__ = [
+    "BUTTON_LABELS",
+    "PluginContract",
+    "RecordingHarness",
+    "RecordingSurface",
+    "Rendered",
+    "SurfaceContract",
+    "SurfaceHarness",
+    "route_client",
+    "sample_card",
+    "surface_deps",
+]
 
 
 @dataclass(frozen=True)
@@ -68,8 +77,8 @@ class _Message:
 
 
 @dataclass
-class RecordingPlatform:
-    """An in-memory `ChatPlatform`: records posts, edits and notifications.
+class RecordingSurface:
+    """An in-memory `Surface`: records posts, edits and notifications.
 
     ``fail_next`` makes the next N calls raise `PlatformUnavailable`, for fault tests.
     """
@@ -137,7 +146,7 @@ class RecordingPlatform:
                     reason: str | None = None) -> DecisionOutcome:
         """Press a button on a recorded card as ``recording:<user_id>``."""
         if self._handler is None:
-            raise RuntimeError("RecordingPlatform is not running")
+            raise RuntimeError("RecordingSurface is not running")
         card = self.messages[ref.message_id].card
         event = DecisionEvent(
             approval_id=card.approval_id,
@@ -169,15 +178,15 @@ class RecordingPlatform:
             await self._posted.wait()
 
 
-class PlatformHarness(Protocol):
+class SurfaceHarness(Protocol):
     """Drives one surface the way its users and its servers would."""
 
-    platform: object  # the ChatPlatform under test
+    platform: object  # the Surface under test
     user_id: str  # a user id on this surface
     notify_channel: str  # a channel id notifications may go to
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform (its `run`) in the background."""
+        """Run the surface (its `run`) in the background."""
         ...
 
     async def stop(self) -> None:
@@ -185,7 +194,7 @@ class PlatformHarness(Protocol):
         ...
 
     async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
-        """Send a native click on a posted card; return once the platform handled it."""
+        """Send a native click on a posted card; return once the surface handled it."""
         ...
 
     async def rendered(self, ref: CardRef) -> Rendered:
@@ -224,15 +233,15 @@ def sample_card(**changes: object) -> ApprovalCard:
     return replace(card, **changes)  # type: ignore[arg-type]
 
 
-class PlatformContract:
-    """The behaviour every ChatPlatform must show. Subclass as ``TestXContract``.
+class SurfaceContract:
+    """The behaviour every Surface must show. Subclass as ``TestXContract``.
 
     The subclass provides an async ``harness`` fixture returning a started-or-not
-    `PlatformHarness`; each test starts and stops it itself.
+    `SurfaceHarness`; each test starts and stops it itself.
     """
 
     async def test_post_card_shows_action_targets_and_allowed_buttons(
-            self, harness: PlatformHarness) -> None:
+            self, harness: SurfaceHarness) -> None:
         """A posted card shows the action in words, its target and only the allowed buttons."""
         platform = harness.platform
         card = sample_card(allowed=(Scope.ONCE, Scope.DENY))
@@ -244,7 +253,7 @@ class PlatformContract:
         assert seen.buttons == ("Once", "Deny")
 
     async def test_update_card_replaces_buttons_with_outcome(
-            self, harness: PlatformHarness) -> None:
+            self, harness: SurfaceHarness) -> None:
         """After a decision the same message shows the outcome and has no buttons."""
         platform = harness.platform
         card = sample_card()
@@ -259,7 +268,7 @@ class PlatformContract:
         assert seen.buttons == ()
 
     async def test_click_reaches_the_flow_with_approval_scope_and_actor(
-            self, harness: PlatformHarness) -> None:
+            self, harness: SurfaceHarness) -> None:
         """A click becomes one DecisionEvent naming the approval, the scope and who clicked."""
         platform = harness.platform
         events: list[DecisionEvent] = []
@@ -283,7 +292,7 @@ class PlatformContract:
             await harness.stop()
 
     async def test_refused_click_is_answered_to_the_clicker(
-            self, harness: PlatformHarness) -> None:
+            self, harness: SurfaceHarness) -> None:
         """When the flow refuses a click, the person who clicked is told why."""
         platform = harness.platform
 
@@ -302,14 +311,14 @@ class PlatformContract:
             await harness.stop()
 
     async def test_an_agents_words_are_shown_labelled_as_its_own(
-            self, harness: PlatformHarness) -> None:
+            self, harness: SurfaceHarness) -> None:
         """A call proposed by an agent shows the model's words as "Why (agent): …"."""
         platform = harness.platform
         ref = await platform.post_card(sample_card(why="The notes ask to tell John."))  # type: ignore[attr-defined]
         seen = await harness.rendered(ref)
         assert "Why (agent): The notes ask to tell John." in seen.text
 
-    async def test_notify_posts_one_line(self, harness: PlatformHarness) -> None:
+    async def test_notify_posts_one_line(self, harness: SurfaceHarness) -> None:
         """A notification arrives in the named channel."""
         platform = harness.platform
         await platform.notify(harness.notify_channel, "Task t1 completed")  # type: ignore[attr-defined]
@@ -319,15 +328,15 @@ class PlatformContract:
 
 @dataclass
 class RecordingHarness:
-    """`PlatformHarness` for `RecordingPlatform` (also a model for other surfaces)."""
+    """`SurfaceHarness` for `RecordingSurface` (also a model for other surfaces)."""
 
-    platform: RecordingPlatform = field(default_factory=RecordingPlatform)
+    platform: RecordingSurface = field(default_factory=RecordingSurface)
     user_id: str = "alice"
     notify_channel: str = "team"
     _task: asyncio.Task[None] | None = None
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform in the background."""
+        """Run the surface in the background."""
         self._task = asyncio.create_task(self.platform.run(on_decision))
         await asyncio.sleep(0)
 

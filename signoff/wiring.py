@@ -94,7 +94,7 @@ class Node:
     authorizer: Authorizer
     clock: Clock
     listener: MultiListener
-    platforms: dict[str, Surface] = field(default_factory=dict)
+    surfaces: dict[str, Surface] = field(default_factory=dict)
     oncall: OnCallRouter | None = None
     scheduler: Scheduler | None = None
     mcp: McpHub = field(default_factory=lambda: McpHub(()))
@@ -300,7 +300,7 @@ def net_rule(settings: Settings, resolver: Resolver | None = None) -> NetRule:
 def build_node(settings: Settings, *, work_dir: Path | None = None, database: str | None = None,
                autonomous_risks: Iterable[RiskClass] | None = None, clock: Clock | None = None,
                store: TaskStore | None = None, planner: Planner | None = None,
-               platforms: dict[str, Surface] | None = None,
+               surfaces: dict[str, Surface] | None = None,
                oncall: Any = None, resolver: Resolver | None = None,
                state: Path | None = None, telemetry: Telemetry | None = None) -> Node:
     """Build the runtime and the approval flow from settings (``resolver``: how network
@@ -311,7 +311,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     wd.mkdir(parents=True, exist_ok=True)
     state = state or prepare_state(settings, work_dir)
     clock = clock or SystemClock()
-    chosen = dict(platforms or {})
+    chosen = dict(surfaces or {})
     url = (database or settings.database_url(work_dir)) if store is None else _store_url(store)
     protected = protected_files(state, url)
     node = node_id(settings, state)
@@ -374,7 +374,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     public = settings.daemon.public_url
     notifier = Notifier(store=store, clock=clock, rules=rules, console_url=public,
                         outages=engine.outages)  # its loops' failures show in /health
-    flow = ApprovalFlow(store=store, decider=decider, clock=clock, platforms=chosen,
+    flow = ApprovalFlow(store=store, decider=decider, clock=clock, surfaces=chosen,
                         authorizer=authorizer, notifier=notifier, console_url=public,
                         step_up=frozenset(ap.step_up),
                         previews=functools.partial(registry.preview, ctx=context),
@@ -394,7 +394,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
                           wake=worker.wake)
     return Node(settings=settings, work_dir=wd, store=store, registry=registry, engine=engine,
                 decider=decider, worker=worker, flow=flow, authorizer=authorizer, clock=clock,
-                listener=listener, platforms=chosen, oncall=router, scheduler=scheduler,
+                listener=listener, surfaces=chosen, oncall=router, scheduler=scheduler,
                 mcp=hub, telemetry=telemetry)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from signoff.bot.ports import CardRef
 from signoff.runtime.models import Scope, Task
 from signoff.runtime.transcript import TranscriptEntry
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import Node
 from tests.conftest import NodeFactory, deep_merge
 
@@ -28,7 +28,7 @@ def agent_config(base_url: str, work: Path, **planner: Any) -> dict[str, Any]:
 
 async def agent_node(node_factory: NodeFactory, base_url: str, work: Path,
                      extra: dict[str, Any] | None = None, **planner: Any) -> Node:
-    """An opened node in agent mode with a RecordingPlatform."""
+    """An opened node in agent mode with a RecordingSurface."""
     return await node_factory(deep_merge(agent_config(base_url, work, **planner), extra or {}))
 
 
@@ -39,10 +39,10 @@ async def start(node: Node, goal: str, **kw: Any) -> Task:
     return await node.engine.advance(task)
 
 
-def recorder(node: Node) -> RecordingPlatform:
+def recorder(node: Node) -> RecordingSurface:
     """The node's recording surface."""
-    platform = node.platforms["recording"]
-    assert isinstance(platform, RecordingPlatform)
+    platform = node.surfaces["recording"]
+    assert isinstance(platform, RecordingSurface)
     return platform
 
 

@@ -2,7 +2,7 @@
 
     async def test_x(node_factory):
         node = await node_factory({"approvals": {"timeout": "5m"}})
-        platform = node.platforms["recording"]    # a RecordingPlatform, already attached
+        platform = node.surfaces["recording"]    # a RecordingSurface, already attached
 
 PostgreSQL comes from ``SIGNOFF_TEST_POSTGRES`` (default
 ``postgresql+psycopg://postgres@127.0.0.1:5432/test``). When it cannot be reached the
@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from signoff.bot.ports import ChatPlatform
+from signoff.bot.ports import Surface
 from signoff.config.settings import Settings
 from signoff.runtime.clock import Clock
 from signoff.runtime.planning.planner import Planner
 from signoff.runtime.store.port import TaskStore
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import Node, build_node
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -108,25 +108,25 @@ def settings_factory(tmp_path: Path) -> SettingsFactory:
 
 @pytest.fixture
 async def node_factory(settings_factory: SettingsFactory) -> AsyncIterator[NodeFactory]:
-    """Build opened nodes with a RecordingPlatform "recording" (approver recording:alice)."""
+    """Build opened nodes with a RecordingSurface "recording" (approver recording:alice)."""
     nodes: list[Node] = []
 
     async def make(overrides: Mapping[str, Any] | None = None, *,
                    settings: Settings | None = None, store: TaskStore | None = None,
                    database: str | None = None, clock: Clock | None = None,
                    planner: Planner | None = None,
-                   platforms: dict[str, ChatPlatform] | None = None,
+                   surfaces: dict[str, Surface] | None = None,
                    approvers: tuple[str, ...] = DEFAULT_APPROVERS) -> Node:
         chosen = settings or settings_factory(overrides)
-        surfaces = platforms if platforms is not None else {"recording": RecordingPlatform()}
+        picked = surfaces if surfaces is not None else {"recording": RecordingSurface()}
         node = build_node(chosen, store=store, database=database, clock=clock,
-                          planner=planner, platforms=surfaces)
+                          planner=planner, surfaces=picked)
         # The config only accepts slack:/telegram: approvers; the recorder has its own.
         node.authorizer.approvers = node.authorizer.approvers | frozenset(approvers)
         await node.store.open()
         nodes.append(node)
-        for surface in surfaces.values():
-            if isinstance(surface, RecordingPlatform):
+        for surface in picked.values():
+            if isinstance(surface, RecordingSurface):
                 surface.attach(node.flow.on_decision)
         return node
 

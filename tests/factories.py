@@ -17,7 +17,7 @@ from typing import Any
 from signoff.bot.ports import CardRef, DecisionOutcome
 from signoff.runtime.models import Action, AuditEvent, RiskClass, RunMode, Scope, Task, TaskState
 from signoff.runtime.tools.base import Param, ToolContext
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import Node
 from tests.fakes.openai import FakeOpenAI
 
@@ -155,9 +155,9 @@ async def start(node: Node, steps: list[Action], *, goal: str = "a test goal",
 
 
 def card_ref(node: Node, approval_id: str, surface: str = "recording") -> CardRef:
-    """Where the card of ``approval_id`` was posted on a RecordingPlatform."""
-    platform = node.platforms[surface]
-    assert isinstance(platform, RecordingPlatform)
+    """Where the card of ``approval_id`` was posted on a RecordingSurface."""
+    platform = node.surfaces[surface]
+    assert isinstance(platform, RecordingSurface)
     for message_id, message in platform.messages.items():
         if message.card.approval_id == approval_id:
             return CardRef(surface, "recording", message_id)
@@ -169,8 +169,8 @@ async def answer(node: Node, task_id: str, scope: Scope, *, user: str = "alice",
     """Click ``scope`` on the task's current card; return the outcome and the stored task."""
     current = await node.store.get_task(task_id)
     assert current is not None and current.approval is not None, "nothing to answer"
-    platform = node.platforms["recording"]
-    assert isinstance(platform, RecordingPlatform)
+    platform = node.surfaces["recording"]
+    assert isinstance(platform, RecordingSurface)
     outcome = await platform.click(card_ref(node, current.approval.id), scope, user, reason)
     await node.flow.dispatcher.run_once()
     after = await node.store.get_task(task_id)

@@ -1,7 +1,7 @@
 """The web console's routes: pages, live fragments, decisions by form, sign-in, SSE.
 
 Pages render from the store, so a console is right even when another daemon on the same
-database received the card or took the decision. The `WebPlatform`'s memory only makes
+database received the card or took the decision. The `WebSurface`'s memory only makes
 the updates fast: a card change on this node is pushed at once, and every stream also
 checks a cheap signature of the store (tasks per state, audit head) every couple of
 seconds, which catches changes made on other nodes.

@@ -21,7 +21,7 @@ from signoff.runtime.engine import Engine
 from signoff.runtime.store.port import TaskStore
 
 if TYPE_CHECKING:
-    from signoff.adapters.web.platform import WebPlatform
+    from signoff.adapters.web.surface import WebSurface
     from signoff.api.metrics import MetricsListener
 
 SchedulesProvider = Callable[[], Awaitable[list[dict[str, Any]]]]
@@ -41,7 +41,7 @@ class ApiContext:
     flow: ApprovalFlow
     clock: Clock
     wake: Callable[[], None]  # called after a submit so the worker claims it at once
-    web: WebPlatform
+    web: WebSurface
     keys: dict[str, str] = field(default_factory=dict)  # API key -> actor name
     # actor name -> "admin" | "approver" | "requester" (signoff.api.access; unlisted: approver)
     roles: dict[str, str] = field(default_factory=dict)

@@ -27,10 +27,10 @@ from signoff.bot.notify import Notifier
 from signoff.bot.outbox import Delivered, Dispatcher, post_card, thread_reply, update_card
 from signoff.bot.ports import (
     CardRef,
-    ChatPlatform,
     DecisionEvent,
     DecisionOutcome,
     ShowsCards,
+    Surface,
 )
 from signoff.bot.routing.authorizer import TRUSTED_SURFACES, Authorizer
 from signoff.runtime.clock import Clock
@@ -67,7 +67,7 @@ class ApprovalFlow:
     """
 
     def __init__(self, *, store: TaskStore, decider: Decider, clock: Clock,
-                 platforms: dict[str, ChatPlatform], authorizer: Authorizer,
+                 surfaces: dict[str, Surface], authorizer: Authorizer,
                  notifier: Notifier | None = None, console_url: str | None = None,
                  step_up: frozenset[RiskClass] = frozenset(),
                  previews: Previewer | None = None,
@@ -76,7 +76,7 @@ class ApprovalFlow:
         self.store = store
         self.decider = decider
         self.clock = clock
-        self.platforms = platforms
+        self.surfaces = surfaces
         self.authorizer = authorizer
         # Who is who ([[people]]: one person, several accounts), e.g. whose passkey this is.
         self.people = decider.engine.config.people
@@ -88,9 +88,9 @@ class ApprovalFlow:
         # Set when approvals.step_up_with = "passkey": those requests need an assertion.
         self.passkeys = passkeys
         self.previews = previews  # what a pending card's action will do (a diff, a command)
-        self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(platforms),
+        self.failover = Failover(store=store, clock=clock, surfaces=lambda: list(surfaces),
                                  people=authorizer.deciders)
-        self.dispatcher = Dispatcher(store=store, clock=clock, platforms=platforms,
+        self.dispatcher = Dispatcher(store=store, clock=clock, surfaces=surfaces,
                                      deliver=self.deliver, given_up=self.failover.given_up,
                                      prepare=self.prepare, delivered=delivered)
         self._loaded: dict[str, _Loaded] = {}
@@ -157,7 +157,7 @@ class ApprovalFlow:
             else None
         return _Loaded(approval, task, await self.store.cards(approval_id))
 
-    async def deliver(self, item: OutboxItem, platform: ChatPlatform) -> None:
+    async def deliver(self, item: OutboxItem, platform: Surface) -> None:
         """Make one outbox job happen on one surface."""
         if item.kind == "notify":
             thread = None
@@ -292,7 +292,7 @@ class ApprovalFlow:
         task = await self.store.get_task(approval.task_id) if approval.task_id else None
         card = build_card(task, approval, console_url=self.console_url,
                           preview=await self.preview(approval), step_up=self.step_up)
-        platform = self.platforms.get(surface)
+        platform = self.surfaces.get(surface)
         if isinstance(platform, ShowsCards):
             return platform.decides(card)
         return complete(card, None)

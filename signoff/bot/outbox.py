@@ -41,7 +41,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from signoff.bot import turns
-from signoff.bot.ports import ApprovalCard, CardFinder, CardRef, ChatPlatform
+from signoff.bot.ports import ApprovalCard, CardFinder, CardRef, Surface
 from signoff.errors import PlatformRejected, RateLimited
 from signoff.runtime.clock import Clock
 from signoff.runtime.events import ApprovalEvent
@@ -56,7 +56,7 @@ FOREVER = datetime(9999, 1, 1, tzinfo=UTC)  # "every undelivered job"
 BACKLOG_LIMIT = 4  # card jobs ahead of a new card beyond which the worker waits
 ROOM_WAIT = 1.0  # seconds a claim waits for the card backlog at most
 
-CardJob = Callable[[OutboxItem, ChatPlatform], Awaitable[None]]
+CardJob = Callable[[OutboxItem, Surface], Awaitable[None]]
 Prepare = Callable[[list[OutboxItem]], Awaitable[None]]
 GivenUp = Callable[[OutboxItem, str], Awaitable[None]]  # (job, why): before it is given up
 # (approval id, surface, when): a card was posted (telemetry); must not raise.
@@ -69,15 +69,15 @@ def backoff(attempts: int) -> float:
 
 
 class Dispatcher:
-    """Runs the outbox for a set of platforms."""
+    """Runs the outbox for a set of surfaces."""
 
-    def __init__(self, *, store: TaskStore, clock: Clock, platforms: dict[str, ChatPlatform],
+    def __init__(self, *, store: TaskStore, clock: Clock, surfaces: dict[str, Surface],
                  deliver: CardJob, interval: float = 0.2,
                  given_up: GivenUp | None = None, prepare: Prepare | None = None,
                  delivered: Delivered | None = None) -> None:
         self.store = store
         self.clock = clock
-        self.platforms = platforms
+        self.surfaces = surfaces
         self.deliver = deliver
         # Told of each job before it is given up (the flow announces a card that will not
         # arrive); it must be idempotent: a crash before the give-up repeats it.
@@ -192,13 +192,13 @@ class Dispatcher:
     async def _expand(self, items: list[OutboxItem]) -> None:
         # Every copy and the end of every fan-out job in ONE transaction: a burst of
         # requests costs one commit here, not one per request before any card goes out.
-        copies = [job for item in items for name in self.platforms
+        copies = [job for item in items for name in self.surfaces
                   for job in jobs_for(item, name)]
         await self.store.commit(Change(at=self.clock.now(), outbox=copies,
                                        outbox_done=[item.id for item in items]))
 
     async def _surface(self, name: str, items: list[OutboxItem]) -> int:
-        platform = self.platforms.get(name)
+        platform = self.surfaces.get(name)
         items = await self._skip_stale_edits(items)
         delivered = 0
         for group in turns.groups(items, post=Job.POST.value):
@@ -216,7 +216,7 @@ class Dispatcher:
                 break  # keep this surface's order: later items wait for the failed one
         return delivered
 
-    async def _together(self, group: list[OutboxItem], platform: ChatPlatform) -> list[bool]:
+    async def _together(self, group: list[OutboxItem], platform: Surface) -> list[bool]:
         """Deliver ``group`` (one job, or consecutive posts) side by side, each platform
         call in its turn (see `signoff.bot.turns`); every job ends before this returns."""
         if len(group) == 1:
@@ -257,7 +257,7 @@ class Dispatcher:
             await self.store.commit(Change(at=self.clock.now(), outbox_done=stale))
         return keep
 
-    async def _one(self, item: OutboxItem, platform: ChatPlatform) -> bool:
+    async def _one(self, item: OutboxItem, platform: Surface) -> bool:
         now = self.clock.now()
         try:
             await self.deliver(item, platform)
@@ -346,7 +346,7 @@ def thread_reply(approval_id: str, key: str, text: str,
 
     Queued after a card edit in the same commit, it arrives after the edit on each
     surface. Edits notify nobody: whatever must reach people (an escalation) is such a
-    reply, with ``mentions`` naming them (see `ChatPlatform.notify`).
+    reply, with ``mentions`` naming them (see `Surface.notify`).
     """
     return OutboxItem(key=key, surface="*", kind="notify", approval_id=approval_id,
                       payload={"channel": "", "text": text, "thread": True,
@@ -369,7 +369,7 @@ async def remember_card(store: TaskStore, approval_id: str, ref: CardRef) -> Non
     await store.save_card(CardRecord(approval_id, ref.surface, ref.channel, ref.message_id))
 
 
-async def post_card(store: TaskStore, platform: ChatPlatform, card: ApprovalCard, *,
+async def post_card(store: TaskStore, platform: Surface, card: ApprovalCard, *,
                     retry: bool) -> CardRef:
     """Post ``card`` on ``platform`` and store where it went; never a second copy knowingly.
 
@@ -389,7 +389,7 @@ async def post_card(store: TaskStore, platform: ChatPlatform, card: ApprovalCard
     return ref
 
 
-async def update_card(platform: ChatPlatform, ref: CardRef, card: ApprovalCard) -> None:
+async def update_card(platform: Surface, ref: CardRef, card: ApprovalCard) -> None:
     """Edit the stored copy of ``card``; once decided, every other copy that exists too.
 
     The store keeps one copy per surface, but an ambiguous post may have left others (a

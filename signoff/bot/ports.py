@@ -244,10 +244,6 @@ class Surface(Protocol):
         ...
 
 
-ChatPlatform = Surface
-"""The port's name before surfaces became plug-ins; the same Protocol."""
-
-
 @runtime_checkable
 class ShowsCards(Protocol):
     """A surface whose cards may show less than what a decision approves (a chat message

@@ -37,14 +37,14 @@ Sleep = Callable[[float], Awaitable[None]]
 class Surfaces:
     """Checks, runs and retries every chat surface; knows how each one is doing."""
 
-    def __init__(self, *, platforms: dict[str, Surface], dispatcher: Dispatcher,
+    def __init__(self, *, surfaces: dict[str, Surface], dispatcher: Dispatcher,
                  clock: Clock, sleep: Sleep = asyncio.sleep) -> None:
         # The flow's own dict: a disabled surface leaves it, so no new job names it.
-        self.platforms = platforms
+        self.surfaces = surfaces
         self.dispatcher = dispatcher
         self.clock = clock
         self.sleep = sleep
-        self.state: dict[str, str] = dict.fromkeys(platforms, OK)
+        self.state: dict[str, str] = dict.fromkeys(surfaces, OK)
         self._failures: dict[str, int] = {}
         self._wait: dict[str, float] = {}
 
@@ -54,7 +54,7 @@ class Surfaces:
 
     async def check_all(self) -> None:
         """The start-up check of every surface, one after the other."""
-        for name in list(self.platforms):
+        for name in list(self.surfaces):
             await self._check(name)
 
     def service(self, name: str, on_decision: DecisionHandler) -> Callable[[], Awaitable[None]]:
@@ -64,7 +64,7 @@ class Surfaces:
         return supervise
 
     async def _supervise(self, name: str, on_decision: DecisionHandler) -> None:
-        while (platform := self.platforms.get(name)) is not None:
+        while (platform := self.surfaces.get(name)) is not None:
             if self.state[name] != OK:
                 await self.sleep(self._wait.get(name, 0.0))
                 await self._check(name)
@@ -84,7 +84,7 @@ class Surfaces:
                 raise
 
     async def _check(self, name: str) -> None:
-        platform = self.platforms.get(name)
+        platform = self.surfaces.get(name)
         if platform is None:
             return
         try:
@@ -118,5 +118,5 @@ class Surfaces:
         # Loud on purpose: nothing will reach this surface until someone fixes the config.
         log.error(f"surface_disabled surface={name} reason={exc}")
         self.state[name] = f"disabled: {exc}"
-        self.platforms.pop(name, None)
+        self.surfaces.pop(name, None)
         self.dispatcher.release(name)  # its queued jobs are given up, not held forever

@@ -142,7 +142,7 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     main = asyncio.create_task(daemon.run(), name="daemon")
     log.info(f"signoff_started url=http://{host}:{port}/ work_dir={node.work_dir} "
              f"state_dir={settings.resolved_state_dir(work_dir)} "
-             f"surfaces={','.join(node.platforms) or 'none'}")
+             f"surfaces={','.join(node.surfaces) or 'none'}")
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
     if not main.done():
@@ -163,14 +163,14 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     return 0
 
 
-def surface_routes(platforms: dict[str, Surface]) -> list[Route]:
+def surface_routes(surfaces: dict[str, Surface]) -> list[Route]:
     """The HTTP routes of the running surfaces, each under its own ``/<name>/``.
 
     They are served without the API key (each checks its platform's own signature), so a
     surface may not claim a path of the API's or another surface's.
     """
     routes: list[Route] = []
-    for name, surface in platforms.items():
+    for name, surface in surfaces.items():
         for route in surface.routes():
             if not route.path.startswith(f"/{name}/"):
                 raise ConfigError(f"surface {name!r} serves {route.method} {route.path}: a "
@@ -184,7 +184,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
                    sock: socket.socket | None = None
                    ) -> tuple[Node, list[tuple[str, Service]]]:
     """The node plus every service the daemon runs next to its worker."""
-    from signoff.adapters.web.platform import WebPlatform
+    from signoff.adapters.web.surface import WebSurface
     from signoff.api.app import create_app
     from signoff.api.context import ApiContext
     from signoff.api.metrics import MetricsListener
@@ -198,15 +198,15 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     ports = cluster_ports(settings, work_dir=work_dir, database=database, clock=clock,
                           state=state)
     secret = server_secret(state)
-    platforms = build_surfaces(settings, deps=SurfaceDeps(
+    registered = build_surfaces(settings, deps=SurfaceDeps(
         clock=clock, pending=pending, lookup=pending.lookup, public_url=public_url,
         leadership=ports.leadership, replay=ports.replay, secret=secret, state_dir=state,
         subscriptions=pending))
-    web = platforms.get("web")
-    if not isinstance(web, WebPlatform):  # the console is the API's own surface
+    web = registered.get("web")
+    if not isinstance(web, WebSurface):  # the console is the API's own surface
         raise ConfigError("the web surface is not registered (reinstall signoff)")
     node = build_node(settings, work_dir=work_dir, database=database, clock=clock,
-                      autonomous_risks=autonomous_risks, platforms=platforms, state=state)
+                      autonomous_risks=autonomous_risks, surfaces=registered, state=state)
     pending.node = node
     ports.report_to(node.engine.outages)
     await open_patiently(node.store, node.engine.outages, settings.daemon.db_outage_limit)
@@ -214,12 +214,12 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     await forget_stale_subscriptions(node.store, settings, local=is_loopback(host))
     # A refused token leaves that surface out (logged); a failing Slack or Telegram is
     # retried while the other surfaces run, and /health says which is which.
-    surfaces = Surfaces(platforms=node.platforms, dispatcher=node.flow.dispatcher,
+    surfaces = Surfaces(surfaces=node.surfaces, dispatcher=node.flow.dispatcher,
                         clock=node.clock)
     await surfaces.check_all()
     metrics = MetricsListener()
     node.listener.add(metrics)
-    extra = surface_routes(node.platforms)
+    extra = surface_routes(node.surfaces)
     schedules, oncall, scheduler_services = api_providers(node)
     ctx = ApiContext(store=node.store, engine=node.engine, decider=node.decider, flow=node.flow,
                      clock=node.clock, wake=node.worker.wake, keys=keys,
@@ -233,7 +233,7 @@ async def assemble(settings: Settings, *, host: str, port: int, work_dir: Path |
     app = create_app(ctx)
     services: list[tuple[str, Service]] = [("http", http_service(node, app, host, port, sock)),
                                            ("outbox", node.flow.dispatcher.run)]
-    for name in node.platforms:
+    for name in node.surfaces:
         services.append((f"surface-{name}", surfaces.service(name, node.flow.on_decision)))
     services.extend(scheduler_services)
     services.extend(cluster_services(node))

@@ -11,7 +11,7 @@ import contextlib
 import functools
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from signoff.adapters.terminal.platform import TerminalPlatform
+from signoff.adapters.terminal.surface import TerminalSurface
 from signoff.bot.cards import build_card
 from signoff.runtime.models import (
     Action,
@@ -74,7 +74,7 @@ async def opened(node: Node) -> AsyncIterator[Node]:
 
 
 async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mode: RunMode,
-                   terminal: TerminalPlatform | None = None,
+                   terminal: TerminalSurface | None = None,
                    submitted_by: str = "terminal:user",
                    on_action: Callable[[ActionRecord], None] | None = None,
                    started: Callable[[Task], None] | None = None) -> Task:
@@ -145,7 +145,7 @@ async def _settled(node: Node, approval: Approval) -> None:
         await asyncio.sleep(min(POLL_SECONDS, left))
 
 
-async def _wait_hold(node: Node, approval_id: str, terminal: TerminalPlatform) -> None:
+async def _wait_hold(node: Node, approval_id: str, terminal: TerminalSurface) -> None:
     """An approval in its undo window (approvals.hold): say so, wait it out here and
     release it (the action then runs in this process), unless it is undone elsewhere
     meanwhile (console, API)."""
@@ -162,7 +162,7 @@ async def _wait_hold(node: Node, approval_id: str, terminal: TerminalPlatform) -
         await asyncio.sleep(min(POLL_SECONDS, (current.hold_until - now).total_seconds()))
 
 
-async def _settled_task(node: Node, task: Task, terminal: TerminalPlatform) -> Task:
+async def _settled_task(node: Node, task: Task, terminal: TerminalSurface) -> Task:
     """The task after its request was settled elsewhere: the outcome is shown, and an
     approved action is left to the node that claimed it, until it stops or waits again."""
     while True:

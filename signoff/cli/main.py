@@ -107,11 +107,11 @@ def handle(
             else RunMode.NON_INTERACTIVE)
 
     async def main() -> int:
-        from signoff.adapters.terminal.platform import TerminalPlatform, render_record
+        from signoff.adapters.terminal.surface import TerminalSurface, render_record
 
-        terminal = TerminalPlatform() if mode is RunMode.TERMINAL else None
-        platforms = {"terminal": terminal} if terminal else {}
-        node = build_node(settings, work_dir=work_dir, platforms=platforms)  # type: ignore[arg-type]
+        terminal = TerminalSurface() if mode is RunMode.TERMINAL else None
+        surfaces = {"terminal": terminal} if terminal else {}
+        node = build_node(settings, work_dir=work_dir, surfaces=surfaces)  # type: ignore[arg-type]
         begun: list[Any] = []
         async with opened(node):
             try:

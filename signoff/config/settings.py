@@ -423,7 +423,7 @@ class Settings(Section):
     @model_validator(mode="wrap")
     @classmethod
     def _with_surfaces(cls, data: Any, handler: ModelWrapValidatorHandler[Settings],
-                       info: ValidationInfo) -> Settings:
+                       info: ValidationInfo[Any]) -> Settings:
         # The surface sections are split off and validated by their own models; every
         # problem, theirs and the rest, is reported at once, one line each.
         if not isinstance(data, Mapping):

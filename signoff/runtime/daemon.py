@@ -1,5 +1,5 @@
 """The daemon: recover orphans, then run the worker, the expiry sweeper and every
-service the wiring adds (HTTP server, chat platforms, scheduler) in one TaskGroup.
+service the wiring adds (HTTP server, chat surfaces, scheduler) in one TaskGroup.
 
 Shutdown is cancellation: SIGTERM/SIGINT cancel the group; the work in flight is either
 finished by its commit or left `in_progress` under this node's id, which the next start

@@ -20,7 +20,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from signoff.adapters.web import WebPlatform
+from signoff.adapters.web import WebSurface
 from signoff.api.app import create_app
 from signoff.api.context import ApiContext
 from signoff.bot.ports import Surface
@@ -58,7 +58,7 @@ class Running:
     """A node with its API app, running in the background."""
 
     node: Node
-    web: WebPlatform
+    web: WebSurface
     ctx: ApiContext
     app: FastAPI
     background: list[asyncio.Task[None]] = field(default_factory=list)
@@ -78,14 +78,14 @@ async def running_node(work_dir: Path, *, keys: bool = True, store: TaskStore | 
                        **ctx_parts: Any) -> AsyncIterator[Running]:
     """Build and run a node with the web surface (and ``surfaces``, each running, its
     routes served by the app); stop it when the block ends."""
-    web = WebPlatform()
+    web = WebSurface()
     chosen = settings or make_settings(work_dir, keys=keys)
     # The default state dir is beside the work dir: with the work dir a test's tmp_path,
     # every such test would share one database. Settings must name their own.
     assert chosen.daemon.state_dir is not None or work_dir.name == "work", (
         "give the test node its own daemon.state_dir (state_beside(work_dir))")
     others = dict(surfaces or {})
-    node = build_node(chosen, work_dir=work_dir, store=store, platforms={"web": web, **others},
+    node = build_node(chosen, work_dir=work_dir, store=store, surfaces={"web": web, **others},
                       clock=clock, telemetry=telemetry)
     ctx_parts.setdefault("extra_routes", [r for s in others.values() for r in s.routes()])
     await node.store.open()

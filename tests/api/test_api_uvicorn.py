@@ -120,7 +120,7 @@ async def test_events_notice_decisions_made_on_another_node(
         events = EventReader(stream)
         await events.wait_for("hello")
         # Detach the console from the flow's outbox: only the store changes now.
-        node.node.flow.platforms.pop("web")
+        node.node.flow.surfaces.pop("web")
         result = await node.node.decider.decide(task["approval"]["id"], Scope.DENY,
                                                 "telegram:42")
         assert result.accepted

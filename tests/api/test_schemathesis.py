@@ -23,7 +23,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from signoff.adapters.web import WebPlatform
+from signoff.adapters.web import WebSurface
 from signoff.api.app import create_app
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.wiring import api_context, build_node
@@ -54,8 +54,8 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The schema of a real app on an in-memory node (schemathesis runs it in its own loop)."""
     work_dir: Path = tmp_path_factory.mktemp("schemathesis")
     config = make_settings(work_dir)
-    web = WebPlatform()
-    node = build_node(config, work_dir=work_dir, store=MemTaskStore(), platforms={"web": web})
+    web = WebSurface()
+    node = build_node(config, work_dir=work_dir, store=MemTaskStore(), surfaces={"web": web})
     ctx = api_context(config, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,
                                    wake=node.worker.wake, web=web)

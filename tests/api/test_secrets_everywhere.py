@@ -13,7 +13,7 @@ import pytest
 
 from signoff.logs import handler
 from signoff.runtime.text import MASK
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from tests.api.helpers import eventually, make_settings, running_node, wait_state
 from tests.fakes.http_echo import HttpEcho
 
@@ -40,7 +40,7 @@ async def test_console_log_and_team_channel_never_show_the_token(
         tmp_path: Path, echo: HttpEcho, daemon_log: io.StringIO) -> None:
     """A task whose step targets ``…?token=SECRET``: its console page, the daemon's log
     (httpx logs the request's URL) and every team-channel line show ``token=•••``."""
-    team = RecordingPlatform(name="slack", channel_prefix="slack")
+    team = RecordingSurface(name="slack", channel_prefix="slack")
     settings = make_settings(
         tmp_path, slack={"bot_token": "xoxb-test", "app_token": "xapp-test",
                          "channel": "C-approvals"},

@@ -1,12 +1,12 @@
-"""WebPlatform on its own: bounded live-update queues, card memory, the decision handler."""
+"""WebSurface on its own: bounded live-update queues, card memory, the decision handler."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
 
-from signoff.adapters.web import WebPlatform
-from signoff.adapters.web.platform import Broadcaster
+from signoff.adapters.web import WebSurface
+from signoff.adapters.web.surface import Broadcaster
 from signoff.bot.ports import Actor, DecisionEvent, DecisionOutcome
 from signoff.runtime.models import Scope
 from signoff.testing import sample_card
@@ -36,7 +36,7 @@ async def test_close_ends_every_subscriber() -> None:
 
 async def test_cards_are_kept_and_announced() -> None:
     """post_card and update_card keep the latest card per approval and publish a change."""
-    web = WebPlatform(max_cards=2)
+    web = WebSurface(max_cards=2)
     with web.broadcaster.subscribe() as queue:
         card = sample_card()
         ref = await web.post_card(card)
@@ -51,7 +51,7 @@ async def test_cards_are_kept_and_announced() -> None:
 
 async def test_run_keeps_the_handler_until_cancelled() -> None:
     """Console clicks reach run()'s handler; without run() they use the fallback."""
-    web = WebPlatform()
+    web = WebSurface()
     seen: list[str] = []
 
     async def running(event: DecisionEvent) -> DecisionOutcome:

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.adapters.slack import SlackPlatform
-from signoff.adapters.telegram import TelegramPlatform
+from signoff.adapters.slack import SlackSurface
+from signoff.adapters.telegram import TelegramSurface
 from signoff.client import Signoff, SignoffSync
 from tests.api.helpers import (
     BOB_KEY,
@@ -53,9 +53,9 @@ async def test_a_withdrawn_request_says_so_on_every_card_and_takes_no_answer(
     "Withdrawn by web:bob", a later approve is 409, the audit log has it; another key
     (not admin) may not withdraw it."""
     async with FakeSlack() as slack_api, FakeTelegramApi() as telegram_api:
-        slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        slack = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                               signing_secret=SECRET, api_url=slack_api.api_url)
-        telegram = TelegramPlatform(bot_token=telegram_api.token, chat_id=CHAT,
+        telegram = TelegramSurface(bot_token=telegram_api.token, chat_id=CHAT,
                                     base_url=telegram_api.base_url,
                                     base_file_url=telegram_api.base_file_url)
         surfaces = {"slack": slack, "telegram": telegram}

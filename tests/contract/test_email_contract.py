@@ -1,4 +1,4 @@
-"""EmailPlatform passes the surface contract: cards mailed through a real SMTP server
+"""EmailSurface passes the surface contract: cards mailed through a real SMTP server
 (tests/fakes/smtp.py), clicked by following the mail's link and posting its page's form.
 
 The harness plays the mail reader (it reads the mails the fake server received) and the
@@ -19,12 +19,12 @@ import httpx
 import pytest
 
 from signoff.adapters.email.messages import LINK_WORDS
-from signoff.adapters.email.platform import EmailPlatform
 from signoff.adapters.email.settings import EmailSurfaceSettings
+from signoff.adapters.email.surface import EmailSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, PostedCard
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, PlatformContract, Rendered, route_client, sample_card
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, route_client, sample_card
 from tests.fakes.smtp import FakeSmtpServer, ReceivedMessage
 
 READER = "alice@example.com"
@@ -47,9 +47,9 @@ def _links(mail: ReceivedMessage) -> list[tuple[Scope, str]]:
 
 @dataclass
 class EmailHarness:
-    """`PlatformHarness` for the e-mail surface."""
+    """`SurfaceHarness` for the e-mail surface."""
 
-    platform: EmailPlatform
+    platform: EmailSurface
     smtp: FakeSmtpServer
     client: httpx.AsyncClient
     posted: dict[str, PostedCard]  # what the daemon's store answers `lookup` with
@@ -116,13 +116,13 @@ async def harness() -> AsyncIterator[EmailHarness]:
         settings = EmailSurfaceSettings(to=[READER], public_url="https://signoff.test",
                                         host=smtp.host, port=smtp.port,
                                         sender="signoff@example.com")
-        platform = EmailPlatform(settings=settings, lookup=lookup, secret=b"k" * 32,
+        platform = EmailSurface(settings=settings, lookup=lookup, secret=b"k" * 32,
                                  clock=FakeClock(sample_card().requested_at))
         async with route_client(platform) as client:
             yield EmailHarness(platform=platform, smtp=smtp, client=client, posted=posted)
 
 
-class TestEmailContract(PlatformContract):
+class TestEmailContract(SurfaceContract):
     """The shared surface contract, on e-mail."""
 
     async def test_notify_posts_one_line(self, harness: EmailHarness) -> None:  # type: ignore[override]

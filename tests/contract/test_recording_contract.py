@@ -1,14 +1,14 @@
-"""The surface contract, run against the in-memory RecordingPlatform."""
+"""The surface contract, run against the in-memory RecordingSurface."""
 
 from __future__ import annotations
 
 import pytest
 
-from signoff.testing import PlatformContract, RecordingHarness
+from signoff.testing import RecordingHarness, SurfaceContract
 
 
-class TestRecordingContract(PlatformContract):
-    """RecordingPlatform behaves like every other surface."""
+class TestRecordingContract(SurfaceContract):
+    """RecordingSurface behaves like every other surface."""
 
     @pytest.fixture
     async def harness(self) -> RecordingHarness:

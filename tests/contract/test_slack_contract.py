@@ -1,4 +1,4 @@
-"""The ChatPlatform contract for SlackPlatform, in socket mode and in http mode.
+"""The Surface contract for SlackSurface, in socket mode and in http mode.
 
 Every call goes to a local fake Slack (tests/fakes/slack_api.py); socket-mode clicks come
 through its websocket, http-mode clicks are signed POSTs to ``handle_http``.
@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from signoff.testing import PlatformContract
+from signoff.testing import SurfaceContract
 from tests.fakes.slack_api import FakeSlack, SlackHarness
 
 
-class TestSlackSocketContract(PlatformContract):
-    """SlackPlatform in socket mode."""
+class TestSlackSocketContract(SurfaceContract):
+    """SlackSurface in socket mode."""
 
     @pytest.fixture
     async def harness(self) -> AsyncIterator[SlackHarness]:
@@ -25,8 +25,8 @@ class TestSlackSocketContract(PlatformContract):
             await harness.stop()
 
 
-class TestSlackHttpContract(PlatformContract):
-    """SlackPlatform in http mode."""
+class TestSlackHttpContract(SurfaceContract):
+    """SlackSurface in http mode."""
 
     @pytest.fixture
     async def harness(self) -> AsyncIterator[SlackHarness]:

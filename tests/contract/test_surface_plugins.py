@@ -19,9 +19,9 @@ from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, SurfacePlu
 from signoff.runtime.models import Scope
 from signoff.testing import (
     BUTTON_LABELS,
-    PlatformContract,
     PluginContract,
     Rendered,
+    SurfaceContract,
     route_client,
     surface_deps,
 )
@@ -86,7 +86,7 @@ class TestEchoPlugin(PluginContract):
 
 @dataclass
 class EchoHarness:
-    """`PlatformHarness` for echo, driven through its own routes like its users would."""
+    """`SurfaceHarness` for echo, driven through its own routes like its users would."""
 
     platform: Any
     client: httpx.AsyncClient
@@ -130,7 +130,7 @@ class EchoHarness:
         return [n["text"] for n in notes if n["channel"] == channel]
 
 
-class TestEchoContract(PlatformContract):
+class TestEchoContract(SurfaceContract):
     """echo behaves like every other surface."""
 
     @pytest.fixture

@@ -1,4 +1,4 @@
-"""TeamsPlatform passes the surface contract against the fake Teams (tests/fakes/teams_api.py).
+"""TeamsSurface passes the surface contract against the fake Teams (tests/fakes/teams_api.py).
 
 Clicks are ``adaptiveCard/action`` invoke activities built from the posted card's own
 Action.Execute button, signed with the fake's RSA key exactly as Bot Framework signs them,
@@ -17,21 +17,21 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.adapters.teams import TeamsPlatform
+from signoff.adapters.teams import TeamsSurface
 from signoff.adapters.teams.cards import rendered_text
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, PlatformContract, Rendered, route_client
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, route_client
 from tests.fakes.teams_api import FakeTeams
 
 ALICE = "00000000-0000-0000-0000-0000000000a1"
 NOW = datetime(2026, 3, 14, 9, 27, tzinfo=UTC)
 
 
-def teams_platform(fake: FakeTeams, clock: FakeClock, **extra: Any) -> TeamsPlatform:
-    """A TeamsPlatform pointed at ``fake``."""
-    return TeamsPlatform(app_id=fake.app_id, app_password=fake.app_password,
+def teams_platform(fake: FakeTeams, clock: FakeClock, **extra: Any) -> TeamsSurface:
+    """A TeamsSurface pointed at ``fake``."""
+    return TeamsSurface(app_id=fake.app_id, app_password=fake.app_password,
                          conversation_id=fake.conversation_id, service_url=fake.service_url,
                          openid_metadata_url=fake.openid_metadata_url,
                          token_url=fake.token_url, tenant_id=fake.tenant_id, clock=clock,
@@ -40,10 +40,10 @@ def teams_platform(fake: FakeTeams, clock: FakeClock, **extra: Any) -> TeamsPlat
 
 @dataclass
 class TeamsHarness:
-    """`PlatformHarness` for TeamsPlatform against `FakeTeams`."""
+    """`SurfaceHarness` for TeamsSurface against `FakeTeams`."""
 
     fake: FakeTeams
-    platform: TeamsPlatform
+    platform: TeamsSurface
     clock: FakeClock
     client: httpx.AsyncClient
     user_id: str = ALICE
@@ -108,7 +108,7 @@ async def teams() -> AsyncIterator[TeamsHarness]:
         assert fake.violations == []
 
 
-class TestTeamsContract(PlatformContract):
+class TestTeamsContract(SurfaceContract):
     """The contract over signed invoke activities to /teams/messages."""
 
     @pytest.fixture

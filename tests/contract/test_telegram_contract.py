@@ -1,8 +1,8 @@
-"""TelegramPlatform passes the ChatPlatform contract, in polling and in webhook mode.
+"""TelegramSurface passes the Surface contract, in polling and in webhook mode.
 
 Taps are real-format callback_query updates: fed through the fake Bot API's getUpdates
 long poll (polling), or POSTed with the secret header to a Starlette app that mounts
-`TelegramPlatform.handle_webhook` (webhook). Rendering is read back from the fake server.
+`TelegramSurface.handle_webhook` (webhook). Rendering is read back from the fake server.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from signoff.adapters.telegram import TelegramPlatform
+from signoff.adapters.telegram import TelegramSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, PlatformContract, Rendered
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract
 from tests.fakes.telegram_api import FakeTelegramApi, user
 
 CHAT = "-1001234567890"
@@ -30,10 +30,10 @@ WEBHOOK_URL = "https://signoff.example.com/telegram/webhook"
 
 @dataclass
 class TelegramHarness:
-    """`PlatformHarness` for TelegramPlatform against `FakeTelegramApi`."""
+    """`SurfaceHarness` for TelegramSurface against `FakeTelegramApi`."""
 
     fake: FakeTelegramApi
-    platform: TelegramPlatform
+    platform: TelegramSurface
     user_id: str = "42"
     notify_channel: str = TEAM
     client: httpx.AsyncClient | None = None
@@ -92,12 +92,12 @@ async def fake() -> AsyncIterator[FakeTelegramApi]:
         yield server
 
 
-class TestTelegramPollingContract(PlatformContract):
+class TestTelegramPollingContract(SurfaceContract):
     """The contract over getUpdates long polling."""
 
     @pytest.fixture
     async def harness(self, fake: FakeTelegramApi) -> AsyncIterator[TelegramHarness]:
-        platform = TelegramPlatform(bot_token=fake.token, chat_id=CHAT, mode="polling",
+        platform = TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="polling",
                                     base_url=fake.base_url, base_file_url=fake.base_file_url,
                                     timeout=5.0)
         harness = TelegramHarness(fake=fake, platform=platform)
@@ -107,12 +107,12 @@ class TestTelegramPollingContract(PlatformContract):
         assert fake.violations == []
 
 
-class TestTelegramWebhookContract(PlatformContract):
+class TestTelegramWebhookContract(SurfaceContract):
     """The contract over webhook POSTs to the daemon's /telegram/webhook."""
 
     @pytest.fixture
     async def harness(self, fake: FakeTelegramApi) -> AsyncIterator[TelegramHarness]:
-        platform = TelegramPlatform(bot_token=fake.token, chat_id=CHAT, mode="webhook",
+        platform = TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="webhook",
                                     base_url=fake.base_url, base_file_url=fake.base_file_url,
                                     webhook_secret=SECRET, webhook_url=WEBHOOK_URL, timeout=5.0)
         app = Starlette(routes=[Route("/telegram/webhook", platform.handle_webhook,

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from signoff.adapters.terminal.platform import WORDS, TerminalPlatform, parse_answer, render
+from signoff.adapters.terminal.surface import WORDS, TerminalSurface, parse_answer, render
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, PlatformContract, Rendered
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract
 
 KEY = {Scope.ONCE: "o", Scope.SESSION: "s", Scope.ALWAYS: "a", Scope.DENY: "d"}
 
@@ -24,13 +24,13 @@ class TerminalHarness:
     user_id: str = "alice"
     notify_channel: str = "tty"
     out: io.StringIO = field(default_factory=io.StringIO)
-    platform: TerminalPlatform = field(init=False)
+    platform: TerminalSurface = field(init=False)
     _task: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
         read_fd, self._write_fd = os.pipe()
         self._stdin = os.fdopen(read_fd, "r")
-        self.platform = TerminalPlatform(stdin=self._stdin, stdout=self.out, user=self.user_id)
+        self.platform = TerminalSurface(stdin=self._stdin, stdout=self.out, user=self.user_id)
 
     async def start(self, on_decision: DecisionHandler) -> None:
         """Ask about cards as they come."""
@@ -70,7 +70,7 @@ class TerminalHarness:
         return self.out.getvalue().splitlines()
 
 
-class TestTerminalContract(PlatformContract):
+class TestTerminalContract(SurfaceContract):
     """The terminal behaves like every other surface."""
 
     @pytest.fixture

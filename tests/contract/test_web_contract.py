@@ -1,4 +1,4 @@
-"""WebPlatform passes the ChatPlatform contract, clicked through real console form posts.
+"""WebSurface passes the Surface contract, clicked through real console form posts.
 
 The harness signs a browser-like client in with ``GET /?key=``, reads each card from the
 console (``/console/cards/{approval_id}``) and clicks by posting the card's own form,
@@ -17,12 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from signoff.adapters.web import WebPlatform
+from signoff.adapters.web import WebSurface
 from signoff.api.app import create_app
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
 from signoff.runtime.store.memory import MemTaskStore
-from signoff.testing import BUTTON_LABELS, PlatformContract, Rendered
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract
 from signoff.wiring import api_context, build_node
 from tests.api.helpers import BASE, KEY, make_settings
 
@@ -34,9 +34,9 @@ def _text(fragment: str) -> str:
 
 @dataclass
 class WebHarness:
-    """`PlatformHarness` for the web console, driven over HTTP like a browser."""
+    """`SurfaceHarness` for the web console, driven over HTTP like a browser."""
 
-    platform: WebPlatform
+    platform: WebSurface
     client: httpx.AsyncClient
     user_id: str = "admin"  # the admin key acts as web:admin
     notify_channel: str = "console"
@@ -93,8 +93,8 @@ class WebHarness:
 @pytest.fixture
 async def harness(tmp_path: Path) -> AsyncIterator[WebHarness]:
     settings = make_settings(tmp_path)
-    web = WebPlatform()
-    node = build_node(settings, work_dir=tmp_path, store=MemTaskStore(), platforms={"web": web})
+    web = WebSurface()
+    node = build_node(settings, work_dir=tmp_path, store=MemTaskStore(), surfaces={"web": web})
     ctx = api_context(settings, store=node.store, engine=node.engine,
                                    decider=node.decider, flow=node.flow, clock=node.clock,
                                    wake=node.worker.wake, web=web)
@@ -105,8 +105,8 @@ async def harness(tmp_path: Path) -> AsyncIterator[WebHarness]:
         yield WebHarness(platform=web, client=client)
 
 
-class TestWebContract(PlatformContract):
-    """The shared ChatPlatform contract, on the web console."""
+class TestWebContract(SurfaceContract):
+    """The shared Surface contract, on the web console."""
 
     async def test_notes_show_on_the_console(self, harness: WebHarness) -> None:
         """Notes sent to the console appear on its page."""

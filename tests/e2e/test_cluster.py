@@ -85,7 +85,7 @@ def submit_elsewhere(tmp_path: Path, pg_url: str) -> str:
                                                    "node_id": "submitter"}})
 
     async def main() -> str:
-        node = build_node(settings, database=pg_url, platforms={})
+        node = build_node(settings, database=pg_url, surfaces={})
         await node.store.open()
         try:
             task = await node.engine.submit("from elsewhere",

@@ -75,7 +75,7 @@ async def daemon(tmp_path: Path) -> AsyncIterator[Running]:
         port = free_port()
         node, services = await assemble(settings, host="127.0.0.1", port=port, work_dir=None,
                                         database=None, autonomous_risks=None)
-        assert set(node.platforms) == {"web", "slack", "telegram"}
+        assert set(node.surfaces) == {"web", "slack", "telegram"}
         daemon = Daemon(engine=node.engine, worker=node.worker, decider=node.decider,
                         services=services)
         run = asyncio.create_task(daemon.run())
@@ -178,7 +178,7 @@ async def test_a_rejected_slack_token_leaves_the_other_surfaces_working(
             node, services = await assemble(settings, host="127.0.0.1", port=free_port(),
                                             work_dir=None, database=None,
                                             autonomous_risks=None)
-        assert set(node.platforms) == {"web"}
+        assert set(node.surfaces) == {"web"}
         assert any("surface_disabled surface=slack" in r.getMessage() and
                    "slack.bot_token" in r.getMessage() for r in caplog.records)
         assert "surface-web" in [name for name, _ in services]
@@ -229,7 +229,7 @@ async def test_a_failing_slack_start_is_retried_while_the_other_surfaces_run(
                          "base_url": telegram.base_url,
                          "base_file_url": telegram.base_file_url}})
         async with serving(settings) as (node, http):
-            assert "slack" in node.platforms
+            assert "slack" in node.surfaces
             surfaces = (await http.get("/health")).json()["surfaces"]
             assert surfaces["slack"].startswith("degraded: slack auth.test")
             assert (surfaces["telegram"], surfaces["web"]) == ("ok", "ok")

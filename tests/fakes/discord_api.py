@@ -2,7 +2,7 @@
 interactions signed the way Discord signs them.
 
     async with FakeDiscord() as fake:
-        platform = DiscordPlatform(application_id=fake.application_id,
+        platform = DiscordSurface(application_id=fake.application_id,
                                    public_key=fake.public_key, bot_token=fake.bot_token,
                                    channel_id=APPROVALS, api_base=fake.api_base)
         ref = await platform.post_card(card)
@@ -55,7 +55,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from signoff.adapters.discord import DiscordPlatform
+from signoff.adapters.discord import DiscordSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
@@ -465,10 +465,10 @@ def _component_problems(rows: list[dict[str, Any]]) -> list[str]:
 
 @dataclass
 class DiscordHarness:
-    """`PlatformHarness` for DiscordPlatform against `FakeDiscord`."""
+    """`SurfaceHarness` for DiscordSurface against `FakeDiscord`."""
 
     fake: FakeDiscord
-    platform: DiscordPlatform
+    platform: DiscordSurface
     client: httpx.AsyncClient
     clock: FakeClock
     user_id: str = "4242"
@@ -479,11 +479,11 @@ class DiscordHarness:
     @classmethod
     @asynccontextmanager
     async def on(cls, fake: FakeDiscord, **options: Any) -> AsyncIterator[DiscordHarness]:
-        """A DiscordPlatform on ``fake`` (with a fake clock), a client for its route; on
+        """A DiscordSurface on ``fake`` (with a fake clock), a client for its route; on
         exit everything is stopped and no message Discord would refuse was sent."""
         clock = FakeClock()
         options = {"bot_token": fake.bot_token, "channel_id": APPROVALS, **options}
-        platform = DiscordPlatform(application_id=fake.application_id,
+        platform = DiscordSurface(application_id=fake.application_id,
                                    public_key=fake.public_key, api_base=fake.api_base,
                                    clock=clock, timeout=5.0, **options)
         async with route_client(platform) as client:

@@ -14,8 +14,8 @@ connect the fake says ``hello``; `FakeSlack.send_socket_event` sends an envelope
 for the client's ack. Helpers build a real ``block_actions`` payload and sign an HTTP
 request the way Slack does (``v0=HMAC_SHA256(secret, "v0:{ts}:{body}")``).
 
-`SlackHarness` drives a `SlackPlatform` against the fake in socket or http mode; it is the
-`signoff.testing.PlatformHarness` of the contract suite and the base of integration tests.
+`SlackHarness` drives a `SlackSurface` against the fake in socket or http mode; it is the
+`signoff.testing.SurfaceHarness` of the contract suite and the base of integration tests.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from slack_sdk.signature import SignatureVerifier
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.slack import SlackSurface
 from signoff.bot.ports import (
     ApprovalCard,
     CardRef,
@@ -575,7 +575,7 @@ def signed_interaction(secret: str, payload: Json, *,
     return body, sign(secret, body, timestamp=timestamp)
 
 
-# -- harnesses: SlackPlatform driven against this fake (PlatformHarness) ------------------
+# -- harnesses: SlackSurface driven against this fake (SurfaceHarness) ------------------
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 BOT_TOKEN = "xoxb-17653672481-19874698323-pdFZKVeTuE8sk7oOcBrzbqgy"
@@ -583,17 +583,17 @@ APP_TOKEN = "xapp-1-A0SIGNOFF-1234567890-abcdef"
 APPROVALS = "C0APPROVALS"
 
 
-def http_app(platform: SlackPlatform) -> Starlette:
+def http_app(platform: SlackSurface) -> Starlette:
     """A tiny ASGI app mounting ``handle_http`` the way the daemon's API does."""
     return Starlette(routes=[Route("/slack/events", platform.handle_http, methods=["POST"])])
 
 
 @dataclass
 class SlackHarness:
-    """`signoff.testing.PlatformHarness` for `SlackPlatform` in either mode."""
+    """`signoff.testing.SurfaceHarness` for `SlackSurface` in either mode."""
 
     fake: FakeSlack
-    platform: SlackPlatform
+    platform: SlackSurface
     user_id: str = "U0ALICE"
     notify_channel: str = "C0TEAM"
     http: httpx.AsyncClient | None = None
@@ -603,14 +603,14 @@ class SlackHarness:
     @classmethod
     def socket(cls, fake: FakeSlack, **options: Any) -> SlackHarness:
         """A socket-mode platform; clicks arrive through the fake websocket."""
-        platform = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="socket",
+        platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="socket",
                                  app_token=APP_TOKEN, api_url=fake.api_url, **options)
         return cls(fake=fake, platform=platform)
 
     @classmethod
     def http_mode(cls, fake: FakeSlack, **options: Any) -> SlackHarness:
         """An http-mode platform; clicks are signed POSTs to /slack/events."""
-        platform = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                                  signing_secret=SECRET, api_url=fake.api_url, **options)
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=http_app(platform)),
                                    base_url="http://signoff.test")

@@ -2,7 +2,7 @@
 endpoint and the OpenID metadata with its JWKS, in their wire formats.
 
     async with FakeTeams() as fake:
-        platform = TeamsPlatform(app_id=fake.app_id, app_password=fake.app_password,
+        platform = TeamsSurface(app_id=fake.app_id, app_password=fake.app_password,
                                  conversation_id=fake.conversation_id,
                                  service_url=fake.service_url,
                                  openid_metadata_url=fake.openid_metadata_url,

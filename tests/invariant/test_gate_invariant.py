@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from signoff.adapters.web import WebPlatform
+from signoff.adapters.web import WebSurface
 from signoff.api.app import create_app
 from signoff.config.settings import Settings
 from signoff.runtime.clock import FakeClock
@@ -153,8 +153,8 @@ async def open_daemon(work: Path, data: Mapping[str, Any]) -> Daemon:
         "api": {"key": ADMIN_KEY,
                 "keys": [{"name": n, "key": k} for n, k in NAMED_KEYS.items()]},
         **data})
-    web = WebPlatform()
-    node = build_node(config, work_dir=work, platforms={"web": web}, clock=clock)
+    web = WebSurface()
+    node = build_node(config, work_dir=work, surfaces={"web": web}, clock=clock)
     for name, capability, risk in TOOLS.values():
         node.engine.registry.register(RecordingTool(name, capability, risk, clock, effects))
     await node.store.open()

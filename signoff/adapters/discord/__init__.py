@@ -1,7 +1,7 @@
 """The Discord approval surface: cards with buttons in a channel, clicks over HTTP.
 
 `PLUGIN` registers the surface (entry point ``signoff.surfaces``). Nothing of the
-surface (httpx client, Ed25519) is imported until a platform is built: loading the
+surface (httpx client, Ed25519) is imported until a surface is built: loading the
 plug-in with the config file imports only its settings.
 """
 
@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 from signoff.adapters.discord.plugin import PLUGIN
 
 if TYPE_CHECKING:
-    from signoff.adapters.discord.platform import DiscordPlatform
+    from signoff.adapters.discord.surface import DiscordSurface
 
-__all__ = ["PLUGIN", "DiscordPlatform"]
+__all__ = ["PLUGIN", "DiscordSurface"]
 
 
 def __getattr__(name: str) -> object:
-    if name == "DiscordPlatform":
-        from signoff.adapters.discord.platform import DiscordPlatform
+    if name == "DiscordSurface":
+        from signoff.adapters.discord.surface import DiscordSurface
 
-        return DiscordPlatform
+        return DiscordSurface
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,12 +8,12 @@ from signoff.errors import ConfigError
 
 
 def build(section: DiscordSettings | None, deps: SurfaceDeps) -> Surface:
-    """A `DiscordPlatform` for the ``[discord]`` section (httpx and cryptography only now)."""
-    from signoff.adapters.discord.platform import DiscordPlatform
+    """A `DiscordSurface` for the ``[discord]`` section (httpx and cryptography only now)."""
+    from signoff.adapters.discord.surface import DiscordSurface
 
     if section is None:
         raise ConfigError("discord: the surface needs a [discord] section")
-    return DiscordPlatform(application_id=section.application_id,
+    return DiscordSurface(application_id=section.application_id,
                            public_key=section.public_key, bot_token=section.bot_token,
                            channel_id=section.channel_id, api_base=section.api_base,
                            clock=deps.clock, replay=deps.ledger())

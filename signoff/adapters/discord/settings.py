@@ -1,6 +1,6 @@
 """The ``[discord]`` config section: approval cards and notifications in a Discord channel.
 
-Imported with the config file, so it imports nothing of the surface: the platform is built
+Imported with the config file, so it imports nothing of the surface, which is built
 from it by `signoff.adapters.discord.PLUGIN`.
 """
 

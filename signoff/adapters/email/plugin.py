@@ -10,8 +10,8 @@ from signoff.errors import ConfigError
 
 
 def build(section: EmailSurfaceSettings | None, deps: SurfaceDeps) -> Surface:
-    """An `EmailPlatform` (its section is made by the config from [email] + [approvals])."""
-    from signoff.adapters.email.platform import EmailPlatform
+    """An `EmailSurface` (its section is made by the config from [email] + [approvals])."""
+    from signoff.adapters.email.surface import EmailSurface
 
     if section is None:
         raise ConfigError("email: the surface needs [email] and approvals.email_to")
@@ -23,7 +23,7 @@ def build(section: EmailSurfaceSettings | None, deps: SurfaceDeps) -> Surface:
     if not deps.secret:
         raise ConfigError("email: the surface needs the daemon's server secret (kept in "
                           "daemon.state_dir) to sign its links")
-    return EmailPlatform(settings=section.model_copy(update={"public_url": url}),
+    return EmailSurface(settings=section.model_copy(update={"public_url": url}),
                          clock=deps.clock, lookup=deps.lookup, secret=deps.secret)
 
 

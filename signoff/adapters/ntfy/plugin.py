@@ -10,8 +10,8 @@ from signoff.errors import ConfigError
 
 
 def build(section: NtfySettings | None, deps: SurfaceDeps) -> Surface:
-    """An `NtfyPlatform` (httpx only)."""
-    from signoff.adapters.ntfy.platform import NtfyPlatform
+    """An `NtfySurface` (httpx only)."""
+    from signoff.adapters.ntfy.surface import NtfySurface
 
     if section is None:
         raise ConfigError("ntfy: the surface needs an [ntfy] section")
@@ -22,7 +22,7 @@ def build(section: NtfySettings | None, deps: SurfaceDeps) -> Surface:
     if not deps.secret:
         raise ConfigError("ntfy: the surface needs the daemon's server secret to sign "
                           "its buttons")
-    return NtfyPlatform(settings=section, clock=deps.clock, lookup=deps.lookup,
+    return NtfySurface(settings=section, clock=deps.clock, lookup=deps.lookup,
                         secret=deps.secret, public_url=url)
 
 

@@ -8,12 +8,12 @@ from signoff.errors import ConfigError
 
 
 def build(section: SlackSettings | None, deps: SurfaceDeps) -> Surface:
-    """A `SlackPlatform` for the ``[slack]`` section (the SDK is imported only now)."""
-    from signoff.adapters.slack.platform import SlackPlatform
+    """A `SlackSurface` for the ``[slack]`` section (the SDK is imported only now)."""
+    from signoff.adapters.slack.surface import SlackSurface
 
     if section is None:
         raise ConfigError("slack: the surface needs a [slack] section")
-    return SlackPlatform(bot_token=section.bot_token, channel=section.channel,
+    return SlackSurface(bot_token=section.bot_token, channel=section.channel,
                          mode=str(section.mode), app_token=section.app_token,
                          signing_secret=section.signing_secret, api_url=section.api_url,
                          replay=deps.replay, clock=deps.clock)

@@ -1,6 +1,6 @@
 """The ``[slack]`` config section: approval cards and notifications in Slack.
 
-Imported with the config file, so it imports no Slack SDK: the platform is built from it
+Imported with the config file, so it imports no Slack SDK: the surface is built from it
 by `signoff.adapters.slack.PLUGIN`.
 """
 

@@ -1,8 +1,8 @@
-"""Socket Mode for `SlackPlatform`: hold bolt's websocket open until cancelled.
+"""Socket Mode for `SlackSurface`: hold bolt's websocket open until cancelled.
 
 bolt's `AsyncSocketModeHandler` reconnects by itself when Slack asks; what it leaves to us
 is closing cleanly: its client loops are cancelled by ``close`` but not awaited, so they
-are awaited here and none outlives the platform.
+are awaited here and none outlives the surface.
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ from signoff.errors import ConfigError
 
 
 def build(section: TeamsSettings | None, deps: SurfaceDeps) -> Surface:
-    """A `TeamsPlatform` for the ``[teams]`` section (its HTTP parts imported only now)."""
-    from signoff.adapters.teams.platform import TeamsPlatform
+    """A `TeamsSurface` for the ``[teams]`` section (its HTTP parts imported only now)."""
+    from signoff.adapters.teams.surface import TeamsSurface
 
     if section is None:
         raise ConfigError("teams: the surface needs a [teams] section")
-    return TeamsPlatform(
+    return TeamsSurface(
         app_id=section.app_id, app_password=section.app_password,
         conversation_id=section.conversation_id, service_url=section.service_url,
         openid_metadata_url=section.openid_metadata_url, token_url=section.token_endpoint,

@@ -1,6 +1,6 @@
 """The ``[teams]`` config section: approval cards in a Microsoft Teams conversation.
 
-Imported with the config file, so it imports nothing of the Teams surface: the platform
+Imported with the config file, so it imports nothing of the Teams surface, which
 is built from it by `signoff.adapters.teams.PLUGIN`. The two URLs default to Microsoft's
 public cloud; a sovereign cloud (or the tests' fake) sets its own.
 """

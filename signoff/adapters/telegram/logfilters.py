@@ -5,7 +5,7 @@
 - AIORateLimiter logs a full traceback for each 429 it gives up on; with max_retries=0 that
   is every 429, which we re-raise as RateLimited for the outbox to retry and log.
 
-Each filter is installed once per process, however many platforms are built.
+Each filter is installed once per process, however many surfaces are built.
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ from signoff.errors import ConfigError
 
 
 def build(section: TelegramSettings | None, deps: SurfaceDeps) -> Surface:
-    """A `TelegramPlatform` for the ``[telegram]`` section (the SDK is imported only now)."""
-    from signoff.adapters.telegram.platform import TelegramPlatform
+    """A `TelegramSurface` for the ``[telegram]`` section (the SDK is imported only now)."""
+    from signoff.adapters.telegram.surface import TelegramSurface
 
     if section is None:
         raise ConfigError("telegram: the surface needs a [telegram] section")
-    return TelegramPlatform(
+    return TelegramSurface(
         bot_token=section.bot_token, chat_id=section.chat_id,
         mode="webhook" if section.mode is TelegramMode.WEBHOOK else "polling",
         base_url=section.base_url, base_file_url=section.base_file_url,

@@ -1,6 +1,6 @@
 """The ``[telegram]`` config section: approval cards and notifications in Telegram.
 
-Imported with the config file, so it imports no Telegram SDK: the platform is built from
+Imported with the config file, so it imports no Telegram SDK: the surface is built from
 it by `signoff.adapters.telegram.PLUGIN`.
 """
 

@@ -12,10 +12,10 @@ from signoff.bot.ports import Surface, SurfaceDeps, SurfacePlugin
 
 
 def build(section: BaseModel | None, deps: SurfaceDeps) -> Surface:
-    """A `TerminalPlatform` on this process's stdin and stdout."""
-    from signoff.adapters.terminal.platform import TerminalPlatform
+    """A `TerminalSurface` on this process's stdin and stdout."""
+    from signoff.adapters.terminal.surface import TerminalSurface
 
-    return TerminalPlatform()
+    return TerminalSurface()
 
 
 PLUGIN: SurfacePlugin[BaseModel] = SurfacePlugin(name="terminal", build=build)

@@ -7,7 +7,7 @@ routes live in `signoff.api.console`. `PLUGIN` registers the surface (entry poin
 
 from __future__ import annotations
 
-from signoff.adapters.web.platform import WebPlatform
 from signoff.adapters.web.plugin import PLUGIN
+from signoff.adapters.web.surface import WebSurface
 
-__all__ = ["PLUGIN", "WebPlatform"]
+__all__ = ["PLUGIN", "WebSurface"]

@@ -8,10 +8,10 @@ from signoff.bot.ports import Surface, SurfaceDeps, SurfacePlugin
 
 
 def build(section: BaseModel | None, deps: SurfaceDeps) -> Surface:
-    """The console's `WebPlatform` (its pages and forms are the API's routes)."""
-    from signoff.adapters.web.platform import WebPlatform
+    """The console's `WebSurface` (its pages and forms are the API's routes)."""
+    from signoff.adapters.web.surface import WebSurface
 
-    return WebPlatform()
+    return WebSurface()
 
 
 PLUGIN: SurfacePlugin[BaseModel] = SurfacePlugin(name="web", build=build, always=True)

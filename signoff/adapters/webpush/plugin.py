@@ -8,8 +8,8 @@ from signoff.errors import ConfigError
 
 
 def build(section: WebPushSettings | None, deps: SurfaceDeps) -> Surface:
-    """A `WebPushPlatform` (pywebpush is imported here, not with the config)."""
-    from signoff.adapters.webpush.platform import WebPushPlatform
+    """A `WebPushSurface` (pywebpush is imported here, not with the config)."""
+    from signoff.adapters.webpush.surface import WebPushSurface
     from signoff.adapters.webpush.vapid import load_vapid
 
     if section is None or not section.enabled:
@@ -21,7 +21,7 @@ def build(section: WebPushSettings | None, deps: SurfaceDeps) -> Surface:
     public = deps.public_url or ""
     subject = section.subject or (public if public.startswith("https://")
                                   else "mailto:signoff@localhost")
-    return WebPushPlatform(settings=section, clock=deps.clock, lookup=deps.lookup,
+    return WebPushSurface(settings=section, clock=deps.clock, lookup=deps.lookup,
                            secret=deps.secret, vapid=load_vapid(deps.state_dir),
                            subscriptions=deps.subscriptions, public_url=deps.public_url,
                            subject=subject)

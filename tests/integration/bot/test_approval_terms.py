@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.adapters.telegram import TelegramPlatform
-from signoff.adapters.web import WebPlatform
+from signoff.adapters.telegram import TelegramSurface
+from signoff.adapters.web import WebSurface
 from signoff.api.app import create_app
 from signoff.bot.ports import CardRef
 from signoff.runtime import audit
@@ -84,14 +84,14 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
     async with FakeSlack() as slack_api, FakeTelegramApi() as telegram_api:
         clock = FakeClock()
         harness = SlackHarness.http_mode(slack_api)
-        telegram = TelegramPlatform(bot_token=telegram_api.token, chat_id=CHAT,
+        telegram = TelegramSurface(bot_token=telegram_api.token, chat_id=CHAT,
                                     base_url=telegram_api.base_url,
                                     base_file_url=telegram_api.base_file_url, timeout=5.0)
         config = {"api": {"key": KEY}, "daemon": {"public_url": PUBLIC},
                   "approvals": {"grant_ttl": "1h", "step_up": ["DESTRUCTIVE"]}}
         node = await node_factory(config, clock=clock, approvers=(f"slack:{ALICE}",
                                                                   "telegram:42"),
-                                  platforms={"slack": harness.platform, "telegram": telegram})
+                                  surfaces={"slack": harness.platform, "telegram": telegram})
         tools = {"notify": NoopTool(name="notify_team", capability="team.notify",
                                     risk=RiskClass.SEND),
                  "risky": RiskyTool(name="deploy", capability="app.deploy")}
@@ -100,7 +100,7 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
         run_inline(node)
         ctx = api_context(node.settings, store=node.store, engine=node.engine,
                           decider=node.decider, flow=node.flow, clock=clock,
-                          wake=node.worker.wake, web=WebPlatform())
+                          wake=node.worker.wake, web=WebSurface())
         await harness.start(node.flow.on_decision)
         polling = asyncio.create_task(telegram.run(node.flow.on_decision))
         await telegram_api.wait_call("getUpdates")

@@ -14,7 +14,7 @@ from signoff.bot.outbox import BACKLOG_LIMIT
 from signoff.bot.ports import ApprovalCard, CardRef
 from signoff.errors import RateLimited
 from signoff.runtime.models import Action, TaskState
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from tests.conftest import NodeFactory
 
 GATED = [Action(tool="run_command", args={"command": "true"})]
@@ -22,7 +22,7 @@ AUTONOMOUS = [Action(tool="list_dir", args={"path": "."})]
 
 
 @dataclass
-class SlowPlatform(RecordingPlatform):
+class SlowSurface(RecordingSurface):
     """Posts wait for `opened` (a platform that is slow right now), or answer 429;
     `posting` is set once a post has begun."""
 
@@ -59,8 +59,8 @@ async def test_the_worker_waits_while_cards_are_due_and_goes_on_once_they_are_ou
         node_factory: NodeFactory) -> None:
     """With more card posts due than the limit and the platform slow, a queued autonomous
     task is not started; once the cards are out, it runs."""
-    platform = SlowPlatform()
-    node = await node_factory(SEPARATE, platforms={"recording": platform})
+    platform = SlowSurface()
+    node = await node_factory(SEPARATE, surfaces={"recording": platform})
     await requests(node, BACKLOG_LIMIT + 10)
     background = [asyncio.create_task(node.flow.dispatcher.run()),
                   asyncio.create_task(node.worker.run())]
@@ -90,8 +90,8 @@ async def test_the_worker_waits_while_cards_are_due_and_goes_on_once_they_are_ou
 async def test_card_jobs_waiting_for_a_rate_limit_do_not_hold_the_worker(
         node_factory: NodeFactory) -> None:
     """A 429 puts every card job off for a minute: none is due, the gate stays open."""
-    platform = SlowPlatform(rate_limited=True)
-    node = await node_factory(SEPARATE, platforms={"recording": platform})
+    platform = SlowSurface(rate_limited=True)
+    node = await node_factory(SEPARATE, surfaces={"recording": platform})
     await requests(node, BACKLOG_LIMIT + 10)
     await node.flow.dispatcher.run_once()  # the first post answers 429: the rest wait
     await node.flow.dispatcher.run_once()
@@ -103,8 +103,8 @@ async def test_requests_made_while_a_round_delivers_close_the_gate(
         node_factory: NodeFactory) -> None:
     """One card is being posted (the platform is slow) when more requests than the limit
     come in: the round has not read them, yet the worker waits for them to go out."""
-    platform = SlowPlatform()
-    node = await node_factory(SEPARATE, platforms={"recording": platform})
+    platform = SlowSurface()
+    node = await node_factory(SEPARATE, surfaces={"recording": platform})
     dispatcher = node.flow.dispatcher
     await requests(node, 1)
     delivering = asyncio.create_task(dispatcher.run_once())

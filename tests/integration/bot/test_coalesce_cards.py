@@ -4,7 +4,7 @@ join — a burst of joins is one edit, not one per request."""
 from __future__ import annotations
 
 from signoff.runtime.models import RiskClass, Scope
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, noop, run_inline
 
@@ -13,8 +13,8 @@ async def test_a_burst_of_identical_requests_is_one_post_and_one_edit(
         node_factory: NodeFactory) -> None:
     """Five identical requests queued before the outbox runs: one card posted, edited once
     to say "5 identical requests"; the answer is one more edit showing the outcome."""
-    recording = RecordingPlatform()
-    node = await node_factory(platforms={"recording": recording})
+    recording = RecordingSurface()
+    node = await node_factory(surfaces={"recording": recording})
     node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
     run_inline(node)
     tasks = []

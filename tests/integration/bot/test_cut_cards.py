@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from signoff.adapters.telegram import TelegramPlatform
+from signoff.adapters.telegram import TelegramSurface
 from signoff.bot.cards import CUT_TEXT
 from signoff.bot.ports import CardRef
 from signoff.runtime.clock import FakeClock
@@ -63,12 +63,12 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
     """Slack and Telegram on fakes; Alice on Slack and user 42 on Telegram approve."""
     async with FakeSlack() as slack_api, FakeTelegramApi() as telegram_api:
         harness = SlackHarness.http_mode(slack_api)
-        telegram = TelegramPlatform(bot_token=telegram_api.token, chat_id=CHAT,
+        telegram = TelegramSurface(bot_token=telegram_api.token, chat_id=CHAT,
                                     base_url=telegram_api.base_url,
                                     base_file_url=telegram_api.base_file_url, timeout=5.0)
         node = await node_factory({"daemon": {"public_url": PUBLIC}}, clock=FakeClock(),
                                   approvers=(f"slack:{ALICE}", "telegram:42"),
-                                  platforms={"slack": harness.platform, "telegram": telegram})
+                                  surfaces={"slack": harness.platform, "telegram": telegram})
         run_inline(node)
         await harness.start(node.flow.on_decision)
         polling = asyncio.create_task(telegram.run(node.flow.on_decision))

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.adapters.slack import SlackPlatform
-from signoff.adapters.telegram import TelegramPlatform
-from signoff.adapters.web import WebPlatform
+from signoff.adapters.slack import SlackSurface
+from signoff.adapters.telegram import TelegramSurface
+from signoff.adapters.web import WebSurface
 from signoff.api.app import create_app
 from signoff.bot.outbox import MAX_ATTEMPTS
 from signoff.runtime.clock import FakeClock
@@ -37,7 +37,7 @@ class Rig:
     slack: FakeSlack
     telegram: FakeTelegramApi
     api: httpx.AsyncClient
-    web: WebPlatform
+    web: WebSurface
 
     async def health(self) -> dict[str, Any]:
         """``GET /health``."""
@@ -58,15 +58,15 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
     """Slack (http mode) and Telegram adapters on fakes; approver slack:U0ALICE."""
     async with FakeSlack() as slack_api, FakeTelegramApi() as telegram_api:
         clock = FakeClock()
-        slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        slack = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                               signing_secret=SECRET, api_url=slack_api.api_url)
-        telegram = TelegramPlatform(bot_token=telegram_api.token, chat_id=CHAT,
+        telegram = TelegramSurface(bot_token=telegram_api.token, chat_id=CHAT,
                                     base_url=telegram_api.base_url,
                                     base_file_url=telegram_api.base_file_url)
-        web = WebPlatform()
+        web = WebSurface()
         node = await node_factory({"approvals": {"approvers": [f"slack:{ALICE}"]}},
                                   clock=clock, approvers=(),
-                                  platforms={"slack": slack, "telegram": telegram, "web": web})
+                                  surfaces={"slack": slack, "telegram": telegram, "web": web})
         ctx = api_context(node.settings, store=node.store, engine=node.engine,
                           decider=node.decider, flow=node.flow, clock=node.clock,
                           wake=node.worker.wake, web=web)

@@ -13,20 +13,20 @@ from signoff.errors import PlatformUnavailable, RateLimited
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Action, Scope, TaskState
 from signoff.runtime.outside import OutsideRequests, RequestSpec
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import Node, build_node
 
 DELETE = [Action(tool="delete_file", args={"path": "old.txt"})]
 
 
-def make(tmp_path: Path, platforms: dict[str, Any], *, clock: FakeClock | None = None,
+def make(tmp_path: Path, surfaces: dict[str, Any], *, clock: FakeClock | None = None,
          **settings: Any) -> Node:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     (work / "old.txt").write_text("old")
     data: dict[str, Any] = {"daemon": {"work_dir": str(work)},
                             "approvals": {"approvers": ["slack:U1"]}, **settings}
-    return build_node(Settings.model_validate(data), platforms=platforms, clock=clock,
+    return build_node(Settings.model_validate(data), surfaces=surfaces, clock=clock,
                       database=f"sqlite:///{tmp_path / 'signoff.db'}")
 
 
@@ -40,18 +40,18 @@ async def waiting(node: Node, steps: list[Action] = DELETE):
     return task
 
 
-def only_ref(p: RecordingPlatform) -> CardRef:
+def only_ref(p: RecordingSurface) -> CardRef:
     (message_id,) = p.messages
     return CardRef(p.name, "recording", message_id)
 
 
-class Named(RecordingPlatform):
-    """A RecordingPlatform whose users are `slack:` ids, to look like a second surface."""
+class Named(RecordingSurface):
+    """A RecordingSurface whose users are `slack:` ids, to look like a second surface."""
 
 
 async def test_a_decision_on_one_surface_edits_the_card_on_the_other(tmp_path: Path) -> None:
     """Approve on one surface: the task runs and both copies show the outcome."""
-    one, two = RecordingPlatform(name="slack"), RecordingPlatform(name="telegram")
+    one, two = RecordingSurface(name="slack"), RecordingSurface(name="telegram")
     node = make(tmp_path, {"slack": one, "telegram": two})
     task = await waiting(node)
     one.attach(node.flow.on_decision)
@@ -72,7 +72,7 @@ async def test_a_decision_on_one_surface_edits_the_card_on_the_other(tmp_path: P
 
 async def test_a_second_click_is_told_already_decided_and_audited(tmp_path: Path) -> None:
     """After the first answer, another click is refused with who decided, and audited."""
-    one, two = RecordingPlatform(name="slack"), RecordingPlatform(name="web")
+    one, two = RecordingSurface(name="slack"), RecordingSurface(name="web")
     node = make(tmp_path, {"slack": one, "web": two})
     task = await waiting(node)
     one.attach(node.flow.on_decision)
@@ -90,7 +90,7 @@ async def test_a_second_click_is_told_already_decided_and_audited(tmp_path: Path
 
 async def test_an_unauthorized_actor_is_refused_and_audited(tmp_path: Path) -> None:
     """Someone not in the approvers list cannot decide; the task keeps waiting."""
-    slack = RecordingPlatform(name="slack")
+    slack = RecordingSurface(name="slack")
     node = make(tmp_path, {"slack": slack})
     task = await waiting(node)
     slack.attach(node.flow.on_decision)
@@ -105,7 +105,7 @@ async def test_an_unauthorized_actor_is_refused_and_audited(tmp_path: Path) -> N
 
 async def test_a_scope_outside_the_allowed_buttons_is_refused(tmp_path: Path) -> None:
     """`[approvals.scopes] DESTRUCTIVE = ["once", "deny"]` is enforced server-side."""
-    slack = RecordingPlatform(name="slack")
+    slack = RecordingSurface(name="slack")
     node = make(tmp_path, {"slack": slack},
                 approvals={"approvers": ["slack:U1"], "scopes": {"DESTRUCTIVE": ["once", "deny"]}})
     await waiting(node)
@@ -117,7 +117,7 @@ async def test_a_scope_outside_the_allowed_buttons_is_refused(tmp_path: Path) ->
     await node.store.close()
 
 
-class Flaky(RecordingPlatform):
+class Flaky(RecordingSurface):
     """Fails 30% of calls: half as a 5xx, half as a 429 — but only BEFORE doing anything."""
 
     def __init__(self, **kw: Any) -> None:
@@ -175,7 +175,7 @@ async def test_a_flaky_surface_ends_with_every_card_posted_once_and_updated(tmp_
     await node.store.close()
 
 
-class Down(RecordingPlatform):
+class Down(RecordingSurface):
     """A surface that is down for the whole run."""
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
@@ -184,7 +184,7 @@ class Down(RecordingPlatform):
 
 async def test_a_surface_that_is_down_does_not_hold_up_the_others(tmp_path: Path) -> None:
     """Cards reach the working surface and its decision completes the task."""
-    down, up = Down(name="telegram"), RecordingPlatform(name="slack")
+    down, up = Down(name="telegram"), RecordingSurface(name="slack")
     node = make(tmp_path, {"telegram": down, "slack": up})
     task = await waiting(node)
     up.attach(node.flow.on_decision)
@@ -196,7 +196,7 @@ async def test_a_surface_that_is_down_does_not_hold_up_the_others(tmp_path: Path
 
 async def test_after_a_restart_the_old_card_still_decides_the_task(tmp_path: Path) -> None:
     """A new node on the same database honours a click on a card posted before the crash."""
-    slack = RecordingPlatform(name="slack")
+    slack = RecordingSurface(name="slack")
     first = make(tmp_path, {"slack": slack})
     task = await waiting(first)
     ref = only_ref(slack)  # the first node dies here without closing anything
@@ -215,7 +215,7 @@ async def test_after_a_restart_the_old_card_still_decides_the_task(tmp_path: Pat
 async def test_expiry_edits_every_card_to_expired(tmp_path: Path) -> None:
     """A request past its timeout is denied as "approval timed out" on every copy."""
     clock = FakeClock()
-    slack = RecordingPlatform(name="slack")
+    slack = RecordingSurface(name="slack")
     node = make(tmp_path, {"slack": slack}, clock=clock, approvals={"timeout": "10m"})
     task = await waiting(node)
     clock.advance(601)
@@ -232,7 +232,7 @@ async def test_expiry_edits_every_card_to_expired(tmp_path: Path) -> None:
 
 async def test_a_finished_task_is_reported_under_its_card(tmp_path: Path) -> None:
     """When an approved task completes, each surface gets a reply threaded under the card."""
-    slack = RecordingPlatform(name="slack")
+    slack = RecordingSurface(name="slack")
     node = make(tmp_path, {"slack": slack})
     task = await waiting(node)
     slack.attach(node.flow.on_decision)
@@ -249,7 +249,7 @@ async def test_a_chat_click_from_the_askers_other_account_is_refused(tmp_path: P
     """Alice asks with her API key (web:alice) and clicks Once in Slack (slack:U1, also
     hers): refused as self-approval, audited, still pending; slack:U2 approves it and
     the card names who decided."""
-    slack = RecordingPlatform(name="slack")
+    slack = RecordingSurface(name="slack")
     node = make(tmp_path, {"slack": slack},
                 approvals={"approvers": ["slack:U1", "slack:U2"]},
                 people=[{"name": "alice", "accounts": ["web:alice", "slack:U1"]},

@@ -12,7 +12,7 @@ from signoff.bot.ports import ApprovalCard, CardRef
 from signoff.bot.turns import WINDOW
 from signoff.errors import PlatformUnavailable, RateLimited
 from signoff.runtime.models import Action
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from tests.conftest import NodeFactory
 
 GATED = [Action(tool="run_command", args={"command": "true"})]
@@ -20,7 +20,7 @@ SEPARATE = {"approvals": {"coalesce": False}}  # identical requests, a card each
 
 
 @dataclass
-class Watched(RecordingPlatform):
+class Watched(RecordingSurface):
     """Records the approval of each post as it starts, and how many overlap; each post
     yields to the loop first (a network call does), and the ``fail`` ones raise."""
 
@@ -62,7 +62,7 @@ async def test_posts_reach_the_platform_one_at_a_time_in_request_order(
         node_factory: NodeFactory) -> None:
     """Three windows' worth of posts: each once, in order, never two calls at once."""
     platform = Watched()
-    node = await node_factory(SEPARATE, platforms={"recording": platform})
+    node = await node_factory(SEPARATE, surfaces={"recording": platform})
     ids = await requests(node, 3 * WINDOW + 1)
     assert await node.flow.dispatcher.run_once() == len(ids)
     assert platform.started == ids
@@ -75,7 +75,7 @@ async def test_a_failed_post_leaves_the_later_ones_untried_and_queued(
     """The second post of a window answers 503: the first is out, the rest of the window
     was never sent and counts no attempt; the next round posts them all, in order."""
     platform = Watched(fail={2: PlatformUnavailable("recording: 503")})
-    node = await node_factory(SEPARATE, platforms={"recording": platform})
+    node = await node_factory(SEPARATE, surfaces={"recording": platform})
     ids = await requests(node, WINDOW + 2)
     assert await node.flow.dispatcher.run_once() == 1
     assert platform.started == ids[:2]
@@ -93,7 +93,7 @@ async def test_a_rate_limited_post_holds_the_rest_for_its_retry_after(
         node_factory: NodeFactory) -> None:
     """A 429 on the first post: nothing else is sent before its retry_after has passed."""
     platform = Watched(fail={1: RateLimited("recording: slow down", retry_after=60)})
-    node = await node_factory(SEPARATE, platforms={"recording": platform})
+    node = await node_factory(SEPARATE, surfaces={"recording": platform})
     ids = await requests(node, WINDOW)
     assert await node.flow.dispatcher.run_once() == 0
     assert await node.flow.dispatcher.run_once() == 0

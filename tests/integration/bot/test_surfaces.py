@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from signoff.adapters.slack import SlackPlatform
-from signoff.adapters.telegram import TelegramPlatform
+from signoff.adapters.slack import SlackSurface
+from signoff.adapters.telegram import TelegramSurface
 from signoff.bot.surfaces import Surfaces
 from signoff.config.settings import Settings
 from signoff.runtime.clock import FakeClock
@@ -52,7 +52,7 @@ class Rig:
 
     def start(self) -> None:
         """Run every surface's service, each as a task named after its surface."""
-        for name in list(self.node.platforms):
+        for name in list(self.node.surfaces):
             service = self.surfaces.service(name, self.node.flow.on_decision)
             self.running.append(asyncio.create_task(service(), name=name))
 
@@ -71,19 +71,19 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         work = tmp_path / "work"
         work.mkdir()
         (work / "old.txt").write_text("old")
-        slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        slack = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                               signing_secret=SECRET, api_url=slack_api.api_url)
-        telegram = TelegramPlatform(bot_token=telegram_api.token, chat_id=CHAT,
+        telegram = TelegramSurface(bot_token=telegram_api.token, chat_id=CHAT,
                                     base_url=telegram_api.base_url,
                                     base_file_url=telegram_api.base_file_url, timeout=5.0)
         settings = Settings.model_validate({"daemon": {"work_dir": str(work)},
                                             "approvals": {"approvers": ["slack:U0ALICE"]}})
         clock = FakeClock()
-        node = build_node(settings, platforms={"slack": slack, "telegram": telegram},
+        node = build_node(settings, surfaces={"slack": slack, "telegram": telegram},
                           clock=clock, database=f"sqlite:///{tmp_path / 'signoff.db'}")
         await node.store.open()
         sleeps = Sleeps()
-        surfaces = Surfaces(platforms=node.platforms, dispatcher=node.flow.dispatcher,
+        surfaces = Surfaces(surfaces=node.surfaces, dispatcher=node.flow.dispatcher,
                             clock=clock, sleep=sleeps)
         rig = Rig(node, slack_api, telegram_api, surfaces, sleeps)
         yield rig
@@ -146,7 +146,7 @@ async def test_a_refused_token_disables_the_surface_loudly_and_drops_its_jobs(
     assert health["slack"] == "ok"
     assert health["telegram"].startswith("disabled: telegram: the bot token was rejected")
     assert "surface_disabled surface=telegram" in caplog.text
-    assert set(rig.node.platforms) == {"slack"}
+    assert set(rig.node.surfaces) == {"slack"}
     await gated(rig.node)
     await rig.until(lambda: bool(rig.slack.calls_to("chat.postMessage")))
     assert rig.telegram.calls_to("sendMessage") == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from signoff.adapters.terminal.platform import TerminalPlatform
+from signoff.adapters.terminal.surface import TerminalSurface
 from signoff.cli.handle import run_once
 from signoff.runtime.models import RunMode, TaskState
 from tests.conftest import NodeFactory
@@ -17,9 +17,9 @@ async def test_a_held_terminal_approval_runs_after_its_window(node_factory: Node
     """Once at the prompt with a 1s hold on SEND: the card says it runs unless undone, the
     webhook is posted once after the window, and the audit log has the release."""
     async with HttpEcho() as echo:
-        terminal = TerminalPlatform(stdin=io.StringIO("o\n"), stdout=io.StringIO(), user="me")
+        terminal = TerminalSurface(stdin=io.StringIO("o\n"), stdout=io.StringIO(), user="me")
         node = await node_factory({"approvals": {"hold": {"SEND": "1s"}}},
-                                  platforms={"terminal": terminal})
+                                  surfaces={"terminal": terminal})
         task = await run_once(node, "ping", steps=[webhook(echo.url("/hook"))],
                               mode=RunMode.TERMINAL, terminal=terminal)
         assert task.state is TaskState.COMPLETED

@@ -11,7 +11,7 @@ import pytest
 from signoff.config.settings import Settings
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Action, TaskState
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import build_node
 
 
@@ -28,10 +28,10 @@ async def test_a_node_far_from_today_posts_cards_and_stamps_its_own_time(
     work.mkdir()
     (work / "old.txt").write_text("old")
     clock = FakeClock(start)
-    platform = RecordingPlatform(name="recording")
+    platform = RecordingSurface(name="recording")
     settings = Settings.model_validate({"daemon": {"work_dir": str(work)},
                                         "approvals": {"timeout": "10m"}})
-    node = build_node(settings, platforms={"recording": platform}, clock=clock,
+    node = build_node(settings, surfaces={"recording": platform}, clock=clock,
                       store=MemTaskStore() if backend == "memory" else None,
                       database=f"sqlite:///{tmp_path / 'signoff.db'}")
     await node.store.open()

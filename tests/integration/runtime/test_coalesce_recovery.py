@@ -13,7 +13,7 @@ from signoff.runtime import audit
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import ApprovalStatus, RiskClass, Scope, TaskState
 from signoff.runtime.store.port import Change
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, noop, start
 
@@ -24,9 +24,9 @@ async def test_the_sweep_decides_members_a_crash_left_pending(node_factory: Node
     decision (its own audit event, the same decider) and gives the one asked after it a
     card of its own, still pending."""
     clock = FakeClock()
-    recording = RecordingPlatform()
+    recording = RecordingSurface()
     node = await node_factory({"approvals": {"coalesce": True}}, database=store_url,
-                              clock=clock, platforms={"recording": recording})
+                              clock=clock, surfaces={"recording": recording})
     node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
     tasks = []
     for _ in range(2):
@@ -73,8 +73,8 @@ async def test_a_group_expires_together_with_its_card(node_factory: NodeFactory)
     """A request joining a card expires no later than it: when the card times out, every
     request behind it is denied "approval timed out", and the card counts them all."""
     clock = FakeClock()
-    recording = RecordingPlatform()
-    node = await node_factory(clock=clock, platforms={"recording": recording})
+    recording = RecordingSurface()
+    node = await node_factory(clock=clock, surfaces={"recording": recording})
     node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
     first = await start(node, [noop("ops", tool="notify_team")])
     clock.advance(600)  # ten minutes later an identical request joins the card
@@ -99,9 +99,9 @@ async def test_a_member_grouped_before_content_counted_never_follows(
     """A request grouped under a card that showed other content (a group stored before
     content was part of the key) is not decided by that card's answer: it stays pending
     and the sweep gives it a card of its own."""
-    recording = RecordingPlatform()
+    recording = RecordingSurface()
     node = await node_factory({"approvals": {"coalesce": True}},
-                              platforms={"recording": recording})
+                              surfaces={"recording": recording})
     node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
     shown = await start(node, [noop("ops", tool="notify_team", text="all good")])
     other = await start(node, [noop("ops", tool="notify_team", text="drop the table")])

@@ -19,7 +19,7 @@ from signoff.runtime.models import Action, RiskClass, Scope, TaskState
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.store.port import TaskStore
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import Node
 from tests.conftest import NodeFactory
 from tests.factories import NoopTool, noop, run_inline, start, webhook
@@ -194,8 +194,8 @@ async def test_two_workers_on_one_database_run_every_task_once(
 
 
 @dataclass
-class _SlowPostPlatform(RecordingPlatform):
-    """A RecordingPlatform whose post_card takes a while (a real API call does)."""
+class _SlowPostSurface(RecordingSurface):
+    """A RecordingSurface whose post_card takes a while (a real API call does)."""
 
     posting: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -213,8 +213,8 @@ async def test_a_request_made_while_cards_are_being_posted_is_posted_without_wai
     The dispatcher is woken by every request; a wake that lands during a round must not be
     cleared when that round ends, or the card waits for the next poll (``interval``).
     """
-    platform = _SlowPostPlatform()
-    node = await node_factory(store=MemTaskStore(), platforms={"recording": platform})
+    platform = _SlowPostSurface()
+    node = await node_factory(store=MemTaskStore(), surfaces={"recording": platform})
     node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
     node.flow.dispatcher.interval = 30.0  # a lost wake-up would wait this long
     dispatcher = asyncio.create_task(node.flow.dispatcher.run())

@@ -155,7 +155,7 @@ async def test_a_0_2_layout_is_moved_into_the_state_dir(
     can no longer reach them."""
     work = tmp_path / "work"
     old = build_node(settings_factory(daemon={"database": f"sqlite:///{work / 'signoff.db'}"}),
-                     platforms={})
+                     surfaces={})
     await old.store.open()
     task = await old.engine.submit("from 0.2")
     await old.store.close()

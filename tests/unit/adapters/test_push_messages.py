@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from signoff.adapters.ntfy.platform import card_message as ntfy_message
-from signoff.adapters.ntfy.platform import decided_message as ntfy_decided
+from signoff.adapters.ntfy.surface import card_message as ntfy_message
+from signoff.adapters.ntfy.surface import decided_message as ntfy_decided
 from signoff.adapters.webpush import payloads
 from signoff.runtime.models import RiskClass, Scope
 from signoff.testing import sample_card

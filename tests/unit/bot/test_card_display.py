@@ -11,7 +11,7 @@ from typing import Any
 from signoff.adapters.email.messages import card_message
 from signoff.adapters.slack.blocks import CARD_LIMIT, MAX_TEXT, card_blocks, card_text, decides
 from signoff.adapters.telegram.keyboards import card_html, card_keyboard, console_button
-from signoff.adapters.terminal.platform import render
+from signoff.adapters.terminal.surface import render
 from signoff.adapters.web.pages import CardView
 from signoff.adapters.web.pages import card_html as web_card
 from signoff.bot.cards import CARD_CONTENT, build_card, complete, decides_here

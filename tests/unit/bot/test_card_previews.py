@@ -9,7 +9,7 @@ from signoff.adapters.slack.blocks import MAX_TEXT as SLACK_TEXT
 from signoff.adapters.slack.blocks import card_blocks
 from signoff.adapters.telegram.keyboards import MAX_TEXT as TELEGRAM_TEXT
 from signoff.adapters.telegram.keyboards import card_html
-from signoff.adapters.terminal.platform import render
+from signoff.adapters.terminal.surface import render
 from signoff.bot.cards import build_card, preview_for
 from signoff.runtime.models import Action, Approval, ApprovalStatus, RiskClass
 from signoff.runtime.text import MASK
@@ -103,7 +103,7 @@ def test_terminal_prints_the_preview_indented_under_its_label() -> None:
 
 def test_terminal_action_lines_mask_urls() -> None:
     """The line printed after an action ran shows its URL masked, like its card did."""
-    from signoff.adapters.terminal.platform import render_record
+    from signoff.adapters.terminal.surface import render_record
     from signoff.runtime.models import ActionRecord
 
     record = ActionRecord(step=0, tool="http_get", targets=[URL], decision="ALLOW",

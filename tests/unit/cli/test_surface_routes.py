@@ -12,7 +12,7 @@ from starlette.responses import Response
 from signoff.bot.ports import Route, Surface
 from signoff.cli.daemon import surface_routes
 from signoff.errors import ConfigError
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 
 
 async def endpoint(request: Request) -> Response:
@@ -20,7 +20,7 @@ async def endpoint(request: Request) -> Response:
 
 
 @dataclass
-class Serving(RecordingPlatform):
+class Serving(RecordingSurface):
     """A recording surface that serves the given paths."""
 
     paths: tuple[str, ...] = ()
@@ -33,7 +33,7 @@ def test_routes_of_every_surface_are_mounted() -> None:
     """Each surface's routes under its own prefix are all in the route table."""
     surfaces: dict[str, Surface] = {
         "hooks": Serving(name="hooks", paths=("/hooks/events", "/hooks/other")),
-        "quiet": RecordingPlatform(name="quiet")}
+        "quiet": RecordingSurface(name="quiet")}
     assert [r.path for r in surface_routes(surfaces)] == ["/hooks/events", "/hooks/other"]
 
 

@@ -65,7 +65,7 @@ def test_config_check_lists_discord_without_loading_the_surface(tmp_path: Path) 
     config.write_text(GOOD)
     code = ("import sys; from signoff.config.settings import check_config; "
             f"print(check_config({str(config)!r})); "
-            "print('signoff.adapters.discord.platform' in sys.modules)")
+            "print('signoff.adapters.discord.surface' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True, timeout=60)
     assert "discord (interactions)" in result.stdout

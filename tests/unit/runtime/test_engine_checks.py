@@ -12,7 +12,7 @@ from signoff.errors import BadArguments
 from signoff.runtime.models import Action, RiskClass, Task, TaskState
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.tools.base import Param, ToolContext
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import Node, build_node
 
 
@@ -27,13 +27,13 @@ def work(tmp_path: Path) -> Path:
     return wd
 
 
-def make(work: Path, *surfaces: str) -> tuple[Node, RecordingPlatform]:
+def make(work: Path, *surfaces: str) -> tuple[Node, RecordingSurface]:
     """A node whose only card surface is a recorder; ``surfaces`` are extra chat names."""
-    recorder = RecordingPlatform()
-    platforms: dict[str, Any] = {"recording": recorder}
-    platforms.update({name: RecordingPlatform(name=name) for name in surfaces})
+    recorder = RecordingSurface()
+    chosen: dict[str, Any] = {"recording": recorder}
+    chosen.update({name: RecordingSurface(name=name) for name in surfaces})
     settings = Settings.model_validate({"daemon": {"work_dir": str(work)}})
-    return build_node(settings, store=MemTaskStore(), platforms=platforms), recorder
+    return build_node(settings, store=MemTaskStore(), surfaces=chosen), recorder
 
 
 async def run(node: Node, *steps: Action) -> Task:
@@ -44,7 +44,7 @@ async def run(node: Node, *steps: Action) -> Task:
     return task
 
 
-async def assert_refused_unasked(node: Node, recorder: RecordingPlatform, task: Task,
+async def assert_refused_unasked(node: Node, recorder: RecordingSurface, task: Task,
                                  problem: str) -> None:
     """Failed with ``problem`` in the reason, one audited refusal, and nobody was asked."""
     assert task.state is TaskState.FAILED
@@ -160,9 +160,9 @@ async def test_wrong_type_or_missing_argument_from_a_planner_is_never_asked(work
             return [Action(tool="delete_file", args={"path": 3})]
 
     settings = Settings.model_validate({"daemon": {"work_dir": str(work)}})
-    recorder = RecordingPlatform()
+    recorder = RecordingSurface()
     node = build_node(settings, store=MemTaskStore(), planner=Planner(),
-                      platforms={"recording": recorder})
+                      surfaces={"recording": recorder})
     task = await node.engine.submit("tidy", claim=True)
     assert task is not None
     task = await node.engine.advance(task)

@@ -172,7 +172,7 @@ class SendEmailTool:
 
 
 class PostMessageTool:
-    """Post a text message to a chat channel through the configured platforms."""
+    """Post a text message to a chat channel through the configured surfaces."""
 
     name = "post_message"
     content = ("text",)

@@ -1,4 +1,4 @@
-"""Discord through the whole approval flow (a node on SQLite, the real DiscordPlatform on
+"""Discord through the whole approval flow (a node on SQLite, the real DiscordSurface on
 the fake Discord, a second surface beside it): decisions edit every copy, refusals are
 answered to the clicker alone and audited, a quorum spans surfaces, and a flaky Discord
 still gets every card once and every edit once."""
@@ -16,7 +16,7 @@ from signoff.bot.outbox import FOREVER
 from signoff.bot.ports import CardRef
 from signoff.config.settings import Settings
 from signoff.runtime.models import Action, Scope, Task, TaskState
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import Node, build_node
 from tests.fakes.discord_api import APPROVALS, DiscordHarness, FakeDiscord
 
@@ -30,7 +30,7 @@ class Rig:
 
     node: Node
     discord: DiscordHarness
-    other: RecordingPlatform
+    other: RecordingSurface
 
     async def waiting(self) -> Task:
         """A task parked on a DESTRUCTIVE action, its cards delivered."""
@@ -87,9 +87,9 @@ async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[R
     """The node, its Discord surface running, and the other surface attached."""
     extra = getattr(request, "param", {})
     async with FakeDiscord() as fake, DiscordHarness.on(fake) as discord:
-        other = RecordingPlatform(name="slack")
+        other = RecordingSurface(name="slack")
         node = build_node(settings(tmp_path, **extra), clock=discord.clock,
-                          platforms={"discord": discord.platform, "slack": other},
+                          surfaces={"discord": discord.platform, "slack": other},
                           database=f"sqlite:///{tmp_path / 'signoff.db'}")
         await node.store.open()
         other.attach(node.flow.on_decision)

@@ -1,4 +1,4 @@
-"""DiscordPlatform against the fake Discord: signatures, PING, answers within Discord's
+"""DiscordSurface against the fake Discord: signatures, PING, answers within Discord's
 3 seconds, replies that ping only who is asked, and rate limits handed to the outbox."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from signoff.adapters.discord.platform import actor_of
+from signoff.adapters.discord.surface import actor_of
 from signoff.bot.ports import CardRef, DecisionEvent, DecisionOutcome
 from signoff.errors import PlatformRejected, PlatformUnavailable, RateLimited
 from signoff.runtime.clock import FakeClock
@@ -29,7 +29,7 @@ async def fake() -> AsyncIterator[FakeDiscord]:
 
 @pytest.fixture
 async def rig(fake: FakeDiscord) -> AsyncIterator[DiscordHarness]:
-    """A DiscordPlatform on the fake, with a client for its interactions route."""
+    """A DiscordSurface on the fake, with a client for its interactions route."""
     async with DiscordHarness.on(fake) as harness:
         yield harness
 

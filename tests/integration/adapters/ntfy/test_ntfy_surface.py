@@ -181,7 +181,7 @@ async def test_an_escalation_publishes_the_request_again(tmp_path: Path) -> None
     async with published(tmp_path) as p:
         approval_id = await p.ask()
         await p.message(approval_id)
-        surface = p.running.node.platforms["ntfy"]
+        surface = p.running.node.surfaces["ntfy"]
         ref = next(CardRef(c.surface, c.channel, c.message_id)
                    for c in await p.running.node.store.cards(approval_id) if c.surface == "ntfy")
         await surface.notify("", "Escalated to you", thread=ref, mentions=[f"ntfy:{TOPIC}"])

@@ -1,4 +1,4 @@
-"""People by name on Slack: a click on the real SlackPlatform (fake Slack, real bolt) is
+"""People by name on Slack: a click on the real SlackSurface (fake Slack, real bolt) is
 shown by the person's Slack name on the card and the team line; the audit log keeps the
 id; `[[people]]` names win."""
 
@@ -31,7 +31,7 @@ TEAM = "C0TEAM"
 
 @dataclass
 class Rig:
-    """A node whose chat surface is an http-mode SlackPlatform on the fake, running."""
+    """A node whose chat surface is an http-mode SlackSurface on the fake, running."""
 
     node: Node
     fake: FakeSlack
@@ -93,7 +93,7 @@ def make_rig(tmp_path: Path) -> Callable[..., Any]:
                 **extra})
             clock = FakeClock()
             harness = SlackHarness.http_mode(fake, clock=clock)
-            node = build_node(settings, platforms={"slack": harness.platform}, clock=clock,
+            node = build_node(settings, surfaces={"slack": harness.platform}, clock=clock,
                               database=f"sqlite:///{tmp_path / 'signoff.db'}")
             await node.store.open()
             await harness.start(node.flow.on_decision)

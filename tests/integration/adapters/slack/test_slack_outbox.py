@@ -1,4 +1,4 @@
-"""Cards through the outbox onto the real SlackPlatform (fake Slack): a post that failed
+"""Cards through the outbox onto the real SlackSurface (fake Slack): a post that failed
 ambiguously — Slack stored the message, then answered 500 — never leaves a second card
 whose buttons stay live."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.slack import SlackSurface
 from signoff.bot.cards import build_card
 from signoff.bot.ports import Actor, DecisionEvent
 from signoff.config.settings import Settings
@@ -27,7 +27,7 @@ class Rig:
 
     node: Node
     fake: FakeSlack
-    platform: SlackPlatform
+    platform: SlackSurface
     clock: FakeClock
 
     async def waiting(self) -> Task:
@@ -64,18 +64,18 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    """Fake Slack, an http-mode SlackPlatform and a node on SQLite with a fake clock."""
+    """Fake Slack, an http-mode SlackSurface and a node on SQLite with a fake clock."""
     async with FakeSlack() as fake:
         work = tmp_path / "work"
         work.mkdir()
         (work / "old.txt").write_text("old")
-        platform = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                                  signing_secret=SECRET, api_url=fake.api_url)
         await platform.check()  # learns the bot's id, as the daemon does at start
         settings = Settings.model_validate({"daemon": {"work_dir": str(work)},
                                             "approvals": {"approvers": ["slack:U0ALICE"]}})
         clock = FakeClock()
-        node = build_node(settings, platforms={"slack": platform}, clock=clock,
+        node = build_node(settings, surfaces={"slack": platform}, clock=clock,
                           database=f"sqlite:///{tmp_path / 'signoff.db'}")
         await node.store.open()
         yield Rig(node, fake, platform, clock)

@@ -1,4 +1,4 @@
-"""SlackPlatform against a local fake Slack: refusals, error mapping, start-up checks, acks.
+"""SlackSurface against a local fake Slack: refusals, error mapping, start-up checks, acks.
 
 Card rendering (blocks.py) is tested in tests/unit/adapters/slack/test_slack_blocks.py.
 """
@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.slack import SlackSurface
 from signoff.adapters.slack.guard import ReplayGuard
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionEvent, DecisionOutcome
 from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable, RateLimited
@@ -344,7 +344,7 @@ async def test_socket_reconnects_when_slack_asks_and_clicks_still_work(sock: Sla
 async def test_socket_run_with_a_refused_app_token_raises(fake: FakeSlack) -> None:
     """A refused xapp- token ends run() with PlatformRejected naming slack.app_token."""
     fake.invalid_app_token = True
-    platform = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="socket",
+    platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="socket",
                              app_token=APP_TOKEN, api_url=fake.api_url)
     with pytest.raises(PlatformRejected, match="app_token"):
         await platform.run(Decisions())
@@ -413,7 +413,7 @@ async def test_server_errors_raise_unavailable(http: SlackHarness, status: int) 
 
 async def test_timeout_raises_unavailable(fake: FakeSlack) -> None:
     """A call that outlives the timeout is retryable: PlatformUnavailable."""
-    platform = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+    platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                              signing_secret=SECRET, api_url=fake.api_url, timeout=0.2)
     fake.stall_next("chat.postMessage")
     with pytest.raises(PlatformUnavailable):
@@ -425,7 +425,7 @@ async def test_connection_refused_raises_unavailable() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    platform = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+    platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                              signing_secret=SECRET, api_url=f"http://127.0.0.1:{port}/api/")
     with pytest.raises(PlatformUnavailable):
         await platform.notify("C0TEAM", "hello")
@@ -433,7 +433,7 @@ async def test_connection_refused_raises_unavailable() -> None:
 
 async def test_unknown_channel_is_rejected_naming_the_error(fake: FakeSlack) -> None:
     """channel_not_found is final: PlatformRejected naming it."""
-    platform = SlackPlatform(bot_token=BOT_TOKEN, channel="C0GONE", mode="http",
+    platform = SlackSurface(bot_token=BOT_TOKEN, channel="C0GONE", mode="http",
                              signing_secret=SECRET, api_url=fake.api_url)
     with pytest.raises(PlatformRejected, match="channel_not_found"):
         await platform.post_card(sample_card())
@@ -496,7 +496,7 @@ async def test_check_when_slack_is_down_is_unavailable(http: SlackHarness) -> No
 def test_bad_configuration_is_a_config_error(options: dict[str, object]) -> None:
     """Missing tokens for the mode, an unknown mode or a zero timeout are ConfigErrors."""
     with pytest.raises(ConfigError):
-        SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, **options)  # type: ignore[arg-type]
+        SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, **options)  # type: ignore[arg-type]
 
 
 async def test_logs_carry_no_token_secret_or_message_body(

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.slack import SlackSurface
 from tests.fakes.slack_api import APPROVALS, BOT_TOKEN, SECRET, FakeSlack
 
 
@@ -17,7 +17,7 @@ async def test_no_token_unused_warning_when_the_token_is_in_the_environment(
     monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
     caplog.set_level(logging.WARNING)
     async with FakeSlack() as fake:
-        platform = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                                  signing_secret=SECRET, api_url=fake.api_url)
         await platform.check()
     assert not [r for r in caplog.records if "will be unused" in r.getMessage()]

@@ -1,4 +1,4 @@
-"""SlackPlatform keeps one HTTP session while it runs: its Web API calls share a
+"""SlackSurface keeps one HTTP session while it runs: its Web API calls share a
 connection, a failed call does not end it, and it is closed when `run` ends."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.slack import SlackSurface
 from signoff.bot.ports import DecisionEvent, DecisionOutcome
 from signoff.errors import PlatformUnavailable
 from signoff.testing import sample_card
@@ -83,7 +83,7 @@ async def test_the_session_is_closed_when_run_ends(fake: FakeSlack) -> None:
 
 async def test_a_call_before_run_opens_no_lasting_connection(fake: FakeSlack) -> None:
     """Without `run` (a one-off use) each call brings and closes its own session."""
-    platform = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+    platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                              signing_secret=SECRET, api_url=fake.api_url)
     await platform.post_card(sample_card())
     await platform.post_card(sample_card())

@@ -1,4 +1,4 @@
-"""Slack's replay guard shared through PostgreSQL: two nodes (two SlackPlatforms in http
+"""Slack's replay guard shared through PostgreSQL: two nodes (two SlackSurfaces in http
 mode on one ledger table) act on a request once, whichever of them receives the copy."""
 
 from __future__ import annotations

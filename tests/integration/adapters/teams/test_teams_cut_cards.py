@@ -48,7 +48,7 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
     async with FakeTeams() as fake:
         platform = teams_platform(fake, clock)
         node = await node_factory({"daemon": {"public_url": PUBLIC}}, clock=clock,
-                                  approvers=(f"teams:{ALICE}",), platforms={"teams": platform})
+                                  approvers=(f"teams:{ALICE}",), surfaces={"teams": platform})
         run_inline(node)
         async with route_client(platform) as client:
             harness = TeamsHarness(fake=fake, platform=platform, clock=clock, client=client)

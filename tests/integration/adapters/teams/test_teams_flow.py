@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.adapters.teams import TeamsPlatform
+from signoff.adapters.teams import TeamsSurface
 from signoff.adapters.teams.cards import rendered_text
 from signoff.bot.outbox import FOREVER
 from signoff.bot.ports import Actor, DecisionEvent
@@ -65,11 +65,11 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     clock = FakeClock(NOW)
     async with FakeTeams() as fake:
         pending = PendingCards()
-        platform: TeamsPlatform = teams_platform(fake, clock, lookup=pending.lookup)
+        platform: TeamsSurface = teams_platform(fake, clock, lookup=pending.lookup)
         settings = Settings.model_validate({
             "daemon": {"work_dir": str(tmp_path / "work")},
             "approvals": {"approvers": [f"teams:{ALICE}"]}})
-        node = build_node(settings, platforms={"teams": platform}, clock=clock,
+        node = build_node(settings, surfaces={"teams": platform}, clock=clock,
                           database=f"sqlite:///{tmp_path / 'teams.db'}")
         pending.node = node
         await node.store.open()

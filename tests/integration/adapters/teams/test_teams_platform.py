@@ -1,4 +1,4 @@
-"""TeamsPlatform against the fake Teams: who may send activities (the Bot Framework JWT),
+"""TeamsSurface against the fake Teams: who may send activities (the Bot Framework JWT),
 the bot's token, the connector's failures, replies with mentions and the card's states."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.adapters.telegram import TelegramPlatform
+from signoff.adapters.telegram import TelegramSurface
 from signoff.bot.outbox import FOREVER
 from signoff.config.settings import Settings
 from signoff.runtime.models import Action
@@ -25,12 +25,12 @@ async def test_a_burst_of_100_cards_arrives_complete_in_order_and_once(tmp_path:
     async with FakeTelegramApi() as fake:
         fake.set_rate_limit(20, window=1.0, retry_after=0.2)
         # Our own limiter off: the fake's 429s are what the outbox must cope with.
-        platform = TelegramPlatform(bot_token=fake.token, chat_id=CHAT, mode="polling",
+        platform = TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="polling",
                                     base_url=fake.base_url, base_file_url=fake.base_file_url,
                                     max_per_second=0, max_per_minute_per_group=0)
         work = tmp_path / "work"
         settings = Settings.model_validate({"daemon": {"work_dir": str(work)}})
-        node = build_node(settings, platforms={"telegram": platform},
+        node = build_node(settings, surfaces={"telegram": platform},
                           database=f"sqlite:///{tmp_path / 'burst.db'}")
         await node.store.open()
         requested = []

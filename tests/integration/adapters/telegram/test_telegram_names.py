@@ -1,4 +1,4 @@
-"""People by name on Telegram: a tap on the real TelegramPlatform (python-telegram-bot
+"""People by name on Telegram: a tap on the real TelegramSurface (python-telegram-bot
 against the fake Bot API) is shown by the sender's Telegram name on the card and the team
 line, while the audit log keeps telegram:<id>."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from signoff.adapters.telegram import TelegramPlatform
+from signoff.adapters.telegram import TelegramSurface
 from signoff.config.settings import Settings
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Action, TaskState
@@ -38,9 +38,9 @@ async def test_a_telegram_tap_shows_the_sender_s_name(fake: FakeTelegramApi,
         "daemon": {"work_dir": str(work)}, "telegram": section,
         "approvals": {"approvers": ["telegram:42"]},
         "notify": [{"channel": f"telegram:{TEAM}", "events": ["denied"]}]})
-    platform = TelegramPlatform(bot_token=fake.token, chat_id=CHAT, base_url=fake.base_url,
+    platform = TelegramSurface(bot_token=fake.token, chat_id=CHAT, base_url=fake.base_url,
                                 base_file_url=fake.base_file_url, timeout=5.0)
-    node = build_node(settings, platforms={"telegram": platform}, clock=FakeClock(),
+    node = build_node(settings, surfaces={"telegram": platform}, clock=FakeClock(),
                       database=f"sqlite:///{tmp_path / 'signoff.db'}")
     await node.store.open()
     runner = asyncio.create_task(platform.run(node.flow.on_decision))

@@ -1,4 +1,4 @@
-"""TelegramPlatform against the fake Bot API: webhook security, taps, commands, errors, bursts."""
+"""TelegramSurface against the fake Bot API: webhook security, taps, commands, errors, bursts."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from signoff.adapters.telegram import TelegramPlatform
+from signoff.adapters.telegram import TelegramSurface
 from signoff.bot.ports import (
     ApprovalCard,
     CardRef,
-    ChatPlatform,
     DecisionEvent,
     DecisionOutcome,
+    Surface,
 )
 from signoff.errors import ConfigError, PlatformRejected, PlatformUnavailable, RateLimited
 from signoff.runtime.models import Scope
@@ -34,7 +34,7 @@ SECRET = "s3cret_token-1"
 WEBHOOK_URL = "https://signoff.example.com/telegram/webhook"
 HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
-Factory = Callable[..., TelegramPlatform]
+Factory = Callable[..., TelegramSurface]
 
 
 @pytest.fixture
@@ -46,15 +46,15 @@ async def fake() -> AsyncIterator[FakeTelegramApi]:
 
 @pytest.fixture
 async def make_platform(fake: FakeTelegramApi) -> AsyncIterator[Factory]:
-    """Build TelegramPlatforms pointed at the fake; closed after the test."""
-    made: list[TelegramPlatform] = []
+    """Build TelegramSurfaces pointed at the fake; closed after the test."""
+    made: list[TelegramSurface] = []
 
-    def make(**changes: Any) -> TelegramPlatform:
+    def make(**changes: Any) -> TelegramSurface:
         options: dict[str, Any] = {"bot_token": fake.token, "chat_id": CHAT, "mode": "polling",
                                    "base_url": fake.base_url,
                                    "base_file_url": fake.base_file_url, "timeout": 5.0}
         options.update(changes)
-        platform = TelegramPlatform(**options)
+        platform = TelegramSurface(**options)
         made.append(platform)
         return platform
 
@@ -77,7 +77,7 @@ class Flow:
 
 
 @asynccontextmanager
-async def running(platform: TelegramPlatform, fake: FakeTelegramApi,
+async def running(platform: TelegramSurface, fake: FakeTelegramApi,
                   on_decision: Callable[[DecisionEvent], Awaitable[DecisionOutcome]]
                   ) -> AsyncIterator[asyncio.Task[None]]:
     """Run the platform until the block ends; enter once it takes updates."""
@@ -96,7 +96,7 @@ async def running(platform: TelegramPlatform, fake: FakeTelegramApi,
         await asyncio.gather(task, return_exceptions=True)
 
 
-def webhook_client(platform: TelegramPlatform) -> httpx.AsyncClient:
+def webhook_client(platform: TelegramSurface) -> httpx.AsyncClient:
     """An HTTP client for a small app mounting the platform at POST /telegram/webhook."""
     app = Starlette(routes=[Route("/telegram/webhook", platform.handle_webhook,
                                   methods=["POST"])])
@@ -240,22 +240,22 @@ async def test_set_webhook_sends_url_and_secret(make_platform: Factory,
 
 
 def test_is_a_chat_platform_and_validates_its_config(fake: FakeTelegramApi) -> None:
-    """TelegramPlatform satisfies the port; an empty token or unknown mode is a ConfigError."""
-    platform: ChatPlatform = TelegramPlatform(bot_token=fake.token, chat_id=CHAT)
-    assert isinstance(platform, ChatPlatform)
+    """TelegramSurface satisfies the port; an empty token or unknown mode is a ConfigError."""
+    platform: Surface = TelegramSurface(bot_token=fake.token, chat_id=CHAT)
+    assert isinstance(platform, Surface)
     assert platform.name == "telegram"
     with pytest.raises(ConfigError, match="bot_token"):
-        TelegramPlatform(bot_token="", chat_id=CHAT)
+        TelegramSurface(bot_token="", chat_id=CHAT)
     with pytest.raises(ConfigError, match=r"telegram\.mode"):
-        TelegramPlatform(bot_token=fake.token, chat_id=CHAT, mode="carrier-pigeon")  # type: ignore[arg-type]
+        TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="carrier-pigeon")  # type: ignore[arg-type]
 
 
 def test_webhook_mode_needs_a_valid_secret(fake: FakeTelegramApi) -> None:
     """Webhook mode without a secret (or with characters Telegram refuses) is a ConfigError."""
     with pytest.raises(ConfigError, match="webhook_secret"):
-        TelegramPlatform(bot_token=fake.token, chat_id=CHAT, mode="webhook")
+        TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="webhook")
     with pytest.raises(ConfigError, match="webhook_secret"):
-        TelegramPlatform(bot_token=fake.token, chat_id=CHAT, mode="webhook",
+        TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="webhook",
                          webhook_secret="has spaces")
 
 

@@ -239,7 +239,7 @@ async def test_a_reminder_notifies_again_with_its_words(tmp_path: Path) -> None:
         browser, _ = await p.subscribe("phone")
         approval_id = await p.ask()
         await p.message(browser, "phone", approval_id)
-        surface = p.running.node.platforms["webpush"]
+        surface = p.running.node.surfaces["webpush"]
         ref = next(CardRef(c.surface, c.channel, c.message_id)
                    for c in await p.running.node.store.cards(approval_id)
                    if c.surface == "webpush")

@@ -22,7 +22,7 @@ from signoff.runtime.clock import FakeClock
 from signoff.runtime.engine import EngineConfig
 from signoff.runtime.models import Action, AuditEvent, RunMode, Scope, Task, TaskState
 from signoff.runtime.schedule.scheduler import Scheduler
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import Node
 from tests.fakes.http_echo import HttpEcho
 
@@ -41,7 +41,7 @@ class Rig:
     """One node with its surface, scheduler, escalator and clock."""
 
     node: Node
-    slack: RecordingPlatform
+    slack: RecordingSurface
     scheduler: Scheduler
     escalator: Escalator
     clock: FakeClock
@@ -95,7 +95,7 @@ def rig_factory(node_factory: Any, echo: HttpEcho) -> Any:
     async def make(cron_mode: str, **extra: Any) -> Rig:
         # Ahead of real time: the outbox stamps new jobs with the wall clock.
         clock = FakeClock(datetime.now(UTC).replace(microsecond=0) + timedelta(days=1))
-        slack = RecordingPlatform(name="slack")
+        slack = RecordingSurface(name="slack")
         config = {
             "slack": {"bot_token": "xoxb-test", "app_token": "xapp-test",
                       "channel": "C-approvals"},
@@ -113,7 +113,7 @@ def rig_factory(node_factory: Any, echo: HttpEcho) -> Any:
                 "blocked", "failed", "completed", "waiting_approval", "escalated", "expired"]}],
             **extra,
         }
-        node = await node_factory(config, clock=clock, platforms={"slack": slack}, approvers=())
+        node = await node_factory(config, clock=clock, surfaces={"slack": slack}, approvers=())
         oncall = node.settings.oncall
         router = OnCallRouter(rotations=oncall.rotations, overrides=oncall.overrides, clock=clock)
         node.authorizer.oncall = router.current

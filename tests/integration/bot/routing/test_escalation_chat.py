@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from signoff.adapters.slack import SlackPlatform
-from signoff.adapters.telegram import TelegramPlatform
+from signoff.adapters.slack import SlackSurface
+from signoff.adapters.telegram import TelegramSurface
 from signoff.bot.outbox import FOREVER
 from signoff.bot.routing.escalation import Escalator
 from signoff.runtime.clock import FakeClock
@@ -52,9 +52,9 @@ async def chats(node_factory: Any) -> AsyncIterator[Chats]:
     """Slack (http mode) and Telegram adapters on fakes, on-call primary → secondary."""
     async with FakeSlack() as slack_api, FakeTelegramApi() as telegram_api:
         clock = FakeClock()
-        slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        slack = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                               signing_secret=SECRET, api_url=slack_api.api_url)
-        telegram = TelegramPlatform(bot_token=telegram_api.token, chat_id=CHAT,
+        telegram = TelegramSurface(bot_token=telegram_api.token, chat_id=CHAT,
                                     base_url=telegram_api.base_url,
                                     base_file_url=telegram_api.base_file_url)
         config = {
@@ -67,7 +67,7 @@ async def chats(node_factory: Any) -> AsyncIterator[Chats]:
                 {"name": "secondary", "members": [f"slack:{SECONDARY}"]}]},
         }
         node = await node_factory(config, clock=clock, approvers=(),
-                                  platforms={"slack": slack, "telegram": telegram})
+                                  surfaces={"slack": slack, "telegram": telegram})
         oncall = node.settings.oncall
         escalator = Escalator(decider=node.decider, clock=clock, rotations=oncall.rotations,
                               overrides=oncall.overrides)

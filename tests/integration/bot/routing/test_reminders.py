@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from signoff.adapters.slack import SlackPlatform
-from signoff.adapters.telegram import TelegramPlatform
+from signoff.adapters.slack import SlackSurface
+from signoff.adapters.telegram import TelegramSurface
 from signoff.bot.outbox import FOREVER
 from signoff.bot.routing.reminders import Reminder
 from signoff.runtime.clock import FakeClock
@@ -34,14 +34,14 @@ class Chats:
     clock: FakeClock
     slack: FakeSlack
     telegram: FakeTelegramApi
-    closers: list[TelegramPlatform]
+    closers: list[TelegramSurface]
 
     async def node(self, extra: dict[str, Any] | None = None, database: str | None = None,
                    **approvals: Any) -> Node:
         """A node of this database with fresh adapters (a restarted daemon)."""
-        slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        slack = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                               signing_secret=SECRET, api_url=self.slack.api_url)
-        telegram = TelegramPlatform(bot_token=self.telegram.token, chat_id=CHAT,
+        telegram = TelegramSurface(bot_token=self.telegram.token, chat_id=CHAT,
                                     base_url=self.telegram.base_url,
                                     base_file_url=self.telegram.base_file_url)
         self.closers.append(telegram)
@@ -49,7 +49,7 @@ class Chats:
                                 "remind_before": "5m", "timeout": "30m", **approvals},
                   **(extra or {})}
         node: Node = await self.make(config, clock=self.clock, approvers=(), database=database,
-                                     platforms={"slack": slack, "telegram": telegram})
+                                     surfaces={"slack": slack, "telegram": telegram})
         return node
 
     def replies(self) -> list[dict[str, Any]]:

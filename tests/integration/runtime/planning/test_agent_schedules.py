@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from signoff.adapters.slack import SlackPlatform
+from signoff.adapters.slack import SlackSurface
 from signoff.adapters.web.pages import task_fragment
 from signoff.cli.client import tasks_table
 from signoff.runtime.models import RunMode, Scope, Task, TaskState
@@ -177,10 +177,10 @@ async def test_a_run_with_a_refused_call_is_never_announced_as_a_plain_success(
                 "slack": {"bot_token": BOT_TOKEN, "app_token": "xapp-test", "channel": APPROVALS},
                 "notify": [{"channel": f"slack:{team}", "events": ["completed", "blocked"]}]}
     async with FakeOpenAI(script=CLEANUP) as llm, FakeSlack() as slack_api:
-        slack = SlackPlatform(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+        slack = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
                               signing_secret=SECRET, api_url=slack_api.api_url)
         node = await node_factory(deep_merge(agent_config(llm.base_url, tmp_path / "work"),
-                                             schedule), platforms={"slack": slack}, approvers=())
+                                             schedule), surfaces={"slack": slack}, approvers=())
         (tmp_path / "work" / "old.txt").write_text("old")
         done = await scheduled_run(node)
         assert node.flow.notifier is not None

@@ -12,7 +12,7 @@ import pytest
 from signoff.errors import BadArguments
 from signoff.runtime.models import RiskClass, Scope, TaskState
 from signoff.runtime.tools.mcp.procs import is_alive
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from signoff.wiring import Node
 from tests.factories import answer, start
 from tests.mcp_support import (
@@ -42,8 +42,8 @@ async def git_node(node_factory, root: Path, **server) -> Node:
 
 
 def cards(node: Node) -> list:
-    platform = node.platforms["recording"]
-    assert isinstance(platform, RecordingPlatform)
+    platform = node.surfaces["recording"]
+    assert isinstance(platform, RecordingSurface)
     return [m.card for m in platform.messages.values()]
 
 

@@ -39,7 +39,7 @@ async def test_a_scope_the_risk_class_does_not_offer_is_refused_and_audited(
     task = await start(node, [delete("old.txt")])
     assert task.approval is not None
     ref = card_ref(node, task.approval.id)
-    assert node.platforms["recording"].rendered(ref).buttons == ("Once", "Deny")
+    assert node.surfaces["recording"].rendered(ref).buttons == ("Once", "Deny")
     result = await node.decider.decide(task.approval.id, Scope.SESSION, "web:admin")
     assert (result.accepted, result.code) == (False, "scope_not_allowed")
     stored = await node.store.get_task(task.id)
@@ -57,7 +57,7 @@ async def test_send_keeps_all_four_scopes_when_only_destructive_is_restricted(
     task = await start(node, [noop("x", tool="notify_team")])
     assert task.approval is not None
     ref = card_ref(node, task.approval.id)
-    assert node.platforms["recording"].rendered(ref).buttons == ("Once", "Session", "Always",
+    assert node.surfaces["recording"].rendered(ref).buttons == ("Once", "Session", "Always",
                                                                  "Deny")
 
 
@@ -97,7 +97,7 @@ async def test_a_late_answer_is_told_who_decided_and_when_and_is_audited(
     task = await start(node, [noop("x", tool="notify_team")])
     first, _ = await answer(node, task.id, Scope.ONCE, user="alice")
     assert first.accepted
-    platform = node.platforms["recording"]
+    platform = node.surfaces["recording"]
     assert task.approval is not None
     second = await platform.click(card_ref(node, task.approval.id), Scope.DENY, "bob")
     assert (second.accepted, second.code) == (False, "already_decided")
@@ -117,7 +117,7 @@ async def test_an_answer_after_the_timeout_is_refused_as_expired(
     [expired] = await node.decider.expire_due()
     assert expired.approval is not None and expired.approval.status is ApprovalStatus.EXPIRED
     assert task.approval is not None
-    outcome = await node.platforms["recording"].click(card_ref(node, task.approval.id),
+    outcome = await node.surfaces["recording"].click(card_ref(node, task.approval.id),
                                                       Scope.ONCE, "alice")
     assert (outcome.accepted, outcome.code) == (False, "expired")
     assert tool.runs == 0

@@ -46,7 +46,7 @@ async def test_escalate_anything_unclear_or_a_judge_error_asks_a_person(
         task = await start(node, [noop("x", tool="notify_team")])
         assert len(judge.requests) == 1
     assert task.state is TaskState.WAITING_APPROVAL and tool.runs == 0
-    assert len(node.platforms["recording"].messages) == 1
+    assert len(node.surfaces["recording"].messages) == 1
 
 
 @pytest.mark.parametrize("answer", ["APPROVE", "approve.", "Approve! looks fine"])
@@ -57,7 +57,7 @@ async def test_approve_runs_the_action_without_a_person(node_factory: NodeFactor
         node, tool = await _smart_node(node_factory, judge)
         task = await start(node, [noop("x", tool="notify_team")])
     assert task.state is TaskState.COMPLETED and tool.runs == 1
-    assert node.platforms["recording"].messages == {}
+    assert node.surfaces["recording"].messages == {}
     assert await node.store.list_grants(include_revoked=True) == []
 
 

@@ -2,7 +2,7 @@
 
 Each test is named after the sentence it checks (../shared/seeds/approvals-and-grants.txt).
 Nodes are built with `build_node` (in-memory store unless a test needs SQLite), the
-RecordingPlatform is the approval surface, e-mail goes to a real local SMTP server and
+RecordingSurface is the approval surface, e-mail goes to a real local SMTP server and
 time only moves when a FakeClock is told to.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from signoff.adapters.terminal.platform import TerminalPlatform
+from signoff.adapters.terminal.surface import TerminalSurface
 from signoff.cli.handle import run_once
 from signoff.runtime import audit
 from signoff.runtime.clock import FakeClock
@@ -30,7 +30,7 @@ from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.tools.base import Param, ToolContext
 from signoff.runtime.tools.builtin.messaging import SendEmailTool
 from signoff.runtime.tools.registry import builtin_registry
-from signoff.testing import RecordingPlatform
+from signoff.testing import RecordingSurface
 from tests.conftest import NodeFactory, deep_merge
 from tests.factories import (
     FakeJudge,
@@ -103,15 +103,15 @@ async def test_the_prompt_is_the_once_session_always_deny_gate_as_buttons(make: 
     node = await make()
     task = await start(node, [email(JOHN)])
     assert task.approval is not None
-    rendered = node.platforms["recording"].rendered(card_ref(node, task.approval.id))
+    rendered = node.surfaces["recording"].rendered(card_ref(node, task.approval.id))
     assert rendered.buttons == ("Once", "Session", "Always", "Deny")
 
 
 async def test_the_prompt_is_the_once_session_always_deny_gate_at_the_terminal(
         make: NodeFactory, smtp: FakeSmtpServer) -> None:
     """`signoff handle` at a terminal asks "[o]nce / [s]ession / [a]lways / [d]eny"; "s" sends."""
-    terminal = TerminalPlatform(stdin=io.StringIO("s\n"), stdout=io.StringIO(), user="me")
-    node = await make(platforms={"terminal": terminal})
+    terminal = TerminalSurface(stdin=io.StringIO("s\n"), stdout=io.StringIO(), user="me")
+    node = await make(surfaces={"terminal": terminal})
     task = await run_once(node, "mail john", steps=[email(JOHN)], mode=RunMode.TERMINAL,
                           terminal=terminal)
     shown = terminal.stdout.getvalue()
@@ -128,11 +128,11 @@ async def test_the_prompt_names_the_capability_and_the_exact_target(make: NodeFa
     task = await start(node, [email(JOHN)])
     assert task.approval is not None
     ref = card_ref(node, task.approval.id)
-    card = node.platforms["recording"].card(ref)
+    card = node.surfaces["recording"].card(ref)
     assert card.capability == "email.send"
     assert card.risk == "SEND"
     assert card.targets == (JOHN,)
-    assert JOHN in node.platforms["recording"].rendered(ref).text
+    assert JOHN in node.surfaces["recording"].rendered(ref).text
 
 
 # --- what an approval grants -----------------------------------------------------------------
@@ -462,7 +462,7 @@ async def test_session_or_always_allows_this_exact_action_for_the_rest_of_the_ta
     tool = with_send_noop(node)
     steps = [noop("x", tool="notify_team", text=str(i)) for i in range(3)]
     task = await start(node, [*steps, noop("y", tool="notify_team")])
-    platform = node.platforms["recording"]
+    platform = node.surfaces["recording"]
     _, task = await answer(node, task.id, scope)
     assert tool.runs == 3
     assert task.state is TaskState.WAITING_APPROVAL
@@ -496,7 +496,7 @@ async def test_deny_or_timeout_blocks_and_the_model_is_told_you_did_not_consent(
     assert after.actions[-1].outcome == outcome
     assert await node.store.list_grants(include_revoked=True) == []
     assert task.approval is not None
-    card = node.platforms["recording"].card(card_ref(node, task.approval.id))
+    card = node.surfaces["recording"].card(card_ref(node, task.approval.id))
     assert not card.open
 
 
@@ -545,8 +545,8 @@ async def test_always_cannot_carry_over_to_other_commands_recipients_tools_or_fu
         make: NodeFactory, other: str) -> None:
     """Always on one action never lets another command, recipient, tool or task through."""
     # A Slack surface too: post_message to a surface that is not there is refused at once.
-    node = await make(platforms={"recording": RecordingPlatform(),
-                                 "slack": RecordingPlatform(name="slack")})
+    node = await make(surfaces={"recording": RecordingSurface(),
+                                 "slack": RecordingSurface(name="slack")})
     first = {"command": command(f"{PY} -c pass"), "recipient": email(JOHN),
              "tool": email(JOHN), "future task": email(JOHN)}[other]
     second = {"command": command(f"{PY} -c 'pass;'"), "recipient": email(MARY),
@@ -639,7 +639,7 @@ async def test_non_interactive_runs_fail_closed(make: NodeFactory, smtp: FakeSmt
     assert task.state is TaskState.FAILED
     assert task.result is not None and task.result["reason"].startswith("blocked:")
     assert (node.work_dir / "draft.txt").read_text() == "ok"  # autonomous work still ran
-    assert smtp.messages == [] and node.platforms["recording"].messages == {}
+    assert smtp.messages == [] and node.surfaces["recording"].messages == {}
     last = (await audit_log(node))[-1]
     assert (last.decision, last.actor) == ("BLOCK", "auto:non_interactive")
 
@@ -683,7 +683,7 @@ async def test_cron_jobs_follow_cron_mode(make: NodeFactory, smtp: FakeSmtpServe
              "waiting": TaskState.WAITING_APPROVAL}[expected]
     assert task.state is state
     assert len(smtp.messages) == (1 if expected == "sent" else 0)
-    assert (len(node.platforms["recording"].messages) == 1) is (expected == "waiting")
+    assert (len(node.surfaces["recording"].messages) == 1) is (expected == "waiting")
 
 
 async def _remembered_always(node: Any) -> None:
@@ -711,11 +711,11 @@ async def test_yolo_mode_off_and_cron_approve_auto_approve_ask_user(
     node = await make(overrides)
     if case == "remembered always":
         await _remembered_always(node)
-    before = len(node.platforms["recording"].messages)
+    before = len(node.surfaces["recording"].messages)
     task = await start(node, [email(JOHN, body="now")], **submit)
     assert task.state is TaskState.COMPLETED
     assert smtp.messages[-1].body.strip() == "now"
-    assert len(node.platforms["recording"].messages) == before  # nobody was asked
+    assert len(node.surfaces["recording"].messages) == before  # nobody was asked
     assert task.actions[-1].decided_by == actor
 
 

@@ -127,7 +127,7 @@ class _Interrupted(Exception):
     """Ctrl-C at the prompt."""
 
 
-class TerminalPlatform:
+class TerminalSurface:
     """Prints cards and asks the person at the terminal."""
 
     name = "terminal"

@@ -67,7 +67,7 @@ def decided_message(card: ApprovalCard, *, topic: str, open_url: str) -> JsonDic
             "click": open_url}
 
 
-class NtfyPlatform:
+class NtfySurface:
     """The ``ntfy`` surface (see the module docstring)."""
 
     name = NAME

@@ -1,4 +1,4 @@
-"""`DiscordPlatform`: approval cards in a Discord channel, decided by their buttons.
+"""`DiscordSurface`: approval cards in a Discord channel, decided by their buttons.
 
 REST goes over plain httpx to ``api_base`` (default ``https://discord.com/api/v10``; the
 tests' fake in tests), see `rest`. hikari was considered and left out: its REST client
@@ -98,7 +98,7 @@ def ephemeral(text: str) -> JSONResponse:
         "allowed_mentions": allowed_mentions()}})
 
 
-class DiscordPlatform:
+class DiscordSurface:
     """Approval cards as messages with buttons in one Discord channel (a `Surface`)."""
 
     name = SURFACE

@@ -1,4 +1,4 @@
-"""`TeamsPlatform`: approval cards as Adaptive Cards in one Microsoft Teams conversation.
+"""`TeamsSurface`: approval cards as Adaptive Cards in one Microsoft Teams conversation.
 
 Outbound, cards are posted proactively to the configured conversation through the Bot
 Framework connector (``POST {service_url}/v3/conversations/{id}/activities``) and edited
@@ -66,7 +66,7 @@ ANONYMOUS = "Cannot tell who clicked: nothing was decided"
 OTHER_TENANT = "This card belongs to another organization: nothing was decided"
 
 
-class TeamsPlatform:
+class TeamsSurface:
     """The Microsoft Teams approval surface (a `signoff.bot.ports.Surface`)."""
 
     name = SURFACE

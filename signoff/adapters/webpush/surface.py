@@ -93,7 +93,7 @@ def parse_subscription(value: dict[str, object], *, https_only: bool) -> tuple[s
     return endpoint, str(p256dh), str(auth)
 
 
-class WebPushPlatform:
+class WebPushSurface:
     """The ``webpush`` surface (see the module docstring)."""
 
     name = NAME

@@ -1,4 +1,4 @@
-"""`TelegramPlatform`: approval cards as Telegram messages with inline buttons.
+"""`TelegramSurface`: approval cards as Telegram messages with inline buttons.
 
 Built on python-telegram-bot's `Application`, pointed at ``base_url`` (the public Bot API,
 a self-hosted Bot API server, or the tests' fake). Two ways to receive taps:
@@ -9,7 +9,7 @@ a self-hosted Bot API server, or the tests' fake). Two ways to receive taps:
   the others stand by (they still post and edit cards); when the leader dies, another
   takes the lease over and polls, from the offset Telegram kept;
 - ``webhook``: Telegram POSTs updates to the daemon's ``/telegram/webhook``, which calls
-  `TelegramPlatform.handle_webhook`; `run` calls setWebhook when ``webhook_url`` is set.
+  `TelegramSurface.handle_webhook`; `run` calls setWebhook when ``webhook_url`` is set.
 
 Every update, however it arrived, is first recorded in the node's replay ledger by its
 update id: one Telegram handed again to a new consumer (the old one died before
@@ -83,7 +83,7 @@ _LIMITER_GRACE = 65.0
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")  # what setWebhook accepts
 
 
-class TelegramPlatform:
+class TelegramSurface:
     """The Telegram approval surface (a `signoff.bot.ports.Surface`)."""
 
     name = SURFACE
@@ -234,7 +234,7 @@ class TelegramPlatform:
                 await self._app.bot.get_me()
 
     async def aclose(self) -> None:
-        """Release the HTTP connections when the platform was used without `run`."""
+        """Release the HTTP connections when the surface was used without `run`."""
         if not self._app.running:
             await self._app.bot.shutdown()
 

@@ -1,4 +1,4 @@
-"""The web console as a `ChatPlatform`: cards kept in memory, changes pushed to browsers.
+"""The web console as a `Surface`: cards kept in memory, changes pushed to browsers.
 
 The flow posts and edits cards here exactly as on Slack or Telegram; each change is
 published to the console's server-sent-event subscribers, whose pages then re-fetch the
@@ -79,7 +79,7 @@ def _put_latest(queue: asyncio.Queue[str | None], item: str | None) -> None:
                 queue.get_nowait()
 
 
-class WebPlatform:
+class WebSurface:
     """The ``web`` surface: the console at ``/`` and its live updates."""
 
     name = "web"

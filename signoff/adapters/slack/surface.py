@@ -1,4 +1,4 @@
-"""`SlackPlatform`: approval cards in a Slack channel, decided by their buttons.
+"""`SlackSurface`: approval cards in a Slack channel, decided by their buttons.
 
 Built on slack-bolt's `AsyncApp`; every Web API call goes to ``api_url`` (a local fake in
 tests) with a timeout, and its failures become `RateLimited`, `PlatformUnavailable` or
@@ -120,7 +120,7 @@ def _quiet_token_skipped(logger: logging.Logger) -> Iterator[None]:
         logger.removeFilter(quiet)
 
 
-class SlackPlatform:
+class SlackSurface:
     """Approval cards as Block Kit messages in one Slack channel (a `Surface`)."""
 
     name = "slack"
@@ -334,7 +334,7 @@ class SlackPlatform:
         `PlatformRejected` (the daemon should log it and keep its other surfaces).
         """
         if self._active:
-            raise RuntimeError("SlackPlatform.run is already running")
+            raise RuntimeError("SlackSurface.run is already running")
         self._active = True
         try:
             async with self.kept_session():

@@ -83,7 +83,7 @@ async def _form_token(request: Request) -> str:
     return (values.get("token") or [""])[0]
 
 
-class EmailPlatform:
+class EmailSurface:
     """The ``email`` surface: cards as mails with signed links, decided on our pages."""
 
     name = NAME
