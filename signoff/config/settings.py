@@ -575,8 +575,9 @@ def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None 
     ``chat=False`` is for the commands that talk to no chat surface (``oncall``,
     ``schedules``, ``audit``, ``tools``, ``nodes``): a surface section naming an unset
     ``${ENV}`` (its tokens), or ``[email]``/``[planner]`` naming one (the SMTP password, the
-    model's API key), is set aside instead of failing, and `Settings.unresolved` says why. ``daemon start`` and ``config check`` load with ``chat=True``: every variable must
-    be set. Raises :class:`ConfigError` naming the file, the key path and each problem.
+    model's API key), is set aside instead of failing, and `Settings.unresolved` says why.
+    ``daemon start`` and ``config check`` load with ``chat=True``: every variable must be
+    set. Raises :class:`ConfigError` naming the file, the key path and each problem.
     """
     if path is None:
         return Settings.default()
