@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 
+from signoff.runtime.decisions.settle import DecisionResult, Settler
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, Scope, Task, TaskState
 from signoff.runtime.policy.grants import grant_for
-from signoff.runtime.settle import DecisionResult, Settler
 from signoff.runtime.store.port import Change
 from signoff.runtime.words import refusal_reason
 

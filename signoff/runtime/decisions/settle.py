@@ -1,7 +1,7 @@
 """What every decision shares: its result, the moves it makes on a waiting task, and
 the announcement after its commit.
 
-The base of `signoff.runtime.decisions.Decider` (through `signoff.runtime.hold`): split
+The base of `signoff.runtime.decisions.Decider` (through `signoff.runtime.decisions.hold`): split
 off so that the one writer of decisions stays one class while its modules stay small.
 """
 

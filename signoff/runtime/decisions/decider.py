@@ -15,7 +15,7 @@ vote count, so racing approvals from two surfaces or nodes never lose one; the a
 that reaches the quorum decides (with the narrowest scope among them), one deny denies.
 With a hold (`approvals.hold`), the approval that decides parks the request as ``held``
 until `Approval.hold_until`; `release_due` (the daemon's sweep) lets it run then, `undo`
-denies it before (both in `signoff.runtime.hold`).
+denies it before (both in `signoff.runtime.decisions.hold`).
 
 A request from an agent that is not ours has no task: the same decision is committed
 without a task to move (its grant lives under the request's own policy_id), and waiters
@@ -35,9 +35,10 @@ from datetime import datetime, timedelta
 
 from signoff.errors import Conflict
 from signoff.runtime import coalesce
+from signoff.runtime.decisions.hold import HoldDecisions
+from signoff.runtime.decisions.settle import DecisionResult, Runnable
 from signoff.runtime.edits import EditRefused, prepare_edit
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
-from signoff.runtime.hold import HoldDecisions
 from signoff.runtime.models import (
     Action,
     Approval,
@@ -52,7 +53,6 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.policy.grants import grant_for
 from signoff.runtime.policy.quorum import narrowest
-from signoff.runtime.settle import DecisionResult, Runnable
 from signoff.runtime.store.port import Change
 from signoff.runtime.words import (
     ALREADY_DECIDED,
