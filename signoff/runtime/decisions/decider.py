@@ -22,18 +22,17 @@ on `watch` (long polls) are woken once it is committed.
 
 A request that shares its card with identical ones (`signoff.runtime.coalesce`) is
 decided like any other; the same answer is then given to each of its members, each
-with its own compare-and-set, task move, grant and audit event (`_decide_members`).
+with its own compare-and-set, task move, grant and audit event
+(`signoff.runtime.decisions.members`); an expiry is `signoff.runtime.decisions.expiry`.
 """
 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from signoff.errors import Conflict
 from signoff.runtime import coalesce
 from signoff.runtime.decisions.answer import (
     Answer,
@@ -42,12 +41,11 @@ from signoff.runtime.decisions.answer import (
     Rules,
     answer,
     grant_lasts,
-    not_waiting,
-    requester_of,
-    self_forbidden,
     terms_refusal,
 )
+from signoff.runtime.decisions.expiry import Expiry
 from signoff.runtime.decisions.hold import Holds
+from signoff.runtime.decisions.members import Members
 from signoff.runtime.decisions.settle import DecisionResult, Runnable, Settler
 from signoff.runtime.edits import EditRefused, prepare_edit
 from signoff.runtime.engine import Engine
@@ -62,7 +60,6 @@ from signoff.runtime.models import (
     Scope,
     Task,
     TaskState,
-    Vote,
 )
 from signoff.runtime.store.port import Change
 from signoff.runtime.watch import ApprovalWatch
@@ -92,6 +89,8 @@ class Decider:
                  watch: ApprovalWatch | None = None) -> None:
         self.settler = Settler(engine=engine, on_runnable=on_runnable, watch=watch)
         self.holds = Holds(self.settler)
+        self.expiry = Expiry(self.settler)
+        self.members = Members(self.settler, self.expiry, self._commit, self.rules)
         self.engine = engine
         self.store = engine.store
         self.watch = self.settler.watch
@@ -118,6 +117,14 @@ class Decider:
                    channel: str | None = None) -> DecisionResult:
         """Deny a held request before its window ends ("undone by <actor>")."""
         return await self.holds.undo(approval_id, actor, channel=channel)
+
+    async def expire_due(self) -> list[Task]:
+        """Deny every request past its expiry; return the tasks whose request expired."""
+        return await self.expiry.expire_due()
+
+    async def settle_coalesced(self) -> int:
+        """Decide the members a crash left pending under a decided card (`Members`)."""
+        return await self.members.settle_strays()
 
     def rules(self, approval: Approval) -> Rules:
         """What the configuration says about deciding ``approval``."""
@@ -171,7 +178,7 @@ class Decider:
                 return outcome.result
             if outcome.move is not Move.NONE and await self._commit(task, outcome, passkey):
                 if outcome.approval is not None and approval.coalesce_key is not None:
-                    await self._decide_members(outcome.approval, given.channel)
+                    await self.members.decide(outcome.approval, given.channel)
                 return outcome.result
             # Lost, or the task moved on: if someone decided meanwhile, say who.
             current = await self.store.get_approval(approval.id)
@@ -240,7 +247,7 @@ class Decider:
         why = terms_refusal(approval, scope, lasts, args is not None)
         if why is not None:
             refusal = (DecisionCode.INVALID, why)
-        elif args is not None and await self._shared(approval):
+        elif args is not None and await self.members.shared(approval):
             # The members asked their own content; an edit of the card would replace it.
             refusal = (DecisionCode.INVALID, "args: a card shared by identical requests "
                                              "cannot be edited; decide one by its own id")
@@ -269,56 +276,6 @@ class Decider:
         return self.settler.deny_task(task, decided, "denied", decided.decided_by or "?",
                                       refusal_reason(decided))
 
-    async def expire_due(self) -> list[Task]:
-        """Deny every request past its expiry ("approval timed out"); return the tasks
-        whose request expired (outside requests have none). Members of a group expire
-        with their leader: their expiry is never later than its."""
-        expired = []
-        for approval in await self.store.due_approvals(self.engine.clock.now()):
-            task = await self._expire(approval)
-            if task is not None:
-                expired.append(task)
-        return expired
-
-    async def _expire(self, approval: Approval) -> Task | None:
-        """Expire one pending request; its task when that moved (None for an outside
-        request, a stale one, or a lost race). A request or task whose stored row cannot be
-        read (see `store.readers`) is set aside here: expired with the reason, its task
-        failed."""
-        task = await self.store.get_task(approval.task_id) if approval.task_id else None
-        if task is not None and task.unreadable is not None:
-            with contextlib.suppress(Conflict):
-                await self.engine.set_aside(task)
-            task = None
-        elif approval.task_id is not None and (
-                task is None or task.approval is None or task.approval.id != approval.id):
-            return None
-        now = self.engine.clock.now()
-        reason = approval.unreadable or "approval timed out"
-        decided = approval.model_copy(update={
-            "status": ApprovalStatus.EXPIRED, "scope": Scope.DENY,
-            "decided_by": "auto:timeout", "decided_at": now, "reason": reason})
-        event = audit_event("expired", task, approval.action, decision="deny",
-                            actor="auto:timeout", scope="deny", reason=reason,
-                            approval=decided)
-        outbox = ([approval_event(ApprovalEvent.DECIDED, approval.id)]
-                  if coalesce.has_own_card(approval) else [])
-        change = Change(at=now, approval=decided, approval_expect=ApprovalStatus.PENDING,
-                        audit=[event], outbox=outbox)
-        goes_on = False
-        if task is not None:
-            task.approval = decided
-            task.updated_at = now
-            goes_on = self.settler.deny_task(task, approval, "timed_out", "auto:timeout",
-                                    "approval timed out")
-            change.task = task
-        if not await self.settler.commit(change):
-            return None
-        await self.settler.announce(task, decided, TaskEvent.EXPIRED)
-        if goes_on and task is not None and self.on_runnable is not None:
-            await self.on_runnable(task)
-        return task
-
     async def withdraw(self, approval: Approval, actor: str) -> Approval | None:
         """Take back a pending outside request (its asker gave up waiting): it ends
         ``withdrawn`` and its cards say so; None when it was not pending any more (someone
@@ -342,94 +299,8 @@ class Decider:
         await self.settler.announce(None, decided, TaskEvent.DENIED)
         for member in await self.store.coalesced(approval.id):  # identical ones still ask
             if member.status is ApprovalStatus.PENDING:
-                await self._detach(member)
+                await self.members.detach(member)
         return decided
-
-    # -- groups of identical requests (signoff.runtime.coalesce) --------------------------
-    async def _shared(self, approval: Approval) -> bool:
-        """True when pending identical requests share this request's card."""
-        if approval.coalesce_key is None or not coalesce.has_own_card(approval):
-            return False
-        return any(m.status is ApprovalStatus.PENDING
-                   for m in await self.store.coalesced(approval.id))
-
-    async def _decide_members(self, leader: Approval, channel: str | None) -> None:
-        """Give the leader's committed answer to every pending request sharing its card."""
-        for member in await self.store.coalesced(leader.id):
-            if coalesce.follows(leader, member):
-                await self._follow(leader, member, channel)
-
-    async def _follow(self, leader: Approval, member: Approval, channel: str | None) -> None:
-        """One member takes the leader's decision: its own compare-and-set, task move,
-        grant (under its own policy_id) and audit event, with the leader's decider. An
-        approval counts for it only by the votes of people other than its own requester,
-        against its own quorum; short of that it gets a card of its own."""
-        if leader.status is ApprovalStatus.EXPIRED:
-            await self._expire(member)
-            return
-        scope, actor = leader.scope or Scope.DENY, leader.decided_by or "?"
-        for _ in range(5):
-            task = await self.store.get_task(member.task_id) if member.task_id else None
-            if not_waiting(task, member) is not None:
-                return  # the task moved on; nothing of it is pending here
-            counted = self._votes_for(task, member, leader) if scope.approves else None
-            if counted is not None and len(counted) < member.needed:
-                await self._detach(member)  # its requester's vote cannot decide it
-                return
-            given = Answer(scope=scope, actor=actor, reason=leader.reason, channel=channel,
-                           lasts=leader.grant_lasts, in_group=True,
-                           counted=counted if member.needed > 1 else None)
-            outcome = answer(member, task, given, self.rules(member), self.settler.now())
-            if outcome.move is not Move.NONE and await self._commit(task, outcome):
-                return
-            current = await self.store.get_approval(member.id)
-            if current is None or current.status is not ApprovalStatus.PENDING:
-                return  # decided by its own id meanwhile
-            member = current
-
-    def _votes_for(self, task: Task | None, member: Approval, leader: Approval) -> list[Vote]:
-        """The approvals of the shared card (and of the member itself) that count for
-        ``member``: one per person, its own requester's left out when self-approval is
-        refused for it."""
-        given = leader.votes or [Vote(actor=leader.decided_by or "?",
-                                      scope=leader.scope or Scope.ONCE,
-                                      at=leader.decided_at or self.settler.now())]
-        people = self.engine.config.people
-        requester = requester_of(task, member)
-        forbidden = self_forbidden(member, self.rules(member))
-        votes = [v for v in [*member.votes, *given]
-                 if not (forbidden and people.same(requester, v.actor))]
-        first: dict[str, Vote] = {}
-        for vote in votes:
-            first.setdefault(vote.actor, vote)
-        return [first[a] for a in people.distinct(first)]
-
-    async def _detach(self, member: Approval) -> None:
-        """Give a member a card of its own (it leaves the group, still pending)."""
-        own = member.model_copy(update={"coalesced_into": None})
-        change = Change(at=self.settler.now(), approval=own, approval_expect=ApprovalStatus.PENDING,
-                        outbox=[coalesce.left_event(member),
-                                coalesce.card_event(own, mentions=list(own.approvers))])
-        if await self.settler.commit(change):
-            log.info("coalesced_request_detached", extra={"approval_id": member.id,
-                                                          "leader": member.coalesced_into})
-            task = await self.store.get_task(own.task_id) if own.task_id else None
-            await self.engine.listener.approval_requested(task, own)
-
-    async def settle_coalesced(self) -> int:
-        """Decide the members a crash (or a race with another node) left pending under a
-        decided card, as its decision did; one that asked after that decision gets a card
-        of its own. Returns how many were looked at."""
-        strays = await self.store.coalesce_strays()
-        for member in strays:
-            leader = await self.store.get_approval(member.coalesced_into or "")
-            if leader is not None and leader.status is ApprovalStatus.HELD:
-                continue  # released or undone later: its members take that final answer
-            if leader is not None and coalesce.follows(leader, member):
-                await self._follow(leader, member, None)
-            else:
-                await self._detach(member)
-        return len(strays)
 
     async def escalate(self, task: Task, *, level: int, members: Sequence[str], waited: str,
                        detail: str) -> bool:
