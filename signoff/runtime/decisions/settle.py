@@ -1,8 +1,9 @@
 """What every decision shares: its result, the moves it makes on a waiting task, and
 the announcement after its commit.
 
-The base of `signoff.runtime.decisions.Decider` (through `signoff.runtime.hold`): split
-off so that the one writer of decisions stays one class while its modules stay small.
+A plain class: the `Decider` (`signoff.runtime.decisions.decider`) and the undo window
+(`signoff.runtime.decisions.hold.Holds`) each hold the same `Settler`, so every decision
+commits, moves its task and announces itself the same way.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class DecisionResult:
 
 
 class Settler:
-    """The state and task moves of the decider (see `signoff.runtime.decisions.Decider`)."""
+    """The commit, the task moves and the announcement every decision shares."""
 
     def __init__(self, *, engine: Engine, on_runnable: Runnable | None = None,
                  watch: ApprovalWatch | None = None) -> None:
@@ -48,11 +49,12 @@ class Settler:
         self.on_runnable = on_runnable
         self.watch = watch or ApprovalWatch(states=self.store.approval_states)
 
-    async def _commit(self, change: Change) -> bool:
+    async def commit(self, change: Change) -> bool:
         """Commit one unit of work."""
         return await self.store.commit(change)
 
-    def _now(self) -> datetime:
+    def now(self) -> datetime:
+        """The time by the engine's Clock."""
         return self.engine.clock.now()
 
     async def refuse(self, approval_id: str, actor: str, why: str, *,
@@ -66,9 +68,9 @@ class Settler:
                             channel=channel)
         if approval is None:
             event = event.model_copy(update={"approval_id": approval_id})
-        await self._commit(Change(at=self._now(), audit=[event]))
+        await self.commit(Change(at=self.now(), audit=[event]))
 
-    def _take_back(self, task: Task, now: datetime) -> bool:
+    def take_back(self, task: Task, now: datetime) -> bool:
         """The task runs again: on this node (True: its runnable hook hands it to the
         worker), or, when its steps used another node's work dir, queued for that node
         alone (False: nothing to run here)."""
@@ -80,17 +82,17 @@ class Settler:
         task.lease_until = now + self.engine.config.lease
         return True
 
-    def _refused(self, task: Task, approval: Approval, outcome: str, actor: str,
+    def deny_task(self, task: Task, approval: Approval, outcome: str, actor: str,
                  reason: str) -> bool:
         """Record a deny or a timeout; True when the task goes on here (an agent told to
         find another way, `on_deny = "tell_model"`), False when it failed or was queued
-        for the node whose work dir it used (`_take_back`)."""
+        for the node whose work dir it used (`take_back`)."""
         if task.agent is None or not task.agent.tells_model:
             self._end_denied(task, approval, outcome, actor, reason)
             return False
         self._record_refusal(task, approval, outcome, actor, reason)
         task.pending_action = None  # the agent loop tells the model on its next run
-        return self._take_back(task, self.engine.clock.now())
+        return self.take_back(task, self.engine.clock.now())
 
     def _record_refusal(self, task: Task, approval: Approval, outcome: str, actor: str,
                         reason: str) -> None:
@@ -108,7 +110,8 @@ class Settler:
         task.claimed_by = task.lease_until = None
         task.result = {"reason": reason, "step": task.step_index}
 
-    async def _announce(self, task: Task | None, approval: Approval, kind: TaskEvent) -> None:
+    async def announce(self, task: Task | None, approval: Approval, kind: TaskEvent) -> None:
+        """Wake the waiters on ``approval`` and tell the listeners (cards, the task)."""
         self.watch.fire(approval.id, approval)
         listener = self.engine.listener
         await listener.approval_decided(task, approval)

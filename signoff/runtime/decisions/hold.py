@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 
+from signoff.runtime.decisions.settle import DecisionResult, Settler
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, Scope, Task, TaskState
 from signoff.runtime.policy.grants import grant_for
-from signoff.runtime.settle import DecisionResult, Settler
 from signoff.runtime.store.port import Change
 from signoff.runtime.words import refusal_reason
 
@@ -24,14 +24,18 @@ log = logging.getLogger(__name__)
 RELEASER = "auto:hold"
 
 
-class HoldDecisions(Settler):
-    """Releasing and undoing held approvals (part of the `Decider`)."""
+class Holds:
+    """Releasing and undoing held approvals, through the decider's `Settler`."""
+
+    def __init__(self, settler: Settler) -> None:
+        self.settler = settler
+        self.store = settler.store
 
     async def release_due(self) -> list[Task]:
         """Let every held request whose window is over run; return the tasks resumed."""
         resumed = []
         for approval in await self.store.held_approvals():
-            now = self._now()
+            now = self.settler.now()
             if approval.hold_until is None or approval.hold_until > now:
                 continue
             task = await self.store.get_task(approval.task_id) if approval.task_id else None
@@ -44,7 +48,7 @@ class HoldDecisions(Settler):
         return resumed
 
     async def _release(self, task: Task | None, approval: Approval) -> bool:
-        now = self._now()
+        now = self.settler.now()
         scope = approval.scope or Scope.ONCE
         done = approval.model_copy(update={"status": ApprovalStatus.APPROVED})
         policy_id = approval.policy_id or (task.policy_id if task else approval.id)
@@ -62,16 +66,16 @@ class HoldDecisions(Settler):
         runs_here = False
         if task is not None:
             task.approval, task.updated_at = done, now
-            runs_here = self._take_back(task, now)
+            runs_here = self.settler.take_back(task, now)
             change.task, change.expect_state = task, TaskState.WAITING_APPROVAL
-        if not await self._commit(change):
+        if not await self.settler.commit(change):
             return False  # undone, or released by another node, meanwhile
         log.info("approval_released", extra={"approval_id": approval.id,
                                              "task_id": approval.task_id})
-        self.watch.fire(approval.id, done)
-        await self.engine.listener.approval_decided(task, done)
-        if task is not None and runs_here and self.on_runnable is not None:
-            await self.on_runnable(task)
+        self.settler.watch.fire(approval.id, done)
+        await self.settler.engine.listener.approval_decided(task, done)
+        if task is not None and runs_here and self.settler.on_runnable is not None:
+            await self.settler.on_runnable(task)
         return True
 
     async def undo(self, approval_id: str, actor: str, *,
@@ -79,13 +83,13 @@ class HoldDecisions(Settler):
         """Deny a held request before its window ends ("undone by <actor>")."""
         approval = await self.store.get_approval(approval_id)
         if approval is None:
-            await self.refuse(approval_id, actor, "undo: unknown approval request",
+            await self.settler.refuse(approval_id, actor, "undo: unknown approval request",
                               channel=channel)
             return DecisionResult(False, DecisionCode.UNKNOWN, "Unknown request")
-        now = self._now()
+        now = self.settler.now()
         if (approval.status is not ApprovalStatus.HELD or approval.hold_until is None
                 or approval.hold_until <= now):
-            await self.refuse(approval.id, actor, "too late to undo", channel=channel)
+            await self.settler.refuse(approval.id, actor, "too late to undo", channel=channel)
             return _not_held(approval)
         task = await self.store.get_task(approval.task_id) if approval.task_id else None
         reason = f"undone by {actor}"
@@ -100,15 +104,15 @@ class HoldDecisions(Settler):
         goes_on = False
         if task is not None:
             task.approval, task.updated_at = undone, now
-            goes_on = self._refused(task, undone, "denied", actor, refusal_reason(undone))
+            goes_on = self.settler.deny_task(task, undone, "denied", actor, refusal_reason(undone))
             change.task, change.expect_state = task, TaskState.WAITING_APPROVAL
-        if not await self._commit(change):
+        if not await self.settler.commit(change):
             current = await self.store.get_approval(approval.id) or approval
             return _not_held(current)
         log.info("approval_undone", extra={"approval_id": approval.id, "actor": actor})
-        await self._announce(task, undone, TaskEvent.DENIED)
-        if task is not None and goes_on and self.on_runnable is not None:
-            await self.on_runnable(task)
+        await self.settler.announce(task, undone, TaskEvent.DENIED)
+        if task is not None and goes_on and self.settler.on_runnable is not None:
+            await self.settler.on_runnable(task)
         return DecisionResult(True, DecisionCode.OK, f"Undone — denied ({reason})", task=task,
                               approval=undone)
 
