@@ -159,6 +159,21 @@ async def test_each_session_is_asked_under_its_own_policy_id_and_approved_runs(
     assert notes.read_text() == "from one\n"
 
 
+async def cancelled_and_withdrawn(node: Running, call: asyncio.Task[Any],
+                                  approval_id: str) -> None:
+    """Cancel the client's waiting call, then wait until its request reads withdrawn."""
+    call.cancel()
+    with contextlib.suppress(BaseException):
+        await call
+
+    async def withdrawn() -> bool:
+        async with node.client() as admin:
+            seen = (await admin.get(f"/v1/approvals/{approval_id}")).json()["status"]
+        return bool(seen == "withdrawn")
+
+    await eventually(withdrawn, 30, "the withdrawal")
+
+
 async def test_a_session_that_ends_withdraws_its_waiting_call(
         daemon: tuple[Running, str], gate_url: str, notes: Path) -> None:
     """The client ends its session (DELETE) while a call waits: the request is withdrawn."""
@@ -166,16 +181,7 @@ async def test_a_session_that_ends_withdraws_its_waiting_call(
     async with client(gate_url) as s:
         call = asyncio.create_task(s.call_tool("write_note", {"text": "late"}))
         [item] = await asked(node)
-    call.cancel()
-    with contextlib.suppress(BaseException):
-        await call
-
-    async def withdrawn() -> bool:
-        async with node.client() as admin:
-            seen = (await admin.get(f"/v1/approvals/{item['id']}")).json()["status"]
-        return bool(seen == "withdrawn")
-
-    await eventually(withdrawn, 30, "the withdrawal")
+    await cancelled_and_withdrawn(node, call, item["id"])
     assert not notes.exists()
 
 
@@ -195,16 +201,7 @@ async def test_a_call_the_client_cancels_withdraws_its_request(
     async with client(gate_url) as s:
         call = asyncio.create_task(s.call_tool("write_note", {"text": "never mind"}))
         [item] = await asked(node)
-        call.cancel()
-        with contextlib.suppress(BaseException):
-            await call
-
-        async def withdrawn() -> bool:
-            async with node.client() as admin:
-                seen = (await admin.get(f"/v1/approvals/{item['id']}")).json()["status"]
-            return bool(seen == "withdrawn")
-
-        await eventually(withdrawn, 30, "the withdrawal")
+        await cancelled_and_withdrawn(node, call, item["id"])
     assert not notes.exists()
 
 
