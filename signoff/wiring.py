@@ -336,7 +336,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     policy = build_policy(settings, registry, net, autonomous_risks)
     scopes = {risk: tuple(ap.scopes_for(risk)) for risk in RiskClass}
     router = OnCallRouter(
-        rotations=settings.oncall.rotations, overrides=settings.oncall.overrides, clock=clock,
+        rotations=[r.to_runtime() for r in settings.oncall.rotations],
+        overrides=[o.to_runtime() for o in settings.oncall.overrides], clock=clock,
         schedule_approvers={s.name: s.approvers for s in settings.schedules if s.approvers})
     config = EngineConfig(
         node_id=node, approval_timeout=ap.timeout, lease=settings.daemon.lease,
@@ -349,7 +350,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         shared_work_dir=settings.daemon.shared_work_dir,
         approvers_for=router.approvers_for,
         rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
-        timeout_for=schedule_timeouts(settings.schedules))
+        timeout_for=schedule_timeouts([s.to_runtime() for s in settings.schedules]))
     judge = None
     client = _chat_client(settings)
     if str(ap.mode) == "smart" and client is not None:
@@ -390,8 +391,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     worker.gate = flow.dispatcher.room  # approval cards before more autonomous work
     flow.dispatcher.outages = engine.outages  # its outages show in /health
     # Built here so that a schedule naming an unknown tool is a config error at start.
-    scheduler = Scheduler(engine=engine, schedules=settings.schedules, clock=clock,
-                          wake=worker.wake)
+    scheduler = Scheduler(engine=engine, schedules=[s.to_runtime() for s in settings.schedules],
+                          clock=clock, wake=worker.wake)
     return Node(settings=settings, work_dir=wd, store=store, registry=registry, engine=engine,
                 decider=decider, worker=worker, flow=flow, authorizer=authorizer, clock=clock,
                 listener=listener, surfaces=chosen, oncall=router, scheduler=scheduler,

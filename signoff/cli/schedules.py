@@ -23,7 +23,7 @@ from rich.console import Console
 
 from signoff.bot.routing.oncall import (
     OnCallRouter,
-    RotationLike,
+    Rotation,
     escalation_chain,
     who_is_on_call,
 )
@@ -155,8 +155,8 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
         except ValueError as exc:
             _fail(str(exc))
         node = _load(load_node, config)
-        scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules,
-                              clock=node.clock)
+        scheduler = Scheduler(engine=node.engine, clock=node.clock,
+                              schedules=[s.to_runtime() for s in node.settings.schedules])
         rows = _run(node, lambda: scheduler.status(when))
         if as_json:
             typer.echo(json.dumps(rows, indent=2))
@@ -171,8 +171,8 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
                 config: ConfigOpt = None) -> None:
         """Queue a run of schedule NAME now (the daemon's worker runs it); print its id."""
         node = _load(load_node, config or ctx.obj)
-        scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules,
-                              clock=node.clock)
+        scheduler = Scheduler(engine=node.engine, clock=node.clock,
+                              schedules=[s.to_runtime() for s in node.settings.schedules])
         if name not in scheduler.schedules:
             known = ", ".join(scheduler.schedules) or "none"
             _fail(f"no schedule named {name!r} (known: {known})")
@@ -189,14 +189,14 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
             when = parse_at(at, system_now())
         except ValueError as exc:
             _fail(str(exc))
-        oncall_settings = node.settings.oncall
-        rotations, overrides = oncall_settings.rotations, oncall_settings.overrides
+        rotations = [r.to_runtime() for r in node.settings.oncall.rotations]
+        overrides = [o.to_runtime() for o in node.settings.oncall.overrides]
         if as_json:  # the same body as GET /oncall
             router = OnCallRouter(rotations=rotations, overrides=overrides, clock=node.clock)
             typer.echo(json.dumps(router.describe(when), indent=2))
             return
         shifts = who_is_on_call(rotations, overrides, when)
-        nexts: dict[str, RotationLike | None] = {}
+        nexts: dict[str, Rotation | None] = {}
         for rot in rotations:
             chain = escalation_chain(rotations, rot.name)
             nexts[rot.name] = chain[1] if len(chain) > 1 else None
@@ -209,7 +209,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
         by_name = {r.name: r for r in rotations}
         for shift in shifts:
             rot = by_name[shift.rotation]
-            zone = ZoneInfo(rot.timezone)
+            zone = rot.zone
             target = nexts[shift.rotation]
             escalates = (f"{target.name} after {format_duration(rot.escalate_after)}"
                          if target is not None and rot.escalate_after else "")

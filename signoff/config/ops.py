@@ -5,11 +5,13 @@ Split from `signoff.config.settings` (which re-exports every name here) to keep 
 
 from __future__ import annotations
 
-from datetime import date, time, timedelta
+from datetime import date, timedelta
 from typing import Self
+from zoneinfo import ZoneInfo
 
 from pydantic import Field, field_validator, model_validator
 
+from signoff.bot.routing import oncall
 from signoff.config.checks import (
     ActorKey,
     AwareDatetime,
@@ -27,6 +29,7 @@ from signoff.config.checks import (
 )
 from signoff.config.fields import CronMode, NotifyEvent, Section
 from signoff.runtime.models import JsonDict
+from signoff.runtime.schedule import spec
 
 
 class StepSpec(Section):
@@ -34,6 +37,10 @@ class StepSpec(Section):
 
     tool: NonEmpty
     args: JsonDict = {}
+
+    def to_runtime(self) -> spec.ScheduleStep:
+        """The step as the scheduler reads it."""
+        return spec.ScheduleStep(tool=self.tool, args=dict(self.args))
 
 
 class Schedule(Section):
@@ -69,6 +76,16 @@ class Schedule(Section):
             object.__setattr__(self, "goal", f"scheduled: {self.name}")  # frozen model
         return self
 
+    def to_runtime(self) -> spec.Schedule:
+        """The entry as the scheduler reads it (``grants`` and ``approvers`` are read by
+        the policy and the on-call router)."""
+        return spec.Schedule(
+            name=self.name, goal=self.goal, zone=ZoneInfo(self.timezone),
+            misfire_grace=self.misfire_grace, cron=self.cron, every=self.every,
+            steps=None if self.steps is None else tuple(s.to_runtime() for s in self.steps),
+            prohibit=tuple(self.prohibit), cron_mode=self.cron_mode, enabled=self.enabled,
+            jitter=self.jitter, timeout=self.timeout)
+
 
 class Rotation(Section):
     """[[oncall.rotations]]: members taking turns as approvers."""
@@ -90,15 +107,15 @@ class Rotation(Section):
             raise ValueError("rotation has no members")
         return value
 
-    @property
-    def handoff_weekday(self) -> int:
-        """Weekday of the handoff, 0 = Monday (Monday when only a time was given)."""
-        return parse_handoff(self.handoff)[0]
-
-    @property
-    def handoff_time(self) -> time:
-        """Local time of day of the handoff."""
-        return parse_handoff(self.handoff)[1]
+    def to_runtime(self) -> oncall.Rotation:
+        """The rotation as on-call routing reads it, its handoff parsed (a weekday, 0 =
+        Monday, and a local time; Monday when only a time was given)."""
+        weekday, at = parse_handoff(self.handoff)
+        return oncall.Rotation(
+            name=self.name, members=tuple(self.members), period=self.period,
+            handoff_weekday=weekday, handoff_time=at, zone=ZoneInfo(self.timezone),
+            start=self.start, repeat_limit=self.repeat_limit,
+            escalate_after=self.escalate_after, next=self.next)
 
 
 class OncallOverride(Section):
@@ -114,6 +131,11 @@ class OncallOverride(Section):
         if self.until <= self.start:
             raise problem("until", "must be later than 'from'")
         return self
+
+    def to_runtime(self) -> oncall.Override:
+        """The override as on-call routing reads it."""
+        return oncall.Override(who=self.who, start=self.start, until=self.until,
+                               rotation=self.rotation)
 
 
 class OncallSettings(Section):

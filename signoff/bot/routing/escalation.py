@@ -25,8 +25,8 @@ from datetime import datetime
 
 from signoff.bot.routing.oncall import (
     EscalationStep,
-    OverrideLike,
-    RotationLike,
+    Override,
+    Rotation,
     next_escalation,
 )
 from signoff.runtime.clock import Clock
@@ -43,8 +43,8 @@ log = logging.getLogger(__name__)
 class Escalator:
     """Moves unanswered scheduled requests up the escalation chain."""
 
-    def __init__(self, *, decider: Decider, clock: Clock, rotations: Sequence[RotationLike],
-                 overrides: Sequence[OverrideLike] = (), interval: float = 1.0,
+    def __init__(self, *, decider: Decider, clock: Clock, rotations: Sequence[Rotation],
+                 overrides: Sequence[Override] = (), interval: float = 1.0,
                  wake: Callable[[], None] | None = None) -> None:
         self.decider = decider
         self.store = decider.store

@@ -13,8 +13,8 @@ are "the current on-call approvers". Escalation follows ``next`` from each first
 rotation; a rotation is visited at most ``1 + repeat_limit`` times along a chain, which
 bounds loops such as primary → secondary → primary.
 
-Pure functions over anything shaped like the config's `Rotation` and `OncallOverride`
-(structural Protocols: the runtime does not import the config).
+Pure functions over `Rotation` and `Override`, plain values the config layer builds from
+``[[oncall.rotations]]`` and ``[[oncall.overrides]]`` (``to_runtime`` on those models).
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from signoff.runtime.clock import Clock
 from signoff.runtime.models import JsonDict, RunMode, Task
 
 __all__ = [
-    "EscalationStep", "OnCallRouter", "OnCallShift", "OverrideLike", "RotationLike",
+    "EscalationStep", "OnCallRouter", "OnCallShift", "Override", "Rotation",
     "current_approvers", "escalation_chain", "escalation_targets", "first_line",
     "next_escalation", "shift_at", "who_is_on_call",
 ]  # fmt: skip
@@ -39,42 +38,32 @@ _DAY = timedelta(days=1)
 _WEEK = timedelta(weeks=1)
 
 
-class RotationLike(Protocol):
-    """What is read of a ``[[oncall.rotations]]`` entry."""
+@dataclass(frozen=True, kw_only=True)
+class Rotation:
+    """Members taking turns as approvers, handing over every ``period`` at
+    ``handoff_weekday`` (0 = Monday) ``handoff_time`` in ``zone``, phased from ``start``."""
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def members(self) -> Sequence[str]: ...
-    @property
-    def period(self) -> timedelta: ...
-    @property
-    def handoff_weekday(self) -> int: ...  # 0 = Monday
-    @property
-    def handoff_time(self) -> time: ...
-    @property
-    def timezone(self) -> str: ...
-    @property
-    def start(self) -> date: ...
-    @property
-    def escalate_after(self) -> timedelta | None: ...
-    @property
-    def next(self) -> str | None: ...
-    @property
-    def repeat_limit(self) -> int: ...
+    name: str
+    members: tuple[str, ...]
+    period: timedelta
+    handoff_weekday: int
+    handoff_time: time
+    zone: ZoneInfo
+    start: date
+    repeat_limit: int  # visits of this rotation along one escalation chain, after the first
+    escalate_after: timedelta | None = None  # None: this rotation never escalates
+    next: str | None = None  # the rotation escalated to
 
 
-class OverrideLike(Protocol):
-    """What is read of a ``[[oncall.overrides]]`` entry."""
+@dataclass(frozen=True, kw_only=True)
+class Override:
+    """``who`` is on call from ``start`` until ``until`` (aware datetimes), for the
+    rotation named ``rotation`` or, when None, for all of them."""
 
-    @property
-    def who(self) -> str: ...
-    @property
-    def start(self) -> datetime: ...
-    @property
-    def until(self) -> datetime: ...
-    @property
-    def rotation(self) -> str | None: ...
+    who: str
+    start: datetime
+    until: datetime
+    rotation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,7 +87,7 @@ class EscalationStep:
     members: tuple[str, ...]
 
 
-def _first_handoff(rot: RotationLike) -> date:
+def _first_handoff(rot: Rotation) -> date:
     # Weekly (or longer) rotations hand over on the handoff weekday; shorter ones only
     # use the time, from the start date on.
     if rot.period >= _WEEK:
@@ -112,9 +101,9 @@ def _wall(day: date, at: time, zone: ZoneInfo) -> datetime:
     return datetime.combine(day, at, tzinfo=zone).astimezone(UTC)
 
 
-def _regular_shift(rot: RotationLike, at: datetime) -> tuple[int, datetime, datetime]:
+def _regular_shift(rot: Rotation, at: datetime) -> tuple[int, datetime, datetime]:
     """(shift number, since, until) of the rotation's own schedule at ``at``."""
-    zone = ZoneInfo(rot.timezone)
+    zone = rot.zone
     first = _first_handoff(rot)
     if rot.period % _DAY == timedelta():
         days = rot.period // _DAY
@@ -131,11 +120,11 @@ def _regular_shift(rot: RotationLike, at: datetime) -> tuple[int, datetime, date
     return number, since, since + rot.period
 
 
-def _applies(over: OverrideLike, rot: RotationLike) -> bool:
+def _applies(over: Override, rot: Rotation) -> bool:
     return over.rotation is None or over.rotation == rot.name
 
 
-def shift_at(rot: RotationLike, overrides: Iterable[OverrideLike], at: datetime) -> OnCallShift:
+def shift_at(rot: Rotation, overrides: Iterable[Override], at: datetime) -> OnCallShift:
     """Who is on call for one rotation at ``at`` (overrides included)."""
     mine = [o for o in overrides if _applies(o, rot)]
     active = [(o.start, i, o) for i, o in enumerate(mine) if o.start <= at < o.until]
@@ -151,29 +140,29 @@ def shift_at(rot: RotationLike, overrides: Iterable[OverrideLike], at: datetime)
     return OnCallShift(rot.name, rot.members[number % len(rot.members)], since, until)
 
 
-def who_is_on_call(rotations: Sequence[RotationLike], overrides: Sequence[OverrideLike],
+def who_is_on_call(rotations: Sequence[Rotation], overrides: Sequence[Override],
                    at: datetime) -> list[OnCallShift]:
     """The current shift of every rotation, in configuration order."""
     return [shift_at(rot, overrides, at) for rot in rotations]
 
 
-def first_line(rotations: Sequence[RotationLike]) -> list[RotationLike]:
+def first_line(rotations: Sequence[Rotation]) -> list[Rotation]:
     """Rotations no other rotation escalates to (the first if every one is a target)."""
     targets = {r.next for r in rotations if r.next}
     found = [r for r in rotations if r.name not in targets]
     return found or list(rotations[:1])
 
 
-def current_approvers(rotations: Sequence[RotationLike], overrides: Sequence[OverrideLike],
+def current_approvers(rotations: Sequence[Rotation], overrides: Sequence[Override],
                       at: datetime) -> set[str]:
     """Actor keys of whoever is on call now in a first-line rotation."""
     return {shift_at(rot, overrides, at).member for rot in first_line(rotations)}
 
 
-def escalation_chain(rotations: Sequence[RotationLike], start: str) -> list[RotationLike]:
+def escalation_chain(rotations: Sequence[Rotation], start: str) -> list[Rotation]:
     """``start`` and the rotations its ``next`` links lead to, loops bounded."""
     by_name = {r.name: r for r in rotations}
-    chain: list[RotationLike] = []
+    chain: list[Rotation] = []
     visits: Counter[str] = Counter()
     current = by_name.get(start)
     while current is not None and visits[current.name] <= current.repeat_limit:
@@ -183,9 +172,9 @@ def escalation_chain(rotations: Sequence[RotationLike], start: str) -> list[Rota
     return chain
 
 
-def escalation_targets(rotations: Sequence[RotationLike], overrides: Sequence[OverrideLike],
+def escalation_targets(rotations: Sequence[Rotation], overrides: Sequence[Override],
                        rotation_name: str, level: int,
-                       at: datetime) -> tuple[RotationLike, list[str]] | None:
+                       at: datetime) -> tuple[Rotation, list[str]] | None:
     """The rotation at ``level`` of the chain starting at ``rotation_name`` and who is on
     call in it at ``at``; None past the end of the chain."""
     chain = escalation_chain(rotations, rotation_name)
@@ -195,7 +184,7 @@ def escalation_targets(rotations: Sequence[RotationLike], overrides: Sequence[Ov
     return rot, [shift_at(rot, overrides, at).member]
 
 
-def next_escalation(rotations: Sequence[RotationLike], overrides: Sequence[OverrideLike],
+def next_escalation(rotations: Sequence[Rotation], overrides: Sequence[Override],
                     level: int, at: datetime) -> EscalationStep | None:
     """The step from ``level`` to ``level + 1``, or None when no chain goes further.
 
@@ -224,8 +213,8 @@ class OnCallRouter:
     a request (a scheduled run's own ``approvers`` if set, else whoever is on call).
     """
 
-    def __init__(self, *, rotations: Sequence[RotationLike],
-                 overrides: Sequence[OverrideLike] = (), clock: Clock,
+    def __init__(self, *, rotations: Sequence[Rotation],
+                 overrides: Sequence[Override] = (), clock: Clock,
                  schedule_approvers: Mapping[str, Sequence[str]] | None = None) -> None:
         self.rotations = list(rotations)
         self.overrides = list(overrides)
@@ -251,7 +240,7 @@ class OnCallRouter:
             rows.append({
                 "rotation": rot.name, "member": shift.member, "since": shift.since.isoformat(),
                 "until": shift.until.isoformat(), "override": shift.override,
-                "timezone": rot.timezone,
+                "timezone": rot.zone.key,
                 "escalates_to": chain[1].name if len(chain) > 1 else None,
                 "escalate_after": (rot.escalate_after.total_seconds()
                                    if rot.escalate_after is not None else None)})

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
-from zoneinfo import ZoneInfo
+from typing import Any
 
 from apscheduler.executors.asyncio import AsyncIOExecutor
 from apscheduler.jobstores.memory import MemoryJobStore
@@ -30,7 +29,7 @@ from signoff.errors import BadArguments, ConfigError, StoreError, StoreUnavailab
 from signoff.runtime.clock import Clock
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import TaskEvent
-from signoff.runtime.models import Action, JsonDict, RunMode, Task, TaskState
+from signoff.runtime.models import JsonDict, RunMode, Task, TaskState
 from signoff.runtime.outages import Backoff, failing
 from signoff.runtime.refusals import outcome_words
 from signoff.runtime.schedule.cron import (
@@ -40,8 +39,9 @@ from signoff.runtime.schedule.cron import (
     schedule_trigger,
 )
 from signoff.runtime.schedule.durations import format_duration
+from signoff.runtime.schedule.spec import Schedule
 
-__all__ = ["ACTIVE_STATES", "ScheduleLike", "Scheduler", "StepLike", "schedule_timeouts"]
+__all__ = ["ACTIVE_STATES", "Scheduler", "schedule_timeouts"]
 
 log = logging.getLogger(__name__)
 MAX_COALESCED_LOGGED = 100  # lines per late call (a day's downtime is not a log flood)
@@ -50,51 +50,7 @@ ACTIVE_STATES = frozenset({TaskState.QUEUED, TaskState.PLANNING, TaskState.IN_PR
                            TaskState.WAITING_APPROVAL})
 
 
-class StepLike(Protocol):
-    """One explicit step of a schedule (config `StepSpec`)."""
-
-    @property
-    def tool(self) -> str: ...
-    @property
-    def args(self) -> Mapping[str, Any]: ...
-
-
-class ScheduleLike(Protocol):
-    """What is read of a ``[[schedules]]`` entry (config `Schedule`)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def cron(self) -> str | None: ...
-    @property
-    def every(self) -> timedelta | None: ...
-    @property
-    def timezone(self) -> str: ...
-    @property
-    def goal(self) -> str: ...
-    @property
-    def steps(self) -> Sequence[StepLike] | None: ...
-    @property
-    def prohibit(self) -> Sequence[str]: ...
-    @property
-    def cron_mode(self) -> str | None: ...
-    @property
-    def enabled(self) -> bool: ...
-    @property
-    def jitter(self) -> timedelta | None: ...
-    @property
-    def misfire_grace(self) -> timedelta: ...
-    @property
-    def timeout(self) -> timedelta | None: ...
-
-
-def _actions(schedule: ScheduleLike) -> list[Action] | None:
-    if schedule.steps is None:
-        return None
-    return [Action(tool=s.tool, args=dict(s.args)) for s in schedule.steps]
-
-
-def schedule_timeouts(schedules: Sequence[ScheduleLike]) -> Callable[[Task], timedelta | None]:
+def schedule_timeouts(schedules: Sequence[Schedule]) -> Callable[[Task], timedelta | None]:
     """For the engine: a scheduled task's approval timeout (None: the global one)."""
     table = {s.name: s.timeout for s in schedules if s.timeout is not None}
 
@@ -107,14 +63,14 @@ def schedule_timeouts(schedules: Sequence[ScheduleLike]) -> Callable[[Task], tim
 class Scheduler:
     """Fires the configured schedules into the engine's store."""
 
-    def __init__(self, *, engine: Engine, schedules: Sequence[ScheduleLike],
+    def __init__(self, *, engine: Engine, schedules: Sequence[Schedule],
                  clock: Clock | None = None, wake: Callable[[], None] | None = None) -> None:
         self.engine = engine
         self.clock = clock or engine.clock
         self.wake = wake  # e.g. Worker.wake: start a recorded run without polling delay
         self.schedules = {s.name: s for s in schedules}
         for i, sched in enumerate(schedules):
-            actions = _actions(sched)
+            actions = sched.actions()
             if actions is not None:
                 try:  # an unknown tool in a schedule is a config error, found at start
                     engine.prepare_steps(actions)
@@ -122,7 +78,7 @@ class Scheduler:
                     raise ConfigError(f"schedules[{i}].{exc}") from exc
         # Un-jittered triggers: the fire-time key must be the same on every node.
         self._exact = {s.name: schedule_trigger(cron=s.cron, every=s.every,
-                                                timezone=s.timezone) for s in schedules}
+                                                timezone=s.zone.key) for s in schedules}
         self.started = asyncio.Event()
         self._aps: AsyncIOScheduler | None = None
         self._fired: dict[str, datetime] = {}  # the last fire time each job found
@@ -152,7 +108,7 @@ class Scheduler:
             aps.add_job(
                 self._job, args=(sched.name,), id=sched.name, name=f"schedule:{sched.name}",
                 trigger=schedule_trigger(cron=sched.cron, every=sched.every,
-                                         timezone=sched.timezone, jitter=sched.jitter),
+                                         timezone=sched.zone.key, jitter=sched.jitter),
                 # Chosen, not defaulted: a fire more than misfire_grace late is dropped;
                 # several overdue fires coalesce into one (never a burst after downtime
                 # or a stalled loop); one instance at a time, since a fire only inserts
@@ -224,7 +180,7 @@ class Scheduler:
                                                   "fire_time": tick.isoformat()})
 
     # -- one fire --------------------------------------------------------------------------
-    def _get(self, name: str) -> ScheduleLike:
+    def _get(self, name: str) -> Schedule:
         try:
             return self.schedules[name]
         except KeyError:
@@ -269,10 +225,10 @@ class Scheduler:
                 return task
         return None
 
-    async def _submit(self, sched: ScheduleLike, *, fire_time: datetime | None,
+    async def _submit(self, sched: Schedule, *, fire_time: datetime | None,
                       submitted_by: str | None = None) -> Task | None:
         task = await self.engine.submit(
-            sched.goal, steps=_actions(sched), prohibit=list(sched.prohibit),
+            sched.goal, steps=sched.actions(), prohibit=list(sched.prohibit),
             mode=RunMode.SCHEDULED, schedule=sched.name, fire_time=fire_time,
             cron_mode=str(sched.cron_mode) if sched.cron_mode else None,
             submitted_by=submitted_by)
@@ -296,15 +252,14 @@ class Scheduler:
         default_mode = self.engine.config.unattended.cron_mode
         out: list[JsonDict] = []
         for sched in self.schedules.values():
-            zone = ZoneInfo(sched.timezone)
             upcoming = next_fire_times(self._exact[sched.name], at, count) if sched.enabled else []
             out.append({
                 "name": sched.name, "enabled": sched.enabled, "cron": sched.cron,
                 "every": format_duration(sched.every) if sched.every is not None else None,
-                "timezone": sched.timezone, "goal": sched.goal,
+                "timezone": sched.zone.key, "goal": sched.goal,
                 "cron_mode": str(sched.cron_mode or default_mode),
                 "next_utc": [t.isoformat() for t in upcoming],
-                "next_local": [t.astimezone(zone).isoformat() for t in upcoming],
+                "next_local": [t.astimezone(sched.zone).isoformat() for t in upcoming],
             })
         return out
 

@@ -232,7 +232,8 @@ async def test_real_skip_notice_names_the_running_task(node_factory: Any) -> Non
                               store=store, clock=FakeClock(T0))
     note = notifier(store, FakeClock(T0))
     node.listener.add(note)
-    sched = Scheduler(engine=node.engine, schedules=node.settings.schedules)
+    sched = Scheduler(engine=node.engine,
+                      schedules=[s.to_runtime() for s in node.settings.schedules])
     first = await sched.fire("nightly", T0)
     assert first is not None
     assert await sched.fire("nightly", T0 + timedelta(hours=1)) is None

@@ -362,7 +362,8 @@ def test_rotation_fields_and_handoff(write_config: WriteConfig) -> None:
     oncall = load_settings(write_config(text)).oncall
     first = oncall.rotations[0]
     assert first.period == timedelta(weeks=1) and first.start == date(2026, 1, 5)
-    assert (first.handoff_weekday, first.handoff_time) == (2, time(18, 30))
+    handoff = first.to_runtime()  # parsed once, into the value on-call routing reads
+    assert (handoff.handoff_weekday, handoff.handoff_time) == (2, time(18, 30))
     assert first.escalate_after == timedelta(minutes=10) and first.next == "s"
     assert oncall.overrides[0].start == datetime(2026, 3, 1, 9, tzinfo=UTC)
 

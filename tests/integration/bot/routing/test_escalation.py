@@ -114,12 +114,14 @@ def rig_factory(node_factory: Any, echo: HttpEcho) -> Any:
             **extra,
         }
         node = await node_factory(config, clock=clock, surfaces={"slack": slack}, approvers=())
-        oncall = node.settings.oncall
-        router = OnCallRouter(rotations=oncall.rotations, overrides=oncall.overrides, clock=clock)
+        rotations = [r.to_runtime() for r in node.settings.oncall.rotations]
+        overrides = [o.to_runtime() for o in node.settings.oncall.overrides]
+        router = OnCallRouter(rotations=rotations, overrides=overrides, clock=clock)
         node.authorizer.oncall = router.current
-        escalator = Escalator(decider=node.decider, clock=clock, rotations=oncall.rotations,
-                              overrides=oncall.overrides)
-        scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules)
+        escalator = Escalator(decider=node.decider, clock=clock, rotations=rotations,
+                              overrides=overrides)
+        scheduler = Scheduler(engine=node.engine,
+                              schedules=[s.to_runtime() for s in node.settings.schedules])
         return Rig(node, slack, scheduler, escalator, clock, echo)
 
     return make
@@ -282,7 +284,8 @@ async def test_engine_hook_routes_scheduled_requests_to_on_call(rig_factory: Any
         pytest.skip("EngineConfig.approvers_for/timeout_for are not wired yet (issue 8)")
     rig = await rig_factory("ask")
     settings = rig.node.settings
-    router = OnCallRouter(rotations=settings.oncall.rotations, clock=rig.clock)
+    router = OnCallRouter(rotations=[r.to_runtime() for r in settings.oncall.rotations],
+                          clock=rig.clock)
     rig.node.engine.config = replace(  # type: ignore[call-arg]
         rig.node.engine.config, approvers_for=router.approvers_for,
         timeout_for=lambda task: timedelta(hours=2))

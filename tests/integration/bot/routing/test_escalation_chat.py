@@ -38,7 +38,8 @@ class Chats:
 
     async def fire(self) -> Task:
         """Fire the schedule and run the task up to its approval request."""
-        scheduler = Scheduler(engine=self.node.engine, schedules=self.node.settings.schedules)
+        scheduler = Scheduler(engine=self.node.engine,
+                              schedules=[s.to_runtime() for s in self.node.settings.schedules])
         task = await scheduler.fire("nightly", self.clock.now())
         assert task is not None
         cfg = self.node.engine.config
@@ -69,8 +70,9 @@ async def chats(node_factory: Any) -> AsyncIterator[Chats]:
         node = await node_factory(config, clock=clock, approvers=(),
                                   surfaces={"slack": slack, "telegram": telegram})
         oncall = node.settings.oncall
-        escalator = Escalator(decider=node.decider, clock=clock, rotations=oncall.rotations,
-                              overrides=oncall.overrides)
+        escalator = Escalator(decider=node.decider, clock=clock,
+                              rotations=[r.to_runtime() for r in oncall.rotations],
+                              overrides=[o.to_runtime() for o in oncall.overrides])
         yield Chats(node, clock, slack_api, telegram_api, escalator)
         await telegram.aclose()
 

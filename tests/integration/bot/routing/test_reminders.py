@@ -181,7 +181,8 @@ async def test_a_scheduled_run_reminds_whoever_is_on_call(chats: Chats) -> None:
                        "steps": [{"tool": "send_webhook", "args": {
                            "url": "http://127.0.0.1:9/hook", "payload": {}}}]}],
         "oncall": {"rotations": [{"name": "primary", "members": ["slack:U0ONCALL"]}]}})
-    scheduler = Scheduler(engine=node.engine, schedules=node.settings.schedules)
+    scheduler = Scheduler(engine=node.engine,
+                          schedules=[s.to_runtime() for s in node.settings.schedules])
     fired = await scheduler.fire("nightly", chats.clock.now())
     assert fired is not None
     cfg = node.engine.config

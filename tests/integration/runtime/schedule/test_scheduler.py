@@ -60,8 +60,8 @@ async def make(node_factory: Any, *schedules: dict[str, Any], **kw: Any) -> tupl
     node = await node_factory({"schedules": list(schedules), **overrides}, **kw)
     events = Events()
     node.listener.add(events)
-    return node, Scheduler(engine=node.engine, schedules=node.settings.schedules,
-                           wake=node.worker.wake), events
+    return node, Scheduler(engine=node.engine, wake=node.worker.wake,
+                           schedules=[s.to_runtime() for s in node.settings.schedules]), events
 
 
 async def tasks_of(node: Node, name: str) -> list[Task]:
@@ -212,13 +212,13 @@ async def test_unknown_tool_in_steps_is_a_config_error(node_factory: Any) -> Non
         # The wiring may build the scheduler itself; either way it is refused.
         node = await node_factory({"schedules": [{**NIGHTLY, "steps": [
             {"tool": "list_dir", "args": {"path": "."}}, {"tool": "fax", "args": {}}]}]})
-        Scheduler(engine=node.engine, schedules=node.settings.schedules)
+        Scheduler(engine=node.engine, schedules=[s.to_runtime() for s in node.settings.schedules])
 
 
 async def test_schedule_timeouts_per_schedule(node_factory: Any) -> None:
     """A schedule's own timeout applies to its runs only."""
     node, sched, _ = await make(node_factory, {**NIGHTLY, "timeout": "2h"})
-    timeout_for = schedule_timeouts(node.settings.schedules)
+    timeout_for = schedule_timeouts([s.to_runtime() for s in node.settings.schedules])
     task = await sched.fire("nightly", T)
     assert task is not None and timeout_for(task) == timedelta(hours=2)
     assert timeout_for(Task(id="x", goal="g", schedule="nightly")) is None  # not scheduled

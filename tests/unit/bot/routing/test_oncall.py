@@ -11,6 +11,8 @@ import pytest
 
 from signoff.bot.routing.oncall import (
     OnCallRouter,
+    Override,
+    Rotation,
     current_approvers,
     escalation_chain,
     escalation_targets,
@@ -19,7 +21,8 @@ from signoff.bot.routing.oncall import (
     shift_at,
     who_is_on_call,
 )
-from signoff.config.settings import OncallOverride, Rotation
+from signoff.config.settings import OncallOverride
+from signoff.config.settings import Rotation as RotationEntry
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import RunMode, Task
 
@@ -28,14 +31,15 @@ A, B, C = "slack:UA", "slack:UB", "slack:UC"
 
 
 def rot(name: str = "primary", members: tuple[str, ...] = (A, B, C), **kw: Any) -> Rotation:
-    """A rotation from config-shaped keyword arguments."""
-    return Rotation.model_validate({"name": name, "members": list(members), **kw})
+    """A rotation from config-shaped keyword arguments, converted as the daemon does."""
+    return RotationEntry.model_validate({"name": name, "members": list(members),
+                                         **kw}).to_runtime()
 
 
-def over(who: str, start: datetime, until: datetime, rotation: str | None = None) -> OncallOverride:
-    """An override."""
+def over(who: str, start: datetime, until: datetime, rotation: str | None = None) -> Override:
+    """An override, from config as the daemon reads it."""
     return OncallOverride.model_validate({"who": who, "from": start, "until": until,
-                                          "rotation": rotation})
+                                          "rotation": rotation}).to_runtime()
 
 
 def berlin(*args: int) -> datetime:
