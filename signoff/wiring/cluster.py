@@ -3,7 +3,6 @@ PostgreSQL wake-ups, and the reminders every node runs."""
 
 from __future__ import annotations
 
-import logging
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,6 @@ from signoff.wiring.state import node_id, prepare_state
 
 if TYPE_CHECKING:
     from signoff.bot.routing.reminders import Reminder
-
-log = logging.getLogger(__name__)
 
 
 def build_reminder(node: Node) -> Reminder | None:

@@ -8,7 +8,6 @@ services until it is stopped.
 from __future__ import annotations
 
 import contextlib
-import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,6 @@ from signoff.wiring.node import Node, build_node
 from signoff.wiring.state import prepare_state
 from signoff.wiring.surfaces import PendingCards, build_surfaces
 
-log = logging.getLogger(__name__)
 # How long an idle keep-alive connection stays open. uvicorn's default (5 s) is exactly
 # httpx's `keepalive_expiry` (5 s): a client reusing a connection near 5 s idle sent its
 # request just as the server closed it, and got a ReadError for a request never read
@@ -62,7 +60,7 @@ def server_config(app: Any, host: str, port: int) -> uvicorn.Config:
 def http_service(node: Node, app: Any, host: str, port: int,
                  sock: socket.socket | None = None) -> Service:
     """Serve the API and console inside the daemon's event loop (on ``sock`` when the
-    port was bound early, see `bind_port`)."""
+    port was bound early, see `signoff.cli.daemon.bind_port`)."""
     async def serve() -> None:
         server = _Server(server_config(app, host, port))
         try:

@@ -7,7 +7,6 @@ long-running services around it."""
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +56,6 @@ from signoff.runtime.worker import Worker
 from signoff.wiring.state import node_id, prepare_state, protected_files
 from signoff.wiring.surfaces import SurfacePoster, channel_forms, surface_name
 
-log = logging.getLogger(__name__)
-
 
 @dataclass
 class Node:
@@ -80,7 +77,6 @@ class Node:
     scheduler: Scheduler | None = None
     mcp: McpHub = field(default_factory=lambda: McpHub(()))
     telemetry: Telemetry | None = None  # OpenTelemetry, when [telemetry] enabled
-
 
 
 def _chat_client(settings: Settings) -> ChatClient | None:
@@ -170,8 +166,6 @@ def build_policy(settings: Settings, registry: ToolRegistry, net: NetRule,
                   net=net, cedar=CedarPolicy.load(pol.cedar) if pol.cedar else None)
 
 
-
-
 def net_rule(settings: Settings, resolver: Resolver | None = None) -> NetRule:
     """The policy's network rule: ``policy.net_allow`` and the daemon's own address."""
     d = settings.daemon
@@ -179,8 +173,6 @@ def net_rule(settings: Settings, resolver: Resolver | None = None) -> NetRule:
     return NetRule(allow=NetAllow.parse(settings.policy.net_allow), own_ports=frozenset({d.port}),
                    own_addresses=own_addresses(d.host), own_urls=urls,
                    resolver=resolver or SystemResolver())
-
-
 
 
 def build_node(settings: Settings, *, work_dir: Path | None = None, database: str | None = None,
@@ -302,8 +294,6 @@ def _store_url(store: TaskStore) -> str | None:
 def allowed_scope_names(scopes: Iterable[Scope]) -> list[str]:
     """For help texts."""
     return [s.value for s in scopes]
-
-
 
 
 def load_node(config: str | Path | None, *, chat: bool = True) -> Node:

@@ -6,7 +6,6 @@ read the pending requests and push subscriptions through; `SurfacePoster` is the
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -20,8 +19,6 @@ from signoff.runtime.tools.builtin.messaging import parse_channel
 
 if TYPE_CHECKING:
     from signoff.wiring.node import Node
-
-log = logging.getLogger(__name__)
 
 
 class SurfacePoster:
@@ -58,8 +55,6 @@ def channel_forms(registry: SurfaceRegistry | None = None) -> tuple[ChannelForm,
                              kind=p.channel_kind or f"a channel id for {p.channel_prefix}")
                  for p in (registry or surface_registry()).plugins.values()
                  if p.channel_prefix is not None)
-
-
 
 
 class PendingCards:
@@ -123,8 +118,6 @@ class PendingCards:
                                        ) -> bool:
         """Forget one (`TaskStore.remove_push_subscription`)."""
         return await self._store().remove_push_subscription(sub_id, holder=holder)
-
-
 
 
 def surface_name(prefix: str) -> str:
