@@ -2,7 +2,7 @@
 same commits, with nothing else.
 
 Run by bench/throughput.py as ``python bench/http_baseline.py DB PORT``: a bare Starlette
-app on uvicorn with the daemon's own server settings (`signoff.cli.daemon.server_config`:
+app on uvicorn with the daemon's own server settings (`signoff.wiring.daemon.server_config`:
 httptools, no lifespan, no access log, the same keep-alive), in one process and one event
 loop like the daemon. ``POST /tasks`` parses the JSON body, checks it has a goal and steps,
 inserts the queued row (its own ``BEGIN IMMEDIATE … COMMIT``) and answers 202; a worker
@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from signoff.cli.daemon import server_config
+from signoff.wiring.daemon import server_config
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS tasks (seq INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL,"
           " state TEXT NOT NULL, claimed_by TEXT, lease_until TEXT, version INT NOT NULL, "

@@ -7,7 +7,6 @@ gated action leaves the task `waiting_approval`, and `resume` answers it (seed s
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,16 +87,12 @@ class Agent:
         task = await self.node.store.get_task(task_id)
         if task is None or task.approval is None:
             raise LookupError(f"no task {task_id} waiting for approval")
-        runnable: asyncio.Queue[Task] = asyncio.Queue()
-
-        async def hand_over(t: Task) -> None:
-            await runnable.put(t)
-
-        self.node.decider.on_runnable = hand_over
         chosen = Scope(scope) if approved else Scope.DENY
         await self.node.decider.decide(task.approval.id, chosen, "cli:embedded", reason=reason)
-        if not runnable.empty():
-            task = await self.node.engine.advance(runnable.get_nowait())
+        # Approved, it is handed over to the node's worker, which runs no consumers here.
+        ready = self.node.worker.take_ready(task_id)
+        if ready is not None:
+            task = await self.node.engine.advance(ready)
         else:
             task = await self.node.store.get_task(task_id) or task
         return Report(summarize(task), task.public())

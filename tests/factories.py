@@ -139,7 +139,7 @@ def run_inline(node: Node) -> list[Task]:
     async def advance(handed: Task) -> None:
         advanced.append(await node.engine.advance(handed))
 
-    node.decider.on_runnable = advance
+    node.decider.settler.on_runnable = advance
     return advanced
 
 

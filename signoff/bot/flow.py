@@ -24,7 +24,14 @@ from signoff.bot.cards import (
 from signoff.bot.failover import Failover
 from signoff.bot.names import Names
 from signoff.bot.notify import Notifier
-from signoff.bot.outbox import Delivered, Dispatcher, post_card, thread_reply, update_card
+from signoff.bot.outbox import (
+    CardBacklog,
+    Delivered,
+    Dispatcher,
+    post_card,
+    thread_reply,
+    update_card,
+)
 from signoff.bot.ports import (
     CardRef,
     DecisionEvent,
@@ -38,6 +45,7 @@ from signoff.runtime.coalesce import group_size
 from signoff.runtime.decisions import Decider
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
+from signoff.runtime.outages import Outages
 from signoff.runtime.passkeys import NoPasskey, PasskeyRefused, Passkeys
 from signoff.runtime.refusals import outcome_words
 from signoff.runtime.store.port import CardRecord, Change, OutboxItem, TaskStore
@@ -72,7 +80,8 @@ class ApprovalFlow:
                  step_up: frozenset[RiskClass] = frozenset(),
                  previews: Previewer | None = None,
                  delivered: Delivered | None = None, names: Names | None = None,
-                 passkeys: Passkeys | None = None) -> None:
+                 passkeys: Passkeys | None = None, backlog: CardBacklog | None = None,
+                 outages: Outages | None = None) -> None:
         self.store = store
         self.decider = decider
         self.clock = clock
@@ -92,7 +101,8 @@ class ApprovalFlow:
                                  people=authorizer.deciders)
         self.dispatcher = Dispatcher(store=store, clock=clock, surfaces=surfaces,
                                      deliver=self.deliver, given_up=self.failover.given_up,
-                                     prepare=self.prepare, delivered=delivered)
+                                     prepare=self.prepare, delivered=delivered,
+                                     backlog=backlog, outages=outages)
         self._loaded: dict[str, _Loaded] = {}
 
     # -- engine listener ---------------------------------------------------------------

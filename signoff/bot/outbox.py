@@ -68,13 +68,76 @@ def backoff(attempts: int) -> float:
     return min(0.2 * (2 ** attempts), MAX_BACKOFF)
 
 
+class CardBacklog:
+    """How many card jobs a new card would wait behind, and the outbox's wake-up.
+
+    Shared by everything around the outbox, so it is made before any of them and each is
+    given it at construction: the writers ring it (`ring`: the flow, the notifier, the
+    reminders), the dispatcher waits for a ring and counts what its rounds see, and the
+    worker waits for `room` before it claims more autonomous work (see the module
+    docstring).
+    """
+
+    def __init__(self) -> None:
+        self.rung = asyncio.Event()
+        self.due: dict[str, int] = {}  # surface -> the round's card jobs not yet delivered
+        self.unread = 0  # rings since the round read the outbox (see `size`)
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    @property
+    def size(self) -> int:
+        """Card jobs a card requested now would wait behind (see the module docstring)."""
+        return max(self.due.values(), default=0) + self.unread
+
+    def ring(self) -> None:
+        """Something was written to the outbox: look at it now."""
+        self.unread += 1
+        self.recount()
+        self.rung.set()
+
+    async def room(self) -> None:
+        """Return once the card backlog is at most `BACKLOG_LIMIT` (or after `ROOM_WAIT`):
+        the worker's priority gate (see the module docstring)."""
+        if self.size <= BACKLOG_LIMIT:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(ROOM_WAIT):
+                await self._drained.wait()
+
+    def read(self, seen: int, due: dict[str, int]) -> None:
+        """A round read the outbox: ``due`` card jobs per surface replace the first
+        ``seen`` rings (later rings are of jobs the read may have missed)."""
+        self.due = due
+        self.unread -= seen
+        self.recount()
+
+    def delivered(self, surface: str) -> None:
+        """One of the round's card jobs on ``surface`` went out."""
+        self.due[surface] = self.due.get(surface, 1) - 1
+        self.recount()
+
+    def round_over(self) -> None:
+        """What the round did not deliver is counted afresh by the next read."""
+        self.due = {}
+        self.recount()
+
+    def recount(self) -> None:
+        """Open or close `room` for the backlog as it is now."""
+        if self.size <= BACKLOG_LIMIT:
+            self._drained.set()
+        else:
+            self._drained.clear()
+
+
 class Dispatcher:
     """Runs the outbox for a set of surfaces."""
 
     def __init__(self, *, store: TaskStore, clock: Clock, surfaces: dict[str, Surface],
                  deliver: CardJob, interval: float = 0.2,
                  given_up: GivenUp | None = None, prepare: Prepare | None = None,
-                 delivered: Delivered | None = None) -> None:
+                 delivered: Delivered | None = None, backlog: CardBacklog | None = None,
+                 outages: Outages | None = None) -> None:
         self.store = store
         self.clock = clock
         self.surfaces = surfaces
@@ -85,39 +148,22 @@ class Dispatcher:
         self.prepare = prepare  # reads for the round's jobs at once (the flow's cache)
         self.delivered = delivered  # told of each card posted (telemetry's card spans)
         self.interval = interval
-        self.outages = Outages(clock)  # the daemon's own, set by the wiring: /health reads it
-        self._wake = asyncio.Event()
+        self.outages = outages or Outages(clock)  # the daemon's engine's: /health reads it
+        self.cards = backlog or CardBacklog()  # shared with the writers and the worker
         self._held: set[str] = set()
-        self._due: dict[str, int] = {}  # surface -> the round's card jobs not yet delivered
-        self._unread = 0  # wake-ups since the round read the outbox (see `backlog`)
-        self._drained = asyncio.Event()
-        self._drained.set()
 
     @property
     def backlog(self) -> int:
         """Card jobs a card requested now would wait behind (see the module docstring)."""
-        return max(self._due.values(), default=0) + self._unread
+        return self.cards.size
 
     def wake(self) -> None:
         """Look at the outbox now: something was written to it."""
-        self._unread += 1
-        self._recount()
-        self._wake.set()
+        self.cards.ring()
 
     async def room(self) -> None:
-        """Return once the card backlog is at most `BACKLOG_LIMIT` (or after `ROOM_WAIT`):
-        the worker's priority gate (see the module docstring)."""
-        if self.backlog <= BACKLOG_LIMIT:
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(ROOM_WAIT):
-                await self._drained.wait()
-
-    def _recount(self) -> None:
-        if self.backlog <= BACKLOG_LIMIT:
-            self._drained.set()
-        else:
-            self._drained.clear()
+        """The worker's priority gate (`CardBacklog.room`)."""
+        await self.cards.room()
 
     def hold(self, surface: str) -> None:
         """Leave ``surface``'s jobs waiting, untried, until `release` (it is degraded)."""
@@ -134,7 +180,7 @@ class Dispatcher:
         backoff = Backoff(first=self.interval, maximum=5.0)
         while True:
             # Clear before the round: a wake-up arriving during it must start another.
-            self._wake.clear()
+            self.cards.rung.clear()
             try:
                 await self.run_once()
             except Exception as exc:  # the database away (or a bug): wait, never stop
@@ -147,7 +193,7 @@ class Dispatcher:
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.interval):
-                    await self._wake.wait()
+                    await self.cards.rung.wait()
 
     async def run_once(self) -> int:
         """One round over everything undelivered; returns how many items were delivered.
@@ -159,7 +205,7 @@ class Dispatcher:
         # The wake-ups so far are of jobs this read sees; later ones, of jobs it may not.
         # They stay counted until the read's own count replaces them (a round's reads
         # take a while, and the gate must not open meanwhile).
-        seen = self._unread
+        seen = self.cards.unread
         pending = await self.store.due_outbox(FOREVER, limit=1000)
         fanouts = [i for i in pending if i.surface == "*"]
         if fanouts:
@@ -175,18 +221,15 @@ class Dispatcher:
                 held.add(item.surface)  # its retry time has not come: later ones wait too
                 continue
             by_surface.setdefault(item.surface, []).append(item)
-        self._due = {name: sum(1 for i in items if i.approval_id)
-                     for name, items in by_surface.items()}
-        self._unread -= seen
-        self._recount()
+        self.cards.read(seen, {name: sum(1 for i in items if i.approval_id)
+                               for name, items in by_surface.items()})
         if self.prepare is not None and by_surface:
             await self.prepare([i for items in by_surface.values() for i in items])
         try:
             counts = await asyncio.gather(*(self._surface(name, items)
                                             for name, items in by_surface.items()))
         finally:
-            self._due = {}  # whatever was not delivered is counted afresh by the next read
-            self._recount()
+            self.cards.round_over()
         return sum(counts)
 
     async def _expand(self, items: list[OutboxItem]) -> None:
@@ -209,8 +252,7 @@ class Dispatcher:
             results = await self._together(group, platform)
             for item, ok in zip(group, results, strict=True):
                 if ok and item.approval_id:
-                    self._due[name] = self._due.get(name, 1) - 1
-                    self._recount()
+                    self.cards.delivered(name)
             delivered += sum(results)
             if not all(results):
                 break  # keep this surface's order: later items wait for the failed one

@@ -85,13 +85,7 @@ async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mod
     a decision taken elsewhere on the same database (console, API); after an approval
     elsewhere the deciding daemon runs the action and this run reports how it ended.
     """
-    runnable: asyncio.Queue[Task] = asyncio.Queue()
-
-    async def hand_over(task: Task) -> None:
-        await runnable.put(task)
-
     show = on_action or (terminal.show_action if terminal is not None else None)
-    node.decider.on_runnable = hand_over
     task = await node.engine.submit(goal, steps=steps, mode=mode, claim=True,
                                     submitted_by=submitted_by)
     assert task is not None  # a plain task has no fire time, so it cannot collide
@@ -108,10 +102,14 @@ async def run_once(node: Node, goal: str, *, steps: Sequence[Action] | None, mod
         card = build_card(task, approval, console_url=console,
                           preview=await node.flow.preview(approval))
         await terminal.ask(card, node.flow.on_decision, settled=settled)
-        if runnable.empty():
+        # An approval here hands the task over to this node's worker, which runs no
+        # consumers in a one-shot run: it is taken back and advanced here.
+        ready = node.worker.take_ready(task.id)
+        if ready is None:
             await _wait_hold(node, approval.id, terminal)
-        if not runnable.empty():
-            task = await node.engine.advance(runnable.get_nowait())
+            ready = node.worker.take_ready(task.id)
+        if ready is not None:
+            task = await node.engine.advance(ready)
         else:
             task = await _settled_task(node, task, terminal)
         shown = _show_actions(task, shown, show)

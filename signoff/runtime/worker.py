@@ -5,7 +5,8 @@ workers on one database) and tasks this node already holds, such as one approved
 moment ago (`hand_over`). While a task runs, its lease is renewed so that other nodes
 do not take it for an orphan.
 
-A task handed over waits in this node's ready queue, in memory, while the database says
+A task handed over waits in this node's ready queue (a one-shot run, which runs no
+consumers, takes its own task out of it: `take_ready`), in memory, while the database says
 this node holds it. The node may be frozen (SIGSTOP, a suspended VM) or cut off past its
 lease meanwhile, and another node recover the task: so each is re-read before it is
 acted on, and dropped (``task_dropped``) unless this node still holds it unchanged. A
@@ -60,6 +61,24 @@ class Worker:
         """Run a task this node already claimed (e.g. just approved)."""
         await self._ready.put(task)
         self._wake.set()
+
+    def take_ready(self, task_id: str) -> Task | None:
+        """Task ``task_id`` taken out of the ready queue, not run, if it was handed over.
+
+        A one-shot run (`signoff handle`, the embedded Agent) runs no consumers: it waits
+        for its own task and advances it itself when a decision hands it over here.
+        """
+        found: Task | None = None
+        others: list[Task] = []
+        while not self._ready.empty():
+            task = self._ready.get_nowait()
+            if found is None and task.id == task_id:
+                found = task
+            else:
+                others.append(task)
+        for task in others:  # left in their order
+            self._ready.put_nowait(task)
+        return found
 
     async def run(self) -> None:
         """Consume until cancelled."""

@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.cli.daemon import assemble
 from signoff.config.settings import Settings
 from signoff.runtime.daemon import Daemon
+from signoff.wiring.daemon import assemble
 from tests.fakes.slack_api import (
     APPROVALS,
     BOT_TOKEN,

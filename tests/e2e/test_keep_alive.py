@@ -19,7 +19,7 @@ import h11
 import httpx
 import pytest
 
-from signoff.cli.daemon import server_config
+from signoff.wiring.daemon import server_config
 from tests.e2e.daemons import DaemonProcess
 
 # A little past the client's pool expiry: the server must still answer on that connection.

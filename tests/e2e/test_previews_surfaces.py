@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.cli.daemon import assemble
 from signoff.config.settings import Settings
 from signoff.runtime.daemon import Daemon
 from signoff.runtime.text import MASK
+from signoff.wiring.daemon import assemble
 from tests.fakes.slack_api import APPROVALS, BOT_TOKEN, SECRET, FakeSlack, message_text
 from tests.fakes.telegram_api import FakeMessage, FakeTelegramApi
 

@@ -164,7 +164,7 @@ async def open_daemon(work: Path, data: Mapping[str, Any]) -> Daemon:
     async def go_on(task: Task) -> None:
         await node.engine.advance(task)
 
-    node.decider.on_runnable = go_on
+    node.decider.settler.on_runnable = go_on
     return Daemon(node=node, app=create_app(ctx), clock=clock, effects=effects)
 
 

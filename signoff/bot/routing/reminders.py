@@ -48,10 +48,11 @@ class Reminder:
 
     def __init__(self, *, store: TaskStore, clock: Clock, before: timedelta,
                  approvers: Sequence[str] = (), oncall: OnCall | None = None,
-                 interval: float = 5.0, wake: Callable[[], None] | None = None) -> None:
+                 interval: float = 5.0, wake: Callable[[], None] | None = None,
+                 outages: Outages | None = None) -> None:
         self.store = store
         self.clock = clock
-        self.outages = Outages(clock)  # the daemon's own, set by the wiring: /health reads it
+        self.outages = outages or Outages(clock)  # the daemon's engine's: /health reads it
         self.before = before
         self.approvers = list(approvers)
         self.oncall = oncall

@@ -97,12 +97,10 @@ class Decider:
 
     @property
     def on_runnable(self) -> Runnable | None:
-        """Called with a task that runs on after a decision (set by whoever runs tasks)."""
+        """Called with a task that runs on after a decision: the worker's `hand_over`,
+        given at construction (the wiring); tests driving a node step by step swap the
+        settler's."""
         return self.settler.on_runnable
-
-    @on_runnable.setter
-    def on_runnable(self, hook: Runnable | None) -> None:
-        self.settler.on_runnable = hook
 
     async def refuse(self, approval_id: str, actor: str, why: str, *,
                      channel: str | None = None, task: Task | None = None) -> None:

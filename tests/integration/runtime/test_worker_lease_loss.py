@@ -52,7 +52,7 @@ async def test_a_handed_over_task_recovered_elsewhere_is_dropped_not_run_twice(
         task = await start(frozen, [webhook(echo.url("/hook"))])
         assert task.approval is not None and task.state is TaskState.WAITING_APPROVAL
         stalled = Worker(engine=frozen.engine, concurrency=1, poll_interval=3600)
-        frozen.decider.on_runnable = stalled.hand_over  # its worker is not running yet
+        frozen.decider.settler.on_runnable = stalled.hand_over  # its worker is not running yet
         decided = await frozen.decider.decide(task.approval.id, Scope.ONCE, "web:alice",
                                               channel="web")
         assert decided.accepted
@@ -92,7 +92,7 @@ async def test_a_handed_over_task_still_held_runs(
         task = await start(node, [webhook(echo.url("/hook"))])
         assert task.approval is not None
         worker = Worker(engine=node.engine, concurrency=1, poll_interval=3600)
-        node.decider.on_runnable = worker.hand_over
+        node.decider.settler.on_runnable = worker.hand_over
         running = asyncio.create_task(worker.run())
         try:
             assert (await node.decider.decide(task.approval.id, Scope.ONCE, "web:alice",

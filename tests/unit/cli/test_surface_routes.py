@@ -10,9 +10,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from signoff.bot.ports import Route, Surface
-from signoff.cli.daemon import surface_routes
 from signoff.errors import ConfigError
 from signoff.testing import RecordingSurface
+from signoff.wiring.daemon import surface_routes
 
 
 async def endpoint(request: Request) -> Response:

@@ -55,13 +55,13 @@ class PgLeadership:
     """Leases on one PostgreSQL database (a `signoff.runtime.leadership.Leadership`)."""
 
     def __init__(self, *, url: str, node_id: str, retry: float = 1.0, ping: float = 2.0,
-                 max_backoff: float = 10.0) -> None:
+                 max_backoff: float = 10.0, outages: Outages | None = None) -> None:
         self.conninfo = libpq_url(url)
         self.node_id = node_id
         self.retry = retry
         self.ping = ping
         self.max_backoff = max_backoff
-        self.outages: Outages | None = None  # told of lost leases (set by the wiring)
+        self.outages = outages  # told of lost leases (the daemon's engine's: /health)
 
     def hold(self, name: str) -> AbstractAsyncContextManager[Lease]:
         """Wait until this node holds the advisory lock of ``name``."""
