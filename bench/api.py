@@ -21,8 +21,7 @@ both API p99s are under 50 ms and RSS is under 150 MB, ``over`` otherwise.
    of an empty database, then on the same database after N completed tasks were added,
    ``--scrapes`` times each, the node's FakeClock 15 s further per scrape (a Prometheus
    interval). Prints the p50 of both and their ratio (target: about 1, the same at any
-   size), and, honestly, the full recount of the finished states that one scrape in four
-   pays (once per ``finished_every`` = 60 s) with its own ratio.
+   size: every scrape reads the counts the database keeps, store/sql/counts.py).
 """
 
 from __future__ import annotations
@@ -204,8 +203,8 @@ def wait_ready(base: str, process: subprocess.Popen[bytes], timeout: float = 30.
 
 
 async def scrape_costs(work_dir: Path, finished: int, scrapes: int
-                       ) -> tuple[list[float], list[float], list[float], list[float]]:
-    """ms per steady scrape and per recounting scrape, empty and with ``finished`` rows."""
+                       ) -> tuple[list[float], list[float]]:
+    """ms per scrape, empty and with ``finished`` rows."""
     from signoff.api.metrics import MetricsListener
     from signoff.runtime.clock import FakeClock
 
@@ -213,17 +212,15 @@ async def scrape_costs(work_dir: Path, finished: int, scrapes: int
     await store.open()
     clock = FakeClock(utcnow())
 
-    async def costs() -> tuple[list[float], list[float]]:
+    async def costs() -> list[float]:
         listener = MetricsListener()
-        steady, recount = [], []
+        took = []
         for _ in range(scrapes):
-            due = listener._finished_at is None or (
-                clock.now() - listener._finished_at >= listener.finished_every)
             began = time.perf_counter()
             await listener.render(store, clock.now())
-            (recount if due else steady).append((time.perf_counter() - began) * 1000)
+            took.append((time.perf_counter() - began) * 1000)
             clock.advance(15)
-        return steady, recount
+        return took
 
     try:
         empty = await costs()
@@ -236,18 +233,14 @@ async def scrape_costs(work_dir: Path, finished: int, scrapes: int
         full = await costs()
     finally:
         await store.close()
-    return empty[0], empty[1], full[0], full[1]
+    return empty, full
 
 
 def report_scrapes(work_dir: Path, finished: int, scrapes: int) -> None:
-    e_steady, e_recount, f_steady, f_recount = asyncio.run(
-        scrape_costs(work_dir, finished, scrapes))
-    s0, s1 = percentile(e_steady, 50), percentile(f_steady, 50)
-    r0, r1 = percentile(e_recount, 50), percentile(f_recount, 50)
-    print(f"/metrics scrape (gauges' refresh), p50 of {len(f_steady)}: empty {s0:.2f} ms, "
+    empty, full = asyncio.run(scrape_costs(work_dir, finished, scrapes))
+    s0, s1 = percentile(empty, 50), percentile(full, 50)
+    print(f"/metrics scrape (gauges' refresh), p50 of {len(full)}: empty {s0:.2f} ms, "
           f"with {finished:,} finished tasks {s1:.2f} ms -> ratio {s1 / s0:.2f}")
-    print(f"  the recount of finished states (1 scrape in 4, p50 of {len(f_recount)}): "
-          f"empty {r0:.2f} ms, with {finished:,} {r1:.2f} ms -> ratio {r1 / r0:.2f}")
 
 
 def main() -> int:
