@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from signoff.runtime.models import Approval, Action, RiskClass, Task, TaskState
+from signoff.runtime.models import Action, Approval, RiskClass, Task, TaskState
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import Change, TaskStore
 from signoff.runtime.store.sql import counts
