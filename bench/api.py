@@ -64,24 +64,24 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def settings_for(root: Path) -> Settings:
-    """The bench node's settings: its work and state dirs side by side inside ``root``."""
-    return Settings.model_validate({"daemon": {"work_dir": str(root / "work"),
-                                               "state_dir": str(root / "state"),
-                                               "node_id": "bench"},
-                                    "api": {"key": KEY}})
+def settings_for(root: Path, database: str | None = None) -> Settings:
+    """The bench node's settings: its work and state dirs side by side inside ``root``; its
+    database a SQLite file in the state dir unless ``database`` (a URL) is given."""
+    daemon = {"work_dir": str(root / "work"), "state_dir": str(root / "state"),
+              "node_id": "bench", **({"database": database} if database else {})}
+    return Settings.model_validate({"daemon": daemon, "api": {"key": KEY}})
 
 
-def bench_database(root: Path) -> str:
+def bench_database(root: Path, database: str | None = None) -> str:
     """The bench node's database URL, its state dir made."""
-    settings = settings_for(root)
+    settings = settings_for(root, database)
     prepare_state(settings)
     return settings.database_url()
 
 
-async def populate(work_dir: Path, count: int) -> list[str]:
+async def populate(work_dir: Path, count: int, database: str | None = None) -> list[str]:
     """Insert ``count`` waiting tasks; return their ids."""
-    store = make_store(bench_database(work_dir))
+    store = make_store(bench_database(work_dir, database))
     await store.open()
     registry = builtin_registry(work_dir=work_dir)
     ids = []
@@ -113,7 +113,7 @@ async def populate(work_dir: Path, count: int) -> list[str]:
     return ids
 
 
-async def serve(work_dir: Path, port: int) -> None:
+async def serve(work_dir: Path, port: int, database: str | None = None) -> None:
     """The daemon-like server of step 2 (runs in the subprocess)."""
     import uvicorn
 
@@ -121,7 +121,7 @@ async def serve(work_dir: Path, port: int) -> None:
     from signoff.api.app import create_app
     from signoff.wiring import api_context, build_node
 
-    settings = settings_for(work_dir)
+    settings = settings_for(work_dir, database)
     web = WebSurface()
     node = build_node(settings, surfaces={"web": web})
     await node.store.open()
@@ -249,10 +249,11 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=REQUESTS)
     parser.add_argument("--finished", type=int, default=FINISHED)
     parser.add_argument("--scrapes", type=int, default=SCRAPES)
-    parser.add_argument("--serve", nargs=2, metavar=("WORK_DIR", "PORT"), help=argparse.SUPPRESS)
+    # WORK_DIR PORT [DATABASE]: bench/pending.py serves PostgreSQL databases too.
+    parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(Path(args.serve[0]), int(args.serve[1])))
+        asyncio.run(serve(Path(args.serve[0]), int(args.serve[1]), *args.serve[2:3]))
         return 0
     with tempfile.TemporaryDirectory(prefix="signoff-bench-api-") as tmp:
         work_dir = Path(tmp)
