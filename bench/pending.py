@@ -1,20 +1,23 @@
 """100,000 pending requests: what a person's everyday calls cost when nobody has decided.
 
-Run: ``python bench/pending.py [--pending N] [--small M] [--requests R]``.
+Run: ``python bench/pending.py [--pending N] [--small M] [--requests R] [--postgres URL]``.
 
-Twice, on a fresh SQLite database each time — first with M (default 100) pending requests,
-then with N (default 100,000):
+On two fresh databases — one with M (default 100) pending requests, one with N (default
+100,000) — SQLite files, or with ``--postgres`` two new databases on that server (made
+and dropped by the bench; the URL names the server, e.g. ``SIGNOFF_TEST_POSTGRES``):
 
 1. Setup (untimed): the tasks waiting for approval are inserted through the store's
    `commit`, 500 at a time (bench/api.py's `populate`, group commits).
-2. The daemon-like server of bench/api.py runs in a subprocess on that database: the node
-   from `build_node`, its worker, outbox and web surface running, the app on uvicorn.
-   It starts with all of them pending, as a daemon restarted with that backlog does.
-3. From this process, one keep-alive connection, one request at a time, R rounds of:
-   ``GET /approvals?status=pending&limit=50`` (the listing), ``GET /`` as a browser (the
-   console's first page), ``GET /metrics`` (a scrape) and ``POST /approvals/{id}/deny``
-   (a decision on the oldest still pending: no effect runs).
-4. The server's resident memory (VmRSS, and VmHWM: the peak) after the requests.
+2. For each database, the daemon-like server of bench/api.py runs in a subprocess: the
+   node from `build_node`, its worker, outbox and web surface running, the app on
+   uvicorn. It starts with all of them pending, as a daemon restarted with that backlog.
+3. From this process, one keep-alive connection per server, one request at a time, R
+   rounds of: ``GET /approvals?status=pending&limit=50`` (the listing), ``GET /`` as a
+   browser (the console's first page), ``GET /metrics`` (a scrape) and
+   ``POST /approvals/{id}/deny`` (a decision on the oldest still pending: no effect
+   runs) — each call made to the small server and then to the large one, so that the
+   other work of a shared machine weighs on both sides of a ratio alike.
+4. The large server's resident memory (VmRSS, and VmHWM: the peak) after the requests.
 
 Prints each call's p50 at M and at N and ``ratio <call> N/M = X`` (target ≤ 2: flat),
 the RSS at N (target ≤ 200 MB), and ``ok`` when every target holds, ``over`` otherwise.
@@ -24,11 +27,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -54,48 +60,82 @@ def _timed(client: httpx.Client, method: str, path: str, **kwargs: object) -> fl
     return elapsed
 
 
-def measure(base: str, ids: list[str], requests: int) -> dict[str, list[float]]:
-    """ms per call, one request at a time on one keep-alive connection."""
-    results: dict[str, list[float]] = {c: [] for c in CALLS}
-    undecided = [f"a-bench{int(i.removeprefix('t-bench')):06d}" for i in ids]
+def measure(servers: list[tuple[str, list[str]]], requests: int
+            ) -> list[dict[str, list[float]]]:
+    """ms per call for each server (its base URL and pending ids), one request at a time
+    on one keep-alive connection each, every call made to each server in turn."""
+    results: list[dict[str, list[float]]] = [{c: [] for c in CALLS} for _ in servers]
+    undecided = [[f"a-bench{int(i.removeprefix('t-bench')):06d}" for i in ids]
+                 for _, ids in servers]
     headers = {"Authorization": f"Bearer {KEY}"}
     html = {"Accept": "text/html"}
-    with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
-        for _ in range(5):  # warm up: connections, templates, lazy imports
-            _timed(client, "GET", "/approvals?status=pending&limit=50")
-            _timed(client, "GET", "/", headers=html)
-            _timed(client, "GET", "/metrics")
+    with contextlib.ExitStack() as stack:
+        clients = [stack.enter_context(httpx.Client(base_url=base, headers=headers,
+                                                    timeout=60)) for base, _ in servers]
+        for client in clients:
+            for _ in range(5):  # warm up: connections, templates, lazy imports
+                _timed(client, "GET", "/approvals?status=pending&limit=50")
+                _timed(client, "GET", "/", headers=html)
+                _timed(client, "GET", "/metrics")
+        calls: dict[str, Callable[[httpx.Client, list[str]], float]] = {
+            "listing": lambda c, _: _timed(c, "GET", "/approvals?status=pending&limit=50"),
+            "console": lambda c, _: _timed(c, "GET", "/", headers=html),
+            "metrics": lambda c, _: _timed(c, "GET", "/metrics"),
+            "decision": lambda c, left: _timed(c, "POST", f"/approvals/{left.pop(0)}/deny",
+                                               json={"reason": "bench"}),
+        }
         for _ in range(requests):
-            results["listing"].append(
-                _timed(client, "GET", "/approvals?status=pending&limit=50"))
-            results["console"].append(_timed(client, "GET", "/", headers=html))
-            results["metrics"].append(_timed(client, "GET", "/metrics"))
-            results["decision"].append(_timed(
-                client, "POST", f"/approvals/{undecided.pop(0)}/deny",
-                json={"reason": "bench"}))
+            for call, make in calls.items():
+                for n, client in enumerate(clients):
+                    results[n][call].append(make(client, undecided[n]))
     return results
 
 
-def run(pending: int, requests: int) -> tuple[dict[str, list[float]], float, float]:
-    """Latencies and (RSS, peak) in MB with ``pending`` requests waiting."""
-    with tempfile.TemporaryDirectory(prefix="signoff-bench-pending-") as tmp:
+@contextlib.contextmanager
+def database(postgres: str | None) -> Iterator[str | None]:
+    """A new PostgreSQL database on the server of ``postgres`` (dropped afterwards), or
+    None: the SQLite file of the bench node's state dir."""
+    if postgres is None:
+        yield None
+        return
+    import psycopg
+    import sqlalchemy as sa
+
+    base = sa.engine.make_url(postgres)
+    name = f"signoff_bench_pending_{secrets.token_hex(4)}"
+    admin = dict(host=base.host or "127.0.0.1", port=base.port or 5432, user=base.username,
+                 password=base.password, dbname=base.database or "postgres", autocommit=True)
+    with psycopg.connect(**admin) as conn:  # type: ignore[arg-type]
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(**admin) as conn:  # type: ignore[arg-type]
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                         "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+@contextlib.contextmanager
+def server(count: int, postgres: str | None) -> Iterator[tuple[str, list[str], int]]:
+    """A server on a new database with ``count`` pending: (base URL, ids, its pid)."""
+    with tempfile.TemporaryDirectory(prefix="signoff-bench-pending-") as tmp, \
+            database(postgres) as url:
         work_dir = Path(tmp)
         started = time.perf_counter()
-        ids = asyncio.run(populate(work_dir, pending))
+        ids = asyncio.run(populate(work_dir, count, url))
         print(f"setup: {len(ids):,} pending requests in {time.perf_counter() - started:.1f} s")
         port = free_port()
         process = subprocess.Popen([sys.executable, str(Path(__file__).parent / "api.py"),
-                                    "--serve", str(work_dir), str(port)],
+                                    "--serve", str(work_dir), str(port), *([url] if url else [])],
                                    env={**os.environ, "PYTHONHASHSEED": "0"})
         try:
             base = f"http://127.0.0.1:{port}"
             wait_ready(base, process, timeout=300)
-            results = measure(base, ids, requests)
-            rss, peak = memory(process.pid)
+            yield base, ids, process.pid
         finally:
             process.terminate()
             process.wait(timeout=30)
-    return results, rss, peak
 
 
 def main() -> int:
@@ -103,11 +143,17 @@ def main() -> int:
     parser.add_argument("--pending", type=int, default=PENDING)
     parser.add_argument("--small", type=int, default=SMALL)
     parser.add_argument("--requests", type=int, default=REQUESTS)
+    parser.add_argument("--postgres", metavar="URL", help="a PostgreSQL server's URL "
+                        "(postgresql+psycopg://…): new databases on it instead of SQLite")
     args = parser.parse_args()
     if args.small < args.requests + 5:
         parser.error("--small must hold a request to decide for every round (and 5 more)")
-    small, _, _ = run(args.small, args.requests)
-    large, rss, peak = run(args.pending, args.requests)
+    with server(args.small, args.postgres) as (small_base, small_ids, _), \
+            server(args.pending, args.postgres) as (large_base, large_ids, pid):
+        small, large = measure([(small_base, small_ids), (large_base, large_ids)],
+                               args.requests)
+        rss, peak = memory(pid)
+    print(f"database: {'PostgreSQL' if args.postgres else 'SQLite'}")
     good = True
     print(f"{'call':<10} {'p50 ms @' + format(args.small, ','):>14} "
           f"{'p50 ms @' + format(args.pending, ','):>16}")

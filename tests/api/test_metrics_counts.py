@@ -1,63 +1,75 @@
-"""/metrics gauges: what a scrape shows of work in flight, of finished tasks, of other nodes.
+"""/metrics gauges over HTTP: tasks by state and pending approvals, exact on every scrape,
+whichever node of the shared database moved the tasks.
 
-A scrape counts the live states every time and the finished ones (which only grow) at
-most once per ``finished_every`` of the node's Clock; in between this node's own
-finished tasks are added as its engine reports them. Here two "nodes" share one
-database: ``ours`` is scraped, ``theirs`` writes through the store as another daemon would.
+The node serving /metrics runs (worker, outbox, console); ``theirs`` is a second store on
+the same database writing as another daemon would. Every scrape reads the counts the
+database keeps (store/sql/counts.py), so another node's work shows at the next scrape.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
+from pathlib import Path
 
-from signoff.api.metrics import MetricsListener
-from signoff.runtime.clock import FakeClock
-from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Task, TaskState
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.port import Change, TaskStore
+from tests.api.helpers import running_node
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
-def gauge(text: str, state: str) -> float:
-    """The value of ``signoff_tasks{state=…}`` in a scrape."""
-    prefix = f'signoff_tasks{{state="{state}"}} '
+def gauge(text: str, name: str) -> float:
+    """The value of one sample (``name`` with its labels) in a scrape."""
+    prefix = f"{name} "
     return float(next(line for line in text.splitlines() if line.startswith(prefix))
                  [len(prefix):])
 
 
 async def store_task(store: TaskStore, n: int, state: TaskState) -> Task:
+    # A queued task pinned to a node that is not running: the test node leaves it queued.
     task = Task(id=f"t-m{n}", goal=f"goal {n}", state=state, steps=[], created_at=START,
-                updated_at=START)
+                updated_at=START,
+                claimed_by="elsewhere" if state is TaskState.QUEUED else None)
     assert await store.commit(Change(at=START, task=task, insert=True))
     return task
 
 
-async def test_finished_counts_are_kept_between_refreshes(store_url: str) -> None:
-    """Queued tasks show at once; another node's completions show after finished_every;
-    this node's own completions show at once, and are not counted twice at the refresh."""
-    store = make_store(store_url)
-    await store.open()
+async def test_every_scrape_shows_every_nodes_tasks_by_state(store_url: str,
+                                                              tmp_path: Path) -> None:
+    """Another node's new, moved and finished tasks show at the next scrape, with the same
+    metric names and labels; the pending gauge is the tasks waiting for approval."""
+    theirs = make_store(store_url)
+    await theirs.open()
     try:
-        clock = FakeClock(START)
-        ours = MetricsListener(finished_every=timedelta(seconds=30))
-        await store_task(store, 1, TaskState.COMPLETED)
-        first = (await ours.render(store, clock.now())).decode()
-        assert gauge(first, "completed") == 1.0
+        async with running_node(tmp_path / "work", store=make_store(store_url)) as running, \
+                running.client() as client:
+            empty = (await client.get("/metrics")).text
+            for state in TaskState:
+                assert gauge(empty, f'signoff_tasks{{state="{state.value}"}}') == 0.0
+            assert gauge(empty, "signoff_pending_approvals") == 0.0
 
-        await store_task(store, 2, TaskState.QUEUED)  # work in flight: counted every time
-        await store_task(store, 3, TaskState.COMPLETED)  # another node's: not yet
-        mine = await store_task(store, 4, TaskState.COMPLETED)
-        await ours.task_event(TaskEvent.COMPLETED, mine)  # this node's engine said so
-        clock.advance(10)
-        second = (await ours.render(store, clock.now())).decode()
-        assert gauge(second, "queued") == 1.0
-        assert gauge(second, "completed") == 2.0  # the count of the first scrape + mine
+            for n in range(3):
+                await store_task(theirs, n, TaskState.WAITING_APPROVAL)
+            await store_task(theirs, 3, TaskState.QUEUED)
+            done = await store_task(theirs, 4, TaskState.WAITING_APPROVAL)
+            done.state = TaskState.COMPLETED
+            assert await theirs.commit(Change(at=START, task=done))
+            await store_task(theirs, 5, TaskState.FAILED)
 
-        clock.advance(30)
-        third = (await ours.render(store, clock.now())).decode()
-        assert gauge(third, "completed") == 3.0  # counted again: theirs and mine, once each
-        assert gauge(third, "failed") == 0.0
+            response = await client.get("/metrics")
+            assert response.status_code == 200
+            text = response.text
+            assert gauge(text, 'signoff_tasks{state="waiting_approval"}') == 3.0
+            assert gauge(text, "signoff_pending_approvals") == 3.0
+            assert gauge(text, 'signoff_tasks{state="queued"}') == 1.0
+            assert gauge(text, 'signoff_tasks{state="completed"}') == 1.0
+            assert gauge(text, 'signoff_tasks{state="failed"}') == 1.0
+            assert gauge(text, 'signoff_tasks{state="in_progress"}') == 0.0
+
+            await theirs.reset()
+            again = (await client.get("/metrics")).text
+            assert gauge(again, 'signoff_tasks{state="waiting_approval"}') == 0.0
+            assert gauge(again, "signoff_pending_approvals") == 0.0
     finally:
-        await store.close()
+        await theirs.close()
