@@ -195,6 +195,8 @@ class TaskApi:
     def check_prohibit(self, entries: list[str]) -> list[str]:
         """Each entry must name a risk class, a tool or a capability (a typo must not
         silently prohibit nothing)."""
+        if not entries:
+            return []  # the usual case: no need to gather every tool's capability
         registry = self.ctx.engine.registry
         capabilities = {registry.get(name).capability for name in registry.names()}
         risks = {r.value for r in RiskClass}
