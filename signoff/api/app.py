@@ -5,8 +5,10 @@
 
 Layers, outermost first: `GuardMiddleware` (413, foreign origins, crashes → 500),
 `AuthMiddleware` (401 unless a key, the console cookie or the keyless loopback mode),
-then the role gate every route depends on (`signoff.api.access`: 403 for a key whose role
-may not call it), then the routes. The chat surfaces' own routes (`Surface.routes`: Slack's events,
+`IntakeMiddleware` (a well-formed ``POST /tasks`` or ``POST /v1/approvals`` answered by
+the routes' own handlers without FastAPI's per-request machinery), then the role gate
+every route depends on (`signoff.api.access`: 403 for a key whose role may not call
+it), then the routes. The chat surfaces' own routes (`Surface.routes`: Slack's events,
 Telegram's webhook) are mounted as given, outside our auth: they check their own
 signatures.
 """
@@ -25,6 +27,7 @@ from signoff.api import access, approvals, console, errors, passkeys, routes
 from signoff.api.access import Role
 from signoff.api.auth import Authenticator, AuthMiddleware, SessionRules
 from signoff.api.context import ApiContext
+from signoff.api.intake import FastPost, IntakeMiddleware
 from signoff.api.metrics import MetricsListener
 from signoff.api.middleware import GuardMiddleware
 from signoff.api.routes import KEYS_PATH
@@ -107,8 +110,9 @@ def create_app(ctx: ApiContext) -> FastAPI:
     app.state.ctx = ctx
     app.state.auth = auth
     app.state.metrics = metrics
-    app.include_router(routes.build_router(ctx, metrics))
-    app.include_router(approvals.build_router(ctx))
+    fast: dict[str, FastPost] = {}  # the intake routes' well-formed requests, see below
+    app.include_router(routes.build_router(ctx, metrics, fast))
+    app.include_router(approvals.build_router(ctx, fast))
     app.include_router(passkeys.build_router(ctx))
     app.include_router(console.build_router(ctx, auth))
     extra = [route.path for route in ctx.extra_routes if not route.signed_in]
@@ -124,6 +128,9 @@ def create_app(ctx: ApiContext) -> FastAPI:
             return True
         return method == "POST" and path == "/login"
 
+    # Innermost of ours, so it sees the caller AuthMiddleware established and a body the
+    # guards have bounded; it answers before FastAPI's routing (signoff.api.intake).
+    app.add_middleware(IntakeMiddleware, routes=fast, ctx=ctx)
     app.add_middleware(AuthMiddleware, auth=auth, public=is_public, login_page=pages.login_page,
                        public_url=ctx.public_url)
     app.add_middleware(GuardMiddleware, loopback_only=ctx.local_no_key,

@@ -23,16 +23,21 @@ node) and re-reads the store every second or so for decisions taken on other nod
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Header, Path, Query, Request
+from pydantic import TypeAdapter, ValidationError
+from starlette.datastructures import Headers
 from starlette.responses import Response
 
 from signoff.api.access import may_read, may_withdraw, must_decide, owner_of
 from signoff.api.answers import NO_TERMS, Terms, refused_passkey, refused_terms, terms_of
+from signoff.api.auth import Identity
 from signoff.api.batch import decide_all
 from signoff.api.context import ApiContext
 from signoff.api.errors import ApiError, duration_field, invalid, responses
+from signoff.api.intake import FastPost
 from signoff.api.routes import identity_of, surface_of
 from signoff.api.schemas import (
     ApprovalList,
@@ -72,6 +77,8 @@ Wait = Annotated[str | None, Query(
 # What POST /v1/approvals answers. `submitted` builds the member itself, so validation
 # never has to guess which one a dict is (their fields overlap).
 Submission = RequestPendingOut | RequestSettledOut | RequestStatusOut
+_SUBMISSION: TypeAdapter[Submission] = TypeAdapter(Submission)
+_IDEMPOTENCY_KEY = re.compile(KEY)
 
 
 def _iso(value: Any) -> str | None:
@@ -106,21 +113,26 @@ def approvals_counted(approval: Approval) -> int:
     return int(approved and by_person)
 
 
-def submitted(approval: Approval, response: Response, *, replayed: bool) -> Submission:
+def submitted(approval: Approval, *, replayed: bool) -> Response:
     """202 while a person decides; 200 when the policy settled it (or, for a replayed key,
-    a person has decided since: then its current status)."""
-    response.headers["Location"] = f"/v1/approvals/{approval.id}"
+    a person has decided since: then its current status). Serialised straight to bytes,
+    as FastAPI would through the `Submission` model."""
+    headers = {"Location": f"/v1/approvals/{approval.id}"}
     if replayed:
-        response.headers["Idempotent-Replayed"] = "true"
+        headers["Idempotent-Replayed"] = "true"
+    answer: Submission
     if approval.status is ApprovalStatus.PENDING:
-        return RequestPendingOut(id=approval.id, status="pending",
-                                 expires_at=approval.expires_at.isoformat())
-    response.status_code = 200
-    if approval.verdict is not None and approval.verdict.value in ("ALLOW", "BLOCK"):
-        return RequestSettledOut.model_validate(
+        answer = RequestPendingOut(id=approval.id, status="pending",
+                                   expires_at=approval.expires_at.isoformat())
+    elif approval.verdict is not None and approval.verdict.value in ("ALLOW", "BLOCK"):
+        answer = RequestSettledOut.model_validate(
             {"id": approval.id, "status": approval.status.value,
              "decision": approval.verdict.value, "reason": approval.reason})
-    return RequestStatusOut.model_validate(request_status(approval))
+    else:
+        answer = RequestStatusOut.model_validate(request_status(approval))
+    return Response(_SUBMISSION.dump_json(answer), media_type="application/json",
+                    status_code=202 if approval.status is ApprovalStatus.PENDING else 200,
+                    headers=headers)
 
 
 def request_item(item: PendingRequest) -> JsonDict:
@@ -173,8 +185,9 @@ def spec_of(body: RequestIn, *, actor: str, key: str | None,
         traceparent=traceparent(trace))
 
 
-def build_router(ctx: ApiContext) -> APIRouter:
-    """The approval routes (see the module docstring)."""
+def build_router(ctx: ApiContext, fast: dict[str, FastPost] | None = None) -> APIRouter:
+    """The approval routes (see the module docstring); ``fast`` receives the intake
+    route's `FastPost` (see `signoff.api.intake`)."""
     desk = OutsideRequests(engine=ctx.engine)
     watch = ctx.decider.watch
     router = APIRouter()
@@ -250,16 +263,19 @@ def build_router(ctx: ApiContext) -> APIRouter:
                                   "description": "A person decides; poll GET /v1/approvals/"
                                                  "{id}?wait=30s"},
                             **responses(401, 403, 409, 413, 422)})
-    async def create(request: Request, response: Response, body: RequestIn,
+    async def create(request: Request, body: RequestIn,
                      idempotency_key: Annotated[str | None, Header(
                          pattern=KEY, description="The same key returns the same request "
                                                   "(retries are safe); a key used before for "
                                                   "a different request is 422")] = None
-                     ) -> Submission:
+                     ) -> Response:
         """Ask signoff about one action of an agent that is not ours."""
-        who = identity_of(request)
-        spec = spec_of(body, actor=who.actor, key=idempotency_key,
-                       trace=request.headers.get("traceparent"))
+        return await ask(identity_of(request), body, idempotency_key,
+                         request.headers.get("traceparent"))
+
+    async def ask(who: Identity, body: RequestIn, idempotency_key: str | None,
+                  trace: str | None) -> Response:
+        spec = spec_of(body, actor=who.actor, key=idempotency_key, trace=trace)
         try:
             approval, replayed = await desk.submit(spec)
         except ToolError as exc:
@@ -268,7 +284,22 @@ def build_router(ctx: ApiContext) -> APIRouter:
             message = "was used for a different request"
             raise ApiError(422, f"Idempotency-Key {idempotency_key} {message}",
                            errors=[{"field": "Idempotency-Key", "message": message}]) from exc
-        return submitted(approval, response, replayed=replayed)
+        return submitted(approval, replayed=replayed)
+
+    async def ask_json(who: Identity, raw: bytes, headers: Headers) -> Response | None:
+        """POST /v1/approvals from the raw JSON body, validated once; None (FastAPI
+        answers, in its own words) for an invalid body or Idempotency-Key."""
+        key = headers.get("idempotency-key")
+        if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+            return None
+        try:
+            body = RequestIn.model_validate_json(raw)
+        except ValidationError:
+            return None
+        return await ask(who, body, key, headers.get("traceparent"))
+
+    if fast is not None:
+        fast["/v1/approvals"] = ask_json
 
     @router.get("/v1/approvals/{approval_id}", tags=["approvals"],
                 response_model=RequestStatusOut, responses=responses(401, 404, 422))

@@ -145,14 +145,31 @@ def store_unavailable(exc: StoreError) -> JSONResponse:
                         headers={"Retry-After": RETRY_AFTER})
 
 
+def store_failed(exc: StoreError, path: str, ctx: Any) -> JSONResponse:
+    """A route's database failure: logged, reported to the node's outages (``ctx``, an
+    `ApiContext`, or None), answered by `store_unavailable`."""
+    log.error("store_unavailable", extra={"path": path, "error": str(exc)})
+    if isinstance(exc, StoreUnavailable) and ctx is not None:
+        # /health says "down" at once, not at the next heartbeat
+        ctx.engine.outages.database_failed(exc)
+    return store_unavailable(exc)
+
+
+def error_response(exc: Exception, path: str, ctx: Any) -> JSONResponse | None:
+    """The answer this app gives for an exception a handler raised (an `ApiError`, a
+    `StoreError`), or None for any other (a crash: `GuardMiddleware` answers 500). For
+    handlers run outside FastAPI's routing (`signoff.api.intake`); FastAPI's own
+    exception handlers below give the same answers."""
+    if isinstance(exc, ApiError):
+        return exc.response()
+    if isinstance(exc, StoreError):
+        return store_failed(exc, path, ctx)
+    return None
+
+
 async def _store_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StoreError)
-    log.error("store_unavailable", extra={"path": request.url.path, "error": str(exc)})
-    if isinstance(exc, StoreUnavailable):
-        ctx = getattr(request.app.state, "ctx", None)
-        if ctx is not None:  # /health says "down" at once, not at the next heartbeat
-            ctx.engine.outages.database_failed(exc)
-    return store_unavailable(exc)
+    return store_failed(exc, request.url.path, getattr(request.app.state, "ctx", None))
 
 
 def install(app: FastAPI) -> None:

@@ -14,6 +14,8 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Request
+from pydantic import TypeAdapter, ValidationError
+from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 from signoff._version import __version__
@@ -22,6 +24,7 @@ from signoff.api.answers import NO_TERMS, Terms, refused_passkey, refused_terms,
 from signoff.api.auth import Identity
 from signoff.api.context import ApiContext
 from signoff.api.errors import RETRY_AFTER, ApiError, invalid, responses
+from signoff.api.intake import FastPost
 from signoff.api.metrics import PROMETHEUS_CONTENT_TYPE, MetricsListener
 from signoff.api.schemas import (
     ApproveBody,
@@ -62,6 +65,7 @@ Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
 Cursor = Annotated[str | None, Query(pattern=CURSOR, description="next_cursor of the "
                                                                   "previous page")]
 TaskId = Annotated[str, Path(min_length=1, max_length=100)]
+_SUBMITTED = TypeAdapter(Submitted)
 CONFLICT_CODES = frozenset({"already_decided", "expired", "not_waiting", "unknown"})
 
 
@@ -158,9 +162,41 @@ class TaskApi:
                 raise invalid(f"steps[{i}].args", str(exc)) from exc
         return actions
 
+    async def submit(self, who: Identity, body: TaskSubmit, headers: Headers) -> Response:
+        """POST /tasks: store the task, wake the worker, 202 with its id."""
+        steps = self.check_steps(body) if body.steps is not None else None
+        prohibit = self.check_prohibit(body.prohibit)
+        try:
+            # Prepared by check_steps already: once per step is enough (it was 14 % of a
+            # POST /tasks of three steps, measured by bench/throughput.py).
+            task = await self.ctx.engine.submit(
+                body.goal, steps=steps, prohibit=prohibit, submitted_by=who.actor,
+                prepared=True, traceparent=traceparent(headers.get("traceparent")))
+        except ToolError as exc:  # the registry changed between the check and the submit
+            raise invalid("steps", str(exc)) from exc
+        if task is None:
+            raise ApiError(409, "the task could not be stored", state="missing")
+        self.ctx.wake()
+        # Serialised straight to bytes as FastAPI would through the response model, but
+        # without its per-request validation of our own answer.
+        return Response(_SUBMITTED.dump_json(Submitted(id=task.id)), status_code=202,
+                        media_type="application/json",
+                        headers={"Location": f"/tasks/{task.id}"})
+
+    async def submit_json(self, who: Identity, raw: bytes, headers: Headers) -> Response | None:
+        """POST /tasks from the raw JSON body, validated once; None (FastAPI answers, with
+        its own words) when it is not a valid `TaskSubmit`."""
+        try:
+            body = TaskSubmit.model_validate_json(raw)
+        except ValidationError:
+            return None
+        return await self.submit(who, body, headers)
+
     def check_prohibit(self, entries: list[str]) -> list[str]:
         """Each entry must name a risk class, a tool or a capability (a typo must not
         silently prohibit nothing)."""
+        if not entries:
+            return []  # the usual case: no need to gather every tool's capability
         registry = self.ctx.engine.registry
         capabilities = {registry.get(name).capability for name in registry.names()}
         risks = {r.value for r in RiskClass}
@@ -203,8 +239,10 @@ class TaskApi:
         raise conflict(current, outcome.message)
 
 
-def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
-    """All JSON routes."""
+def build_router(ctx: ApiContext, metrics: MetricsListener,
+                 fast: dict[str, FastPost] | None = None) -> APIRouter:
+    """All JSON routes; ``fast`` receives the intake route's `FastPost` (see
+    `signoff.api.intake`)."""
     api = TaskApi(ctx, metrics)
     router = APIRouter()
 
@@ -256,24 +294,13 @@ def build_router(ctx: ApiContext, metrics: MetricsListener) -> APIRouter:
 
     @router.post("/tasks", status_code=202, tags=["tasks"], response_model=Submitted,
                  responses=responses(401, 403, 413, 422))
-    async def submit(request: Request, response: Response, body: TaskSubmit) -> JsonDict:
+    async def submit(request: Request, body: TaskSubmit) -> Response:
         """Store a task and return its id at once; the worker does the rest."""
-        who = identity_of(request)
-        steps = api.check_steps(body) if body.steps is not None else None
-        prohibit = api.check_prohibit(body.prohibit)
-        try:
-            # Prepared by check_steps already: once per step is enough (it was 14 % of a
-            # POST /tasks of three steps, measured by bench/throughput.py).
-            task = await ctx.engine.submit(
-                body.goal, steps=steps, prohibit=prohibit, submitted_by=who.actor,
-                prepared=True, traceparent=traceparent(request.headers.get("traceparent")))
-        except ToolError as exc:  # the registry changed between the check and the submit
-            raise invalid("steps", str(exc)) from exc
-        if task is None:
-            raise ApiError(409, "the task could not be stored", state="missing")
-        ctx.wake()
-        response.headers["Location"] = f"/tasks/{task.id}"
-        return {"id": task.id}
+        return await api.submit(identity_of(request), body, request.headers)
+
+    if fast is not None:  # the same handler, for a well-formed request (signoff.api.intake)
+        fast["/tasks"] = api.submit_json
+
 
     @router.get("/tasks/{task_id}", tags=["tasks"], response_model=TaskOut,
                 responses={303: {"description": "A browser is sent to the console's task "

@@ -272,7 +272,8 @@ def bind(address: HttpAddress) -> socket.socket:
     """The listening socket, bound before anything is served: a port in use is one clear
     error."""
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP so that asyncio sets TCP_NODELAY on each connection (see bind_port)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((address.host, address.port))
