@@ -25,6 +25,7 @@ from signoff.api import access, approvals, console, errors, passkeys, routes
 from signoff.api.access import Role
 from signoff.api.auth import Authenticator, AuthMiddleware, SessionRules
 from signoff.api.context import ApiContext
+from signoff.api.longpoll import LongPolls
 from signoff.api.metrics import MetricsListener
 from signoff.api.middleware import GuardMiddleware
 from signoff.api.routes import KEYS_PATH
@@ -124,6 +125,8 @@ def create_app(ctx: ApiContext) -> FastAPI:
             return True
         return method == "POST" and path == "/login"
 
+    # Innermost of ours: a parked long poll keeps the auth frame, not the route's stack.
+    app.add_middleware(LongPolls, watch=ctx.decider.watch)
     app.add_middleware(AuthMiddleware, auth=auth, public=is_public, login_page=pages.login_page,
                        public_url=ctx.public_url)
     app.add_middleware(GuardMiddleware, loopback_only=ctx.local_no_key,

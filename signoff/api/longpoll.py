@@ -1,0 +1,111 @@
+"""Parked long polls held below FastAPI: a waiter keeps one future and two small frames.
+
+``GET /v1/approvals/{id}?wait=30s`` could park inside its route, but then every parked
+request keeps the whole FastAPI stack alive while it waits (the routing frames, two
+``AsyncExitStack`` s, the exception wrappers, the solved dependencies, the `Request`):
+about half of what the daemon spent on each of 10,000 waiters (bench/waiters.py).
+`LongPolls` sits inside the auth middleware and takes the wait out of the query: the route
+answers the request's status at once (authorization, the role gate, 404 and validation
+all as before), and only when that answer is still ``pending`` or ``held`` does this layer
+park, on the decider's `ApprovalWatch`, holding nothing but the buffered answer's
+absence. Woken (a decision here, or the shared re-check for one elsewhere), it asks the
+route again, handing over the request as committed (`WOKEN_BY`) so a local decision
+answers its waiters without reading it back. Anything it cannot parse (a second ``wait``,
+a malformed one) goes to the route unchanged, which answers its 422.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from signoff.api.approvals import WAIT_PATTERN, WOKEN_BY, wait_seconds
+from signoff.api.errors import ApiError
+from signoff.runtime.models import Approval, ApprovalStatus
+from signoff.runtime.watch import ApprovalWatch
+
+LOOKS = 32
+STATUS_PATH = re.compile(r"^/v1/approvals/([^/]+)$")
+
+
+class Answer:
+    """One answer of the route, buffered until it is the one to send."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.status = 0
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+        self.messages.append(message)
+
+    @property
+    def settled(self) -> bool:
+        """Anything but a 200 saying ``pending`` or ``held`` is the final answer."""
+        if self.status != 200:
+            return True
+        body = b"".join(m.get("body", b"") for m in self.messages
+                        if m["type"] == "http.response.body")
+        try:
+            return bool(ApprovalStatus(json.loads(body)["status"]).final)
+        except (ValueError, KeyError, TypeError):
+            return True
+
+
+def long_poll(scope: Scope) -> tuple[str, float, bytes] | None:
+    """(request id, seconds, the query without ``wait``) of a long poll this layer holds,
+    or None to leave the request to the route as it is."""
+    if scope["type"] != "http" or scope["method"] != "GET":
+        return None
+    found = STATUS_PATH.match(scope["path"])
+    if found is None:
+        return None
+    pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"),
+                      keep_blank_values=True)
+    waits = [value for name, value in pairs if name == "wait"]
+    if len(waits) != 1 or len(waits[0]) > 20 or not WAIT_PATTERN.match(waits[0]):
+        return None
+    try:
+        seconds = wait_seconds(waits[0])
+    except ApiError:
+        return None
+    if seconds <= 0:
+        return None
+    rest = urlencode([(name, value) for name, value in pairs if name != "wait"])
+    return found.group(1), seconds, rest.encode("latin-1")
+
+
+class LongPolls:
+    """See the module docstring."""
+
+    def __init__(self, app: ASGIApp, *, watch: ApprovalWatch) -> None:
+        self.app = app
+        self.watch = watch
+        # Looks running at once: 10,000 polls arriving together would otherwise all be deep
+        # in the route (its stack, their reads queued for the store's threads) at the same
+        # moment, and that peak stays in the process's memory after they park.
+        self.looking = asyncio.Semaphore(LOOKS)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        poll = long_poll(scope)
+        if poll is None:
+            await self.app(scope, receive, send)
+            return
+        approval_id, seconds, query = poll
+
+        async def look(woken_by: Approval | None) -> tuple[Answer, bool]:
+            answer = Answer()
+            async with self.looking:
+                # A fresh copy each time: the route writes its own keys into its scope.
+                await self.app({**scope, "query_string": query, WOKEN_BY: woken_by},
+                               receive, answer.send)
+            return answer, answer.settled
+
+        final = await self.watch.wait_until(approval_id, look, seconds)
+        for message in final.messages:
+            await send(message)
