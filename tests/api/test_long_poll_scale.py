@@ -24,9 +24,9 @@ async def parked(node: Running, count: int) -> None:
 
 async def test_parked_waiters_add_no_task_or_thread(node: Running, client: httpx.AsyncClient,
                                                     agent: httpx.AsyncClient) -> None:
-    """180 more parked waiters add no task but the 180 this test made to send them (the
-    in-process client runs each request in its caller's task) and no thread; the decision
-    answers every waiter ``approved``."""
+    """180 more parked waiters add no task of their own beyond the 180 this test made to
+    send them (the in-process client runs each request in its caller's task) and no
+    thread; the decision answers every waiter ``approved``."""
     asked = await agent.post("/v1/approvals", json=ASK)
     approval_id = asked.json()["id"]
 
@@ -39,10 +39,10 @@ async def test_parked_waiters_add_no_task_or_thread(node: Running, client: httpx
     tasks, threads = asyncio.all_tasks() - set(waiters), threading.active_count()
     waiters += [poll() for _ in range(MORE)]
     await parked(node, FIRST + MORE)
-    # Only the watch's one shared re-check may have started since (it starts with the
-    # first parked wait, which may come after `waiting` counted its registration).
-    added = {t.get_name() for t in asyncio.all_tasks() - set(waiters) - tasks}
-    assert added <= {"approval-watch-recheck"}
+    # Tasks may come and go with the node's own background work (its sweeps, a card's
+    # delivery, the watch's one shared re-check), never one per parked waiter.
+    added = asyncio.all_tasks() - set(waiters) - tasks
+    assert len(added) < MORE // 10, sorted(repr(t.get_coro()) for t in added)
     assert threading.active_count() == threads
     decided = await client.post(f"/approvals/{approval_id}/approve", json={"scope": "once"})
     assert decided.status_code == 200
