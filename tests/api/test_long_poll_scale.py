@@ -49,6 +49,10 @@ async def test_parked_waiters_add_no_task_or_thread(node: Running, client: httpx
     async with asyncio.timeout(BOUND):
         answers = await asyncio.gather(*waiters)
     assert {(a.status_code, a.json()["status"]) for a in answers} == {(200, "approved")}
+    # A waiter woken by the decision hears exactly what the route answers afterwards.
+    plain = await agent.get(f"/v1/approvals/{approval_id}")
+    assert answers[-1].json() == plain.json()
+    assert answers[-1].headers["content-type"] == plain.headers["content-type"]
     assert node.node.decider.watch.waiting == 0
 
 
