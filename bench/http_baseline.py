@@ -10,19 +10,21 @@ in the same loop claims the oldest queued row (``UPDATE … RETURNING``, parsing
 and saves it finished, two more commits: three per task, as the plain-sqlite3 baseline.
 sqlite3 is called straight from the loop (WAL, ``synchronous=NORMAL``): the least a
 server can do per task, so the ratio against it is a harsh one. ``GET /health`` answers
-200 for the start-up check; ``GET /v1/approvals/{id}`` parks on an `asyncio.Event` for
-60 s and answers pending — bench/waiters.py's measure of what the stack alone spends on a
-parked long poll.
+200 for the start-up check; ``GET /v1/approvals/{id}`` parks for up to 60 s on a future
+that ``POST /approvals/{id}/approve`` resolves right after a bare commit (`Decisions`):
+bench/waiters.py's measure of what the stack alone spends on a parked long poll, and of
+the least a decision can take to reach its waiter through HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import sqlite3
 import sys
+import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
@@ -89,12 +91,46 @@ class Queue:
             await asyncio.sleep(0)  # let the requests in between two tasks
 
 
-async def park(request: Request) -> Response:
-    """GET /v1/approvals/{id}: a long poll that nothing decides."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(60):
-            await asyncio.Event().wait()
-    return JSONResponse({"status": "pending"})
+class Decisions:
+    """bench/waiters.py's fair baseline: long polls parked on one future each in a dict
+    keyed by id, answered by ``POST /approvals/{id}/approve`` right after its bare commit
+    (``BEGIN IMMEDIATE``/``UPDATE``/``COMMIT`` of a row of the same size on this WAL file)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+        self.db.execute("CREATE TABLE IF NOT EXISTS approvals (id TEXT PRIMARY KEY, "
+                        "status TEXT, data TEXT)")
+        self.waiting: dict[str, set[asyncio.Future[float]]] = {}
+
+    async def park(self, request: Request) -> Response:
+        """GET /v1/approvals/{id}: pending until approved, or after 60 s."""
+        approval_id = request.path_params["approval_id"]
+        wake: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self.waiting.setdefault(approval_id, set()).add(wake)
+        try:
+            async with asyncio.timeout(60):
+                decided_at = await wake
+        except TimeoutError:
+            return JSONResponse({"status": "pending"})
+        finally:
+            self.waiting.get(approval_id, set()).discard(wake)
+        return JSONResponse({"status": "approved",
+                             "decided_at": datetime.fromtimestamp(decided_at, UTC).isoformat()})
+
+    async def approve(self, request: Request) -> Response:
+        """POST /approvals/{id}/approve: the bare commit, then wake its waiters."""
+        approval_id = request.path_params["approval_id"]
+        await request.body()
+        decided_at = time.time()  # stamped before the commit, as the daemon does
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute("INSERT INTO approvals VALUES (?, 'approved', ?) ON CONFLICT (id) DO "
+                        "UPDATE SET status = 'approved', data = excluded.data",
+                        (approval_id, "x" * 1200))
+        self.db.execute("COMMIT")
+        for wake in self.waiting.pop(approval_id, ()):
+            if not wake.done():
+                wake.set_result(decided_at)
+        return JSONResponse({"status": "approved"})
 
 
 async def health(request: Request) -> Response:
@@ -105,8 +141,11 @@ async def health(request: Request) -> Response:
 async def serve(path: str, port: int) -> None:
     """The app and its worker in one loop until killed."""
     queue = Queue(path)
+    decisions = Decisions(queue.db)
     app = Starlette(routes=[Route("/tasks", queue.submit, methods=["POST"]),
-                            Route("/v1/approvals/{approval_id}", park),
+                            Route("/v1/approvals/{approval_id}", decisions.park),
+                            Route("/approvals/{approval_id}/approve", decisions.approve,
+                                  methods=["POST"]),
                             Route("/health", health)])
     server = uvicorn.Server(server_config(app, "127.0.0.1", port))
     worker = asyncio.create_task(queue.work())

@@ -27,12 +27,25 @@ process and of the daemon it starts).
    (1 s) after its decision was acknowledged, or more than its wait after it asked, is
    late. An agent whose wait ended before its request was decided asks again (counted).
 
-For reference, as many long polls are then parked on bench/http_baseline.py (the same
-uvicorn settings, a bare Starlette route that waits): what the HTTP stack alone spends on
-each (``ratio memory signoff/bare_stack``).
+6. As many long polls are then parked on bench/http_baseline.py (the same uvicorn
+   settings, a bare Starlette route parked on one future per poll): what the HTTP stack
+   alone spends on each (``ratio memory signoff/bare_stack``, a reference). They are then
+   decided there in the same bursts: each decision is a bare sqlite3 commit of a row of
+   the same size, stamped before it like the daemon's, then resolves its waiters' futures
+   in process. That is the least a decision can take to reach a waiter through HTTP, and
+   the second, fairer latency baseline (``ratio waiter/bare_stack``).
 
-Prints memory per 1,000 waiters, file descriptors, latencies, the ``ratio`` lines and
-``ok`` when every target holds (N held; ≤ 20 MB per 1,000; p99 ≤ 5× the bare commit's
+Why two latency baselines: the issue's is a bare commit (tens of microseconds on SQLite).
+No answer through HTTP comes near 5x that: the waiter's answer alone (a response written,
+the client's read) and the burst's other decisions queued ahead of it on the same loop
+take milliseconds, so ``ratio waiter/bare_commit`` measures the HTTP round trip more than
+signoff. ``ratio waiter/bare_stack`` compares signoff with the same stack doing nothing
+but the commit and the wake-up, under the same bursts. Both are printed, each with its
+ok/over; the final verdict keeps the issue's target (the bare commit). On PostgreSQL the
+bare stack still commits to SQLite: its ratio is then a harsher one.
+
+Prints memory per 1,000 waiters, file descriptors, latencies, the ``ratio`` lines (each
+latency ratio with its ok/over) and ``ok`` when every target holds (N held; ≤ 20 MB per 1,000; p99 ≤ 5× the bare commit's
 p99; no wrong or late answer), ``over`` otherwise.
 """
 
@@ -272,37 +285,48 @@ async def measure(base: str, pid: int, count: int, burst: int,
     return Figures(waiters, min(parked, fd1 - fd0), (rss0, rss1), (fd0, fd1), bare_ms)
 
 
-def bare_stack_memory(tmp: Path, count: int) -> float:
-    """MB per 1,000 long polls parked on bench/http_baseline.py: the daemon's uvicorn
-    settings and a bare Starlette route, nothing else (a reference, not a target)."""
+@dataclass
+class Stack:
+    """What the bare stack (bench/http_baseline.py) measured."""
+
+    mb_per_k: float
+    after: list[float]  # ms from a decision's stamp to its waiter's answer
+    wrong: int
+
+
+def bare_stack(tmp: Path, count: int, burst: int) -> Stack:
+    """As many long polls parked on bench/http_baseline.py (the daemon's uvicorn settings,
+    a bare Starlette route on one future each), then decided there in the same bursts:
+    its memory per 1,000 and its decision -> answer times."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("http_baseline.py")),
                              str(tmp / "bare-stack.db"), str(port)])
     base = f"http://127.0.0.1:{port}"
 
-    async def park() -> float:
-        before = procstat.rss_bytes(proc.pid)
-        posters = [Poster(timeout=WAIT + 60) for _ in range(count)]
-        for start in range(0, count, 500):
-            await asyncio.gather(*(p.connect(base) for p in posters[start:start + 500]))
-        polls = [asyncio.create_task(p.get(f"{base}/v1/approvals/a-{n}"))
-                 for n, p in enumerate(posters)]
-        await settled(proc.pid, procstat.open_files(proc.pid))
+    async def run() -> Stack:
+        before, fd0 = procstat.rss_bytes(proc.pid), procstat.open_files(proc.pid)
+        waiters = [Waiter(f"a-{n}", Poster(timeout=WAIT + 60)) for n in range(count)]
+        tasks = await attach(base, waiters)
+        await settled(proc.pid, fd0 + count)
         used = procstat.rss_bytes(proc.pid) - before
-        for task in polls:
+        await decide(base, waiters, tasks, burst)
+        await asyncio.wait(tasks, timeout=WAIT + 30)
+        for task in tasks:
             task.cancel()
-        for poster in posters:
-            await poster.close()
-        return used / 2**20 / count * 1000
+        for w in waiters:
+            await w.poster.close()
+        after = [(w.answered_wall - w.decided_at) * 1000 for w in waiters if w.decided_at]
+        return Stack(used / 2**20 / count * 1000, after,
+                     sum(1 for w in waiters if w.state != "approved"))
 
     try:
         wait_ready(base, proc)
-        return asyncio.run(park())
+        return asyncio.run(run())
     finally:
         stop([proc])
 
 
-def report(f: Figures, backend: str, wait_to: str, bare_mb: float) -> bool:
+def report(f: Figures, backend: str, wait_to: str, stack: Stack) -> bool:
     """Print the figures; True when every target holds."""
     n = len(f.waiters)
     per_k = (f.rss[1] - f.rss[0]) / 2**20 / n * 1000
@@ -321,8 +345,8 @@ def report(f: Figures, backend: str, wait_to: str, bare_mb: float) -> bool:
     print(f"daemon memory: {f.rss[0] / 2**20:.0f} MB before, {f.rss[1] / 2**20:.0f} MB with "
           f"the waiters: {per_k:.1f} MB per 1,000 waiters (target <= {MB_TARGET:.0f})")
     print(f"the same HTTP stack alone (bench/http_baseline.py) parking as many: "
-          f"{bare_mb:.1f} MB per 1,000")
-    print(f"ratio memory signoff/bare_stack = {per_k / bare_mb:.2f}")
+          f"{stack.mb_per_k:.1f} MB per 1,000")
+    print(f"ratio memory signoff/bare_stack = {per_k / stack.mb_per_k:.2f}")
     print(f"daemon file descriptors: {f.fds[0]} before, {f.fds[1]} with the waiters")
     print(f"bare decision commit ({wait_to}): p50 {bare50:.3f} ms, p99 {bare99:.3f} ms")
     if sent:
@@ -332,11 +356,25 @@ def report(f: Figures, backend: str, wait_to: str, bare_mb: float) -> bool:
           f"p99 {p99:.3f} ms")
     ratio50, ratio99 = p50 / bare50, p99 / bare99
     print(f"ratio waiter/bare_commit p50 = {ratio50:.2f}")
-    print(f"ratio waiter/bare_commit p99 = {ratio99:.2f} (target <= {RATIO_TARGET:.0f})")
+    print(f"ratio waiter/bare_commit p99 = {ratio99:.2f} (target <= {RATIO_TARGET:.0f}): "
+          f"{verdict(ratio99 <= RATIO_TARGET)}")
+    s50, s99 = percentile(stack.after, 50), percentile(stack.after, 99)
+    print(f"bare stack long poll (bench/http_baseline.py: bare sqlite3 commit, then a future "
+          f"resolved in process; {stack.wrong} wrong): p50 {s50:.3f} ms, p99 {s99:.3f} ms")
+    print(f"ratio waiter/bare_stack p50 = {p50 / s50:.2f}")
+    print(f"ratio waiter/bare_stack p99 = {p99 / s99:.2f} (target <= {RATIO_TARGET:.0f}): "
+          f"{verdict(p99 / s99 <= RATIO_TARGET)}")
     print(f"wrong answers: {wrong}, late answers: {late}, asked again after a wait ended: "
           f"{sum(w.repolls for w in f.waiters)}")
+    print(f"memory: {verdict(per_k <= MB_TARGET)}; held: {verdict(f.held >= n)}; "
+          f"wrong/late: {verdict(wrong == 0 and late == 0)}")
+    # The verdict keeps the issue's own baseline (a bare commit); see the module docstring.
     return (f.held >= n and per_k <= MB_TARGET and ratio99 <= RATIO_TARGET
             and wrong == 0 and late == 0)
+
+
+def verdict(held: bool) -> str:
+    return "ok" if held else "over"
 
 
 def main() -> int:
@@ -366,8 +404,8 @@ def main() -> int:
             figures = asyncio.run(measure(base, proc.pid, args.waiters, args.burst, bare))
         finally:
             stop([proc])
-        bare_mb = bare_stack_memory(tmp, args.waiters)
-    print("ok" if report(figures, backend, what, bare_mb) else "over")
+        baseline = bare_stack(tmp, args.waiters, args.burst)
+    print("ok" if report(figures, backend, what, baseline) else "over")
     return 0
 
 

@@ -28,6 +28,7 @@ from signoff.api.access import Role
 from signoff.api.auth import Authenticator, AuthMiddleware, SessionRules
 from signoff.api.context import ApiContext
 from signoff.api.intake import FastPost, IntakeMiddleware
+from signoff.api.longpoll import LongPolls
 from signoff.api.metrics import MetricsListener
 from signoff.api.middleware import GuardMiddleware
 from signoff.api.routes import KEYS_PATH
@@ -128,7 +129,9 @@ def create_app(ctx: ApiContext) -> FastAPI:
             return True
         return method == "POST" and path == "/login"
 
-    # Innermost of ours, so it sees the caller AuthMiddleware established and a body the
+    # Innermost of ours: a parked long poll keeps the auth frame, not the route's stack.
+    app.add_middleware(LongPolls, watch=ctx.decider.watch)
+    # Inside AuthMiddleware, so it sees the caller it established and a body the
     # guards have bounded; it answers before FastAPI's routing (signoff.api.intake).
     app.add_middleware(IntakeMiddleware, routes=fast, ctx=ctx)
     app.add_middleware(AuthMiddleware, auth=auth, public=is_public, login_page=pages.login_page,

@@ -61,6 +61,9 @@ from signoff.runtime.store.port import PendingRequest
 from signoff.runtime.telemetry import traceparent
 
 MAX_WAIT = 60.0  # seconds a long poll may hold a connection; longer waits are shortened
+# The scope key under which signoff.api.longpoll hands the route the request a local
+# decision just committed (None: read it), so a woken waiter does not read it back.
+WOKEN_BY = "signoff.woken_by"
 MIN_TIMEOUT = 1.0
 CURSOR = r"^[0-9]{1,18}$"
 KEY = r"^[\x21-\x7e]{1,255}$"  # printable ASCII, no spaces
@@ -68,8 +71,10 @@ ApprovalId = Annotated[str, Path(min_length=1, max_length=100)]
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size")]
 Cursor = Annotated[str | None, Query(pattern=CURSOR, description="next_cursor of the "
                                                                   "previous page")]
+WAIT_TEXT = r"^[0-9][0-9.]*(ms|s|m)?$"
+WAIT_PATTERN = re.compile(WAIT_TEXT)  # and at most 20 characters, like Wait
 Wait = Annotated[str | None, Query(
-    max_length=20, pattern=r"^[0-9][0-9.]*(ms|s|m)?$",
+    max_length=20, pattern=WAIT_TEXT,
     description=f'Long-poll: answer once decided or after this long ("30s", "1m", "500ms"; '
                 f"at most {MAX_WAIT:.0f} s, longer waits are shortened)")]
 
@@ -306,11 +311,22 @@ def build_router(ctx: ApiContext, fast: dict[str, FastPost] | None = None) -> AP
     async def status(request: Request, approval_id: ApprovalId, wait: Wait = None) -> JsonDict:
         """A request's status; with ``wait``, answers as soon as it is decided."""
         seconds = wait_seconds(wait)
-        await approval_or_404(approval_id, request)  # never wait on another caller's
-        approval = await watch.wait_decided(approval_id, ctx.store.get_approval, seconds)
-        if approval is None:
-            raise ApiError(404, f"no approval request {approval_id}")
-        return request_status(approval)
+
+        given = request.scope.get(WOKEN_BY)
+
+        # One read per look, authorized as it is read (no second read to check first).
+        async def look(woken_by: Approval | None) -> tuple[Approval, bool]:
+            committed = woken_by or given
+            if committed is None or committed.id != approval_id:
+                approval = await approval_or_404(approval_id, request)
+            elif await readable(request, committed):  # never answer another caller's
+                approval = committed
+            else:
+                raise ApiError(404, f"no approval request {approval_id}")
+            # A held request is approved but may still be undone: wait for its end.
+            return approval, approval.status.final
+
+        return request_status(await watch.wait_until(approval_id, look, seconds))
 
     @router.post("/v1/approvals/{approval_id}/outcome", tags=["approvals"],
                  response_model=RequestStatusOut,

@@ -1,9 +1,9 @@
 """Waiting for a decision without polling the store per waiter: in-process wake-ups.
 
-`GET /v1/approvals/{id}?wait=30s` parks on an `asyncio.Event` of its own; the `Decider`
-fires every event of a request right after it commits a decision or an expiry, handing
-over the committed request, so a waiter on the node that took the decision answers at once
-without reading it back. A decision taken on another
+`GET /v1/approvals/{id}?wait=30s` parks on one future in a registry keyed by request id
+(`wait_until`); the `Decider` fires every future of a request right after it commits a
+decision or an expiry, handing over the committed request, so a waiter on the node that
+took the decision answers at once without reading it back. A decision taken on another
 node (several daemons on one database) fires nothing here, so one shared re-check per
 watch reads the statuses of every waited request in one store call each ``recheck``
 seconds while anyone waits, and fires those that are settled: 10,000 parked long polls
@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Collection
+from typing import TypeVar
 
 from signoff.runtime.models import Approval, ApprovalStatus
 
@@ -24,6 +25,10 @@ log = logging.getLogger(__name__)
 Reader = Callable[[str], Awaitable[Approval | None]]
 # The statuses of the given requests (an id missing from the answer is not stored).
 StatusReader = Callable[[Collection[str]], Awaitable[dict[str, ApprovalStatus]]]
+T = TypeVar("T")
+# One look at a waited request: given the request a local decision committed (or None),
+# what the wait would answer now, and whether that is final.
+Look = Callable[[Approval | None], Awaitable[tuple[T, bool]]]
 
 
 class ApprovalWatch:
@@ -36,7 +41,7 @@ class ApprovalWatch:
     def __init__(self, *, recheck: float = 1.0, states: StatusReader | None = None) -> None:
         self.recheck = recheck
         self._states = states
-        self._events: dict[str, set[asyncio.Event]] = {}
+        self._events: dict[str, set[asyncio.Future[None]]] = {}
         self._answers: dict[str, Approval] = {}  # final requests fired while awaited
         self._checker: asyncio.Task[None] | None = None
 
@@ -49,8 +54,9 @@ class ApprovalWatch:
             return
         if approval is not None and approval.status.final:
             self._answers[approval_id] = approval.model_copy(deep=True)
-        for event in events:
-            event.set()
+        for wake in events:
+            if not wake.done():
+                wake.set_result(None)
 
     @property
     def waiting(self) -> int:
@@ -64,35 +70,48 @@ class ApprovalWatch:
         ``seconds`` is a real-time bound on the wait, like a socket timeout; none of the
         product's own times (expiry, decisions) are read from it.
         """
+        async def look(answer: Approval | None) -> tuple[Approval | None, bool]:
+            approval = answer or await read(approval_id)
+            # A held request is approved but may still be undone: wait for its end.
+            return approval, approval is None or approval.status.final
+
+        return await self.wait_until(approval_id, look, seconds)
+
+    async def wait_until(self, approval_id: str, look: Look[T], seconds: float) -> T:
+        """``look``'s answer once it says it is settled, or its last one after ``seconds``.
+
+        ``look`` is handed the request as committed when a decision on this node woke the
+        wait (None otherwise: it reads for itself) and answers (what to return, settled?).
+        Between looks the wait holds one future in the shared registry and nothing else:
+        no task, thread or loop of its own, and no copy of what ``look`` returned.
+        """
         loop = asyncio.get_running_loop()
         end = loop.time() + max(seconds, 0.0)
-        event = asyncio.Event()
-        # Registered before the first read: a decision committed after it sets the event.
-        self._events.setdefault(approval_id, set()).add(event)
-        try:
-            while True:
-                # Cleared before the read: a decision landing between the read and the
-                # wait leaves the event set, so the next wait returns at once.
-                event.clear()
-                approval = self._answers.get(approval_id) or await read(approval_id)
+        answer: Approval | None = None
+        while True:
+            # Registered before the look: a decision committed during it wakes the wait
+            # below at once instead of being missed.
+            wake = loop.create_future()
+            self._events.setdefault(approval_id, set()).add(wake)
+            try:
+                result, settled = await look(answer)
                 remaining = end - loop.time()
-                # A held request is approved but may still be undone: wait for its end.
-                if approval is None or approval.status.final or remaining <= 0:
-                    return approval
-                # A parked waiter keeps no copy of its request: thousands of them add up.
-                del approval
+                if settled or remaining <= 0:
+                    return result
+                del result  # thousands of parked waiters: keep nothing but the future
                 self._start_checker()
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel.
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(remaining):
-                        await event.wait()
-        finally:
-            self._leave(approval_id, event)
+                        await wake
+                answer = self._answers.get(approval_id)
+            finally:
+                self._leave(approval_id, wake)
 
-    def _leave(self, approval_id: str, event: asyncio.Event) -> None:
+    def _leave(self, approval_id: str, wake: asyncio.Future[None]) -> None:
         events = self._events.get(approval_id)
         if events is not None:
-            events.discard(event)
+            events.discard(wake)
             if not events:
                 del self._events[approval_id]
                 self._answers.pop(approval_id, None)
