@@ -48,7 +48,7 @@ class KeyValueFormatter(logging.Formatter):
         return f"{head} {' '.join(extras)}{sep}{tail}"
 
 
-    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         """As `logging.Formatter.formatTime` (``2026-01-02 03:04:05,678`` by default),
         the date and time formatted once per second rather than once per line."""
         if datefmt is not None:
@@ -59,7 +59,8 @@ class KeyValueFormatter(logging.Formatter):
             cached = (second, time.strftime(self.default_time_format,
                                             self.converter(second)))
             self._second = cached
-        return self.default_msec_format % (cached[1], record.msecs)
+        msec = self.default_msec_format
+        return msec % (cached[1], record.msecs) if msec else cached[1]
 
 
 def _value(value: object) -> str:
