@@ -8,13 +8,20 @@ Every record that reaches the handler passes `MaskUrls` first — ours and every
 library's (httpx logs each request's full URL at INFO, ``?token=…`` included): URLs are
 masked and invisible characters escaped the way every other surface shows them
 (`signoff.runtime.text.shown`), in the message, the extras and a traceback.
+
+A line is written per task that ends (``task_completed``), so the path is kept cheap
+without changing a character of it: strings that `shown` would return unchanged (plain
+printable ASCII without ``://``) are not walked, the time stamp's date and time are
+formatted once per second, and `setup` turns off what the line never prints (the caller's
+file and line, found by walking the stack; thread and process names).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import TextIO
+import time
+from typing import Any, TextIO
 
 from signoff.runtime.text import shown
 
@@ -26,14 +33,34 @@ _STANDARD = set(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None))) | {
 class KeyValueFormatter(logging.Formatter):
     """The standard line plus ``key=value`` for each extra field."""
 
+    _second: tuple[int, str] = (-1, "")  # a second and its formatted date and time
+
     def format(self, record: logging.LogRecord) -> str:
         """Format, then append the extras in the order they were given."""
         line = super().format(record)
-        extras = [f"{k}={_value(v)}" for k, v in vars(record).items() if k not in _STANDARD]
+        fields = vars(record)
+        if fields.keys() <= _STANDARD:
+            return line
+        extras = [f"{k}={_value(v)}" for k, v in fields.items() if k not in _STANDARD]
         if not extras:
             return line
         head, sep, tail = line.partition("\n")  # keep a traceback below the first line
         return f"{head} {' '.join(extras)}{sep}{tail}"
+
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """As `logging.Formatter.formatTime` (``2026-01-02 03:04:05,678`` by default),
+        the date and time formatted once per second rather than once per line."""
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        cached = self._second  # one tuple: two threads formatting never mix two halves
+        if cached[0] != second:
+            cached = (second, time.strftime(self.default_time_format,
+                                            self.converter(second)))
+            self._second = cached
+        msec = self.default_msec_format
+        return msec % (cached[1], record.msecs) if msec else cached[1]
 
 
 def _value(value: object) -> str:
@@ -49,11 +76,13 @@ class MaskUrls(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         """Replace the message (formatted with its args) and string extras by their
         shown form, and render a traceback now so that its text is shown the same way."""
-        record.msg = shown(record.getMessage())
+        record.msg = _shown(record.getMessage())
         record.args = None
-        for key, value in list(vars(record).items()):
-            if key not in _STANDARD and isinstance(value, str | dict | list | tuple):
-                setattr(record, key, shown(value))
+        fields = vars(record)
+        for key in fields.keys() - _STANDARD:  # the extras (in any order: each on its own)
+            value = fields[key]
+            if isinstance(value, str | dict | list | tuple):
+                fields[key] = _shown(value)
         if record.exc_info and not record.exc_text:
             record.exc_text = _FORMAT_ONLY.formatException(record.exc_info)
         if record.exc_text:
@@ -64,6 +93,14 @@ class MaskUrls(logging.Filter):
 
 
 _FORMAT_ONLY = logging.Formatter()  # for `formatException`
+
+
+def _shown(value: Any) -> Any:
+    """`shown`, without its walk for a string it would return unchanged: printable ASCII
+    holds no invisible character, and without ``://`` no URL (ids, event names, counts)."""
+    if type(value) is str and value.isascii() and value.isprintable() and "://" not in value:
+        return value
+    return shown(value)
 
 
 def handler(stream: TextIO | None = None) -> logging.Handler:
@@ -79,5 +116,9 @@ def setup(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler()]
     root.setLevel(level)
+    # What no line of ours prints, so no record should pay for it: the caller's file and
+    # line (a walk up the stack per record) and the thread's and process's names.
+    logging._srcfile = None  # the documented switch (logging HOWTO, "Optimization")
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     # APScheduler announces every job run at INFO; our scheduler logs what matters.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)

@@ -53,6 +53,7 @@ class MetricsListener:
                                "outcome", ["tool", "outcome"], registry=r)
         self.tasks_finished = Counter("signoff_tasks_finished", "Tasks that ended, by state",
                                       ["state"], registry=r)
+        self._children: dict[tuple[object, ...], Counter] = {}  # see `_child`
 
     # -- EngineListener ----------------------------------------------------------------
     async def approval_requested(self, task: Task | None, approval: Approval) -> None:
@@ -70,9 +71,18 @@ class MetricsListener:
         """When a task ends, count each action of its history once."""
         if kind not in ("completed", "failed"):
             return
-        self.tasks_finished.labels(state=kind).inc()
+        self._child(self.tasks_finished, kind).inc()
         for record in task.actions:
-            self.actions.labels(tool=record.tool, outcome=record.outcome).inc()
+            self._child(self.actions, record.tool, record.outcome).inc()
+
+    def _child(self, counter: Counter, *labels: str) -> Counter:
+        """``counter.labels(*labels)``, remembered: `labels` takes a lock and checks its
+        arguments each call, paid several times per finished task otherwise."""
+        key = (id(counter), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = counter.labels(*labels)
+        return child
 
     # -- scraping ----------------------------------------------------------------------
     async def render(self, store: TaskStore, now: datetime) -> bytes:

@@ -168,13 +168,14 @@ class Notifier:
     async def task_event(self, kind: TaskEvent, task: Task, detail: str | None = None
                          ) -> None:
         """Add one line to every subscribed channel's window."""
+        rules = [rule for rule in self.rules if kind in rule.events]
+        if not rules:  # most events of most tasks: nothing to build (a hash, a clock read)
+            return
         now = self.clock.now()
         # The key names the event, so the same event seen by two nodes (a schedule skip)
         # becomes one outbox row when it is alone in its window.
         event = f"{task.id}:{kind}:{task.version}:{_digest(detail or '')[:8]}"
-        for rule in self.rules:
-            if kind not in rule.events:
-                continue
+        for rule in rules:
             lines = [event_line(kind, task, detail, console_url=self.console_url,
                                 include_content=rule.include_content, names=self.names)]
             if kind == TaskEvent.COMPLETED:

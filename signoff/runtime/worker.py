@@ -155,20 +155,37 @@ class Worker:
                 self.busy -= 1
 
     async def _advance(self, task: Task) -> None:
-        async with asyncio.TaskGroup() as group:
-            keeper = group.create_task(self._keep_lease(task))
-            try:
-                await self.engine.advance(task)
-            finally:
+        """Advance ``task`` with its lease renewed while it runs (`_keep_lease`). The
+        keeper starts only once the task has run for a renewal interval: most tasks end
+        long before, and a task (and a task group) per task cost the worker more than
+        a task's own steps. A timer is what every task pays."""
+        loop = asyncio.get_running_loop()
+        keeper: asyncio.Task[None] | None = None
+
+        def keep() -> None:
+            nonlocal keeper
+            keeper = loop.create_task(self._keep_lease(task), name=f"lease-{task.id}")
+
+        timer = loop.call_later(self._renew_every(), keep)
+        try:
+            await self.engine.advance(task)
+        finally:
+            timer.cancel()
+            if keeper is not None:
                 keeper.cancel()
+                await asyncio.wait([keeper])  # gone before the next task; never raises
+
+    def _renew_every(self) -> float:
+        """Seconds between two renewals of a running task's lease: a third of it."""
+        return max(self.engine.config.lease.total_seconds() / 3, 0.05)
 
     async def _keep_lease(self, task: Task) -> None:
-        """Renew the task's lease every third of it while it runs. A failed renewal (the
-        database away) is not fatal to the task: it is tried again, within an interval;
-        if the outage outlasts the lease, the task's own next write fails its
-        compare-and-set and the task is recovered as after a crash."""
+        """Renew the task's lease now, then every third of it while it runs. A failed
+        renewal (the database away) is not fatal to the task: it is tried again, within
+        an interval; if the outage outlasts the lease, the task's own next write fails
+        its compare-and-set and the task is recovered as after a crash."""
         cfg = self.engine.config
-        every = max(cfg.lease.total_seconds() / 3, 0.05)
+        every = self._renew_every()
 
         async def renew() -> None:
             until = self.engine.clock.now() + cfg.lease
@@ -180,7 +197,7 @@ class Worker:
             task.lease_until = until  # a save of the task must not shorten it again
 
         await periodic("lease", renew, every=every, outages=self.engine.outages,
-                       backoff=Backoff(first=min(0.2, every), maximum=every), wait_first=True)
+                       backoff=Backoff(first=min(0.2, every), maximum=every))
 
     async def drain(self, timeout: float = 10.0) -> None:
         """Wait until no task is being worked on (for tests and the one-shot CLI)."""
