@@ -47,7 +47,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -60,6 +59,7 @@ from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
 from signoff.testing import BUTTON_LABELS, Rendered, route_client
+from tests.fakes.server import FakeServer
 
 API = "/api/v10"
 _UNESCAPE = re.compile(r"\\([\\*_~`|<>\[\]#])")
@@ -152,7 +152,7 @@ def discord_user(user_id: str, username: str = "alice", global_name: str | None 
     return user
 
 
-class FakeDiscord:
+class FakeDiscord(FakeServer):
     """An async context manager running the fake REST API in the current event loop."""
 
     def __init__(self, *, bot_token: str = "MTEwMDAwMDAwMDAwMDAwMDk5OQ.fake.token",
@@ -176,20 +176,14 @@ class FakeDiscord:
         self._nonces: dict[tuple[str, str], FakeMessage] = {}  # (channel, nonce) -> message
         self._ids = itertools.count(1_200_000_000_000_000_001)
         self._changed = asyncio.Condition()
+
+    shutdown_timeout = 1.0
+
+    def app(self) -> web.Application:
+        """Every REST route, through one dispatcher."""
         app = web.Application()
         app.router.add_route("*", API + "/{path:.*}", self._dispatch)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
-
-    async def __aenter__(self) -> FakeDiscord:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0, shutdown_timeout=1.0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self._runner.cleanup()
+        return app
 
     @property
     def api_base(self) -> str:

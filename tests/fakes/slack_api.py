@@ -24,7 +24,6 @@ import asyncio
 import html
 import itertools
 import json
-import socket
 import time
 import uuid
 from collections import defaultdict
@@ -48,6 +47,7 @@ from signoff.bot.ports import (
 )
 from signoff.runtime.models import Scope
 from signoff.testing import Rendered
+from tests.fakes.server import FakeServer
 
 TEAM_ID = "T0SIGNOFF"
 BOT_USER_ID = "U0SIGNBOT"
@@ -87,7 +87,7 @@ class _Fault:
 
 
 @dataclass
-class FakeSlack:
+class FakeSlack(FakeServer):
     """The fake server. Use ``async with FakeSlack() as fake`` or `start`/`stop`."""
 
     scopes: set[str] = field(default_factory=lambda: {"chat:write", "channels:history",
@@ -98,48 +98,32 @@ class FakeSlack:
     calls: list[Call] = field(default_factory=list)
     messages: dict[tuple[str, str], Json] = field(default_factory=dict)
     acks: list[Json] = field(default_factory=list)
-    port: int = 0
     _faults: dict[str, list[_Fault]] = field(default_factory=lambda: defaultdict(list))
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
     _pending_acks: dict[str, asyncio.Future[Json]] = field(default_factory=dict)
     _release: asyncio.Event = field(default_factory=asyncio.Event)
-    _runner: web.AppRunner | None = None
     socket_connects: int = 0
     # users.info: user id -> (real name, display name); anyone else is user_not_found.
     people: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     # -- life cycle -----------------------------------------------------------------------
 
-    async def start(self) -> FakeSlack:
-        """Listen on a free port of 127.0.0.1."""
+    def app(self) -> web.Application:
+        """The Web API methods and the Socket Mode websocket."""
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)  # conversations.history is a GET
         app.router.add_get("/socket", self._socket)
-        self._runner = web.AppRunner(app, handle_signals=False)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
-        return self
+        return app
 
     async def stop(self) -> None:
         """Close sockets, release stalled calls and stop serving."""
         self._release.set()
         for ws in list(self._sockets):
             await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeSlack:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        await super().stop()
 
     @property
     def api_url(self) -> str:
