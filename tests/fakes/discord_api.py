@@ -2,10 +2,10 @@
 interactions signed the way Discord signs them.
 
     async with FakeDiscord() as fake:
-        platform = DiscordSurface(application_id=fake.application_id,
-                                   public_key=fake.public_key, bot_token=fake.bot_token,
-                                   channel_id=APPROVALS, api_base=fake.api_base)
-        ref = await platform.post_card(card)
+        surface = DiscordSurface(application_id=fake.application_id,
+                                 public_key=fake.public_key, bot_token=fake.bot_token,
+                                 channel_id=APPROVALS, api_base=fake.api_base)
+        ref = await surface.post_card(card)
         fake.message(ref.channel, ref.message_id).labels   # ("Once", "Session", ...)
         body, headers = fake.click(ref.channel, ref.message_id, "Once", user_id="4242")
 
@@ -32,7 +32,7 @@ and still answers 500; `forget_nonces` ends the nonces' window; `fail_ratio` fai
 share of bot calls, chosen by a seeded random, BEFORE doing anything (as a proxy in front of Discord
 would). Interactions are signed with the fake's own Ed25519 key: ``X-Signature-Ed25519``
 is the hex signature of ``X-Signature-Timestamp`` + body, as Discord sends them.
-`DiscordHarness` drives a platform on the fake the way members and Discord would.
+`DiscordHarness` drives a surface on the fake the way members and Discord would.
 """
 
 from __future__ import annotations
@@ -462,7 +462,7 @@ class DiscordHarness:
     """`SurfaceHarness` for DiscordSurface against `FakeDiscord`."""
 
     fake: FakeDiscord
-    platform: DiscordSurface
+    surface: DiscordSurface
     client: httpx.AsyncClient
     clock: FakeClock
     user_id: str = "4242"
@@ -477,22 +477,22 @@ class DiscordHarness:
         exit everything is stopped and no message Discord would refuse was sent."""
         clock = FakeClock()
         options = {"bot_token": fake.bot_token, "channel_id": APPROVALS, **options}
-        platform = DiscordSurface(application_id=fake.application_id,
-                                   public_key=fake.public_key, api_base=fake.api_base,
-                                   clock=clock, timeout=5.0, **options)
-        async with route_client(platform) as client:
-            harness = cls(fake=fake, platform=platform, client=client, clock=clock)
+        surface = DiscordSurface(application_id=fake.application_id,
+                                 public_key=fake.public_key, api_base=fake.api_base,
+                                 clock=clock, timeout=5.0, **options)
+        async with route_client(surface) as client:
+            harness = cls(fake=fake, surface=surface, client=client, clock=clock)
             try:
                 yield harness
             finally:
                 await harness.stop()
-                await platform.aclose()
+                await surface.aclose()
         assert fake.violations == []
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform; it takes clicks as soon as `run` has begun."""
-        self._task = asyncio.create_task(self.platform.run(on_decision))
-        while not self.platform.running:
+        """Run the surface; it takes clicks as soon as `run` has begun."""
+        self._task = asyncio.create_task(self.surface.run(on_decision))
+        while not self.surface.running:
             await asyncio.sleep(0)
 
     async def stop(self) -> None:
@@ -503,7 +503,7 @@ class DiscordHarness:
             self._task = None
 
     async def post(self, interaction: dict[str, Any]) -> httpx.Response:
-        """Send one interaction, signed as Discord signs it, now by the platform's clock."""
+        """Send one interaction, signed as Discord signs it, now by the surface's clock."""
         body = encode(interaction)
         headers = self.fake.sign(body, int(self.clock.now().timestamp()))
         return await self.client.post("/discord/interactions", content=body, headers=headers)

@@ -567,9 +567,9 @@ APP_TOKEN = "xapp-1-A0SIGNOFF-1234567890-abcdef"
 APPROVALS = "C0APPROVALS"
 
 
-def http_app(platform: SlackSurface) -> Starlette:
+def http_app(surface: SlackSurface) -> Starlette:
     """A tiny ASGI app mounting ``handle_http`` the way the daemon's API does."""
-    return Starlette(routes=[Route("/slack/events", platform.handle_http, methods=["POST"])])
+    return Starlette(routes=[Route("/slack/events", surface.handle_http, methods=["POST"])])
 
 
 @dataclass
@@ -577,7 +577,7 @@ class SlackHarness:
     """`signoff.testing.SurfaceHarness` for `SlackSurface` in either mode."""
 
     fake: FakeSlack
-    platform: SlackSurface
+    surface: SlackSurface
     user_id: str = "U0ALICE"
     notify_channel: str = "C0TEAM"
     http: httpx.AsyncClient | None = None
@@ -586,22 +586,22 @@ class SlackHarness:
 
     @classmethod
     def socket(cls, fake: FakeSlack, **options: Any) -> SlackHarness:
-        """A socket-mode platform; clicks arrive through the fake websocket."""
-        platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="socket",
-                                 app_token=APP_TOKEN, api_url=fake.api_url, **options)
-        return cls(fake=fake, platform=platform)
+        """A socket-mode surface; clicks arrive through the fake websocket."""
+        surface = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="socket",
+                               app_token=APP_TOKEN, api_url=fake.api_url, **options)
+        return cls(fake=fake, surface=surface)
 
     @classmethod
     def http_mode(cls, fake: FakeSlack, **options: Any) -> SlackHarness:
-        """An http-mode platform; clicks are signed POSTs to /slack/events."""
-        platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
-                                 signing_secret=SECRET, api_url=fake.api_url, **options)
-        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=http_app(platform)),
+        """An http-mode surface; clicks are signed POSTs to /slack/events."""
+        surface = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+                               signing_secret=SECRET, api_url=fake.api_url, **options)
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=http_app(surface)),
                                    base_url="http://signoff.test")
-        return cls(fake=fake, platform=platform, http=client)
+        return cls(fake=fake, surface=surface, http=client)
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform; return once it receives clicks."""
+        """Run the surface; return once it receives clicks."""
         async def recorded(event: DecisionEvent) -> DecisionOutcome:
             try:
                 outcome = await on_decision(event)
@@ -611,10 +611,10 @@ class SlackHarness:
             self.outcomes.put_nowait(outcome)
             return outcome
 
-        self._task = asyncio.create_task(self.platform.run(recorded))
-        if self.platform.mode == "socket":
+        self._task = asyncio.create_task(self.surface.run(recorded))
+        if self.surface.mode == "socket":
             await self.fake.wait_socket(True)
-        while not self.platform.running:
+        while not self.surface.running:
             if self._task.done():
                 await self._task  # surfaces why run() ended
             await asyncio.sleep(0)

@@ -2,12 +2,12 @@
 endpoint and the OpenID metadata with its JWKS, in their wire formats.
 
     async with FakeTeams() as fake:
-        platform = TeamsSurface(app_id=fake.app_id, app_password=fake.app_password,
-                                 conversation_id=fake.conversation_id,
-                                 service_url=fake.service_url,
-                                 openid_metadata_url=fake.openid_metadata_url,
-                                 token_url=fake.token_url, clock=clock)
-        ref = await platform.post_card(card)
+        surface = TeamsSurface(app_id=fake.app_id, app_password=fake.app_password,
+                               conversation_id=fake.conversation_id,
+                               service_url=fake.service_url,
+                               openid_metadata_url=fake.openid_metadata_url,
+                               token_url=fake.token_url, clock=clock)
+        ref = await surface.post_card(card)
         fake.activity(ref.message_id).labels          # ("Once", "Session", ...)
         click = fake.click(ref.message_id, "Once", aad=ALICE)   # an invoke activity
         headers = {"Authorization": f"Bearer {fake.sign(click, now=clock.now())}"}

@@ -1,9 +1,9 @@
 """A fake Telegram Bot API server on 127.0.0.1: real wire format, state a test can read.
 
     async with FakeTelegramApi() as fake:
-        platform = TelegramSurface(bot_token=fake.token, chat_id="-100123",
-                                    base_url=fake.base_url, base_file_url=fake.base_file_url)
-        ref = await platform.post_card(card)
+        surface = TelegramSurface(bot_token=fake.token, chat_id="-100123",
+                                  base_url=fake.base_url, base_file_url=fake.base_file_url)
+        ref = await surface.post_card(card)
         fake.message("-100123", ref.message_id).labels   # ("Once", "Session", ...)
 
 Routes are ``/bot<TOKEN>/<method>`` with form-encoded bodies (nested objects such as
