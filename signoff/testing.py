@@ -34,6 +34,7 @@ from signoff.bot.ports import (
     Actor,
     ApprovalCard,
     CardRef,
+    DecidesThroughRoutes,
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
@@ -77,7 +78,7 @@ class _Message:
 
 
 @dataclass
-class RecordingSurface:
+class RecordingSurface(DecidesThroughRoutes):
     """An in-memory `Surface`: records posts, edits and notifications.
 
     ``fail_next`` makes the next N calls raise `PlatformUnavailable`, for fault tests.
@@ -92,7 +93,6 @@ class RecordingSurface:
     feedback: list[str] = field(default_factory=list)
     fail_next: int = 0
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _handler: DecisionHandler | None = None
     _posted: asyncio.Event = field(default_factory=asyncio.Event)
 
     def _maybe_fail(self, what: str) -> None:
@@ -132,20 +132,16 @@ class RecordingSurface:
 
     async def run(self, on_decision: DecisionHandler) -> None:
         """Keep the handler so `click` can reach it; wait until cancelled."""
-        self._handler = on_decision
-        try:
-            await asyncio.Event().wait()
-        finally:
-            self._handler = None
+        await self.keep_handler(on_decision)
 
     def attach(self, on_decision: DecisionHandler) -> None:
         """Use without running a background task (the flow's unit tests do this)."""
-        self._handler = on_decision
+        self.handler = on_decision
 
     async def click(self, ref: CardRef, scope: Scope, user_id: str,
                     reason: str | None = None) -> DecisionOutcome:
         """Press a button on a recorded card as ``recording:<user_id>``."""
-        if self._handler is None:
+        if self.handler is None:
             raise RuntimeError("RecordingSurface is not running")
         card = self.messages[ref.message_id].card
         event = DecisionEvent(
@@ -156,7 +152,7 @@ class RecordingSurface:
             reason=reason,
             ref=ref,
         )
-        outcome = await self._handler(event)
+        outcome = await self.handler(event)
         self.feedback.append(outcome.message)
         return outcome
 
