@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
 import httpx
@@ -129,6 +130,17 @@ def _dump(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def _print_page(page: dict[str, Any], as_json: bool, table: Callable[[list[dict[str, Any]]], Grid],
+                empty: str) -> None:
+    """A listing as --json has it, else as a table (``empty`` when it has no items)."""
+    if as_json:
+        _dump(page)
+    elif not page["items"]:
+        out.print(empty, markup=False)
+    else:
+        table(page["items"]).print(out)
+
+
 def _action_text(action: dict[str, Any] | None) -> str:
     if not action:
         return ""
@@ -182,14 +194,8 @@ def cmd_tasks(state: Annotated[StateChoice | None, typer.Option(help="Only this 
     params: dict[str, Any] = {"limit": limit}
     if state is not None:
         params["state"] = state.value
-    page = call("GET", url, "/tasks", api_key, params=params)
-    if as_json:
-        _dump(page)
-        return
-    if not page["items"]:
-        out.print("no tasks", markup=False)
-        return
-    tasks_table(page["items"]).print(out)
+    _print_page(call("GET", url, "/tasks", api_key, params=params), as_json, tasks_table,
+                "no tasks")
 
 
 SHOWN = 200  # characters of one message in `show --transcript` (--json has them whole)
@@ -365,14 +371,8 @@ def cmd_grants(revoke: Annotated[str | None, typer.Option(help="Revoke this gran
         out.print(f"revoked {grant['id']} ({grant['scope']} {grant['tool']} for "
                   f"{grant['policy_id']})", markup=False)
         return
-    page = call("GET", url, "/grants", api_key, params={"include_revoked": include_revoked})
-    if as_json:
-        _dump(page)
-        return
-    if not page["items"]:
-        out.print("no grants", markup=False)
-        return
-    grants_table(page["items"]).print(out)
+    _print_page(call("GET", url, "/grants", api_key, params={"include_revoked": include_revoked}),
+                as_json, grants_table, "no grants")
 
 
 def register(app: typer.Typer) -> None:
