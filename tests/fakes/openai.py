@@ -12,8 +12,9 @@ or None (HTTP 500). The answer depends only on the messages received, as a
 real model's does, so a conversation resumed after a restart gets the answers it would
 have got. `steps(a, b, c)` answers turn 1 with ``a``, turn 2 with ``b``, …
 
-`ThreadedFakeOpenAI(fake)` serves a fake from its own thread and event loop, for tests that
-drive a daemon subprocess from synchronous code.
+``async with FakeOpenAI(...)`` serves it in the running loop; ``with FakeOpenAI(...)`` from
+its own thread and loop, for tests that drive a daemon subprocess from synchronous code
+(both from `tests.fakes.server.FakeServer`).
 """
 
 from __future__ import annotations
