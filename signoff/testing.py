@@ -57,6 +57,7 @@ __all__ = [
     "Rendered",
     "SurfaceContract",
     "SurfaceHarness",
+    "cancel_and_wait",
     "route_client",
     "sample_card",
     "surface_deps",
@@ -172,6 +173,14 @@ class RecordingSurface(DecidesThroughRoutes):
         """Wait until at least one card has been posted."""
         async with asyncio.timeout(timeout):
             await self._posted.wait()
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` (a harness's background `run`; None: nothing started) and wait until
+    it has ended, whatever it raised: what every harness's `stop` does first."""
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 class SurfaceHarness(Protocol):
@@ -338,9 +347,7 @@ class RecordingHarness:
 
     async def stop(self) -> None:
         """Cancel the background run."""
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
 
     async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
         """Press a button."""

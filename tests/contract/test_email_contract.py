@@ -24,7 +24,14 @@ from signoff.adapters.email.surface import EmailSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, PostedCard
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, route_client, sample_card
+from signoff.testing import (
+    BUTTON_LABELS,
+    Rendered,
+    SurfaceContract,
+    cancel_and_wait,
+    route_client,
+    sample_card,
+)
 from tests.fakes.smtp import FakeSmtpServer, ReceivedMessage
 
 READER = "alice@example.com"
@@ -66,10 +73,8 @@ class EmailHarness:
 
     async def stop(self) -> None:
         """Cancel `run`."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def latest(self) -> ReceivedMessage:
         """The newest mail to the reader."""

@@ -22,6 +22,7 @@ from signoff.testing import (
     PluginContract,
     Rendered,
     SurfaceContract,
+    cancel_and_wait,
     route_client,
     surface_deps,
 )
@@ -102,9 +103,7 @@ class EchoHarness:
 
     async def stop(self) -> None:
         """Cancel its run."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
 
     async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
         """POST /echo/decide, as its users do."""

@@ -22,7 +22,7 @@ from signoff.adapters.teams.cards import rendered_text
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, route_client
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, cancel_and_wait, route_client
 from tests.fakes.teams_api import FakeTeams
 
 ALICE = "00000000-0000-0000-0000-0000000000a1"
@@ -61,10 +61,8 @@ class TeamsHarness:
 
     async def stop(self) -> None:
         """Cancel run()."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def post(self, activity: dict[str, Any], token: str | None = None) -> httpx.Response:
         """POST an activity to /teams/messages with its Bot Framework JWT."""

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from signoff.adapters.telegram import TelegramSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, cancel_and_wait
 from tests.fakes.telegram_api import FakeTelegramApi, user
 
 CHAT = "-1001234567890"
@@ -52,10 +52,8 @@ class TelegramHarness:
 
     async def stop(self) -> None:
         """Cancel run() and wait for its clean shutdown."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
         """Tap the button as the person would; return once the tap was answered."""

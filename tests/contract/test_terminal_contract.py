@@ -12,7 +12,7 @@ import pytest
 from signoff.adapters.terminal.surface import WORDS, TerminalSurface, parse_answer, render
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, cancel_and_wait
 
 KEY = {Scope.ONCE: "o", Scope.SESSION: "s", Scope.ALWAYS: "a", Scope.DENY: "d"}
 
@@ -39,9 +39,7 @@ class TerminalHarness:
     async def stop(self) -> None:
         """Stop asking; close the pipe."""
         os.close(self._write_fd)
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
         self._stdin.close()
 
     async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:

@@ -22,7 +22,7 @@ from signoff.api.app import create_app
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
 from signoff.runtime.store.memory import MemTaskStore
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, cancel_and_wait
 from signoff.wiring import api_context, build_node
 from tests.api.helpers import BASE, KEY, make_settings
 
@@ -50,10 +50,8 @@ class WebHarness:
 
     async def stop(self) -> None:
         """Cancel `run`."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def card_html(self, ref: CardRef) -> str:
         response = await self.client.get(f"/console/cards/{ref.message_id}")

@@ -58,7 +58,7 @@ from signoff.adapters.discord import DiscordSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, route_client
+from signoff.testing import BUTTON_LABELS, Rendered, cancel_and_wait, route_client
 from tests.fakes.server import FakeServer
 
 API = "/api/v10"
@@ -497,10 +497,8 @@ class DiscordHarness:
 
     async def stop(self) -> None:
         """Cancel run() and wait for it."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def post(self, interaction: dict[str, Any]) -> httpx.Response:
         """Send one interaction, signed as Discord signs it, now by the surface's clock."""

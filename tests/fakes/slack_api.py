@@ -46,7 +46,7 @@ from signoff.bot.ports import (
     DecisionOutcome,
 )
 from signoff.runtime.models import Scope
-from signoff.testing import Rendered
+from signoff.testing import Rendered, cancel_and_wait
 from tests.fakes.server import FakeServer
 
 TEAM_ID = "T0SIGNOFF"
@@ -621,10 +621,8 @@ class SlackHarness:
 
     async def stop(self) -> None:
         """Cancel `run` (idempotent) and close the HTTP client."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self.http is not None:
             await self.http.aclose()
 
