@@ -263,6 +263,20 @@ def _decision_path(ident: str, verb: str) -> tuple[str, str]:
     return f"/tasks/{ident}/{verb}", f"task {ident}"
 
 
+def _send_decision(verb: str, ident: str, body: dict[str, Any], approval: str | None,
+                   as_json: bool, url: str, api_key: str | None) -> dict[str, Any] | None:
+    """POST ``verb`` on a task or request, naming the request the caller looked at; the
+    answer, or None once it was printed for --json."""
+    path, subject = _decision_path(ident, verb)
+    if (seen := seen_approval(url, ident, api_key, approval)) is not None:
+        body["approval_id"] = seen
+    answer: dict[str, Any] = call("POST", url, path, api_key, body=body, subject=subject)
+    if as_json:
+        _dump(answer)
+        return None
+    return answer
+
+
 ApprovalOpt = Annotated[str | None, typer.Option(
     "--approval", show_default=False,
     help="For a task: the approval request id (a-…) you looked at (signoff show); "
@@ -295,15 +309,11 @@ def cmd_approve(task_id: IdArg,
                 as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
                 api_key: KeyOpt = None) -> None:
     """Approve the action a task (or an approval request) is waiting on."""
-    path, subject = _decision_path(task_id, "approve")
     body: dict[str, Any] = {"scope": scope.value}
     if lasts is not None:
         body["for"] = lasts
-    if (seen := seen_approval(url, task_id, api_key, approval)) is not None:
-        body["approval_id"] = seen
-    answer = call("POST", url, path, api_key, body=body, subject=subject)
-    if as_json:
-        _dump(answer)
+    if (answer := _send_decision("approve", task_id, body, approval, as_json, url,
+                                 api_key)) is None:
         return
     if "state" in answer:
         out.print(f"approved {task_id} ({scope.value}); the task is {answer['state']}",
@@ -320,13 +330,8 @@ def cmd_deny(task_id: IdArg,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
     """Deny the action a task or an approval request is waiting on (the task fails; an
     agent is told and goes on)."""
-    path, subject = _decision_path(task_id, "deny")
-    body: dict[str, Any] = {"reason": reason}
-    if (seen := seen_approval(url, task_id, api_key, approval)) is not None:
-        body["approval_id"] = seen
-    answer = call("POST", url, path, api_key, body=body, subject=subject)
-    if as_json:
-        _dump(answer)
+    if (answer := _send_decision("deny", task_id, {"reason": reason}, approval, as_json, url,
+                                 api_key)) is None:
         return
     if "state" in answer:
         why = (answer.get("result") or {}).get("reason", "user denied")
