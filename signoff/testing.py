@@ -34,6 +34,7 @@ from signoff.bot.ports import (
     Actor,
     ApprovalCard,
     CardRef,
+    DecidesThroughRoutes,
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
@@ -56,6 +57,7 @@ __all__ = [
     "Rendered",
     "SurfaceContract",
     "SurfaceHarness",
+    "cancel_and_wait",
     "route_client",
     "sample_card",
     "surface_deps",
@@ -77,7 +79,7 @@ class _Message:
 
 
 @dataclass
-class RecordingSurface:
+class RecordingSurface(DecidesThroughRoutes):
     """An in-memory `Surface`: records posts, edits and notifications.
 
     ``fail_next`` makes the next N calls raise `PlatformUnavailable`, for fault tests.
@@ -92,7 +94,6 @@ class RecordingSurface:
     feedback: list[str] = field(default_factory=list)
     fail_next: int = 0
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _handler: DecisionHandler | None = None
     _posted: asyncio.Event = field(default_factory=asyncio.Event)
 
     def _maybe_fail(self, what: str) -> None:
@@ -132,20 +133,16 @@ class RecordingSurface:
 
     async def run(self, on_decision: DecisionHandler) -> None:
         """Keep the handler so `click` can reach it; wait until cancelled."""
-        self._handler = on_decision
-        try:
-            await asyncio.Event().wait()
-        finally:
-            self._handler = None
+        await self.keep_handler(on_decision)
 
     def attach(self, on_decision: DecisionHandler) -> None:
         """Use without running a background task (the flow's unit tests do this)."""
-        self._handler = on_decision
+        self.handler = on_decision
 
     async def click(self, ref: CardRef, scope: Scope, user_id: str,
                     reason: str | None = None) -> DecisionOutcome:
         """Press a button on a recorded card as ``recording:<user_id>``."""
-        if self._handler is None:
+        if self.handler is None:
             raise RuntimeError("RecordingSurface is not running")
         card = self.messages[ref.message_id].card
         event = DecisionEvent(
@@ -156,7 +153,7 @@ class RecordingSurface:
             reason=reason,
             ref=ref,
         )
-        outcome = await self._handler(event)
+        outcome = await self.handler(event)
         self.feedback.append(outcome.message)
         return outcome
 
@@ -178,10 +175,18 @@ class RecordingSurface:
             await self._posted.wait()
 
 
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` (a harness's background `run`; None: nothing started) and wait until
+    it has ended, whatever it raised: what every harness's `stop` does first."""
+    if task is not None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 class SurfaceHarness(Protocol):
     """Drives one surface the way its users and its servers would."""
 
-    platform: object  # the Surface under test
+    surface: object  # the Surface under test
     user_id: str  # a user id on this surface
     notify_channel: str  # a channel id notifications may go to
 
@@ -243,10 +248,10 @@ class SurfaceContract:
     async def test_post_card_shows_action_targets_and_allowed_buttons(
             self, harness: SurfaceHarness) -> None:
         """A posted card shows the action in words, its target and only the allowed buttons."""
-        platform = harness.platform
+        surface = harness.surface
         card = sample_card(allowed=(Scope.ONCE, Scope.DENY))
-        ref = await platform.post_card(card)  # type: ignore[attr-defined]
-        assert ref.surface == platform.name  # type: ignore[attr-defined]
+        ref = await surface.post_card(card)  # type: ignore[attr-defined]
+        assert ref.surface == surface.name  # type: ignore[attr-defined]
         seen = await harness.rendered(ref)
         assert "john@example.com" in seen.text
         assert "Send email" in seen.text
@@ -255,13 +260,13 @@ class SurfaceContract:
     async def test_update_card_replaces_buttons_with_outcome(
             self, harness: SurfaceHarness) -> None:
         """After a decision the same message shows the outcome and has no buttons."""
-        platform = harness.platform
+        surface = harness.surface
         card = sample_card()
-        ref = await platform.post_card(card)  # type: ignore[attr-defined]
+        ref = await surface.post_card(card)  # type: ignore[attr-defined]
         decided = replace(card, status="approved",
                           outcome="Approved for this session by x:alice at 14:03 UTC",
                           decided_by="x:alice", decided_at=card.requested_at)
-        await platform.update_card(ref, decided)  # type: ignore[attr-defined]
+        await surface.update_card(ref, decided)  # type: ignore[attr-defined]
         seen = await harness.rendered(ref)
         assert "Approved for this session" in seen.text
         assert "john@example.com" in seen.text, "the action text stays on the edited card"
@@ -270,7 +275,7 @@ class SurfaceContract:
     async def test_click_reaches_the_flow_with_approval_scope_and_actor(
             self, harness: SurfaceHarness) -> None:
         """A click becomes one DecisionEvent naming the approval, the scope and who clicked."""
-        platform = harness.platform
+        surface = harness.surface
         events: list[DecisionEvent] = []
 
         async def on_decision(event: DecisionEvent) -> DecisionOutcome:
@@ -280,21 +285,21 @@ class SurfaceContract:
         await harness.start(on_decision)
         try:
             card = sample_card()
-            ref = await platform.post_card(card)  # type: ignore[attr-defined]
+            ref = await surface.post_card(card)  # type: ignore[attr-defined]
             await harness.click(ref, card, Scope.SESSION, harness.user_id)
             assert len(events) == 1
             event = events[0]
             assert event.approval_id == card.approval_id
             assert event.scope is Scope.SESSION
-            assert event.actor.key == f"{platform.name}:{harness.user_id}"  # type: ignore[attr-defined]
-            assert event.surface == platform.name  # type: ignore[attr-defined]
+            assert event.actor.key == f"{surface.name}:{harness.user_id}"  # type: ignore[attr-defined]
+            assert event.surface == surface.name  # type: ignore[attr-defined]
         finally:
             await harness.stop()
 
     async def test_refused_click_is_answered_to_the_clicker(
             self, harness: SurfaceHarness) -> None:
         """When the flow refuses a click, the person who clicked is told why."""
-        platform = harness.platform
+        surface = harness.surface
 
         async def on_decision(event: DecisionEvent) -> DecisionOutcome:
             return DecisionOutcome(False, "Not authorized to decide this",
@@ -303,7 +308,7 @@ class SurfaceContract:
         await harness.start(on_decision)
         try:
             card = sample_card()
-            ref = await platform.post_card(card)  # type: ignore[attr-defined]
+            ref = await surface.post_card(card)  # type: ignore[attr-defined]
             await harness.click(ref, card, Scope.ONCE, harness.user_id)
             assert any("Not authorized" in text for text in await harness.feedback())
             assert (await harness.rendered(ref)).buttons, "a refused click leaves the card open"
@@ -313,15 +318,15 @@ class SurfaceContract:
     async def test_an_agents_words_are_shown_labelled_as_its_own(
             self, harness: SurfaceHarness) -> None:
         """A call proposed by an agent shows the model's words as "Why (agent): …"."""
-        platform = harness.platform
-        ref = await platform.post_card(sample_card(why="The notes ask to tell John."))  # type: ignore[attr-defined]
+        surface = harness.surface
+        ref = await surface.post_card(sample_card(why="The notes ask to tell John."))  # type: ignore[attr-defined]
         seen = await harness.rendered(ref)
         assert "Why (agent): The notes ask to tell John." in seen.text
 
     async def test_notify_posts_one_line(self, harness: SurfaceHarness) -> None:
         """A notification arrives in the named channel."""
-        platform = harness.platform
-        await platform.notify(harness.notify_channel, "Task t1 completed")  # type: ignore[attr-defined]
+        surface = harness.surface
+        await surface.notify(harness.notify_channel, "Task t1 completed")  # type: ignore[attr-defined]
         seen = await harness.notifications(harness.notify_channel)
         assert any("Task t1 completed" in t for t in seen)
 
@@ -330,37 +335,35 @@ class SurfaceContract:
 class RecordingHarness:
     """`SurfaceHarness` for `RecordingSurface` (also a model for other surfaces)."""
 
-    platform: RecordingSurface = field(default_factory=RecordingSurface)
+    surface: RecordingSurface = field(default_factory=RecordingSurface)
     user_id: str = "alice"
     notify_channel: str = "team"
     _task: asyncio.Task[None] | None = None
 
     async def start(self, on_decision: DecisionHandler) -> None:
         """Run the surface in the background."""
-        self._task = asyncio.create_task(self.platform.run(on_decision))
+        self._task = asyncio.create_task(self.surface.run(on_decision))
         await asyncio.sleep(0)
 
     async def stop(self) -> None:
         """Cancel the background run."""
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
 
     async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
         """Press a button."""
-        await self.platform.click(ref, scope, user_id)
+        await self.surface.click(ref, scope, user_id)
 
     async def rendered(self, ref: CardRef) -> Rendered:
         """The recorded card."""
-        return self.platform.rendered(ref)
+        return self.surface.rendered(ref)
 
     async def feedback(self) -> list[str]:
         """What clickers were told."""
-        return list(self.platform.feedback)
+        return list(self.surface.feedback)
 
     async def notifications(self, channel: str) -> list[str]:
         """Recorded notifications for a channel."""
-        return [text for ch, text, _ in self.platform.notes if ch == channel]
+        return [text for ch, text, _ in self.surface.notes if ch == channel]
 
 
 def surface_deps(*, clock: Clock | None = None, pending: Sequence[ApprovalCard] = (),

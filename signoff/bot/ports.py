@@ -13,6 +13,7 @@ plug-ins are found through the entry-point group ``signoff.surfaces``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -309,6 +310,21 @@ async def decide_guarded(handler: DecisionHandler, event: DecisionEvent, surface
               outcome.code)
     return outcome
 
+
+class DecidesThroughRoutes:
+    """For a surface whose answers come in through its own routes (a form, a signed
+    link's button, a console post) rather than a connection of its own: all its `run`
+    does is keep the daemon's handler, as `handler`, for those routes to call."""
+
+    handler: DecisionHandler | None = None  # None: not running, the routes refuse
+
+    async def keep_handler(self, on_decision: DecisionHandler) -> None:
+        """Hold ``on_decision`` as `handler` until cancelled, then let it go."""
+        self.handler = on_decision
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.handler = None
 
 
 async def _no_cards(approval_id: str) -> PostedCard | None:

@@ -1,7 +1,8 @@
-"""The `signoff` Typer app and what every command module shares: the config option,
+"""The `signoff` Typer app and what every command module shares: the config and database options,
 one-line failures, loading settings, logging.
 
-Command modules (`main`, `tools`, `mcp_commands`, `client`, `schedules`) import from here
+Command modules (`main`, `tools`, `mcp_commands`, `schedules`, `receipts`, `record`,
+`policy_cmd`; `client` keeps a `fail` of its own, exit 1) import from here
 and `main` registers them, so no two command modules import each other.
 """
 
@@ -25,6 +26,11 @@ app.add_typer(config_app, name="config")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", envvar="SIGNOFF_CONFIG",
                                                 help="TOML config file (default: built-in).")]
+# The commands that read the daemon's database directly (audit, nodes, receipt, keys,
+# stats, suggest) find it as the daemon does, or are told where it is.
+WorkDirOpt = Annotated[Path | None, typer.Option(
+    help="Work dir of the daemon (its database is in the state dir beside it).")]
+DatabaseOpt = Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")]
 
 
 def fail(message: str, code: int = 2) -> NoReturn:

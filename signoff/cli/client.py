@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, NoReturn
 
 import httpx
@@ -129,6 +130,17 @@ def _dump(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
+def _print_page(page: dict[str, Any], as_json: bool, table: Callable[[list[dict[str, Any]]], Grid],
+                empty: str) -> None:
+    """A listing as --json has it, else as a table (``empty`` when it has no items)."""
+    if as_json:
+        _dump(page)
+    elif not page["items"]:
+        out.print(empty, markup=False)
+    else:
+        table(page["items"]).print(out)
+
+
 def _action_text(action: dict[str, Any] | None) -> str:
     if not action:
         return ""
@@ -182,14 +194,8 @@ def cmd_tasks(state: Annotated[StateChoice | None, typer.Option(help="Only this 
     params: dict[str, Any] = {"limit": limit}
     if state is not None:
         params["state"] = state.value
-    page = call("GET", url, "/tasks", api_key, params=params)
-    if as_json:
-        _dump(page)
-        return
-    if not page["items"]:
-        out.print("no tasks", markup=False)
-        return
-    tasks_table(page["items"]).print(out)
+    _print_page(call("GET", url, "/tasks", api_key, params=params), as_json, tasks_table,
+                "no tasks")
 
 
 SHOWN = 200  # characters of one message in `show --transcript` (--json has them whole)
@@ -257,6 +263,20 @@ def _decision_path(ident: str, verb: str) -> tuple[str, str]:
     return f"/tasks/{ident}/{verb}", f"task {ident}"
 
 
+def _send_decision(verb: str, ident: str, body: dict[str, Any], approval: str | None,
+                   as_json: bool, url: str, api_key: str | None) -> dict[str, Any] | None:
+    """POST ``verb`` on a task or request, naming the request the caller looked at; the
+    answer, or None once it was printed for --json."""
+    path, subject = _decision_path(ident, verb)
+    if (seen := seen_approval(url, ident, api_key, approval)) is not None:
+        body["approval_id"] = seen
+    answer: dict[str, Any] = call("POST", url, path, api_key, body=body, subject=subject)
+    if as_json:
+        _dump(answer)
+        return None
+    return answer
+
+
 ApprovalOpt = Annotated[str | None, typer.Option(
     "--approval", show_default=False,
     help="For a task: the approval request id (a-…) you looked at (signoff show); "
@@ -289,15 +309,11 @@ def cmd_approve(task_id: IdArg,
                 as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL,
                 api_key: KeyOpt = None) -> None:
     """Approve the action a task (or an approval request) is waiting on."""
-    path, subject = _decision_path(task_id, "approve")
     body: dict[str, Any] = {"scope": scope.value}
     if lasts is not None:
         body["for"] = lasts
-    if (seen := seen_approval(url, task_id, api_key, approval)) is not None:
-        body["approval_id"] = seen
-    answer = call("POST", url, path, api_key, body=body, subject=subject)
-    if as_json:
-        _dump(answer)
+    if (answer := _send_decision("approve", task_id, body, approval, as_json, url,
+                                 api_key)) is None:
         return
     if "state" in answer:
         out.print(f"approved {task_id} ({scope.value}); the task is {answer['state']}",
@@ -314,13 +330,8 @@ def cmd_deny(task_id: IdArg,
              as_json: JsonOpt = False, url: UrlOpt = DEFAULT_URL, api_key: KeyOpt = None) -> None:
     """Deny the action a task or an approval request is waiting on (the task fails; an
     agent is told and goes on)."""
-    path, subject = _decision_path(task_id, "deny")
-    body: dict[str, Any] = {"reason": reason}
-    if (seen := seen_approval(url, task_id, api_key, approval)) is not None:
-        body["approval_id"] = seen
-    answer = call("POST", url, path, api_key, body=body, subject=subject)
-    if as_json:
-        _dump(answer)
+    if (answer := _send_decision("deny", task_id, {"reason": reason}, approval, as_json, url,
+                                 api_key)) is None:
         return
     if "state" in answer:
         why = (answer.get("result") or {}).get("reason", "user denied")
@@ -365,14 +376,8 @@ def cmd_grants(revoke: Annotated[str | None, typer.Option(help="Revoke this gran
         out.print(f"revoked {grant['id']} ({grant['scope']} {grant['tool']} for "
                   f"{grant['policy_id']})", markup=False)
         return
-    page = call("GET", url, "/grants", api_key, params={"include_revoked": include_revoked})
-    if as_json:
-        _dump(page)
-        return
-    if not page["items"]:
-        out.print("no grants", markup=False)
-        return
-    grants_table(page["items"]).print(out)
+    _print_page(call("GET", url, "/grants", api_key, params={"include_revoked": include_revoked}),
+                as_json, grants_table, "no grants")
 
 
 def register(app: typer.Typer) -> None:

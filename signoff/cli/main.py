@@ -16,7 +16,17 @@ from typing import Annotated, Any
 
 import typer
 
-from signoff.cli.app import ConfigOpt, app, config_app, daemon_app, fail, load, setup_logging
+from signoff.cli.app import (
+    ConfigOpt,
+    DatabaseOpt,
+    WorkDirOpt,
+    app,
+    config_app,
+    daemon_app,
+    fail,
+    load,
+    setup_logging,
+)
 from signoff.errors import ConfigError, SignoffError, StoreError
 
 
@@ -144,9 +154,8 @@ def audit(
     expect_head: Annotated[str | None, typer.Option(
         help="With --verify: COUNT:HASH from an earlier --head that must still be there.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines for scripts.")] = False,
-    work_dir: Annotated[Path | None, typer.Option(
-        help="Work dir of the daemon (its database is in the state dir beside it).")] = None,
-    database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
+    work_dir: WorkDirOpt = None,
+    database: DatabaseOpt = None,
 ) -> None:
     """List, verify or pin the audit log in the daemon's database."""
     from signoff.cli.audit import run_audit
@@ -165,9 +174,8 @@ def audit(
 def nodes(
     config: ConfigOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list for scripts.")] = False,
-    work_dir: Annotated[Path | None, typer.Option(
-        help="Work dir of the daemon (its database is in the state dir beside it).")] = None,
-    database: Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")] = None,
+    work_dir: WorkDirOpt = None,
+    database: DatabaseOpt = None,
 ) -> None:
     """List the live daemons sharing the configured database (the node registry)."""
     from signoff.cli.nodes import run_nodes

@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
+from signoff.cli.app import ConfigOpt, DatabaseOpt, WorkDirOpt, fail, load
 from signoff.cli.audit import open_store
 from signoff.config.settings import Settings
 from signoff.errors import BadArguments, SignoffError
@@ -27,26 +28,13 @@ from signoff.runtime import receipts, signing
 from signoff.runtime.clock import system_now
 from signoff.runtime.state import ensure_private_dir
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", envvar="SIGNOFF_CONFIG",
-                                                help="TOML config file (default: built-in).")]
-WorkDirOpt = Annotated[Path | None, typer.Option(
-    help="Work dir of the daemon (its database is in the state dir beside it).")]
-DatabaseOpt = Annotated[str | None, typer.Option(help="SQLAlchemy URL of the store.")]
 MAX_RECEIPT = 1024 * 1024  # a receipt is a few KiB; refuse to read a huge file whole
 
 
 def settings_of(config: Path | None) -> Settings:
     """The settings of ``--config`` (errors exit 2, as every command's do)."""
-    from signoff.cli.app import load
-
     settings: Settings = load(config)
     return settings
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print one clear line to stderr and exit (2: bad usage or input)."""
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
 
 
 def read_key_arg(text: str) -> str:

@@ -21,8 +21,9 @@ from typing import Annotated
 
 import typer
 
+from signoff.cli.app import ConfigOpt, DatabaseOpt, WorkDirOpt, fail
 from signoff.cli.audit import open_store
-from signoff.cli.receipts import ConfigOpt, DatabaseOpt, WorkDirOpt, fail, settings_of
+from signoff.cli.receipts import settings_of
 from signoff.config.settings import Settings
 from signoff.errors import SignoffError
 from signoff.runtime import record

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, TypeVar
 from zoneinfo import ZoneInfo
 
 import typer
@@ -27,6 +27,7 @@ from signoff.bot.routing.oncall import (
     escalation_chain,
     who_is_on_call,
 )
+from signoff.cli.app import ConfigOpt, fail
 from signoff.cli.tables import Col, Grid
 from signoff.errors import ConfigError, SignoffError
 from signoff.runtime.clock import system_now
@@ -38,19 +39,12 @@ __all__ = ["parse_at", "register"]
 
 T = TypeVar("T")
 NodeLoader = Callable[[str | None], Any]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", envvar="SIGNOFF_CONFIG",
-                                                help="TOML config file (default: built-in).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 AtOpt = Annotated[str | None, typer.Option(
     "--at", help="When: ISO 8601 ('2026-12-24T09:00', local time unless an offset is "
                  "given), 'now', or '+DURATION' such as '+2h'.")]
 _FMT = "%a %d %b %Y %H:%M %Z"
 _SHORT = "%a %d %b %H:%M %Z"
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code)
 
 
 def parse_at(text: str | None, now: datetime) -> datetime:
@@ -72,7 +66,7 @@ def _load(load_node: NodeLoader, config: Path | None) -> Any:
     try:
         return load_node(str(config) if config else None)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _run(node: Any, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -88,9 +82,9 @@ def _run(node: Any, work: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         return asyncio.run(main())
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except SignoffError as exc:
-        _fail(str(exc), code=1)
+        fail(str(exc), code=1)
 
 
 async def _queue(node: Any, scheduler: Scheduler, name: str) -> Task:
@@ -153,7 +147,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
         try:
             when = parse_at(at, system_now())
         except ValueError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         node = _load(load_node, config)
         scheduler = Scheduler(engine=node.engine, clock=node.clock,
                               schedules=[s.to_runtime() for s in node.settings.schedules])
@@ -175,7 +169,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
                               schedules=[s.to_runtime() for s in node.settings.schedules])
         if name not in scheduler.schedules:
             known = ", ".join(scheduler.schedules) or "none"
-            _fail(f"no schedule named {name!r} (known: {known})")
+            fail(f"no schedule named {name!r} (known: {known})")
         task = _run(node, lambda: _queue(node, scheduler, name))
         typer.echo(task.id)
 
@@ -188,7 +182,7 @@ def register(app: typer.Typer, *, load_node: NodeLoader) -> None:
         try:
             when = parse_at(at, system_now())
         except ValueError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         rotations = [r.to_runtime() for r in node.settings.oncall.rotations]
         overrides = [o.to_runtime() for o in node.settings.oncall.overrides]
         if as_json:  # the same body as GET /oncall

@@ -30,7 +30,7 @@ from pydantic import (
 
 from signoff.bot.plugins import surface_registry
 from signoff.errors import ConfigError
-from signoff.runtime.models import RiskClass
+from signoff.runtime.models import Risk
 from signoff.runtime.schedule.durations import format_duration, parse_duration
 from signoff.runtime.text import mask_url  # a database URL is printed as any URL is shown
 from signoff.sections import KEYED, MULTI, NonEmpty, problem, problems
@@ -101,12 +101,6 @@ def _check_timezone(value: str) -> str:
 TimezoneName = Annotated[str, AfterValidator(_check_timezone)]
 
 
-def _risk(value: object) -> object:
-    return RiskClass.parse(value) if isinstance(value, str) else value
-
-
-Risk = Annotated[RiskClass, BeforeValidator(_risk)]
-"""A risk class name in any case ("send", "SEND")."""
 
 
 def _aware(value: datetime) -> datetime:

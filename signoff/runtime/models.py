@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from signoff.runtime.clock import system_now
 
@@ -50,6 +50,14 @@ class RiskClass(enum.StrEnum):
 
 
 _RISK_ORDER = [RiskClass.READ, RiskClass.DRAFT, RiskClass.SEND, RiskClass.DESTRUCTIVE]
+
+
+def _risk(value: object) -> object:
+    return RiskClass.parse(value) if isinstance(value, str) else value
+
+
+Risk = Annotated[RiskClass, BeforeValidator(_risk)]
+"""A risk class as a config file names it, in any case ("send", "SEND")."""
 
 
 class DecisionCode(enum.StrEnum):

@@ -1,4 +1,5 @@
-"""Fixtures for the API tests: a running node on SQLite, a client, a recording HTTP server."""
+"""Fixtures for the API tests: a running node on SQLite (in-process, or on a real port), a
+client, a recording HTTP server."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.api.helpers import BOB_KEY, Running, running_node
+from tests.api.helpers import BOB_KEY, Running, running_node, serve
 from tests.fakes.http_echo import HttpEcho
 
 
@@ -17,6 +18,15 @@ async def node(tmp_path: Path) -> AsyncIterator[Running]:
     """A node on a SQLite file with the admin key and the named key ``bob``."""
     async with running_node(tmp_path) as running:
         yield running
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Running, str]]:
+    """A node with its API on a real port of 127.0.0.1 (uvicorn), and that URL: for the
+    processes under test that ask it on an agent's behalf (mcp-gate, mcp-permission,
+    claude-hook). It has no MCP server of its own."""
+    async with running_node(tmp_path / "daemon") as node, serve(node.app) as url:
+        yield node, url
 
 
 @pytest.fixture

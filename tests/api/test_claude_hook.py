@@ -7,22 +7,13 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from signoff.cli.claude_hook import run_hook
-from tests.api.helpers import BOB_KEY, Running, eventually, running_node, serve
-
-AGENT_KEY = BOB_KEY  # the agent asks with its own key; a person (the admin) decides
-
-
-@pytest.fixture
-async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Running, str]]:
-    async with running_node(tmp_path / "daemon") as node, serve(node.app) as url:
-        yield node, url
+from tests.api.asking import AGENT_KEY, decide_first, pending
 
 
 @pytest.fixture
@@ -49,25 +40,6 @@ async def hook(url: str, text: str, state: Path, wait: float) -> tuple[str, str]
     return spec["permissionDecision"], spec["permissionDecisionReason"]
 
 
-async def pending(node: Running) -> list[dict[str, Any]]:
-    async with node.client() as client:
-        return list((await client.get("/approvals")).json()["items"])
-
-
-async def decide(node: Running, verb: str, body: dict[str, Any] | None = None) -> str:
-    items: list[dict[str, Any]] = []
-
-    async def some() -> bool:
-        items[:] = await pending(node)
-        return bool(items)
-
-    await eventually(some, 60, "the hook's request")
-    async with node.client() as client:
-        r = await client.post(f"/approvals/{items[0]['id']}/{verb}", json=body or {})
-        assert r.status_code == 200, r.text
-    return str(items[0]["id"])
-
-
 async def test_a_read_inside_the_project_is_allowed_at_once(daemon, project: Path,
                                                           tmp_path: Path) -> None:
     """READ is settled by the policy: allow, nobody asked."""
@@ -86,7 +58,7 @@ async def test_a_person_who_answers_in_time_gets_allow(daemon, project: Path,
     text = hook_input(project, "Write", {"file_path": str(tmp_path / "out.txt"),
                                          "content": "x"})
     call = asyncio.create_task(hook(url, text, tmp_path / "state", wait=60))
-    await decide(node, "approve")
+    await decide_first(node, "approve")
     decision, reason = await call
     assert decision == "allow" and "approved" in reason
 
@@ -96,7 +68,7 @@ async def test_a_denial_is_deny_with_the_reason(daemon, project: Path, tmp_path:
     node, url = daemon
     text = hook_input(project, "Bash", {"command": "rm -rf build"})
     call = asyncio.create_task(hook(url, text, tmp_path / "state", wait=60))
-    await decide(node, "deny", {"reason": "not today"})
+    await decide_first(node, "deny", {"reason": "not today"})
     decision, reason = await call
     assert decision == "deny" and "not today" in reason
 
@@ -111,7 +83,7 @@ async def test_a_long_wait_defers_and_the_resumed_call_gets_the_answer(
     decision, reason = await hook(url, text, state, wait=0.3)
     assert decision == "defer" and "resume" in reason
     [item] = await pending(node)
-    await decide(node, "approve")
+    await decide_first(node, "approve")
     decision, _ = await hook(url, text, state, wait=5)
     assert decision == "allow"
     assert await pending(node) == []
@@ -169,7 +141,7 @@ async def test_mcp_permission_answers_still_pending_before_claude_gives_up(
         prompts = PermissionPrompts(client, cwd=project, wait_limit=0.3, progress_every=0.3)
         first = json.loads(await prompts.answer("Bash", args, tool_use_id="toolu_1"))
         assert first["behavior"] == "deny" and "still pending" in first["message"]
-        await decide(node, "approve")
+        await decide_first(node, "approve")
         again = json.loads(await prompts.answer("Bash", args, tool_use_id="toolu_2"))
     assert again == {"behavior": "allow", "updatedInput": args}
     assert await pending(node) == []

@@ -5,31 +5,27 @@ upstream's, READ calls are forwarded, gated calls wait for a person, refusals sa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import mcp_types as types
 import pytest
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.api.helpers import BOB_KEY, Running, eventually, running_node, serve
+from tests.api.asking import (
+    AGENT_KEY,
+    asked,
+    cancelled_and_withdrawn,
+    decide,
+    pending,
+    stdio_session,
+    text,
+)
+from tests.api.helpers import Running, eventually
 from tests.mcp_support import git, make_repo, servers_of
 
-AGENT_KEY = BOB_KEY  # the agent asks with its key; a person (the admin) decides
-
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Running, str]]:
-    """A node with its API on a real port (it has no MCP server of its own)."""
-    async with running_node(tmp_path / "daemon") as node, serve(node.app) as url:
-        yield node, url
 
 
 @pytest.fixture
@@ -57,18 +53,10 @@ targets = ["repo_path", "files"]
     return path
 
 
-@contextlib.asynccontextmanager
-async def session(command: str, *args: str) -> AsyncIterator[ClientSession]:
-    """An initialized ClientSession with a stdio server started as ``command args``."""
-    params = StdioServerParameters(command=command, args=list(args))
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
-        await s.initialize()
-        yield s
-
-
-def gate(config: Path, url: str) -> Any:
-    return session(sys.executable, "-m", "signoff", "mcp-gate", "git", "--config", str(config),
-                   "--url", url, "--api-key", AGENT_KEY)
+def gate(config: Path, url: str, *extra: str) -> Any:
+    """The gate in front of mcp-server-git, as an MCP client starts it over stdio."""
+    return stdio_session(sys.executable, "-m", "signoff", "mcp-gate", "git", "--config",
+                         str(config), "--url", url, "--api-key", AGENT_KEY, *extra)
 
 
 def async_true(check: Any) -> Any:
@@ -77,36 +65,28 @@ def async_true(check: Any) -> Any:
     return run
 
 
-def text(result: types.CallToolResult) -> str:
-    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+async def asked_through(s: ClientSession, repo: Path, node: Running, *, file: str = "new.txt",
+                        messages: list[str] | None = None
+                        ) -> tuple[asyncio.Task[Any], dict[str, Any]]:
+    """A git_add call of ``file`` waiting for a person, and its pending request, once the
+    gate has sent its first progress notification (all kept in ``messages``)."""
+    notified = asyncio.Event()
 
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        if messages is not None:
+            messages.append(message or "")
+        notified.set()
 
-async def pending(node: Running) -> list[dict[str, Any]]:
-    async with node.client() as client:
-        return (await client.get("/approvals", params={"status": "pending"})).json()["items"]
-
-
-async def decide_when_asked(node: Running, asked: asyncio.Event, verb: str,
-                            body: dict[str, Any]) -> dict[str, Any]:
-    """Wait for the gate's progress notification and the card, then decide as a person."""
-    await asyncio.wait_for(asked.wait(), 60)
-    items: list[dict[str, Any]] = []
-
-    async def found() -> bool:
-        items[:] = await pending(node)
-        return bool(items)
-
-    await eventually(found, 30, "the gate's request")
-    async with node.client() as client:
-        answer = await client.post(f"/approvals/{items[0]['id']}/{verb}", json=body)
-        assert answer.status_code == 200, answer.text
-    return items[0]
+    args: dict[str, Any] = {"repo_path": str(repo), "files": [file]}
+    call = asyncio.create_task(s.call_tool("git_add", args, progress_callback=progress))
+    await asyncio.wait_for(notified.wait(), 60)
+    return call, (await asked(node))[0]
 
 
 async def test_the_listing_is_the_upstreams_unchanged(daemon, config: Path, repo: Path) -> None:
     """tools/list through the gate equals tools/list of mcp-server-git itself."""
     _, url = daemon
-    async with gate(config, url) as through, session(
+    async with gate(config, url) as through, stdio_session(
             sys.executable, "-m", "mcp_server_git", "--repository", str(repo)) as direct:
         mine = (await through.list_tools()).tools
         theirs = (await direct.list_tools()).tools
@@ -131,18 +111,10 @@ async def test_a_gated_call_waits_for_an_approval_given_through_the_api(
         daemon, config: Path, repo: Path) -> None:
     """git_add waits, with progress notifications, until approved; then the file is staged."""
     node, url = daemon
-    asked = asyncio.Event()
     messages: list[str] = []
-
-    async def progress(done: float, total: float | None, message: str | None) -> None:
-        messages.append(message or "")
-        asked.set()
-
     async with gate(config, url) as s:
-        call = asyncio.create_task(s.call_tool(
-            "git_add", {"repo_path": str(repo), "files": ["new.txt"]},
-            progress_callback=progress))
-        item = await decide_when_asked(node, asked, "approve", {"scope": "once"})
+        call, item = await asked_through(s, repo, node, messages=messages)
+        await decide(node, item["id"], "approve", {"scope": "once"})
         assert git(repo, "status", "--porcelain") == "?? new.txt\n"  # not before the approval
         result = await asyncio.wait_for(call, 60)
     assert not result.is_error, text(result)
@@ -158,16 +130,9 @@ async def test_a_denied_call_is_an_error_result_and_nothing_happens(
         daemon, config: Path, repo: Path) -> None:
     """Deny → isError "not approved: denied …"; the upstream was never called."""
     node, url = daemon
-    asked = asyncio.Event()
-
-    async def progress(done: float, total: float | None, message: str | None) -> None:
-        asked.set()
-
     async with gate(config, url) as s:
-        call = asyncio.create_task(s.call_tool(
-            "git_add", {"repo_path": str(repo), "files": ["new.txt"]},
-            progress_callback=progress))
-        await decide_when_asked(node, asked, "deny", {"reason": "not today"})
+        call, item = await asked_through(s, repo, node)
+        await decide(node, item["id"], "deny", {"reason": "not today"})
         result = await asyncio.wait_for(call, 60)
     assert result.is_error
     assert text(result).startswith("not approved: denied"), text(result)
@@ -217,32 +182,6 @@ def test_an_unknown_server_name_exits_2(config: Path) -> None:
     assert "no [[mcp.servers]] entry named 'gitlab' (configured: git)" in done.stderr
 
 
-async def status_of(node: Running, approval_id: str) -> str:
-    async with node.client() as client:
-        return str((await client.get(f"/v1/approvals/{approval_id}")).json()["status"])
-
-
-async def asked_through(s: Any, repo: Path, node: Running
-                        ) -> tuple[asyncio.Task[Any], dict[str, Any]]:
-    """A git_add call waiting for a person, and its pending request."""
-    asked = asyncio.Event()
-
-    async def progress(done: float, total: float | None, message: str | None) -> None:
-        asked.set()
-
-    call = asyncio.create_task(s.call_tool(
-        "git_add", {"repo_path": str(repo), "files": ["new.txt"]}, progress_callback=progress))
-    await asyncio.wait_for(asked.wait(), 60)
-    items: list[dict[str, Any]] = []
-
-    async def found() -> bool:
-        items[:] = await pending(node)
-        return bool(items)
-
-    await eventually(found, 30, "the gate's request")
-    return call, items[0]
-
-
 async def test_a_call_the_client_cancels_withdraws_its_request(
         daemon, config: Path, repo: Path) -> None:
     """The client gives up on a waiting call (notifications/cancelled): the request is
@@ -250,14 +189,7 @@ async def test_a_call_the_client_cancels_withdraws_its_request(
     node, url = daemon
     async with gate(config, url) as s:
         call, item = await asked_through(s, repo, node)
-        call.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await call
-
-        async def withdrawn() -> bool:
-            return await status_of(node, item["id"]) == "withdrawn"
-
-        await eventually(withdrawn, 30, "the withdrawal")
+        await cancelled_and_withdrawn(node, call, item["id"])
     assert git(repo, "status", "--porcelain") == "?? new.txt\n"
 
 
@@ -267,14 +199,7 @@ async def test_a_client_that_disconnects_withdraws_what_it_waited_for(
     node, url = daemon
     async with gate(config, url) as s:
         call, item = await asked_through(s, repo, node)
-    call.cancel()
-    with contextlib.suppress(BaseException):
-        await call
-
-    async def withdrawn() -> bool:
-        return await status_of(node, item["id"]) == "withdrawn"
-
-    await eventually(withdrawn, 30, "the withdrawal")
+    await cancelled_and_withdrawn(node, call, item["id"])
 
 
 async def test_the_policy_id_is_stable_per_client_or_as_given(
@@ -284,12 +209,10 @@ async def test_the_policy_id_is_stable_per_client_or_as_given(
     node, url = daemon
     seen = []
     for extra in ((), (), ("--policy-id", "ide-laptop")):
-        async with session(sys.executable, "-m", "signoff", "mcp-gate", "git", "--config",
-                           str(config), "--url", url, "--api-key", AGENT_KEY, *extra) as s:
+        async with gate(config, url, *extra) as s:
             call, item = await asked_through(s, repo, node)
             seen.append(item["policy_id"])
-            async with node.client() as client:  # once: each run asks again
-                await client.post(f"/approvals/{item['id']}/approve", json={"scope": "once"})
+            await decide(node, item["id"], "approve", {"scope": "once"})  # each run asks again
             await asyncio.wait_for(call, 60)
     assert seen[0] == seen[1] and seen[0].startswith("mcp-gate:git:")
     assert seen[2] == "ide-laptop"
@@ -300,16 +223,9 @@ async def test_an_error_result_reports_its_text_as_the_outcome(
     """An approved call the upstream answers with isError is reported as a failed outcome
     that keeps the error's text (not a bare "error")."""
     node, url = daemon
-    asked = asyncio.Event()
-
-    async def progress(done: float, total: float | None, message: str | None) -> None:
-        asked.set()
-
     async with gate(config, url) as s:
-        call = asyncio.create_task(s.call_tool(
-            "git_add", {"repo_path": str(repo), "files": ["missing.txt"]},
-            progress_callback=progress))
-        item = await decide_when_asked(node, asked, "approve", {"scope": "once"})
+        call, item = await asked_through(s, repo, node, file="missing.txt")
+        await decide(node, item["id"], "approve", {"scope": "once"})
         result = await asyncio.wait_for(call, 60)
     assert result.is_error
     reported: list[dict[str, Any]] = []

@@ -13,25 +13,17 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import mcp_types as types
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.api.helpers import BOB_KEY, Running, eventually, running_node, serve
+from tests.api.asking import AGENT_KEY, asked, cancelled_and_withdrawn, decide, pending, text
+from tests.api.helpers import Running
 
-AGENT_KEY = BOB_KEY  # the gate asks with a requester key; the admin decides
 NOTES_SERVER = Path(__file__).resolve().parents[1] / "mcp_notes_server.py"
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Running, str]]:
-    async with running_node(tmp_path / "daemon") as node, serve(node.app) as url:
-        yield node, url
 
 
 @pytest.fixture
@@ -93,32 +85,6 @@ async def client(url: str) -> AsyncIterator[ClientSession]:
         yield s
 
 
-def text(result: types.CallToolResult) -> str:
-    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
-
-
-async def pending(node: Running) -> list[dict[str, Any]]:
-    async with node.client() as admin:
-        return list((await admin.get("/approvals", params={"status": "pending"})).json()["items"])
-
-
-async def asked(node: Running, count: int = 1) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-
-    async def found() -> bool:
-        items[:] = await pending(node)
-        return len(items) >= count
-
-    await eventually(found, 30, "the gate's request")
-    return items
-
-
-async def decide(node: Running, approval_id: str, verb: str, body: dict[str, Any]) -> None:
-    async with node.client() as admin:
-        answer = await admin.post(f"/approvals/{approval_id}/{verb}", json=body)
-    assert answer.status_code == 200, answer.text
-
-
 async def test_prompts_and_resources_pass_through_without_asking(
         daemon: tuple[Running, str], gate_url: str) -> None:
     """prompts/list|get and resources/list|templates|read come back as the upstream sent
@@ -157,21 +123,6 @@ async def test_each_session_is_asked_under_its_own_policy_id_and_approved_runs(
     assert not approved.is_error and text(approved) == "noted: from one"
     assert denied.is_error and "not this one" in text(denied)
     assert notes.read_text() == "from one\n"
-
-
-async def cancelled_and_withdrawn(node: Running, call: asyncio.Task[Any],
-                                  approval_id: str) -> None:
-    """Cancel the client's waiting call, then wait until its request reads withdrawn."""
-    call.cancel()
-    with contextlib.suppress(BaseException):
-        await call
-
-    async def withdrawn() -> bool:
-        async with node.client() as admin:
-            seen = (await admin.get(f"/v1/approvals/{approval_id}")).json()["status"]
-        return bool(seen == "withdrawn")
-
-    await eventually(withdrawn, 30, "the withdrawal")
 
 
 async def test_a_session_that_ends_withdraws_its_waiting_call(

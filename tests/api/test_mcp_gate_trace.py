@@ -5,7 +5,6 @@ client's trace (OpenTelemetry, the SDK's in-memory exporter on the daemon's side
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.telemetry import Telemetry
-from tests.api.helpers import BOB_KEY, eventually, make_settings, running_node, serve
-from tests.api.test_mcp_gate import config, repo, session  # noqa: F401 - fixtures
+from tests.api.helpers import eventually, make_settings, running_node, serve
+from tests.api.test_mcp_gate import config, gate, repo  # noqa: F401 - config, repo: fixtures
 
 pytestmark = pytest.mark.slow
 
@@ -41,9 +40,8 @@ async def test_a_gated_call_joins_the_clients_trace(tmp_path: Path, config: Path
     try:
         async with running_node(work, settings=settings, store=store,
                                 telemetry=telemetry) as node, serve(node.app) as url, \
-                session(sys.executable, "-m", "signoff", "mcp-gate", "git", "--config",
-                        str(config), "--url", url, "--api-key", BOB_KEY) as gate:
-            call = asyncio.create_task(gate.call_tool(
+                gate(config, url) as through:
+            call = asyncio.create_task(through.call_tool(
                 "git_add", {"repo_path": str(repo), "files": ["new.txt"]},
                 meta={"traceparent": f"00-{TRACE}-{PARENT}-01"}))  # type: ignore[typeddict-unknown-key]
 

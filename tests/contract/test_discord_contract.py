@@ -2,7 +2,7 @@
 
 Every REST call goes to a local fake Discord (tests/fakes/discord_api.py); clicks are
 MESSAGE_COMPONENT interactions signed with the fake application's Ed25519 key, POSTed to
-the platform's own ``/discord/interactions`` route served in-process.
+the surface's own ``/discord/interactions`` route served in-process.
 """
 
 from __future__ import annotations

@@ -24,7 +24,14 @@ from signoff.adapters.email.surface import EmailSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, PostedCard
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, route_client, sample_card
+from signoff.testing import (
+    BUTTON_LABELS,
+    Rendered,
+    SurfaceContract,
+    cancel_and_wait,
+    route_client,
+    sample_card,
+)
 from tests.fakes.smtp import FakeSmtpServer, ReceivedMessage
 
 READER = "alice@example.com"
@@ -49,7 +56,7 @@ def _links(mail: ReceivedMessage) -> list[tuple[Scope, str]]:
 class EmailHarness:
     """`SurfaceHarness` for the e-mail surface."""
 
-    platform: EmailSurface
+    surface: EmailSurface
     smtp: FakeSmtpServer
     client: httpx.AsyncClient
     posted: dict[str, PostedCard]  # what the daemon's store answers `lookup` with
@@ -59,17 +66,15 @@ class EmailHarness:
     _seen: list[str] = field(default_factory=list)
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform (its `run` keeps the handler) in the background."""
-        self._task = asyncio.create_task(self.platform.run(on_decision))
-        while self.platform.handler is None:
+        """Run the surface (its `run` keeps the handler) in the background."""
+        self._task = asyncio.create_task(self.surface.run(on_decision))
+        while self.surface.handler is None:
             await asyncio.sleep(0)
 
     async def stop(self) -> None:
         """Cancel `run`."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def latest(self) -> ReceivedMessage:
         """The newest mail to the reader."""
@@ -116,10 +121,10 @@ async def harness() -> AsyncIterator[EmailHarness]:
         settings = EmailSurfaceSettings(to=[READER], public_url="https://signoff.test",
                                         host=smtp.host, port=smtp.port,
                                         sender="signoff@example.com")
-        platform = EmailSurface(settings=settings, lookup=lookup, secret=b"k" * 32,
-                                 clock=FakeClock(sample_card().requested_at))
-        async with route_client(platform) as client:
-            yield EmailHarness(platform=platform, smtp=smtp, client=client, posted=posted)
+        surface = EmailSurface(settings=settings, lookup=lookup, secret=b"k" * 32,
+                               clock=FakeClock(sample_card().requested_at))
+        async with route_client(surface) as client:
+            yield EmailHarness(surface=surface, smtp=smtp, client=client, posted=posted)
 
 
 class TestEmailContract(SurfaceContract):
@@ -127,6 +132,6 @@ class TestEmailContract(SurfaceContract):
 
     async def test_notify_posts_one_line(self, harness: EmailHarness) -> None:  # type: ignore[override]
         """E-mail carries only the cards: a note sends no mail (the surface has no channels)."""
-        await harness.platform.notify(harness.notify_channel, "Task t1 completed")
+        await harness.surface.notify(harness.notify_channel, "Task t1 completed")
         assert await harness.notifications(harness.notify_channel) == []
-        assert harness.platform.channel_prefix is None
+        assert harness.surface.channel_prefix is None

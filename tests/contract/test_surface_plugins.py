@@ -22,6 +22,7 @@ from signoff.testing import (
     PluginContract,
     Rendered,
     SurfaceContract,
+    cancel_and_wait,
     route_client,
     surface_deps,
 )
@@ -88,7 +89,7 @@ class TestEchoPlugin(PluginContract):
 class EchoHarness:
     """`SurfaceHarness` for echo, driven through its own routes like its users would."""
 
-    platform: Any
+    surface: Any
     client: httpx.AsyncClient
     user_id: str = "bob"
     notify_channel: str = "team"
@@ -97,14 +98,12 @@ class EchoHarness:
 
     async def start(self, on_decision: DecisionHandler) -> None:
         """Run the surface in the background."""
-        self._task = asyncio.create_task(self.platform.run(on_decision))
+        self._task = asyncio.create_task(self.surface.run(on_decision))
         await asyncio.sleep(0)
 
     async def stop(self) -> None:
         """Cancel its run."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
 
     async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
         """POST /echo/decide, as its users do."""
@@ -139,7 +138,7 @@ class TestEchoContract(SurfaceContract):
         section = echo.EchoSettings(channel="approvals", token=TOKEN)
         surface = echo.PLUGIN.build(section, surface_deps())
         async with route_client(surface) as client:
-            yield EchoHarness(platform=surface, client=client)
+            yield EchoHarness(surface=surface, client=client)
 
 
 async def test_echo_routes_refuse_a_caller_without_its_token(echo: ModuleType) -> None:

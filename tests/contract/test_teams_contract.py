@@ -2,7 +2,7 @@
 
 Clicks are ``adaptiveCard/action`` invoke activities built from the posted card's own
 Action.Execute button, signed with the fake's RSA key exactly as Bot Framework signs them,
-and POSTed to the platform's own ``/teams/messages`` route; rendering is read back from
+and POSTed to the surface's own ``/teams/messages`` route; rendering is read back from
 the activities the fake connector holds.
 """
 
@@ -22,7 +22,7 @@ from signoff.adapters.teams.cards import rendered_text
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, route_client
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, cancel_and_wait, route_client
 from tests.fakes.teams_api import FakeTeams
 
 ALICE = "00000000-0000-0000-0000-0000000000a1"
@@ -43,7 +43,7 @@ class TeamsHarness:
     """`SurfaceHarness` for TeamsSurface against `FakeTeams`."""
 
     fake: FakeTeams
-    platform: TeamsSurface
+    surface: TeamsSurface
     clock: FakeClock
     client: httpx.AsyncClient
     user_id: str = ALICE
@@ -55,16 +55,14 @@ class TeamsHarness:
         self.notify_channel = f"teams:{self.fake.conversation_id}"
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform in the background."""
-        self._task = asyncio.create_task(self.platform.run(on_decision))
+        """Run the surface in the background."""
+        self._task = asyncio.create_task(self.surface.run(on_decision))
         await asyncio.sleep(0)
 
     async def stop(self) -> None:
         """Cancel run()."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def post(self, activity: dict[str, Any], token: str | None = None) -> httpx.Response:
         """POST an activity to /teams/messages with its Bot Framework JWT."""
@@ -99,12 +97,12 @@ async def teams() -> AsyncIterator[TeamsHarness]:
     """A harness on a fresh fake Teams, at a fixed moment."""
     clock = FakeClock(NOW)
     async with FakeTeams() as fake:
-        platform = teams_platform(fake, clock)
-        async with route_client(platform) as client:
-            harness = TeamsHarness(fake=fake, platform=platform, clock=clock, client=client)
+        surface = teams_platform(fake, clock)
+        async with route_client(surface) as client:
+            harness = TeamsHarness(fake=fake, surface=surface, clock=clock, client=client)
             yield harness
             await harness.stop()
-        await platform.aclose()
+        await surface.aclose()
         assert fake.violations == []
 
 

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from signoff.adapters.telegram import TelegramSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, cancel_and_wait
 from tests.fakes.telegram_api import FakeTelegramApi, user
 
 CHAT = "-1001234567890"
@@ -33,16 +33,16 @@ class TelegramHarness:
     """`SurfaceHarness` for TelegramSurface against `FakeTelegramApi`."""
 
     fake: FakeTelegramApi
-    platform: TelegramSurface
+    surface: TelegramSurface
     user_id: str = "42"
     notify_channel: str = TEAM
     client: httpx.AsyncClient | None = None
     _task: asyncio.Task[None] | None = None
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform; return once it takes updates (first getUpdates or setWebhook)."""
-        self._task = asyncio.create_task(self.platform.run(on_decision))
-        ready = "getUpdates" if self.platform.mode == "polling" else "setWebhook"
+        """Run the surface; return once it takes updates (first getUpdates or setWebhook)."""
+        self._task = asyncio.create_task(self.surface.run(on_decision))
+        ready = "getUpdates" if self.surface.mode == "polling" else "setWebhook"
         waiting = asyncio.create_task(self.fake.wait_call(ready))
         await asyncio.wait({self._task, waiting}, return_when=asyncio.FIRST_COMPLETED)
         if self._task.done():  # run() failed while starting: show why
@@ -52,10 +52,8 @@ class TelegramHarness:
 
     async def stop(self) -> None:
         """Cancel run() and wait for its clean shutdown."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
         """Tap the button as the person would; return once the tap was answered."""
@@ -97,13 +95,13 @@ class TestTelegramPollingContract(SurfaceContract):
 
     @pytest.fixture
     async def harness(self, fake: FakeTelegramApi) -> AsyncIterator[TelegramHarness]:
-        platform = TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="polling",
-                                    base_url=fake.base_url, base_file_url=fake.base_file_url,
-                                    timeout=5.0)
-        harness = TelegramHarness(fake=fake, platform=platform)
+        surface = TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="polling",
+                                  base_url=fake.base_url, base_file_url=fake.base_file_url,
+                                  timeout=5.0)
+        harness = TelegramHarness(fake=fake, surface=surface)
         yield harness
         await harness.stop()
-        await platform.aclose()
+        await surface.aclose()
         assert fake.violations == []
 
 
@@ -112,15 +110,15 @@ class TestTelegramWebhookContract(SurfaceContract):
 
     @pytest.fixture
     async def harness(self, fake: FakeTelegramApi) -> AsyncIterator[TelegramHarness]:
-        platform = TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="webhook",
-                                    base_url=fake.base_url, base_file_url=fake.base_file_url,
-                                    webhook_secret=SECRET, webhook_url=WEBHOOK_URL, timeout=5.0)
-        app = Starlette(routes=[Route("/telegram/webhook", platform.handle_webhook,
+        surface = TelegramSurface(bot_token=fake.token, chat_id=CHAT, mode="webhook",
+                                  base_url=fake.base_url, base_file_url=fake.base_file_url,
+                                  webhook_secret=SECRET, webhook_url=WEBHOOK_URL, timeout=5.0)
+        app = Starlette(routes=[Route("/telegram/webhook", surface.handle_webhook,
                                       methods=["POST"])])
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://daemon") as client:
-            harness = TelegramHarness(fake=fake, platform=platform, client=client)
+            harness = TelegramHarness(fake=fake, surface=surface, client=client)
             yield harness
             await harness.stop()
-        await platform.aclose()
+        await surface.aclose()
         assert fake.violations == []

@@ -12,7 +12,7 @@ import pytest
 from signoff.adapters.terminal.surface import WORDS, TerminalSurface, parse_answer, render
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, cancel_and_wait
 
 KEY = {Scope.ONCE: "o", Scope.SESSION: "s", Scope.ALWAYS: "a", Scope.DENY: "d"}
 
@@ -24,39 +24,37 @@ class TerminalHarness:
     user_id: str = "alice"
     notify_channel: str = "tty"
     out: io.StringIO = field(default_factory=io.StringIO)
-    platform: TerminalSurface = field(init=False)
+    surface: TerminalSurface = field(init=False)
     _task: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
         read_fd, self._write_fd = os.pipe()
         self._stdin = os.fdopen(read_fd, "r")
-        self.platform = TerminalSurface(stdin=self._stdin, stdout=self.out, user=self.user_id)
+        self.surface = TerminalSurface(stdin=self._stdin, stdout=self.out, user=self.user_id)
 
     async def start(self, on_decision: DecisionHandler) -> None:
         """Ask about cards as they come."""
-        self._task = asyncio.create_task(self.platform.run(on_decision))
+        self._task = asyncio.create_task(self.surface.run(on_decision))
 
     async def stop(self) -> None:
         """Stop asking; close the pipe."""
         os.close(self._write_fd)
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait(self._task)
         self._stdin.close()
 
     async def click(self, ref: CardRef, card: ApprovalCard, scope: Scope, user_id: str) -> None:
         """Type the answer's letter and wait until the flow answered."""
-        before = len(self.platform.feedback)
+        before = len(self.surface.feedback)
         os.write(self._write_fd, f"{KEY[scope]}\n".encode())
         for _ in range(500):
-            if len(self.platform.feedback) > before:
+            if len(self.surface.feedback) > before:
                 return
             await asyncio.sleep(0.01)
         raise AssertionError("the terminal never handed the answer to the flow")
 
     async def rendered(self, ref: CardRef) -> Rendered:
         """What was printed for the card, and the choices still offered."""
-        card = self.platform.shown[ref.message_id]
+        card = self.surface.shown[ref.message_id]
         assert render(card).splitlines()[0] in self.out.getvalue()
         buttons = tuple(BUTTON_LABELS[s] for s in card.allowed) if card.open else ()
         return Rendered(text=render(card), buttons=buttons)

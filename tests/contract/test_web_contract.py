@@ -22,7 +22,7 @@ from signoff.api.app import create_app
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.models import Scope
 from signoff.runtime.store.memory import MemTaskStore
-from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract
+from signoff.testing import BUTTON_LABELS, Rendered, SurfaceContract, cancel_and_wait
 from signoff.wiring import api_context, build_node
 from tests.api.helpers import BASE, KEY, make_settings
 
@@ -36,7 +36,7 @@ def _text(fragment: str) -> str:
 class WebHarness:
     """`SurfaceHarness` for the web console, driven over HTTP like a browser."""
 
-    platform: WebSurface
+    surface: WebSurface
     client: httpx.AsyncClient
     user_id: str = "admin"  # the admin key acts as web:admin
     notify_channel: str = "console"
@@ -44,16 +44,14 @@ class WebHarness:
     _seen: list[str] = field(default_factory=list)
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform (its `run` keeps the handler) in the background."""
-        self._task = asyncio.create_task(self.platform.run(on_decision))
+        """Run the surface (its `run` keeps the handler) in the background."""
+        self._task = asyncio.create_task(self.surface.run(on_decision))
         await asyncio.sleep(0)
 
     async def stop(self) -> None:
         """Cancel `run`."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def card_html(self, ref: CardRef) -> str:
         response = await self.client.get(f"/console/cards/{ref.message_id}")
@@ -87,7 +85,7 @@ class WebHarness:
 
     async def notifications(self, channel: str) -> list[str]:
         """Notes kept by the console for ``channel``."""
-        return [text for ch, text, _ in self.platform.notes if ch == channel]
+        return [text for ch, text, _ in self.surface.notes if ch == channel]
 
 
 @pytest.fixture
@@ -102,7 +100,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[WebHarness]:
     async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
         signed_in = await client.get("/", params={"key": KEY})
         assert signed_in.status_code == 303
-        yield WebHarness(platform=web, client=client)
+        yield WebHarness(surface=web, client=client)
 
 
 class TestWebContract(SurfaceContract):
@@ -110,6 +108,6 @@ class TestWebContract(SurfaceContract):
 
     async def test_notes_show_on_the_console(self, harness: WebHarness) -> None:
         """Notes sent to the console appear on its page."""
-        await harness.platform.notify("console", "Task t9 <completed>")
+        await harness.surface.notify("console", "Task t9 <completed>")
         page = await harness.client.get("/")
         assert "Task t9 &lt;completed&gt;" in page.text

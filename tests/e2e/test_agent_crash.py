@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.e2e.test_daemon_crash import Daemon, processes, wait_for
-from tests.fakes.openai import Answer, FakeOpenAI, Seen, ThreadedFakeOpenAI, steps
+from tests.fakes.openai import Answer, FakeOpenAI, Seen, steps
 from tests.fakes.smtp import FakeSmtpServer
 
 NOTES = "Meeting moved to 3pm\nsecond line\n"
@@ -75,7 +75,7 @@ def test_kill_while_waiting_then_approve_asks_the_model_nothing_twice(
         daemon: AgentDaemon) -> None:
     """kill -9 while the agent's e-mail waits for approval; after the restart the approval
     sends exactly what was read, and the model got one request per turn, no more."""
-    with FakeSmtpServer() as smtp, ThreadedFakeOpenAI(FakeOpenAI(script=mail_first_line)) as llm:
+    with FakeSmtpServer() as smtp, FakeOpenAI(script=mail_first_line) as llm:
         daemon.configure(llm.base_url, f'[email]\nhost = "{smtp.host}"\nport = {smtp.port}\n')
         daemon.start()
         task_id = daemon.submit_goal("email bob the first line of notes.txt")
@@ -107,7 +107,7 @@ def test_a_gated_call_cut_short_by_a_crash_comes_back_to_a_person(
     script = steps(Answer(content="Running the long job.",
                           calls=[("run_command", {"command": GATED_SLEEP})]),
                    Answer(content="The job was not approved."))
-    with ThreadedFakeOpenAI(FakeOpenAI(script=script)) as llm:
+    with FakeOpenAI(script=script) as llm:
         daemon.configure(llm.base_url)
         daemon.start()
         task_id = daemon.submit_goal("run the long job")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_cli import signoff
-from tests.fakes.openai import Answer, FakeOpenAI, ThreadedFakeOpenAI, steps
+from tests.fakes.openai import Answer, FakeOpenAI, steps
 
 SCRIPT = steps(Answer(content="The old file is no longer needed.",
                       calls=[("delete_file", {"path": "old.txt"})]),
@@ -39,7 +39,7 @@ def agent_config(project: Path, base_url: str) -> str:
 def test_handle_without_a_terminal_blocks_and_the_agent_finishes(project: Path) -> None:
     """No terminal: the gated call is blocked, the model is told and answers; exit 0 with
     its answer printed, and the file is untouched."""
-    with ThreadedFakeOpenAI(FakeOpenAI(script=SCRIPT)) as llm:
+    with FakeOpenAI(script=SCRIPT) as llm:
         result = signoff("handle", "tidy up", "--config", agent_config(project, llm.base_url),
                          cwd=project)
     assert result.returncode == 0, result.stderr
@@ -53,7 +53,7 @@ def test_handle_without_a_terminal_blocks_and_the_agent_finishes(project: Path) 
 def test_handle_at_a_terminal_asks_with_the_models_words(project: Path) -> None:
     """At a terminal the card shows "Why (agent): …"; approving once runs the call and the
     agent goes on to its answer."""
-    with ThreadedFakeOpenAI(FakeOpenAI(script=SCRIPT)) as llm:
+    with FakeOpenAI(script=SCRIPT) as llm:
         config = agent_config(project, llm.base_url)
         master, slave = pty.openpty()
         proc = subprocess.Popen([sys.executable, "-m", "signoff", "handle", "tidy up",

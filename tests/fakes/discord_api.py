@@ -2,10 +2,10 @@
 interactions signed the way Discord signs them.
 
     async with FakeDiscord() as fake:
-        platform = DiscordSurface(application_id=fake.application_id,
-                                   public_key=fake.public_key, bot_token=fake.bot_token,
-                                   channel_id=APPROVALS, api_base=fake.api_base)
-        ref = await platform.post_card(card)
+        surface = DiscordSurface(application_id=fake.application_id,
+                                 public_key=fake.public_key, bot_token=fake.bot_token,
+                                 channel_id=APPROVALS, api_base=fake.api_base)
+        ref = await surface.post_card(card)
         fake.message(ref.channel, ref.message_id).labels   # ("Once", "Session", ...)
         body, headers = fake.click(ref.channel, ref.message_id, "Once", user_id="4242")
 
@@ -32,7 +32,7 @@ and still answers 500; `forget_nonces` ends the nonces' window; `fail_ratio` fai
 share of bot calls, chosen by a seeded random, BEFORE doing anything (as a proxy in front of Discord
 would). Interactions are signed with the fake's own Ed25519 key: ``X-Signature-Ed25519``
 is the hex signature of ``X-Signature-Timestamp`` + body, as Discord sends them.
-`DiscordHarness` drives a platform on the fake the way members and Discord would.
+`DiscordHarness` drives a surface on the fake the way members and Discord would.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -59,7 +58,8 @@ from signoff.adapters.discord import DiscordSurface
 from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.models import Scope
-from signoff.testing import BUTTON_LABELS, Rendered, route_client
+from signoff.testing import BUTTON_LABELS, Rendered, cancel_and_wait, route_client
+from tests.fakes.server import FakeServer
 
 API = "/api/v10"
 _UNESCAPE = re.compile(r"\\([\\*_~`|<>\[\]#])")
@@ -152,7 +152,7 @@ def discord_user(user_id: str, username: str = "alice", global_name: str | None 
     return user
 
 
-class FakeDiscord:
+class FakeDiscord(FakeServer):
     """An async context manager running the fake REST API in the current event loop."""
 
     def __init__(self, *, bot_token: str = "MTEwMDAwMDAwMDAwMDAwMDk5OQ.fake.token",
@@ -176,20 +176,14 @@ class FakeDiscord:
         self._nonces: dict[tuple[str, str], FakeMessage] = {}  # (channel, nonce) -> message
         self._ids = itertools.count(1_200_000_000_000_000_001)
         self._changed = asyncio.Condition()
+
+    shutdown_timeout = 1.0
+
+    def app(self) -> web.Application:
+        """Every REST route, through one dispatcher."""
         app = web.Application()
         app.router.add_route("*", API + "/{path:.*}", self._dispatch)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
-
-    async def __aenter__(self) -> FakeDiscord:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0, shutdown_timeout=1.0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self._runner.cleanup()
+        return app
 
     @property
     def api_base(self) -> str:
@@ -468,7 +462,7 @@ class DiscordHarness:
     """`SurfaceHarness` for DiscordSurface against `FakeDiscord`."""
 
     fake: FakeDiscord
-    platform: DiscordSurface
+    surface: DiscordSurface
     client: httpx.AsyncClient
     clock: FakeClock
     user_id: str = "4242"
@@ -483,33 +477,31 @@ class DiscordHarness:
         exit everything is stopped and no message Discord would refuse was sent."""
         clock = FakeClock()
         options = {"bot_token": fake.bot_token, "channel_id": APPROVALS, **options}
-        platform = DiscordSurface(application_id=fake.application_id,
-                                   public_key=fake.public_key, api_base=fake.api_base,
-                                   clock=clock, timeout=5.0, **options)
-        async with route_client(platform) as client:
-            harness = cls(fake=fake, platform=platform, client=client, clock=clock)
+        surface = DiscordSurface(application_id=fake.application_id,
+                                 public_key=fake.public_key, api_base=fake.api_base,
+                                 clock=clock, timeout=5.0, **options)
+        async with route_client(surface) as client:
+            harness = cls(fake=fake, surface=surface, client=client, clock=clock)
             try:
                 yield harness
             finally:
                 await harness.stop()
-                await platform.aclose()
+                await surface.aclose()
         assert fake.violations == []
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform; it takes clicks as soon as `run` has begun."""
-        self._task = asyncio.create_task(self.platform.run(on_decision))
-        while not self.platform.running:
+        """Run the surface; it takes clicks as soon as `run` has begun."""
+        self._task = asyncio.create_task(self.surface.run(on_decision))
+        while not self.surface.running:
             await asyncio.sleep(0)
 
     async def stop(self) -> None:
         """Cancel run() and wait for it."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def post(self, interaction: dict[str, Any]) -> httpx.Response:
-        """Send one interaction, signed as Discord signs it, now by the platform's clock."""
+        """Send one interaction, signed as Discord signs it, now by the surface's clock."""
         body = encode(interaction)
         headers = self.fake.sign(body, int(self.clock.now().timestamp()))
         return await self.client.post("/discord/interactions", content=body, headers=headers)

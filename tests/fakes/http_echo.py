@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.server import FakeServer
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class RecordedRequest:
         return json.loads(self.body)
 
 
-class HttpEcho:
+class HttpEcho(FakeServer):
     """An async context manager running the echo app in the current event loop."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
@@ -47,6 +48,9 @@ class HttpEcho:
         self.port = 0
         self.requests: list[RecordedRequest] = []
         self._released: dict[str, asyncio.Event] = {}
+
+    def app(self) -> web.Application:
+        """The echo routes, each request recorded first."""
         app = web.Application(middlewares=[self._record])
         app.router.add_get("/text", self._text)
         app.router.add_get("/big", self._big)
@@ -55,7 +59,7 @@ class HttpEcho:
         app.router.add_route("*", "/status/{code}", self._status)
         app.router.add_post("/hook", self._hook)
         app.router.add_post("/held", self._held)
-        self._runner = web.AppRunner(app)
+        return app
 
     def url(self, path: str) -> str:
         """The absolute URL of ``path`` on this server."""
@@ -105,19 +109,3 @@ class HttpEcho:
         key = request.query.get("key", "")
         await self._released.setdefault(key, asyncio.Event()).wait()
         return web.json_response({"ok": True, "held": key})
-
-    async def __aenter__(self) -> HttpEcho:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0)
-        await site.start()
-        # Port 0 lets the OS pick a free port; read back which one it chose.
-        self.port = int(self._runner.addresses[0][1])
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._runner.cleanup()

@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.server import FakeServer
 
 
 @dataclass(frozen=True)
@@ -26,16 +27,19 @@ class Publish:
     body: dict[str, Any]
 
 
-class FakeNtfy:
+class FakeNtfy(FakeServer):
     """An async context manager serving ntfy's JSON publish at ``url``."""
 
     def __init__(self, token: str | None = None) -> None:
         self.token = token
         self.port = 0
         self.published: list[Publish] = []
+
+    def app(self) -> web.Application:
+        """ntfy's JSON publish."""
         app = web.Application()
         app.router.add_post("/", self._publish)
-        self._runner = web.AppRunner(app)
+        return app
 
     @property
     def url(self) -> str:
@@ -55,14 +59,3 @@ class FakeNtfy:
         self.published.append(Publish(dict(request.headers), body))
         return web.json_response({"id": secrets.token_hex(6), "time": 0, "event": "message",
                                   "topic": body.get("topic"), "message": body.get("message")})
-
-    async def __aenter__(self) -> FakeNtfy:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self._runner.cleanup()

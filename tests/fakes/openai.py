@@ -12,20 +12,21 @@ or None (HTTP 500). The answer depends only on the messages received, as a
 real model's does, so a conversation resumed after a restart gets the answers it would
 have got. `steps(a, b, c)` answers turn 1 with ``a``, turn 2 with ``b``, …
 
-`ThreadedFakeOpenAI(fake)` serves a fake from its own thread and event loop, for tests that
-drive a daemon subprocess from synchronous code.
+``async with FakeOpenAI(...)`` serves it in the running loop; ``with FakeOpenAI(...)`` from
+its own thread and loop, for tests that drive a daemon subprocess from synchronous code
+(both from `tests.fakes.server.FakeServer`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.server import FakeServer
 
 Reply = list[tuple[str, Any]] | str | None
 
@@ -122,7 +123,7 @@ def _message(answer: Answer, request_no: int) -> tuple[dict[str, Any], str]:
     return message, answer.finish_reason or ("tool_calls" if answer.calls else "stop")
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeServer):
     """Serves completions on 127.0.0.1 and records every request body."""
 
     def __init__(self, reply: Reply | Failure = None, *, script: Script | None = None
@@ -130,10 +131,12 @@ class FakeOpenAI:
         self.reply = reply
         self.script = script
         self.requests: list[dict[str, Any]] = []
+
+    def app(self) -> web.Application:
+        """The chat completions endpoint."""
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._complete)
-        self._runner = web.AppRunner(app)
-        self.port = 0
+        return app
 
     @property
     def base_url(self) -> str:
@@ -156,33 +159,3 @@ class FakeOpenAI:
             "created": 1764460800, "model": body.get("model", "llama3.1"),
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-
-    async def __aenter__(self) -> FakeOpenAI:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._runner.cleanup()
-
-
-class ThreadedFakeOpenAI:
-    """A `FakeOpenAI` served from its own thread (``with ThreadedFakeOpenAI(fake):``)."""
-
-    def __init__(self, fake: FakeOpenAI) -> None:
-        self.fake = fake
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-
-    def __enter__(self) -> FakeOpenAI:
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.fake.__aenter__(), self._loop).result(10)
-        return self.fake
-
-    def __exit__(self, *exc: object) -> None:
-        asyncio.run_coroutine_threadsafe(self.fake.__aexit__(), self._loop).result(10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
-        self._loop.close()

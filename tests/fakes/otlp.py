@@ -7,11 +7,10 @@ spans' names, ids and attributes, and the metrics' names, for tests to read.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from aiohttp import web
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -20,6 +19,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+from tests.fakes.server import FakeServer
 
 
 @dataclass
@@ -33,46 +34,33 @@ class ReceivedSpan:
 
 
 @dataclass
-class OtlpReceiver:
+class OtlpReceiver(FakeServer):
     """``with OtlpReceiver() as r:`` serves on ``r.url`` until the block ends."""
 
     spans: list[ReceivedSpan] = field(default_factory=list)
     metrics: set[str] = field(default_factory=set)
-    url: str = ""
 
-    def __enter__(self) -> OtlpReceiver:
-        receiver = self
+    @property
+    def url(self) -> str:
+        """What to put in OTEL_EXPORTER_OTLP_ENDPOINT."""
+        return f"http://{self.host}:{self.port}"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.path == "/v1/traces":
-                    receiver._traces(body)
-                    answer = ExportTraceServiceResponse().SerializeToString()
-                elif self.path == "/v1/metrics":
-                    receiver._metrics(body)
-                    answer = ExportMetricsServiceResponse().SerializeToString()
-                else:
-                    self.send_error(404)
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+    def app(self) -> web.Application:
+        """The OTLP/HTTP export endpoints, answered with the protocol's own responses."""
+        app = web.Application()
+        app.router.add_post("/v1/traces", self._export)
+        app.router.add_post("/v1/metrics", self._export)
+        return app
 
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    async def _export(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        if request.path == "/v1/traces":
+            self._traces(body)
+            answer = ExportTraceServiceResponse().SerializeToString()
+        else:
+            self._metrics(body)
+            answer = ExportMetricsServiceResponse().SerializeToString()
+        return web.Response(body=answer, content_type="application/x-protobuf")
 
     def _traces(self, body: bytes) -> None:
         request = ExportTraceServiceRequest()

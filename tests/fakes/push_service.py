@@ -18,13 +18,14 @@ import base64
 import json
 import os
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
 import http_ece
 from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+
+from tests.fakes.server import FakeServer
 
 
 def b64(data: bytes) -> str:
@@ -66,16 +67,19 @@ class Subscriber:
         return json.loads(plain)
 
 
-class FakePushService:
+class FakePushService(FakeServer):
     """An async context manager serving ``POST /push/<name>`` on 127.0.0.1."""
 
     def __init__(self) -> None:
         self.port = 0
         self.received: list[PushRequest] = []
         self.statuses: dict[str, int] = {}
+
+    def app(self) -> web.Application:
+        """One push endpoint a subscriber name."""
         app = web.Application()
         app.router.add_post("/push/{name}", self._push)
-        self._runner = web.AppRunner(app)
+        return app
 
     def subscriber(self, name: str) -> Subscriber:
         """A new browser subscription whose endpoint is ``/push/<name>`` here."""
@@ -91,14 +95,3 @@ class FakePushService:
                                          await request.read()))
         status = self.statuses.get(name, 201)
         return web.Response(status=status, text="" if status == 201 else "gone")
-
-    async def __aenter__(self) -> FakePushService:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self._runner.cleanup()

@@ -24,7 +24,6 @@ import asyncio
 import html
 import itertools
 import json
-import socket
 import time
 import uuid
 from collections import defaultdict
@@ -47,7 +46,8 @@ from signoff.bot.ports import (
     DecisionOutcome,
 )
 from signoff.runtime.models import Scope
-from signoff.testing import Rendered
+from signoff.testing import Rendered, cancel_and_wait
+from tests.fakes.server import FakeServer
 
 TEAM_ID = "T0SIGNOFF"
 BOT_USER_ID = "U0SIGNBOT"
@@ -87,7 +87,7 @@ class _Fault:
 
 
 @dataclass
-class FakeSlack:
+class FakeSlack(FakeServer):
     """The fake server. Use ``async with FakeSlack() as fake`` or `start`/`stop`."""
 
     scopes: set[str] = field(default_factory=lambda: {"chat:write", "channels:history",
@@ -98,48 +98,32 @@ class FakeSlack:
     calls: list[Call] = field(default_factory=list)
     messages: dict[tuple[str, str], Json] = field(default_factory=dict)
     acks: list[Json] = field(default_factory=list)
-    port: int = 0
     _faults: dict[str, list[_Fault]] = field(default_factory=lambda: defaultdict(list))
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
     _pending_acks: dict[str, asyncio.Future[Json]] = field(default_factory=dict)
     _release: asyncio.Event = field(default_factory=asyncio.Event)
-    _runner: web.AppRunner | None = None
     socket_connects: int = 0
     # users.info: user id -> (real name, display name); anyone else is user_not_found.
     people: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     # -- life cycle -----------------------------------------------------------------------
 
-    async def start(self) -> FakeSlack:
-        """Listen on a free port of 127.0.0.1."""
+    def app(self) -> web.Application:
+        """The Web API methods and the Socket Mode websocket."""
         app = web.Application()
         app.router.add_post("/api/{method}", self._api)
         app.router.add_get("/api/{method}", self._api)  # conversations.history is a GET
         app.router.add_get("/socket", self._socket)
-        self._runner = web.AppRunner(app, handle_signals=False)
-        await self._runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        await web.SockSite(self._runner, sock).start()
-        return self
+        return app
 
     async def stop(self) -> None:
         """Close sockets, release stalled calls and stop serving."""
         self._release.set()
         for ws in list(self._sockets):
             await ws.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeSlack:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        await super().stop()
 
     @property
     def api_url(self) -> str:
@@ -583,9 +567,9 @@ APP_TOKEN = "xapp-1-A0SIGNOFF-1234567890-abcdef"
 APPROVALS = "C0APPROVALS"
 
 
-def http_app(platform: SlackSurface) -> Starlette:
+def http_app(surface: SlackSurface) -> Starlette:
     """A tiny ASGI app mounting ``handle_http`` the way the daemon's API does."""
-    return Starlette(routes=[Route("/slack/events", platform.handle_http, methods=["POST"])])
+    return Starlette(routes=[Route("/slack/events", surface.handle_http, methods=["POST"])])
 
 
 @dataclass
@@ -593,7 +577,7 @@ class SlackHarness:
     """`signoff.testing.SurfaceHarness` for `SlackSurface` in either mode."""
 
     fake: FakeSlack
-    platform: SlackSurface
+    surface: SlackSurface
     user_id: str = "U0ALICE"
     notify_channel: str = "C0TEAM"
     http: httpx.AsyncClient | None = None
@@ -602,22 +586,22 @@ class SlackHarness:
 
     @classmethod
     def socket(cls, fake: FakeSlack, **options: Any) -> SlackHarness:
-        """A socket-mode platform; clicks arrive through the fake websocket."""
-        platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="socket",
-                                 app_token=APP_TOKEN, api_url=fake.api_url, **options)
-        return cls(fake=fake, platform=platform)
+        """A socket-mode surface; clicks arrive through the fake websocket."""
+        surface = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="socket",
+                               app_token=APP_TOKEN, api_url=fake.api_url, **options)
+        return cls(fake=fake, surface=surface)
 
     @classmethod
     def http_mode(cls, fake: FakeSlack, **options: Any) -> SlackHarness:
-        """An http-mode platform; clicks are signed POSTs to /slack/events."""
-        platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
-                                 signing_secret=SECRET, api_url=fake.api_url, **options)
-        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=http_app(platform)),
+        """An http-mode surface; clicks are signed POSTs to /slack/events."""
+        surface = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+                               signing_secret=SECRET, api_url=fake.api_url, **options)
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=http_app(surface)),
                                    base_url="http://signoff.test")
-        return cls(fake=fake, platform=platform, http=client)
+        return cls(fake=fake, surface=surface, http=client)
 
     async def start(self, on_decision: DecisionHandler) -> None:
-        """Run the platform; return once it receives clicks."""
+        """Run the surface; return once it receives clicks."""
         async def recorded(event: DecisionEvent) -> DecisionOutcome:
             try:
                 outcome = await on_decision(event)
@@ -627,20 +611,18 @@ class SlackHarness:
             self.outcomes.put_nowait(outcome)
             return outcome
 
-        self._task = asyncio.create_task(self.platform.run(recorded))
-        if self.platform.mode == "socket":
+        self._task = asyncio.create_task(self.surface.run(recorded))
+        if self.surface.mode == "socket":
             await self.fake.wait_socket(True)
-        while not self.platform.running:
+        while not self.surface.running:
             if self._task.done():
                 await self._task  # surfaces why run() ended
             await asyncio.sleep(0)
 
     async def stop(self) -> None:
         """Cancel `run` (idempotent) and close the HTTP client."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
         if self.http is not None:
             await self.http.aclose()
 

@@ -2,12 +2,12 @@
 endpoint and the OpenID metadata with its JWKS, in their wire formats.
 
     async with FakeTeams() as fake:
-        platform = TeamsSurface(app_id=fake.app_id, app_password=fake.app_password,
-                                 conversation_id=fake.conversation_id,
-                                 service_url=fake.service_url,
-                                 openid_metadata_url=fake.openid_metadata_url,
-                                 token_url=fake.token_url, clock=clock)
-        ref = await platform.post_card(card)
+        surface = TeamsSurface(app_id=fake.app_id, app_password=fake.app_password,
+                               conversation_id=fake.conversation_id,
+                               service_url=fake.service_url,
+                               openid_metadata_url=fake.openid_metadata_url,
+                               token_url=fake.token_url, clock=clock)
+        ref = await surface.post_card(card)
         fake.activity(ref.message_id).labels          # ("Once", "Session", ...)
         click = fake.click(ref.message_id, "Once", aad=ALICE)   # an invoke activity
         headers = {"Authorization": f"Bearer {fake.sign(click, now=clock.now())}"}
@@ -39,12 +39,13 @@ import json
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any
 
 import jwt
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.fakes.server import FakeServer
 
 CARD_TYPE = "application/vnd.microsoft.card.adaptive"
 ISSUER = "https://api.botframework.com"
@@ -92,7 +93,7 @@ class FakeActivity:
 
 
 @dataclass
-class FakeTeams:
+class FakeTeams(FakeServer):
     """The fake server; `activities` by id, `replies` in order, `calls` as (method, path)."""
 
     app_id: str = "00000000-0000-0000-0000-0000000000b0"
@@ -117,6 +118,11 @@ class FakeTeams:
         self._fail: list[tuple[int, float]] = []
         self._ratio = 0.0
         self._random = random.Random(27)
+
+    shutdown_timeout = 1.0
+
+    def app(self) -> web.Application:
+        """The Bot Framework's token, key and conversation routes."""
         app = web.Application()
         app.router.add_get("/botframework/openidconfiguration", self._metadata)
         app.router.add_get("/botframework/keys", self._keys)
@@ -125,18 +131,7 @@ class FakeTeams:
         app.router.add_post(base, self._post)
         app.router.add_post(base + "/{activity}", self._reply)
         app.router.add_put(base + "/{activity}", self._update)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
-
-    async def __aenter__(self) -> FakeTeams:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0, shutdown_timeout=1.0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
-        await self._runner.cleanup()
+        return app
 
     # --- addresses ----------------------------------------------------------------------
 

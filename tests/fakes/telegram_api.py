@@ -1,9 +1,9 @@
 """A fake Telegram Bot API server on 127.0.0.1: real wire format, state a test can read.
 
     async with FakeTelegramApi() as fake:
-        platform = TelegramSurface(bot_token=fake.token, chat_id="-100123",
-                                    base_url=fake.base_url, base_file_url=fake.base_file_url)
-        ref = await platform.post_card(card)
+        surface = TelegramSurface(bot_token=fake.token, chat_id="-100123",
+                                  base_url=fake.base_url, base_file_url=fake.base_file_url)
+        ref = await surface.post_card(card)
         fake.message("-100123", ref.message_id).labels   # ("Once", "Session", ...)
 
 Routes are ``/bot<TOKEN>/<method>`` with form-encoded bodies (nested objects such as
@@ -39,10 +39,11 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from types import TracebackType
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.server import FakeServer
 
 JSON_FIELDS = {"reply_markup", "reply_parameters", "allowed_updates", "entities",
                "link_preview_options"}
@@ -153,7 +154,7 @@ def user(user_id: int = 42, username: str | None = "alice", first_name: str = "A
     return data
 
 
-class FakeTelegramApi:
+class FakeTelegramApi(FakeServer):
     """An async context manager running the fake Bot API in the current event loop."""
 
     def __init__(self, token: str = "123456:TEST-fake-token", *, bot_id: int = 900001,
@@ -185,24 +186,22 @@ class FakeTelegramApi:
         self._changed = asyncio.Condition()
         self._pushed = asyncio.Event()
         self._closed = False
-        app = web.Application()
-        app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    async def __aenter__(self) -> FakeTelegramApi:
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, 0, shutdown_timeout=1.0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
+    shutdown_timeout = 1.0
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    def app(self) -> web.Application:
+        """Every Bot API method, through one dispatcher."""
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
+        return app
+
+    async def stop(self) -> None:
+        """Stop serving; long polls return now instead of at their timeout."""
         self._closed = True
-        self._pushed.set()  # long polls return now instead of at their timeout
-        await self._runner.cleanup()
+        self._pushed.set()
+        await super().stop()
 
     @property
     def base_url(self) -> str:

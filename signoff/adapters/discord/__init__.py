@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from signoff.adapters import lazy_surface
 from signoff.adapters.discord.plugin import PLUGIN
 
 if TYPE_CHECKING:
@@ -16,10 +17,4 @@ if TYPE_CHECKING:
 
 __all__ = ["PLUGIN", "DiscordSurface"]
 
-
-def __getattr__(name: str) -> object:
-    if name == "DiscordSurface":
-        from signoff.adapters.discord.surface import DiscordSurface
-
-        return DiscordSurface
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_surface(__name__, "DiscordSurface")

@@ -41,6 +41,7 @@ from signoff.bot.ports import (
     ApprovalCard,
     CardLookup,
     CardRef,
+    DecidesThroughRoutes,
     DecisionEvent,
     DecisionHandler,
     Route,
@@ -83,7 +84,7 @@ async def _form_token(request: Request) -> str:
     return (values.get("token") or [""])[0]
 
 
-class EmailSurface:
+class EmailSurface(DecidesThroughRoutes):
     """The ``email`` surface: cards as mails with signed links, decided on our pages."""
 
     name = NAME
@@ -97,7 +98,6 @@ class EmailSurface:
         self._secret = secret  # the server secret: each card's key is derived from it
         self.links = LinkChecker(kind=tokens.EMAIL, surface=NAME, secret=secret,
                                  lookup=lookup, clock=clock)
-        self.handler: DecisionHandler | None = None
 
     # -- Surface -----------------------------------------------------------------------
     async def check(self) -> None:
@@ -153,11 +153,7 @@ class EmailSurface:
 
     async def run(self, on_decision: DecisionHandler) -> None:
         """Take decisions from the confirmation form until cancelled."""
-        self.handler = on_decision
-        try:
-            await asyncio.Event().wait()
-        finally:
-            self.handler = None
+        await self.keep_handler(on_decision)
 
     # -- links and pages ---------------------------------------------------------------
     def _links(self, card: ApprovalCard, address: str, key: bytes) -> dict[Scope, str]:

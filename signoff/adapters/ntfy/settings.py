@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from pydantic import Field, field_validator
 
-from signoff.runtime.models import RiskClass
+from signoff.runtime.models import Risk, RiskClass
 from signoff.sections import NonEmpty, Section
 
 __all__ = ["TOPIC", "NtfySettings"]
@@ -21,7 +21,7 @@ class NtfySettings(Section):
     topic: str = Field(pattern=f"^{TOPIC}$")
     token: NonEmpty | None = None  # an access token (tk_…) or password, sent as Bearer
     # Risk classes whose messages carry Once and Deny (the others carry Open only).
-    actions_for: list[RiskClass] = Field(default_factory=lambda: [RiskClass.SEND])
+    actions_for: list[Risk] = Field(default_factory=lambda: [RiskClass.SEND])
     timeout: timedelta = timedelta(seconds=10)
 
     @field_validator("url")
@@ -30,10 +30,3 @@ class NtfySettings(Section):
         if not value.startswith(("https://", "http://")):
             raise ValueError("must be the ntfy server's URL, such as 'https://ntfy.sh'")
         return value.rstrip("/")
-
-    @field_validator("actions_for", mode="before")
-    @classmethod
-    def _upper(cls, value: object) -> object:
-        if isinstance(value, list):
-            return [v.upper() if isinstance(v, str) else v for v in value]
-        return value

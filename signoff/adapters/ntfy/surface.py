@@ -13,7 +13,6 @@ whom; an escalation or a reminder publishes the request again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from urllib.parse import urlencode
@@ -29,6 +28,7 @@ from signoff.bot.ports import (
     ApprovalCard,
     CardLookup,
     CardRef,
+    DecidesThroughRoutes,
     DecisionHandler,
     Route,
 )
@@ -67,7 +67,7 @@ def decided_message(card: ApprovalCard, *, topic: str, open_url: str) -> JsonDic
             "click": open_url}
 
 
-class NtfySurface:
+class NtfySurface(DecidesThroughRoutes):
     """The ``ntfy`` surface (see the module docstring)."""
 
     name = NAME
@@ -85,7 +85,6 @@ class NtfySurface:
         headers = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
         self.http = httpx.AsyncClient(headers=headers, transport=transport,
                                       timeout=settings.timeout.total_seconds())
-        self.handler: DecisionHandler | None = None
 
     @property
     def person(self) -> str:
@@ -129,11 +128,9 @@ class NtfySurface:
 
     async def run(self, on_decision: DecisionHandler) -> None:
         """Take decisions from the buttons until cancelled."""
-        self.handler = on_decision
         try:
-            await asyncio.Event().wait()
+            await self.keep_handler(on_decision)
         finally:
-            self.handler = None
             await self.http.aclose()
 
     # -- publishing --------------------------------------------------------------------

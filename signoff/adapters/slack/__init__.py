@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from signoff.adapters import lazy_surface
 from signoff.adapters.slack.plugin import PLUGIN
 
 if TYPE_CHECKING:
@@ -17,11 +18,4 @@ if TYPE_CHECKING:
 
 __all__ = ["PLUGIN", "SlackSurface"]
 
-
-def __getattr__(name: str) -> object:
-    # `from signoff.adapters.slack import SlackSurface` keeps working, SDK and all.
-    if name == "SlackSurface":
-        from signoff.adapters.slack.surface import SlackSurface
-
-        return SlackSurface
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_surface(__name__, "SlackSurface")

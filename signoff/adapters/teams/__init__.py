@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from signoff.adapters import lazy_surface
 from signoff.adapters.teams.plugin import PLUGIN
 
 if TYPE_CHECKING:
@@ -16,10 +17,4 @@ if TYPE_CHECKING:
 
 __all__ = ["PLUGIN", "TeamsSurface"]
 
-
-def __getattr__(name: str) -> object:
-    if name == "TeamsSurface":
-        from signoff.adapters.teams.surface import TeamsSurface
-
-        return TeamsSurface
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_surface(__name__, "TeamsSurface")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from signoff.adapters import lazy_surface
 from signoff.adapters.telegram.plugin import PLUGIN
 
 if TYPE_CHECKING:
@@ -16,11 +17,4 @@ if TYPE_CHECKING:
 
 __all__ = ["PLUGIN", "TelegramSurface"]
 
-
-def __getattr__(name: str) -> object:
-    # `from signoff.adapters.telegram import TelegramSurface` keeps working, SDK and all.
-    if name == "TelegramSurface":
-        from signoff.adapters.telegram.surface import TelegramSurface
-
-        return TelegramSurface
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_surface(__name__, "TelegramSurface")

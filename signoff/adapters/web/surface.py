@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from signoff.bot.ports import (
     ApprovalCard,
     CardRef,
+    DecidesThroughRoutes,
     DecisionEvent,
     DecisionHandler,
     DecisionOutcome,
@@ -79,7 +80,7 @@ def _put_latest(queue: asyncio.Queue[str | None], item: str | None) -> None:
                 queue.get_nowait()
 
 
-class WebSurface:
+class WebSurface(DecidesThroughRoutes):
     """The ``web`` surface: the console at ``/`` and its live updates."""
 
     name = "web"
@@ -92,7 +93,6 @@ class WebSurface:
         self.notes: deque[tuple[str, str, CardRef | None]] = deque(maxlen=max_notes)
         self.feedback: deque[str] = deque(maxlen=max_notes)
         self.broadcaster = Broadcaster(queue_size=queue_size)
-        self.handler: DecisionHandler | None = None
 
     # -- Surface -----------------------------------------------------------------------
     async def check(self) -> None:
@@ -121,11 +121,9 @@ class WebSurface:
 
     async def run(self, on_decision: DecisionHandler) -> None:
         """Take decisions from console posts until cancelled; then close the live streams."""
-        self.handler = on_decision
         try:
-            await asyncio.Event().wait()
+            await self.keep_handler(on_decision)
         finally:
-            self.handler = None
             self.broadcaster.close()
 
     # -- used by the HTTP app ----------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from signoff.runtime.models import RiskClass
+from signoff.runtime.models import Risk, RiskClass
 from signoff.sections import NonEmpty, Section
 
 __all__ = ["WebPushSettings"]
@@ -15,7 +15,7 @@ class WebPushSettings(Section):
 
     enabled: bool = False
     # Risk classes whose notifications carry Once and Deny (the others carry Open only).
-    actions_for: list[RiskClass] = Field(default_factory=lambda: [RiskClass.SEND])
+    actions_for: list[Risk] = Field(default_factory=lambda: [RiskClass.SEND])
     # The VAPID "sub" claim push services may write to (mailto: or https:); None: the
     # daemon's public_url when it is https, else mailto:signoff@localhost.
     subject: NonEmpty | None = None
@@ -28,11 +28,4 @@ class WebPushSettings(Section):
         if value is not None and not value.startswith(("mailto:", "https://")):
             raise ValueError("must be a mailto: or https: URL that push services may "
                              "write to, such as 'mailto:ops@example.com'")
-        return value
-
-    @field_validator("actions_for", mode="before")
-    @classmethod
-    def _upper(cls, value: object) -> object:
-        if isinstance(value, list):
-            return [v.upper() if isinstance(v, str) else v for v in value]
         return value

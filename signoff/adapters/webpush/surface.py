@@ -40,6 +40,7 @@ from signoff.bot.ports import (
     ApprovalCard,
     CardLookup,
     CardRef,
+    DecidesThroughRoutes,
     DecisionHandler,
     PushSubscriptions,
     Route,
@@ -93,7 +94,7 @@ def parse_subscription(value: dict[str, object], *, https_only: bool) -> tuple[s
     return endpoint, str(p256dh), str(auth)
 
 
-class WebPushSurface:
+class WebPushSurface(DecidesThroughRoutes):
     """The ``webpush`` surface (see the module docstring)."""
 
     name = NAME
@@ -112,7 +113,6 @@ class WebPushSurface:
         self.actions_for = frozenset(settings.actions_for)
         self.links = LinkChecker(kind=LINKS, surface=NAME, secret=secret, lookup=lookup,
                                  clock=clock)
-        self.handler: DecisionHandler | None = None
 
     # -- Surface -----------------------------------------------------------------------
     async def check(self) -> None:
@@ -157,11 +157,7 @@ class WebPushSurface:
 
     async def run(self, on_decision: DecisionHandler) -> None:
         """Take decisions from notification actions until cancelled."""
-        self.handler = on_decision
-        try:
-            await asyncio.Event().wait()
-        finally:
-            self.handler = None
+        await self.keep_handler(on_decision)
 
     # -- sending -----------------------------------------------------------------------
     def _open_url(self, card: ApprovalCard) -> str:

@@ -91,7 +91,7 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
                   "approvals": {"grant_ttl": "1h", "step_up": ["DESTRUCTIVE"]}}
         node = await node_factory(config, clock=clock, approvers=(f"slack:{ALICE}",
                                                                   "telegram:42"),
-                                  surfaces={"slack": harness.platform, "telegram": telegram})
+                                  surfaces={"slack": harness.surface, "telegram": telegram})
         tools = {"notify": NoopTool(name="notify_team", capability="team.notify",
                                     risk=RiskClass.SEND),
                  "risky": RiskyTool(name="deploy", capability="app.deploy")}

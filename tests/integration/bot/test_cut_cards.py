@@ -68,7 +68,7 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
                                     base_file_url=telegram_api.base_file_url, timeout=5.0)
         node = await node_factory({"daemon": {"public_url": PUBLIC}}, clock=FakeClock(),
                                   approvers=(f"slack:{ALICE}", "telegram:42"),
-                                  surfaces={"slack": harness.platform, "telegram": telegram})
+                                  surfaces={"slack": harness.surface, "telegram": telegram})
         run_inline(node)
         await harness.start(node.flow.on_decision)
         polling = asyncio.create_task(telegram.run(node.flow.on_decision))

@@ -89,7 +89,7 @@ async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[R
     async with FakeDiscord() as fake, DiscordHarness.on(fake) as discord:
         other = RecordingSurface(name="slack")
         node = build_node(settings(tmp_path, **extra), clock=discord.clock,
-                          surfaces={"discord": discord.platform, "slack": other},
+                          surfaces={"discord": discord.surface, "slack": other},
                           database=f"sqlite:///{tmp_path / 'signoff.db'}")
         await node.store.open()
         other.attach(node.flow.on_decision)
@@ -164,7 +164,7 @@ async def test_every_copy_is_edited_after_the_decision(rig: Rig) -> None:
     assert task is not None
     task = await rig.node.engine.advance(task)
     assert task.approval is not None
-    await rig.discord.platform.post_card(build_card(task, task.approval))
+    await rig.discord.surface.post_card(build_card(task, task.approval))
     rig.discord.fake.forget_nonces()
     await rig.deliver()
     cards = [m for m in rig.discord.fake.channel_messages(APPROVALS) if not m.message_reference]

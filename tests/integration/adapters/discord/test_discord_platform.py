@@ -50,7 +50,7 @@ class Decisions:
 
 
 async def posted(rig: DiscordHarness, **changes: Any) -> CardRef:
-    return await rig.platform.post_card(sample_card(**changes))
+    return await rig.surface.post_card(sample_card(**changes))
 
 
 async def test_a_bad_or_missing_signature_is_401_and_decides_nothing(rig: DiscordHarness) -> None:
@@ -165,8 +165,8 @@ async def test_a_held_card_has_only_undo_and_its_click_undoes(rig: DiscordHarnes
     decisions = Decisions()
     await rig.start(decisions)
     card = sample_card()
-    ref = await rig.platform.post_card(card)
-    await rig.platform.update_card(ref, replace(card, status="held", outcome="Held"))
+    ref = await rig.surface.post_card(card)
+    await rig.surface.update_card(ref, replace(card, status="held", outcome="Held"))
     assert rig.fake.message(ref.channel, ref.message_id).labels == ("Undo",)
     await rig.post(rig.fake.click(ref.channel, ref.message_id, "Undo"))
     [event] = decisions.events
@@ -196,8 +196,8 @@ async def test_a_reminder_is_a_reply_that_pings_only_who_is_asked(rig: DiscordHa
     """Under a card, a notification replies to it and pings the Discord approvers named,
     not people written into the text."""
     ref = await posted(rig)
-    await rig.platform.notify(APPROVALS, "Still waiting <@555>", thread=ref,
-                              mentions=("discord:4242", "slack:U1"))
+    await rig.surface.notify(APPROVALS, "Still waiting <@555>", thread=ref,
+                             mentions=("discord:4242", "slack:U1"))
     reply = rig.fake.channel_messages(APPROVALS)[-1]
     assert reply.message_reference == {"message_id": ref.message_id, "channel_id": APPROVALS,
                                        "fail_if_not_exists": False}
@@ -222,7 +222,7 @@ async def test_a_429_is_rate_limited_with_discords_delay(rig: DiscordHarness) ->
     with pytest.raises(RateLimited) as again:
         await posted(rig)
     assert 0 < again.value.retry_after <= 2.5 and len(rig.fake.calls) == calls
-    await rig.platform.notify(TEAM, "another channel is not held back")
+    await rig.surface.notify(TEAM, "another channel is not held back")
     rig.clock.advance(3)
     assert (await posted(rig)).message_id
 
@@ -233,9 +233,9 @@ async def test_the_global_limit_holds_back_every_route(rig: DiscordHarness) -> N
     with pytest.raises(RateLimited):
         await posted(rig)
     with pytest.raises(RateLimited):
-        await rig.platform.notify(TEAM, "held back too")
+        await rig.surface.notify(TEAM, "held back too")
     rig.clock.advance(1.5)
-    await rig.platform.notify(TEAM, "now it goes")
+    await rig.surface.notify(TEAM, "now it goes")
 
 
 async def test_a_500_is_retryable_and_a_refusal_is_final(rig: DiscordHarness) -> None:
@@ -244,20 +244,20 @@ async def test_a_500_is_retryable_and_a_refusal_is_final(rig: DiscordHarness) ->
     with pytest.raises(PlatformUnavailable):
         await posted(rig)
     with pytest.raises(PlatformRejected, match="Unknown Channel"):
-        await rig.platform.notify("discord:1999999999999999999", "nowhere")
+        await rig.surface.notify("discord:1999999999999999999", "nowhere")
 
 
 async def test_check_proves_the_token_and_the_channel(fake: FakeDiscord) -> None:
     """A refused token or an unseen channel fails the start-up check with a clear reason."""
     async with DiscordHarness.on(fake) as rig:
-        await rig.platform.check()
-        assert rig.platform.bot_id == fake.application_id
+        await rig.surface.check()
+        assert rig.surface.bot_id == fake.application_id
     async with DiscordHarness.on(fake, bot_token="MTE.revoked") as rig:
         with pytest.raises(PlatformRejected, match="bot token was refused"):
-            await rig.platform.check()
+            await rig.surface.check()
     async with DiscordHarness.on(fake, channel_id="1100000000000000077") as rig:
         with pytest.raises(PlatformRejected, match="Unknown Channel"):
-            await rig.platform.check()
+            await rig.surface.check()
 
 
 def test_the_name_shown_is_the_members_nick_then_global_name_then_username() -> None:

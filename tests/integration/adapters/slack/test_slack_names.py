@@ -93,7 +93,7 @@ def make_rig(tmp_path: Path) -> Callable[..., Any]:
                 **extra})
             clock = FakeClock()
             harness = SlackHarness.http_mode(fake, clock=clock)
-            node = build_node(settings, surfaces={"slack": harness.platform}, clock=clock,
+            node = build_node(settings, surfaces={"slack": harness.surface}, clock=clock,
                               database=f"sqlite:///{tmp_path / 'signoff.db'}")
             await node.store.open()
             await harness.start(node.flow.on_decision)

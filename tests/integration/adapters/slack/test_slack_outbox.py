@@ -27,7 +27,7 @@ class Rig:
 
     node: Node
     fake: FakeSlack
-    platform: SlackSurface
+    surface: SlackSurface
     clock: FakeClock
 
     async def waiting(self) -> Task:
@@ -69,16 +69,16 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         work = tmp_path / "work"
         work.mkdir()
         (work / "old.txt").write_text("old")
-        platform = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
-                                 signing_secret=SECRET, api_url=fake.api_url)
-        await platform.check()  # learns the bot's id, as the daemon does at start
+        surface = SlackSurface(bot_token=BOT_TOKEN, channel=APPROVALS, mode="http",
+                               signing_secret=SECRET, api_url=fake.api_url)
+        await surface.check()  # learns the bot's id, as the daemon does at start
         settings = Settings.model_validate({"daemon": {"work_dir": str(work)},
                                             "approvals": {"approvers": ["slack:U0ALICE"]}})
         clock = FakeClock()
-        node = build_node(settings, surfaces={"slack": platform}, clock=clock,
+        node = build_node(settings, surfaces={"slack": surface}, clock=clock,
                           database=f"sqlite:///{tmp_path / 'signoff.db'}")
         await node.store.open()
-        yield Rig(node, fake, platform, clock)
+        yield Rig(node, fake, surface, clock)
         await node.store.close()
 
 
@@ -115,7 +115,7 @@ async def test_every_copy_is_edited_after_the_decision(rig: Rig) -> None:
     task = await rig.waiting()
     assert task.approval is not None
     card = build_card(task, task.approval)
-    await rig.platform.post_card(card)  # the earlier process's post, never recorded
+    await rig.surface.post_card(card)  # the earlier process's post, never recorded
     await rig.deliver()
     assert len(rig.cards()) == 2
     await rig.approve(task)
@@ -145,11 +145,11 @@ async def test_find_cards_sees_only_our_top_level_cards_of_that_approval(rig: Ri
     other = await rig.waiting()
     assert task.approval is not None and other.approval is not None
     card = build_card(task, task.approval)
-    first = await rig.platform.post_card(card)
-    second = await rig.platform.post_card(card)
-    await rig.platform.post_card(build_card(other, other.approval))
-    await rig.platform.notify("", "a reply", thread=first)
+    first = await rig.surface.post_card(card)
+    second = await rig.surface.post_card(card)
+    await rig.surface.post_card(build_card(other, other.approval))
+    await rig.surface.notify("", "a reply", thread=first)
     foreign = dict(rig.fake.message(first.channel, first.message_id), ts="1.000001",
                    bot_id="B0SOMEONE")
     rig.fake.messages[(first.channel, "1.000001")] = foreign
-    assert await rig.platform.find_cards(card) == [first, second]
+    assert await rig.surface.find_cards(card) == [first, second]

@@ -69,7 +69,7 @@ class Decisions:
 
 async def posted(harness: SlackHarness) -> tuple[CardRef, ApprovalCard]:
     card = sample_card()
-    return await harness.platform.post_card(card), card
+    return await harness.surface.post_card(card), card
 
 
 # -- http mode: what is refused ------------------------------------------------------------
@@ -231,7 +231,7 @@ async def test_handle_http_in_socket_mode_is_404(sock: SlackHarness) -> None:
 
     request = Request({"type": "http", "method": "POST", "path": "/slack/events",
                        "headers": [], "query_string": b""}, receive)
-    response = await sock.platform.handle_http(request)
+    response = await sock.surface.handle_http(request)
     assert response.status_code == 404
 
 
@@ -326,7 +326,7 @@ async def test_stop_cancels_a_pending_decision_and_closes_the_socket(sock: Slack
     await sock.stop()
     assert cancelled.is_set()
     await sock.fake.wait_socket(connected=False)
-    assert not sock.platform.running
+    assert not sock.surface.running
 
 
 async def test_socket_reconnects_when_slack_asks_and_clicks_still_work(sock: SlackHarness) -> None:
@@ -358,7 +358,7 @@ async def test_update_card_edits_the_stored_message(http: SlackHarness) -> None:
     """update_card calls chat.update on the card's channel and ts; its buttons go away."""
     ref, card = await posted(http)
     decided = replace(card, status="denied", outcome="Denied by slack:U0ALICE at 14:03 UTC")
-    await http.platform.update_card(ref, decided)
+    await http.surface.update_card(ref, decided)
     [update] = http.fake.calls_to("chat.update")
     assert (update.body["channel"], update.body["ts"]) == (ref.channel, ref.message_id)
     seen = await http.rendered(ref)
@@ -369,7 +369,7 @@ async def test_update_card_edits_the_stored_message(http: SlackHarness) -> None:
 async def test_notify_in_a_thread_replies_under_the_card(http: SlackHarness) -> None:
     """notify with a card ref posts a threaded reply in the card's channel."""
     ref, _ = await posted(http)
-    await http.platform.notify("C0TEAM", "Task t-contract completed", thread=ref)
+    await http.surface.notify("C0TEAM", "Task t-contract completed", thread=ref)
     reply = http.fake.calls_to("chat.postMessage")[-1].body
     assert (reply["channel"], reply["thread_ts"]) == (ref.channel, ref.message_id)
 
@@ -378,19 +378,19 @@ async def test_notify_with_mentions_is_a_broadcast_reply_that_mentions_them(
         http: SlackHarness) -> None:
     """A reply meant for people mentions Slack members and is shown in the channel too."""
     ref, _ = await posted(http)
-    await http.platform.notify("", "Escalated <now>:", thread=ref,
-                               mentions=["slack:U0BOB", "telegram:42", "slack:<!here>"])
+    await http.surface.notify("", "Escalated <now>:", thread=ref,
+                              mentions=["slack:U0BOB", "telegram:42", "slack:<!here>"])
     reply = http.fake.calls_to("chat.postMessage")[-1].body
     assert (reply["channel"], reply["thread_ts"]) == (ref.channel, ref.message_id)
     assert reply["reply_broadcast"] is True
     assert reply["text"] == "Escalated &lt;now&gt;: <@U0BOB>, telegram:42, slack:&lt;!here&gt;"
-    plain = await http.platform.notify("C0TEAM", "no one to alert", thread=ref)
+    plain = await http.surface.notify("C0TEAM", "no one to alert", thread=ref)
     assert plain is None and "reply_broadcast" not in http.fake.calls_to("chat.postMessage")[-1].body
 
 
 async def test_notify_escapes_special_mentions(http: SlackHarness) -> None:
     """A goal that says <!channel> cannot page the whole channel."""
-    await http.platform.notify("C0TEAM", "Task done: <!channel> ping")
+    await http.surface.notify("C0TEAM", "Task done: <!channel> ping")
     assert http.fake.posted_texts("C0TEAM") == ["Task done: &lt;!channel&gt; ping"]
 
 
@@ -398,7 +398,7 @@ async def test_ratelimited_raises_rate_limited_with_retry_after(http: SlackHarne
     """HTTP 429 ratelimited with Retry-After: 2 → RateLimited(retry_after=2)."""
     http.fake.rate_limit_next("chat.postMessage", retry_after=2)
     with pytest.raises(RateLimited) as caught:
-        await http.platform.post_card(sample_card())
+        await http.surface.post_card(sample_card())
     assert caught.value.retry_after == 2
 
 
@@ -408,7 +408,7 @@ async def test_server_errors_raise_unavailable(http: SlackHarness, status: int) 
     ref, card = await posted(http)
     http.fake.fail_next("chat.update", status=status)
     with pytest.raises(PlatformUnavailable):
-        await http.platform.update_card(ref, card)
+        await http.surface.update_card(ref, card)
 
 
 async def test_timeout_raises_unavailable(fake: FakeSlack) -> None:
@@ -443,7 +443,7 @@ async def test_missing_scope_error_names_the_needed_scope(http: SlackHarness) ->
     """A missing_scope answer becomes PlatformRejected naming Slack's `needed` scope."""
     http.fake.scopes = {"commands"}
     with pytest.raises(PlatformRejected, match=r"missing_scope.*chat:write"):
-        await http.platform.post_card(sample_card())
+        await http.surface.post_card(sample_card())
 
 
 # -- check() at start-up ----------------------------------------------------------------------
@@ -451,8 +451,8 @@ async def test_missing_scope_error_names_the_needed_scope(http: SlackHarness) ->
 
 async def test_check_passes_with_a_good_token(http: SlackHarness, sock: SlackHarness) -> None:
     """auth.test with chat:write granted (and, in socket mode, a good app token) passes."""
-    await http.platform.check()
-    await sock.platform.check()
+    await http.surface.check()
+    await sock.surface.check()
     assert [c.method for c in http.fake.calls] == ["auth.test", "auth.test", "apps.connections.open"]
 
 
@@ -460,28 +460,28 @@ async def test_check_with_invalid_auth_is_rejected(http: SlackHarness) -> None:
     """An invalid bot token gives PlatformRejected naming invalid_auth and the setting."""
     http.fake.invalid_auth = True
     with pytest.raises(PlatformRejected, match=r"invalid_auth.*slack\.bot_token"):
-        await http.platform.check()
+        await http.surface.check()
 
 
 async def test_check_names_a_missing_scope(http: SlackHarness) -> None:
     """A token without chat:write gives PlatformRejected naming chat:write."""
     http.fake.scopes = {"commands", "channels:read"}
     with pytest.raises(PlatformRejected, match="chat:write"):
-        await http.platform.check()
+        await http.surface.check()
 
 
 async def test_check_with_a_refused_app_token_is_rejected(sock: SlackHarness) -> None:
     """In socket mode a refused xapp- token is named at start-up."""
     sock.fake.invalid_app_token = True
     with pytest.raises(PlatformRejected, match="app_token"):
-        await sock.platform.check()
+        await sock.surface.check()
 
 
 async def test_check_when_slack_is_down_is_unavailable(http: SlackHarness) -> None:
     """A 503 from auth.test is retryable, not a configuration problem."""
     http.fake.fail_next("auth.test")
     with pytest.raises(PlatformUnavailable):
-        await http.platform.check()
+        await http.surface.check()
 
 
 # -- configuration, logging, replay guard -----------------------------------------------------------
@@ -506,8 +506,8 @@ async def test_logs_carry_no_token_secret_or_message_body(
     await http.start(Decisions(DecisionOutcome(False, "Not authorized to decide this")))
     ref, card = await posted(http)
     await http.click(ref, card, Scope.ONCE, "U0ALICE")
-    await http.platform.update_card(ref, card)
-    await http.platform.notify("C0TEAM", "secret quarterly numbers")
+    await http.surface.update_card(ref, card)
+    await http.surface.notify("C0TEAM", "secret quarterly numbers")
     assert "slack_decision approval_id=ap7Q2xK9" in caplog.text
     for secret in (BOT_TOKEN, SECRET, "Hi John", "secret quarterly", "Not authorized"):
         assert secret not in caplog.text

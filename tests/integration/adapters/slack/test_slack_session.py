@@ -39,9 +39,9 @@ async def test_calls_while_running_share_one_connection(fake: FakeSlack) -> None
     """Posts, an edit and a notice made while `run` runs all come on one connection."""
     harness = await running(fake)
     try:
-        refs = [await harness.platform.post_card(sample_card()) for _ in range(3)]
-        await harness.platform.update_card(refs[0], sample_card())
-        await harness.platform.notify("C0TEAM", "hello")
+        refs = [await harness.surface.post_card(sample_card()) for _ in range(3)]
+        await harness.surface.update_card(refs[0], sample_card())
+        await harness.surface.notify("C0TEAM", "hello")
         assert len({call.peer for call in fake.calls}) == 1
         assert fake.open_connections == 1
     finally:
@@ -55,12 +55,12 @@ async def test_a_slack_error_or_timeout_does_not_end_the_session(fake: FakeSlack
     try:
         fake.fail_next("chat.postMessage", status=503)
         with pytest.raises(PlatformUnavailable):
-            await harness.platform.post_card(sample_card())
+            await harness.surface.post_card(sample_card())
         fake.stall_next("chat.postMessage")
         with pytest.raises(PlatformUnavailable):
             async with asyncio.timeout(5):  # the platform's 0.3 s must end it, not this
-                await harness.platform.post_card(sample_card())
-        ref = await harness.platform.post_card(sample_card())
+                await harness.surface.post_card(sample_card())
+        ref = await harness.surface.post_card(sample_card())
         assert fake.message(ref.channel, ref.message_id)["ts"] == ref.message_id
     finally:
         fake.release()
@@ -71,13 +71,13 @@ async def test_the_session_is_closed_when_run_ends(fake: FakeSlack) -> None:
     """Stopping the platform closes its connection; a post afterwards still works (on a
     session of its own, closed after it)."""
     harness = await running(fake)
-    await harness.platform.post_card(sample_card())
+    await harness.surface.post_card(sample_card())
     assert fake.open_connections == 1
     await harness.stop()
     async with asyncio.timeout(5):
         while fake.open_connections:
             await asyncio.sleep(0.01)
-    await harness.platform.post_card(sample_card())
+    await harness.surface.post_card(sample_card())
     assert len(fake.calls_to("chat.postMessage")) == 2
 
 

@@ -50,7 +50,7 @@ async def test_a_click_replayed_to_another_node_is_refused_there(
         two_nodes: tuple[list[SlackHarness], Decisions]) -> None:
     """The same signed click sent to node A and then to node B: 200, then 401; one decision."""
     (a, b), decisions = two_nodes
-    ref = await a.platform.post_card(sample_card())
+    ref = await a.surface.post_card(sample_card())
     body, headers = signed_interaction(SECRET, a.payload(ref, Scope.ONCE, "U0ALICE"))
     first = await a.post(body, headers)
     await asyncio.wait_for(a.outcomes.get(), 5)
@@ -63,7 +63,7 @@ async def test_a_click_sent_to_both_nodes_at_once_is_acted_on_once(
         two_nodes: tuple[list[SlackHarness], Decisions]) -> None:
     """Both copies arrive together: exactly one node answers 200."""
     (a, b), decisions = two_nodes
-    ref = await a.platform.post_card(sample_card())
+    ref = await a.surface.post_card(sample_card())
     body, headers = signed_interaction(SECRET, a.payload(ref, Scope.ONCE, "U0ALICE"))
     answers = await asyncio.gather(a.post(body, headers), b.post(body, headers))
     assert sorted(r.status_code for r in answers) == [200, 401]

@@ -46,16 +46,16 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
     """Alice approves on Teams."""
     clock = FakeClock(NOW)
     async with FakeTeams() as fake:
-        platform = teams_platform(fake, clock)
+        surface = teams_platform(fake, clock)
         node = await node_factory({"daemon": {"public_url": PUBLIC}}, clock=clock,
-                                  approvers=(f"teams:{ALICE}",), surfaces={"teams": platform})
+                                  approvers=(f"teams:{ALICE}",), surfaces={"teams": surface})
         run_inline(node)
-        async with route_client(platform) as client:
-            harness = TeamsHarness(fake=fake, platform=platform, clock=clock, client=client)
+        async with route_client(surface) as client:
+            harness = TeamsHarness(fake=fake, surface=surface, clock=clock, client=client)
             await harness.start(node.flow.on_decision)
             yield Rig(node, harness)
             await harness.stop()
-        await platform.aclose()
+        await surface.aclose()
         assert fake.violations == []
 
 

@@ -61,24 +61,24 @@ class Rig:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    """Alice (by AAD object id) is the one approver; the platform runs on the flow."""
+    """Alice (by AAD object id) is the one approver; the surface runs on the flow."""
     clock = FakeClock(NOW)
     async with FakeTeams() as fake:
         pending = PendingCards()
-        platform: TeamsSurface = teams_platform(fake, clock, lookup=pending.lookup)
+        surface: TeamsSurface = teams_platform(fake, clock, lookup=pending.lookup)
         settings = Settings.model_validate({
             "daemon": {"work_dir": str(tmp_path / "work")},
             "approvals": {"approvers": [f"teams:{ALICE}"]}})
-        node = build_node(settings, surfaces={"teams": platform}, clock=clock,
+        node = build_node(settings, surfaces={"teams": surface}, clock=clock,
                           database=f"sqlite:///{tmp_path / 'teams.db'}")
         pending.node = node
         await node.store.open()
-        async with route_client(platform) as client:
-            harness = TeamsHarness(fake=fake, platform=platform, clock=clock, client=client)
+        async with route_client(surface) as client:
+            harness = TeamsHarness(fake=fake, surface=surface, clock=clock, client=client)
             await harness.start(node.flow.on_decision)
             yield Rig(node, harness)
             await harness.stop()
-        await platform.aclose()
+        await surface.aclose()
         await node.store.close()
         assert fake.violations == []
 

@@ -24,7 +24,7 @@ from tests.fakes.teams_api import FakeTeams
 
 @pytest.fixture
 async def rig() -> AsyncIterator[tuple[TeamsHarness, list[DecisionEvent]]]:
-    """A running platform (with a replay ledger) and the decisions it handed on."""
+    """A running surface (with a replay ledger) and the decisions it handed on."""
     clock = FakeClock(NOW)
     events: list[DecisionEvent] = []
 
@@ -33,13 +33,13 @@ async def rig() -> AsyncIterator[tuple[TeamsHarness, list[DecisionEvent]]]:
         return DecisionOutcome(True, "Approved once")
 
     async with FakeTeams() as fake:
-        platform = teams_platform(fake, clock, replay=MemoryReplayLedger(clock=clock))
-        async with route_client(platform) as client:
-            harness = TeamsHarness(fake=fake, platform=platform, clock=clock, client=client)
+        surface = teams_platform(fake, clock, replay=MemoryReplayLedger(clock=clock))
+        async with route_client(surface) as client:
+            harness = TeamsHarness(fake=fake, surface=surface, clock=clock, client=client)
             await harness.start(on_decision)
             yield harness, events
             await harness.stop()
-        await platform.aclose()
+        await surface.aclose()
         assert fake.violations == []
 
 
@@ -71,7 +71,7 @@ async def test_a_bad_or_expired_token_is_401_and_decides_nothing(
     """A click whose JWT is forged, expired, for another bot or another service URL is
     refused with 401 and reaches no decision."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     click = harness.fake.click(ref.message_id, "Once", aad=ALICE)
     response = await harness.post(click, token=_forged(harness.fake, click,
                                                       harness.clock.now(), how))
@@ -83,7 +83,7 @@ async def test_a_click_without_any_token_is_401(
         rig: tuple[TeamsHarness, list[DecisionEvent]]) -> None:
     """No Authorization header: 401, nothing decided."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     click = harness.fake.click(ref.message_id, "Once", aad=ALICE)
     response = await harness.client.post("/teams/messages", json=click)
     assert response.status_code == 401
@@ -95,7 +95,7 @@ async def test_a_token_goes_stale_with_the_injected_clock(
     """A token signed now is refused once the daemon's clock is past its expiry plus
     five minutes of skew, and accepted just before."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     click = harness.fake.click(ref.message_id, "Once", aad=ALICE)
     token = harness.fake.sign(click, now=harness.clock.now())  # valid for 5 minutes
     harness.clock.advance(timedelta(minutes=9, seconds=59))
@@ -111,7 +111,7 @@ async def test_a_valid_click_decides_once_even_when_delivered_twice(
     """Teams retries an invoke it did not see answered: the same activity id decides once,
     and both deliveries are answered with the card."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     click = harness.fake.click(ref.message_id, "Session", aad=ALICE, name="Alice Doe")
     first, second = await harness.post(click), await harness.post(click)
     assert [r.status_code for r in (first, second)] == [200, 200]
@@ -131,7 +131,7 @@ async def test_a_click_without_an_aad_object_id_decides_nothing(
     """An activity that does not say who clicked (no aadObjectId) is answered with the card
     and a line saying nothing was decided."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     response = await harness.post(harness.fake.click(ref.message_id, "Once", aad=None))
     assert events == []
     assert "nothing was decided" in str(response.json()["value"])
@@ -142,7 +142,7 @@ async def test_refresh_returns_the_card_and_lists_the_people_seen(
     """The card's refresh action answers with the current card, which lists the Teams
     people who have clicked (by MRI) for automatic refresh; it decides nothing."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     await harness.post(harness.fake.click(ref.message_id, "Once", aad=ALICE, mri="29:1al"))
     refresh = harness.fake.click(ref.message_id, "Deny", aad=ALICE, mri="29:1al",
                                  verb=REFRESH_VERB)
@@ -157,10 +157,10 @@ async def test_the_bot_token_is_cached_until_it_expires(
     """Three posts use one token; an hour later a new one is fetched."""
     harness, _ = rig
     for _ in range(3):
-        await harness.platform.post_card(sample_card())
+        await harness.surface.post_card(sample_card())
     assert harness.fake.tokens_issued == 1
     harness.clock.advance(timedelta(hours=1))
-    await harness.platform.post_card(sample_card())
+    await harness.surface.post_card(sample_card())
     assert harness.fake.tokens_issued == 2
 
 
@@ -173,7 +173,7 @@ async def test_connector_pushback_is_retryable(
     harness, _ = rig
     harness.fake.fail_next(1, status=status, retry_after=7)
     with pytest.raises(error) as raised:
-        await harness.platform.post_card(sample_card())
+        await harness.surface.post_card(sample_card())
     if status == 429:
         assert raised.value.retry_after == 7.0  # type: ignore[attr-defined]
     assert harness.fake.posted == []
@@ -182,11 +182,11 @@ async def test_connector_pushback_is_retryable(
 async def test_refused_credentials_are_a_clear_final_error() -> None:
     """A wrong app password fails the start-up check with an error naming the keys."""
     async with FakeTeams() as fake:
-        platform = teams_platform(fake, FakeClock(NOW))
+        surface = teams_platform(fake, FakeClock(NOW))
         fake.app_password = "rotated"  # the secret was rotated in Entra ID
         with pytest.raises(PlatformRejected, match=r"teams\.app_password"):
-            await platform.check()
-        await platform.aclose()
+            await surface.check()
+        await surface.aclose()
 
 
 async def test_a_reminder_is_a_reply_that_mentions_who_is_asked(
@@ -194,10 +194,10 @@ async def test_a_reminder_is_a_reply_that_mentions_who_is_asked(
     """A reminder under a card is a reply to it with an <at> mention entity per Teams
     person, named as Teams told us."""
     harness, _ = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     await harness.post(harness.fake.click(ref.message_id, "Once", aad=ALICE, name="Alice Doe"))
-    await harness.platform.notify("", "Still waiting for an answer", thread=ref,
-                                  mentions=[f"teams:{ALICE}", "slack:U1"])
+    await harness.surface.notify("", "Still waiting for an answer", thread=ref,
+                                 mentions=[f"teams:{ALICE}", "slack:U1"])
     reply = harness.fake.replies()[-1]
     assert reply.reply_to == ref.message_id
     assert reply.body["text"] == "Still waiting for an answer <at>Alice Doe</at>, slack:U1"
@@ -211,14 +211,14 @@ async def test_a_held_card_shows_only_undo_and_a_decided_one_no_buttons(
     decided the card keeps the action and shows the outcome without buttons."""
     harness, events = rig
     card = sample_card()
-    ref = await harness.platform.post_card(card)
+    ref = await harness.surface.post_card(card)
     held = replace(card, status="held", hold_until=card.requested_at + timedelta(seconds=30))
-    await harness.platform.update_card(ref, held)
+    await harness.surface.update_card(ref, held)
     assert harness.fake.activity(ref.message_id).labels == ("Undo",)
     await harness.post(harness.fake.click(ref.message_id, "Undo", aad=ALICE))
     assert events[-1].undo and events[-1].scope.value == "deny"
     done = replace(card, status="denied", outcome="Denied by teams:alice at 09:30 UTC")
-    await harness.platform.update_card(ref, done)
+    await harness.surface.update_card(ref, done)
     seen = harness.fake.activity(ref.message_id)
     assert seen.labels == () and "Denied by" in seen.text and "john@example.com" in seen.text
     assert seen.edits == 2
@@ -229,7 +229,7 @@ async def test_odd_bodies_are_refused_or_answered_never_crash(
     """A body that is no JSON object is 400, one over 256 KiB is 413, and a signed click
     whose parts have the wrong shapes is answered without deciding anything."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     click = harness.fake.click(ref.message_id, "Once", aad=ALICE)
     token = harness.fake.sign(click, now=harness.clock.now())
     headers = {"Authorization": f"Bearer {token}"}
@@ -248,7 +248,7 @@ async def test_a_key_endorsed_for_teams_does_not_vouch_for_another_channel(
     """The JWKS endorses the key for msteams only: the same signature on an activity that
     claims another channel (webchat) is 401 and decides nothing."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     click = {**harness.fake.click(ref.message_id, "Once", aad=ALICE), "channelId": "webchat"}
     assert (await harness.post(click)).status_code == 401
     assert events == []
@@ -259,7 +259,7 @@ async def test_a_click_from_another_organization_decides_nothing(
     """The bot installed in another tenant: a click there, however well signed, is answered
     with the card and "another organization", and decides nothing."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     click = harness.fake.click(ref.message_id, "Once", aad=ALICE)
     click["conversation"]["tenantId"] = "00000000-0000-0000-0000-00000000beef"
     answer = (await harness.post(click)).json()
@@ -272,7 +272,7 @@ async def test_while_the_signing_keys_cannot_be_fetched_clicks_wait_and_decide_n
     """The OpenID metadata answers 500: a click is 503 (retry later), not decided; once it
     answers again the same click decides."""
     harness, events = rig
-    ref = await harness.platform.post_card(sample_card())
+    ref = await harness.surface.post_card(sample_card())
     harness.fake.keys_down = True
     click = harness.fake.click(ref.message_id, "Once", aad=ALICE)
     response = await harness.post(click)

@@ -14,7 +14,6 @@ It uses only what signoff offers a plug-in: `signoff.bot.ports`, `signoff.bot.ca
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import itertools
 import json
@@ -29,6 +28,7 @@ from signoff.bot.ports import (
     Actor,
     ApprovalCard,
     CardRef,
+    DecidesThroughRoutes,
     DecisionEvent,
     DecisionHandler,
     Route,
@@ -51,7 +51,7 @@ class EchoSettings(Section):
     token: NonEmpty
 
 
-class EchoSurface:
+class EchoSurface(DecidesThroughRoutes):
     """Cards in memory, shown and decided over the surface's own HTTP routes."""
 
     name = NAME
@@ -63,7 +63,6 @@ class EchoSurface:
         self._ids = itertools.count(1)
         self.cards: dict[str, ApprovalCard] = {}
         self.notes: list[dict[str, Any]] = []
-        self._handler: DecisionHandler | None = None
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
         message_id = str(next(self._ids))
@@ -79,11 +78,7 @@ class EchoSurface:
                            "thread": thread.message_id if thread else None})
 
     async def run(self, on_decision: DecisionHandler) -> None:
-        self._handler = on_decision
-        try:
-            await asyncio.Event().wait()
-        finally:
-            self._handler = None
+        await self.keep_handler(on_decision)
 
     async def check(self) -> None:
         """Nothing remote to verify."""
@@ -115,7 +110,7 @@ class EchoSurface:
     async def _decide(self, request: Request) -> Response:
         if (refused := self._refused(request)) is not None:
             return refused
-        if self._handler is None:  # not running yet: the caller may try again
+        if self.handler is None:  # not running yet: the caller may try again
             return JSONResponse({"error": "not running"}, status_code=503)
         try:
             body = json.loads(await request.body())
@@ -125,7 +120,7 @@ class EchoSurface:
             return JSONResponse({"error": "expected message_id, scope and user"},
                                 status_code=400)
         ref = CardRef(surface=NAME, channel=self.channel, message_id=str(body["message_id"]))
-        outcome = await self._handler(DecisionEvent(
+        outcome = await self.handler(DecisionEvent(
             approval_id=card.approval_id, scope=scope, actor=Actor(platform=NAME, user_id=user),
             surface=NAME, ref=ref))
         return JSONResponse({"accepted": outcome.accepted, "message": outcome.message})
