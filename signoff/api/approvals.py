@@ -326,6 +326,8 @@ def build_router(ctx: ApiContext, fast: dict[str, FastPost] | None = None) -> AP
             # A held request is approved but may still be undone: wait for its end.
             return approval, approval.status.final
 
+        if seconds <= 0:  # one look, no wait: nothing to register with the watch
+            return request_status((await look(None))[0])
         return request_status(await watch.wait_until(approval_id, look, seconds))
 
     @router.post("/v1/approvals/{approval_id}/outcome", tags=["approvals"],
