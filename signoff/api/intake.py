@@ -24,11 +24,12 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from starlette.datastructures import Headers
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from signoff.api.access import may_call
 from signoff.api.auth import Identity
 from signoff.api.errors import error_response, is_json
+from signoff.api.middleware import replay
 
 # (caller, raw JSON body, headers) → the answer, or None to let the FastAPI route answer.
 FastPost = Callable[[Identity, bytes, Headers], Awaitable[Response | None]]
@@ -63,7 +64,7 @@ class IntakeMiddleware:
             if response is None:
                 raise  # GuardMiddleware logs it and answers 500
         if response is None:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay(body, receive), send)
             return
         await response(scope, receive, send)
 
@@ -80,15 +81,3 @@ async def _body(receive: Receive) -> bytes | None:
             return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A receive that hands the read body over once, then passes through."""
-    sent = False
-
-    async def replayed() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed

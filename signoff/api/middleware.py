@@ -115,7 +115,7 @@ class GuardMiddleware:
                     return  # the client went away while sending
                 else:
                     refusal = _unbounded(scope, body)
-                    receive = _replay(body, receive)
+                    receive = replay(body, receive)
             if refusal is not None:
                 await refusal(scope, receive, tracked)
                 return
@@ -203,7 +203,7 @@ def _too_large(limit: int) -> Response:
                         status_code=413, headers={"Connection": "close"})
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
     """A receive that hands the buffered body over once, then passes through (disconnects)."""
     sent = False
 
