@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import ipaddress
 import socket
 from collections.abc import Iterable
@@ -174,12 +175,26 @@ class NetRule:
         return NetKind.PUBLIC
 
 
+# Remembered per string: the policy reads the same few URLs on every evaluation, and
+# httpx's parser was half of an evaluation's time (bench/policy.py). A URL's parts are a
+# pure function of its text; a name's addresses are not, and are never remembered here.
+@functools.lru_cache(maxsize=4096)
+def url_parts(url: str) -> tuple[str, str, int]:
+    """The scheme, host (lower case) and port ``url`` connects to, as httpx reads it: the
+    network tools connect with httpx, so the check and the connection never read one URL
+    two ways. Raises `httpx.InvalidURL` for a URL httpx cannot read."""
+    parsed = httpx.URL(url)
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    return parsed.scheme, parsed.host.lower(), port
+
+
 def origin(url: str) -> tuple[str, int]:
     """The host (lower case) and port a URL connects to."""
-    parsed = httpx.URL(url)
-    return parsed.host.lower(), parsed.port or (443 if parsed.scheme == "https" else 80)
+    _, host, port = url_parts(url)
+    return host, port
 
 
+@functools.lru_cache(maxsize=4096)
 def is_private(ip: IpAddress) -> bool:
     """Loopback, link-local, private, unique-local, shared or unspecified (an IPv4 address
     written as IPv6, ``::ffff:127.0.0.1``, counts as the IPv4 address)."""
@@ -191,6 +206,7 @@ def is_private(ip: IpAddress) -> bool:
             or (isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local))
 
 
+@functools.lru_cache(maxsize=4096)
 def _ip(text: str) -> IpAddress | None:
     try:
         return ipaddress.ip_address(text.strip("[]").split("%", 1)[0])

@@ -34,7 +34,13 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.policy.cedar import CedarAnswer, CedarPolicy, CedarRequest
 from signoff.runtime.policy.grants import first_valid, grant_key
-from signoff.runtime.policy.net import NET_CAPABILITIES, PRIVATE_NETWORK, NetKind, NetRule
+from signoff.runtime.policy.net import (
+    NET_CAPABILITIES,
+    PRIVATE_NETWORK,
+    NetKind,
+    NetRule,
+    url_parts,
+)
 from signoff.runtime.store.port import TaskStore
 
 CEDAR_ACTOR = "auto:cedar"  # who approved what a Cedar permit let through
@@ -139,7 +145,7 @@ class Policy:
         private: list[str] = []
         for target in action.targets:
             try:
-                if httpx.URL(target).scheme not in ("http", "https"):
+                if url_parts(target)[0] not in ("http", "https"):
                     continue
                 dest = await self.net.destination(target)
             except (httpx.InvalidURL, ValueError):
@@ -167,8 +173,10 @@ class Policy:
         if budget_left is not None and budget_left <= 0:
             return Evaluation(Verdict.BLOCK, f"budget for {action.capability} used up "
                               f"({self.budgets[action.capability or '']} per {per})")
-        said = self.judge_cedar(CedarRequest(principal=principal, action=action,
-                                             policy_id=policy_id, schedule=schedule, now=now))
+        # No policy file (the default): no request to build for nobody to read.
+        said = _NO_ANSWER if self.cedar is None else self.cedar.judge(CedarRequest(
+            principal=principal, action=action, policy_id=policy_id, schedule=schedule,
+            now=now))
         if said.verdict is Verdict.BLOCK:
             return Evaluation(Verdict.BLOCK, said.reason, policies=said.policies)
         # A permit never lifts the private-network rule: net_allow is the place for that.
@@ -196,6 +204,9 @@ class Policy:
     def judge_cedar(self, req: CedarRequest) -> CedarAnswer:
         """The Cedar file's answer (no answer when there is no file)."""
         return self.cedar.judge(req) if self.cedar is not None else CedarAnswer(None)
+
+
+_NO_ANSWER = CedarAnswer(None)
 
 
 def _as_judged(ev: Evaluation, given: Action, judged: Action) -> Evaluation:
