@@ -31,12 +31,16 @@ def write_group(conn: Connection, ap: Approval, *, postgres: bool) -> None:
 
 def leader(conn: Connection, group_key: str) -> Approval | None:
     """The oldest pending request of the group that has its own card."""
-    q = (sa.select(*APPROVAL_COLS)
+    # The group's own rows, ordered here rather than by the database: with ORDER BY seq
+    # LIMIT 1, SQLite walked every pending request in seq order (the status index spares
+    # it a sort) and probed each one's group, so each new request cost as much as all
+    # those pending (10,000 pending: two thirds of the daemon's time, bench/waiters.py).
+    # Unordered, the group key's index leads, and only the group's own cards are read.
+    q = (sa.select(*APPROVAL_COLS, approvals_t.c.seq)
          .join(coalesce_t, coalesce_t.c.approval_id == approvals_t.c.id)
          .where(coalesce_t.c.group_key == group_key, coalesce_t.c.leader_id.is_(None),
-                approvals_t.c.status == PENDING)
-         .order_by(approvals_t.c.seq).limit(1))
-    row = conn.execute(q).first()
+                approvals_t.c.status == PENDING))
+    row = min(conn.execute(q), key=lambda r: r.seq, default=None)
     found = approval_from(row) if row else None
     return found if found is not None and found.unreadable is None else None
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import sqlalchemy as sa
+
+from signoff.runtime.store.sql import groups
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
 
 
@@ -34,3 +37,55 @@ async def test_the_pending_list_reads_an_index_in_order_even_on_an_older_databas
     await store.open()
     await store.close()
     assert "ix_approvals_status_seq" in _plan(path) and "TEMP B-TREE" not in _plan(path)
+
+
+def _fill(path: Path, pending: int) -> None:
+    """``pending`` pending requests, each the leader of a group of its own."""
+    with sqlite3.connect(path) as conn:
+        conn.executemany(
+            "INSERT INTO approvals (id, task_id, status, expires_at, data) "
+            "VALUES (?, '', 'pending', '2030-01-01 00:00:00', '{}')",
+            [(f"ap-{n}",) for n in range(pending)])
+        conn.executemany("INSERT INTO coalesced (approval_id, group_key) VALUES (?, ?)",
+                         [(f"ap-{n}", f"group-{n}") for n in range(pending)])
+
+
+def _steps_to_find_a_leader(path: Path) -> int:
+    """SQLite virtual-machine steps that `groups.leader` takes for a new request's group
+    (none pending): a count of the work done, the same on any machine at any load."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0  # go on
+
+    engine = sa.create_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            raw.set_progress_handler(count, 1)
+            assert groups.leader(conn, "group-of-a-new-request") is None
+            raw.set_progress_handler(None, 1)
+    finally:
+        engine.dispose()
+    return steps
+
+
+async def test_a_new_request_does_not_read_every_pending_request_to_find_its_card(
+        tmp_path: Path) -> None:
+    """Each request asks whether an identical one already has a card (coalescing). That
+    look read every pending request in order, so with 10,000 pending it took two thirds
+    of the daemon's time and asking slowed as requests waited; it reads the group's own
+    rows now, the same work at 10 pending as at 3,000."""
+    counts = []
+    for pending in (10, 3_000):
+        path = tmp_path / f"{pending}.db"
+        store = SqliteTaskStore(url=f"sqlite:///{path}")
+        await store.open()
+        await store.close()
+        _fill(path, pending)
+        counts.append(_steps_to_find_a_leader(path))
+    few, many = counts
+    assert many <= 2 * few, f"{few} steps at 10 pending, {many} at 3,000"
