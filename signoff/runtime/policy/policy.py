@@ -201,10 +201,6 @@ class Policy:
         risk = action.risk.value if action.risk else "?"
         return Evaluation(Verdict.ASK_USER, f"{action.capability} ({risk}) needs approval")
 
-    def judge_cedar(self, req: CedarRequest) -> CedarAnswer:
-        """The Cedar file's answer (no answer when there is no file)."""
-        return self.cedar.judge(req) if self.cedar is not None else CedarAnswer(None)
-
 
 _NO_ANSWER = CedarAnswer(None)
 
