@@ -231,19 +231,16 @@ class OutsideRequests:
         for ``policy_id`` within ``approvals.remember_deny``: an agent retrying a refused
         call gets the answer at once instead of a fresh card each time."""
         window = self.engine.config.remember_deny
-        if window <= timedelta(0) or action.capability is None:
+        if window <= timedelta(0):
             return None
         since = self.engine.clock.now() - window
-        for earlier in await self.store.denied_requests(policy_id, action.capability):
-            by = earlier.decided_by or ""
-            if (by.startswith("auto:") or earlier.decided_at is None
-                    or earlier.decided_at < since
-                    or refusal_key(earlier.action) != refusal_key(action)):
-                continue
-            why = f": {earlier.reason}" if earlier.reason else ""
-            return Evaluation(Verdict.BLOCK, f"denied earlier by {by} ({earlier.id}){why}",
-                              actor="auto:remember_deny")
-        return None
+        earlier = await self.store.refused_earlier(policy_id, refusal_key(action), since)
+        if earlier is None:
+            return None
+        why = f": {earlier.reason}" if earlier.reason else ""
+        return Evaluation(Verdict.BLOCK,
+                          f"denied earlier by {earlier.decided_by or ''} ({earlier.id}){why}",
+                          actor="auto:remember_deny")
 
     def _build(self, spec: RequestSpec, action: Action, ev: Evaluation,
                digest: str | None) -> tuple[Approval, AuditEvent]:

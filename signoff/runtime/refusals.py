@@ -52,6 +52,17 @@ def reported_words(approval: Approval) -> str | None:
     return f"caller reported {'done' if outcome.get('ok') else 'failure'}{detail}"
 
 
+def remembered_refusal(approval: Approval) -> str | None:
+    """The refusal key under which a denied outside request is remembered for
+    approvals.remember_deny, or None: only a person's deny is remembered, not a refusal by
+    the policy, a budget or remember_deny itself (an agent's retries must not stand in
+    for, or crowd out, the person's answer)."""
+    if (approval.task_id is not None or approval.status is not ApprovalStatus.DENIED
+            or approval.decided_at is None or (approval.decided_by or "").startswith("auto:")):
+        return None
+    return refusal_key(approval.action)
+
+
 def refusal_key(action: Action) -> str:
     """What makes a retried action "the same" as a refused one: its fingerprint (what a
     grant covers) and its content (a changed message is a new question)."""

@@ -151,6 +151,20 @@ async def test_a_request_denied_earlier_is_answered_at_once(tmp_path: Path) -> N
         assert (await ask(client))["status"] == "pending"
 
 
+async def test_a_refusal_is_remembered_however_often_the_agent_retries(
+        tmp_path: Path) -> None:
+    """An agent that retries a denied request in a loop keeps getting "denied earlier":
+    its own automatic refusals do not push the person's deny out of memory (only the
+    newest 50 denied requests were looked at, so the 51st retry got a fresh card)."""
+    async with running_node(tmp_path) as node, node.client() as client, \
+            node.client(BOB_KEY) as bob:
+        first = (await ask(bob))["id"]
+        await client.post(f"/approvals/{first}/deny", json={"reason": "no"})
+        answers = [await ask(bob) for _ in range(55)]
+    assert [a["status"] for a in answers] == ["denied"] * 55
+    assert all(f"({first})" in a["reason"] for a in answers)
+
+
 async def test_an_approval_by_one_person_counts_one(client: httpx.AsyncClient,
                                                    node: Running) -> None:
     """A request approved by one person (no quorum) says "approvals": 1, not 0."""

@@ -24,6 +24,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.refusals import remembered_refusal
 from signoff.runtime.signing import PublicKey, Signer
 from signoff.runtime.store.port import (
     CardRecord,
@@ -298,13 +299,14 @@ class MemTaskStore:
                    if a.task_id is None and a.policy_id == policy_id
                    and a.action.capability == capability and a.status in live)
 
-    async def denied_requests(self, policy_id: str, capability: str, *,
-                              limit: int = 50) -> list[Approval]:
-        """The latest denied outside requests of a policy_id for a capability."""
+    async def refused_earlier(self, policy_id: str, key: str,
+                              since: datetime) -> Approval | None:
+        """The newest person's deny since ``since`` of a request with this refusal key."""
         found = [a for a in self._approvals.values()
-                 if a.task_id is None and a.policy_id == policy_id
-                 and a.action.capability == capability and a.status is ApprovalStatus.DENIED]
-        return list(reversed(found))[:limit]
+                 if a.policy_id == policy_id and remembered_refusal(a) == key
+                 and a.decided_at is not None and a.decided_at >= since]
+        newest = max(found, key=lambda a: a.decided_at or since, default=None)
+        return newest.model_copy(deep=True) if newest is not None else None
 
     async def held_approvals(self) -> list[Approval]:
         """Requests in their hold, soonest release first."""

@@ -304,10 +304,11 @@ class TaskStore(Protocol):
         approved (what a budget counts; denied and expired ones released their unit)."""
         ...
 
-    async def denied_requests(self, policy_id: str, capability: str, *,
-                              limit: int = 50) -> list[Approval]:
-        """The latest denied outside requests of ``policy_id`` for ``capability``, newest
-        first (what "denied earlier" looks among)."""
+    async def refused_earlier(self, policy_id: str, key: str,
+                              since: datetime) -> Approval | None:
+        """The newest outside request of ``policy_id`` that a person denied at ``since``
+        or later, under refusal key ``key`` (`signoff.runtime.refusals`): what makes a
+        retried request "denied earlier"."""
         ...
 
     async def due_approvals(self, now: datetime) -> list[Approval]:

@@ -7,6 +7,8 @@ operations only.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -18,10 +20,12 @@ from signoff.runtime.store.sql.rows import (
     approval_from,
     approvals_t,
     parse_cursor,
+    refusals_t,
     requests_t,
     task_from,
     tasks_t,
 )
+from signoff.runtime.store.sql.writes import write_refusal
 
 
 def pending(conn: Connection, limit: int, cursor: str | None) -> Page[PendingRequest]:
@@ -58,14 +62,27 @@ def by_key(conn: Connection, idempotency_key: str) -> Approval | None:
     return approval_from(row) if row else None
 
 
-def denied(conn: Connection, policy_id: str, capability: str, limit: int) -> list[Approval]:
-    """The latest denied outside requests of a policy_id for a capability, newest first."""
-    q = (sa.select(approvals_t.c.data)
-         .select_from(requests_t.join(approvals_t, approvals_t.c.id == requests_t.c.approval_id))
-         .where(requests_t.c.policy_id == policy_id, requests_t.c.capability == capability,
-                approvals_t.c.status == ApprovalStatus.DENIED.value)
-         .order_by(approvals_t.c.seq.desc()).limit(limit))
-    return [Approval.model_validate_json(r.data) for r in conn.execute(q)]
+def refused(conn: Connection, policy_id: str, key: str, since: datetime) -> Approval | None:
+    """The newest person's deny, decided at ``since`` or later, of an outside request of
+    ``policy_id`` with this refusal key: one probe of the refusals index."""
+    q = (sa.select(*APPROVAL_COLS)
+         .select_from(refusals_t.join(approvals_t, approvals_t.c.id == refusals_t.c.approval_id))
+         .where(refusals_t.c.policy_id == policy_id, refusals_t.c.refusal_key == key,
+                refusals_t.c.decided_at >= since)
+         .order_by(refusals_t.c.decided_at.desc()).limit(1))
+    row = conn.execute(q).first()
+    found = approval_from(row) if row else None
+    return found if found is not None and found.unreadable is None else None
+
+
+def fill_refusals(conn: Connection, *, postgres: bool) -> None:
+    """The refusals of a database made before they had a table of their own: every
+    person's deny of an outside request, read once when the table is created."""
+    q = (sa.select(*APPROVAL_COLS)
+         .join(requests_t, requests_t.c.approval_id == approvals_t.c.id)
+         .where(approvals_t.c.status == ApprovalStatus.DENIED.value))
+    for ap in readable(approval_from(r) for r in conn.execute(q)):
+        write_refusal(conn, ap, postgres=postgres)
 
 
 def count_live(conn: Connection, policy_id: str, capability: str) -> int:

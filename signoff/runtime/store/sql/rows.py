@@ -25,6 +25,7 @@ from signoff.runtime.store.sql.tables import (
     CoalesceRow,
     GrantRow,
     OutboxRow,
+    RefusalRow,
     RequestRow,
     TaskRow,
     TranscriptRow,
@@ -38,6 +39,7 @@ head_t = AuditHeadRow.__table__  # type: ignore[attr-defined]
 cards_t = CardRow.__table__  # type: ignore[attr-defined]
 outbox_t = OutboxRow.__table__  # type: ignore[attr-defined]
 requests_t = RequestRow.__table__  # type: ignore[attr-defined]
+refusals_t = RefusalRow.__table__  # type: ignore[attr-defined]
 transcript_t = TranscriptRow.__table__  # type: ignore[attr-defined]
 coalesce_t = CoalesceRow.__table__  # type: ignore[attr-defined]
 

@@ -82,6 +82,7 @@ from signoff.runtime.store.sql.rows import (
     outbox_from,
     outbox_t,
     parse_cursor,
+    refusals_t,
     requests_t,
     safe_url,
     task_from,
@@ -152,8 +153,8 @@ class SqlTaskStore:
     def _open(self) -> None:
         tables = [tasks_t, approvals_t, grants_t, audit_t, head_t, cards_t, outbox_t,
                   requests_t, transcript_t, node_rows.nodes_t, undelivered_rows.undelivered_t,
-                  coalesce_t, session_rows.sessions_t, push_rows.push_t, key_rows.keys_t,
-                  passkey_rows.passkeys_t, passkey_rows.challenges_t]
+                  coalesce_t, refusals_t, session_rows.sessions_t, push_rows.push_t,
+                  key_rows.keys_t, passkey_rows.passkeys_t, passkey_rows.challenges_t]
         try:
             with self._tx() as conn:
                 if not self.is_sqlite:
@@ -161,7 +162,10 @@ class SqlTaskStore:
                     # create it (DuplicateTable): one creates, the others then see it.
                     conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"),
                                  {"key": SCHEMA_LOCK})
+                new_refusals = not sa.inspect(conn).has_table(refusals_t.name)
                 SQLModel.metadata.create_all(conn, tables=tables)
+                if new_refusals:
+                    request_queries.fill_refusals(conn, postgres=not self.is_sqlite)
                 # create_all skips a table that exists, with its indexes: an index added
                 # since (a database made by an older signoff) is created here.
                 for table in tables:
@@ -196,6 +200,7 @@ class SqlTaskStore:
                                 ("transcript entries", transcript_t),
                                 ("undelivered cards", undelivered_rows.undelivered_t),
                                 ("coalesced requests", coalesce_t),
+                                ("remembered refusals", refusals_t),
                                 ("console sessions", session_rows.sessions_t),
                                 ("push subscriptions", push_rows.push_t),
                                 ("signing keys", key_rows.keys_t)):
@@ -403,11 +408,11 @@ class SqlTaskStore:
         with self._tx(write=False) as conn:
             return request_queries.count_live(conn, policy_id, capability)
 
-    async def denied_requests(self, policy_id: str, capability: str, *,
-                              limit: int = 50) -> list[Approval]:
-        """The latest denied outside requests of a policy_id for a capability."""
-        return await self._run(self._read_with, request_queries.denied, policy_id,
-                               capability, limit)
+    async def refused_earlier(self, policy_id: str, key: str,
+                              since: datetime) -> Approval | None:
+        """The newest person's deny since ``since`` of a request with this refusal key."""
+        return await self._run(self._read_with, request_queries.refused, policy_id, key,
+                               since)
 
     async def due_approvals(self, now: datetime) -> list[Approval]:
         """Pending approvals past their expiry."""

@@ -112,6 +112,24 @@ class RequestRow(SQLModel, table=True):
     reported: bool = Field(default=False)  # an outcome was recorded (at most once)
 
 
+class RefusalRow(SQLModel, table=True):
+    """A person's deny of an outside request, under its refusal key (approvals.remember_deny).
+
+    Written with the deny, so that "was this very action refused lately?" is one index
+    probe: looking among the denied requests read every one of them (and only the newest
+    50, which an agent's own retries, each refused at once, soon filled). A table of its
+    own so a database made before it gets it from ``create_all``; the store fills it from
+    the denied requests already there when it creates it.
+    """
+
+    __tablename__ = "refusals"
+    __table_args__ = (sa.Index("ix_refusals_key", "policy_id", "refusal_key", "decided_at"),)
+    approval_id: str = Field(sa_column=sa.Column(sa.String(40), primary_key=True))
+    policy_id: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+    refusal_key: str = Field(sa_column=sa.Column(sa.String(200), nullable=False))
+    decided_at: datetime = Field(sa_column=sa.Column(UTC_DT, nullable=False))
+
+
 class GrantRow(SQLModel, table=True):
     """A grant for one action fingerprint."""
 

@@ -22,6 +22,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.refusals import remembered_refusal
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql import keys as signing_keys
 from signoff.runtime.store.sql.groups import write_group
@@ -35,6 +36,7 @@ from signoff.runtime.store.sql.rows import (
     grants_t,
     head_t,
     outbox_t,
+    refusals_t,
     requests_t,
     task_cols,
     tasks_t,
@@ -61,6 +63,7 @@ def apply_change(conn: Connection, ch: Change, *, postgres: bool, sealer: audit_
             check_votes(conn, ch.approval.id, ch.approval_votes, postgres=postgres)
         write_approval(conn, ch.approval, ch.approval_expect, insert=ch.insert_approval)
         write_group(conn, ch.approval, postgres=postgres)
+        write_refusal(conn, ch.approval, postgres=postgres)
     if ch.outcome_for is not None:
         record_outcome(conn, ch.outcome_for)
     if ch.task is not None:
@@ -98,6 +101,17 @@ def request_cols(ap: Approval) -> dict[str, object]:
     """The ``requests`` row of an outside request."""
     return {"approval_id": ap.id, "idempotency_key": ap.idempotency_key,
             "policy_id": ap.policy_id or "", "capability": ap.action.capability or ""}
+
+
+def write_refusal(conn: Connection, ap: Approval, *, postgres: bool) -> None:
+    """Remember a person's deny of an outside request under its refusal key (once)."""
+    key = remembered_refusal(ap)
+    if key is None:
+        return
+    dialect = postgresql if postgres else sqlite
+    conn.execute(dialect.insert(refusals_t).values(
+        approval_id=ap.id, policy_id=ap.policy_id or "", refusal_key=key,
+        decided_at=ap.decided_at).on_conflict_do_nothing(index_elements=["approval_id"]))
 
 
 def record_outcome(conn: Connection, approval_id: str) -> None:

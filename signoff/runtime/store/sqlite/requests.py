@@ -17,6 +17,7 @@ from datetime import datetime
 
 from signoff.runtime import audit as audit_chain
 from signoff.runtime.models import Approval, AuditEvent
+from signoff.runtime.refusals import remembered_refusal
 from signoff.runtime.store.port import Change
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.store.sqlite.queries import approval_row, sqlite_time
@@ -30,6 +31,8 @@ INSERT_REQUEST = ("INSERT INTO requests (approval_id, idempotency_key, policy_id
                   "reported) VALUES (?, ?, ?, ?, 0)")
 GET_DATA = "SELECT data, id, task_id, expires_at FROM approvals WHERE id = ?"
 UPDATE_APPROVAL = "UPDATE approvals SET status = ?, expires_at = ?, data = ? WHERE id = ?"
+INSERT_REFUSAL = ("INSERT OR IGNORE INTO refusals (approval_id, policy_id, refusal_key, "
+                  "decided_at) VALUES (?, ?, ?, ?)")
 REPORTED = "UPDATE requests SET reported = 1 WHERE approval_id = ? AND reported = 0"
 INSERT_GRANT = ("INSERT INTO grants (id, key, policy_id, task_id, scope, max_calls, used, "
                 "revoked, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -56,6 +59,10 @@ def request_change(conn: sqlite3.Connection, ch: Change, sealer: audit_chain.Sea
     ap = ch.approval
     assert ap is not None and ch.task is None
     _write_approval(conn, ch, ap)
+    refused = remembered_refusal(ap)
+    if refused is not None and ap.decided_at is not None:
+        conn.execute(INSERT_REFUSAL, (ap.id, ap.policy_id or "", refused,
+                                      sqlite_time(ap.decided_at)))
     if ch.outcome_for is not None and conn.execute(REPORTED, (ch.outcome_for,)).rowcount != 1:
         raise Lost
     for g in ch.grants:

@@ -1,15 +1,22 @@
 """Indexes the queries rely on: created for a new database, and added at open to a
-database made by an older signoff (``create_all`` skips a table that exists)."""
+database made by an older signoff (``create_all`` skips a table that exists); and the
+refusals of such a database, carried into the table made for them."""
 
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from signoff.runtime.store.sql import groups
+from signoff.runtime.models import ApprovalStatus
+from signoff.runtime.refusals import refusal_key
+from signoff.runtime.store.port import Change
+from signoff.runtime.store.sql import groups, requests
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
+from tests.integration.runtime.store.test_store import NOW
+from tests.integration.runtime.store.test_store_requests import ACTION, request
 
 
 def _plan(path: Path) -> str:
@@ -89,3 +96,86 @@ async def test_a_new_request_does_not_read_every_pending_request_to_find_its_car
         counts.append(_steps_to_find_a_leader(path))
     few, many = counts
     assert many <= 2 * few, f"{few} steps at 10 pending, {many} at 3,000"
+
+
+def _fill_denied(path: Path, denied: int) -> None:
+    """``denied`` outside requests a person denied, each under a refusal key of its own."""
+    with sqlite3.connect(path) as conn:
+        conn.executemany(
+            "INSERT INTO approvals (id, task_id, status, expires_at, data) "
+            "VALUES (?, '', 'denied', '2030-01-01 00:00:00', '{}')",
+            [(f"ap-{n}",) for n in range(denied)])
+        conn.executemany(
+            "INSERT INTO requests (approval_id, policy_id, capability, reported) "
+            "VALUES (?, 's-1', 'email.send', 0)", [(f"ap-{n}",) for n in range(denied)])
+        conn.executemany(
+            "INSERT INTO refusals (approval_id, policy_id, refusal_key, decided_at) "
+            "VALUES (?, 's-1', ?, '2030-01-01 00:00:00')",
+            [(f"ap-{n}", f"key-{n}") for n in range(denied)])
+
+
+def _steps_to_find_a_refusal(path: Path) -> int:
+    """SQLite virtual-machine steps that the remember_deny look-up takes for an action
+    nobody refused."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    engine = sa.create_engine(f"sqlite:///{path}")
+    try:
+        with engine.connect() as conn:
+            raw = conn.connection.driver_connection
+            assert isinstance(raw, sqlite3.Connection)
+            raw.set_progress_handler(count, 1)
+            since = datetime(2029, 1, 1, tzinfo=UTC)
+            assert requests.refused(conn, "s-1", "a-key-nobody-refused", since) is None
+            raw.set_progress_handler(None, 1)
+    finally:
+        engine.dispose()
+    return steps
+
+
+async def test_asking_does_not_read_every_denied_request(tmp_path: Path) -> None:
+    """Each outside request asks whether a person denied this very action lately
+    (remember_deny). That look read every denied request of the database, newest first,
+    so asking slowed as refusals piled up; it is one probe of the refusals index now."""
+    counts = []
+    for denied in (10, 3_000):
+        path = tmp_path / f"{denied}.db"
+        store = SqliteTaskStore(url=f"sqlite:///{path}")
+        await store.open()
+        await store.close()
+        _fill_denied(path, denied)
+        counts.append(_steps_to_find_a_refusal(path))
+    few, many = counts
+    assert many <= 2 * few, f"{few} steps at 10 denied, {many} at 3,000"
+
+
+async def test_a_database_from_before_the_refusals_table_keeps_its_refusals(
+        tmp_path: Path) -> None:
+    """Opened by this signoff, a database whose denied requests predate the refusals table
+    gets them in it: a deny given before the upgrade is still remembered after it."""
+    path = tmp_path / "signoff.db"
+    store = SqliteTaskStore(url=f"sqlite:///{path}")
+    await store.open()
+    ap = request(1).model_copy(update={"status": ApprovalStatus.DENIED,
+                                       "decided_by": "web:bob", "decided_at": NOW})
+    auto = request(2).model_copy(update={"status": ApprovalStatus.DENIED,
+                                         "decided_by": "auto:policy", "decided_at": NOW})
+    for made in (ap, auto):
+        assert await store.commit(Change(at=NOW, approval=made, insert_approval=True))
+    await store.close()
+    with sqlite3.connect(path) as conn:  # as a database from before the table
+        conn.execute("DROP TABLE refusals")
+    store = SqliteTaskStore(url=f"sqlite:///{path}")
+    await store.open()
+    try:
+        found = await store.refused_earlier("s-1", refusal_key(ACTION), NOW)
+        assert found is not None and found.id == "a-1"
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT approval_id FROM refusals").fetchall() == [("a-1",)]
+    finally:
+        await store.close()

@@ -18,6 +18,7 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.policy.grants import first_valid
+from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change, OutboxItem, PendingRequest, TaskStore
 from tests.integration.runtime.store.test_store import NOW
 
@@ -164,3 +165,39 @@ async def test_a_decision_stores_its_grant_and_loses_a_second_time(store: TaskSt
     assert await store.get_grant("g-9") == grant
     assert first_valid(await store.grant_candidates("signoff:s-1:k"), task_id=None, now=NOW) == grant
     assert (await store.audit_head())[0] == 1 and (await audit.verify(store)).ok
+
+
+def denied(n: int, *, by: str = "web:bob", at_minute: int = 0, policy_id: str = "s-1",
+           action: Action = ACTION) -> Approval:
+    """A request ``n`` that ``by`` denied ``at_minute`` minutes after NOW."""
+    ap = request(n, policy_id=policy_id).model_copy(update={"action": action})
+    ap.status, ap.decided_by = ApprovalStatus.DENIED, by
+    ap.decided_at = NOW + timedelta(minutes=at_minute)
+    return ap
+
+
+async def test_a_persons_deny_is_found_by_its_refusal_key(store: TaskStore) -> None:
+    """remember_deny's look-up: the newest deny by a person of this very action (same
+    refusal key) for this policy_id within the window; automatic refusals, other content,
+    other policy_ids, other keys' requests and denies older than the window are not it."""
+    key = refusal_key(ACTION)
+    other_body = ACTION.model_copy(update={"args": {**ACTION.args, "body": "y"},
+                                           "content": ("body",)})
+    assert await store.commit(new(request(1)))  # asked, then denied by a person
+    assert await store.commit(Change(at=NOW, approval=denied(1, at_minute=5)))
+    for change in (denied(2, by="auto:remember_deny", at_minute=9),
+                   denied(3, policy_id="s-2", at_minute=9),
+                   denied(4, action=other_body, at_minute=9)):
+        assert await store.commit(new(change))
+    found = await store.refused_earlier("s-1", key, NOW)
+    assert found is not None and found.id == "a-1" and found.decided_by == "web:bob"
+    assert await store.refused_earlier("s-1", key, NOW + timedelta(minutes=6)) is None
+    assert await store.refused_earlier("s-9", key, NOW) is None
+    in_s2 = await store.refused_earlier("s-2", key, NOW)
+    assert in_s2 is not None and in_s2.id == "a-3"
+    other = await store.refused_earlier("s-1", refusal_key(other_body), NOW)
+    assert other is not None and other.id == "a-4"
+    assert await store.commit(new(request(5)))
+    assert await store.commit(Change(at=NOW, approval=denied(5, by="tg:ann", at_minute=7)))
+    newest = await store.refused_earlier("s-1", key, NOW)
+    assert newest is not None and newest.id == "a-5"
