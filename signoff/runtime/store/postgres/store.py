@@ -48,15 +48,17 @@ from sqlalchemy.util import greenlet_spawn
 
 from signoff.errors import StoreError
 from signoff.runtime import audit as audit_chain
-from signoff.runtime.models import AuditEvent, Task, TaskState
+from signoff.runtime.models import Approval, AuditEvent, Task, TaskState
 from signoff.runtime.signing import Signer
 from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.postgres.notify import libpq_url
 from signoff.runtime.store.postgres.shared import Shared
+from signoff.runtime.store.readers import read_approval
 from signoff.runtime.store.sql.rows import (
     PG_SESSION_OPTIONS,
     only_task,
+    read_engine,
     safe_url,
     task_cols,
     task_from,
@@ -122,6 +124,7 @@ _CLAIM_ONE = (f"UPDATE tasks SET state = {_STARTED}, claimed_by = %s, lease_unti
               f"RETURNING {_COLS}")
 _RENEW = "UPDATE tasks SET lease_until = %s WHERE id = %s AND claimed_by = %s"
 _GET = f"SELECT {_COLS} FROM tasks WHERE id = %s"
+_GET_APPROVAL = "SELECT data, id, task_id, expires_at FROM approvals WHERE id = %s"
 _DUE_OUTBOX = ("SELECT key, surface, kind, payload, approval_id, id, attempts, next_at, error "
                "FROM outbox WHERE done = false AND next_at <= %s ORDER BY id LIMIT %s")
 
@@ -222,7 +225,8 @@ class PgTaskStore(SqlTaskStore):
                                                connect_args={"options": PG_SESSION_OPTIONS})
         except (sa.exc.ArgumentError, ImportError) as exc:
             raise StoreError(f"cannot use database {safe_url(url)}: {exc}") from exc
-        self._write = self._read = self._engine.sync_engine
+        self._write = self._engine.sync_engine
+        self._read = read_engine(self._write)
         self.pool_size = max(pool_size, 2)
         self.notify_gap = notify_gap
         self._apool: Any = None  # psycopg_pool.AsyncConnectionPool once open
@@ -424,6 +428,18 @@ class PgTaskStore(SqlTaskStore):
             cur = await conn.execute(_GET, [task_id])
             row = await cur.fetchone()
         return _task(row) if row else None
+
+    async def get_approval(self, approval_id: str) -> Approval | None:
+        """One approval request, in one prepared statement: a request is read several
+        times on its way (asked, looked at, decided, its card updated), and through the
+        SQL engine each read cost a connection check and SQLAlchemy's statement work."""
+        async with self._conn() as conn:
+            cur = await conn.execute(_GET_APPROVAL, [approval_id])
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        data, found_id, task_id, expires_at = row
+        return read_approval(data, found_id, task_id=task_id, expires_at=_aware(expires_at))
 
     async def due_outbox(self, now: datetime, *, limit: int = 50) -> list[OutboxItem]:
         """Undelivered items whose time has come, oldest first."""

@@ -82,6 +82,7 @@ from signoff.runtime.store.sql.rows import (
     outbox_from,
     outbox_t,
     parse_cursor,
+    read_engine,
     refusals_t,
     requests_t,
     safe_url,
@@ -117,7 +118,7 @@ class SqlTaskStore:
             in_memory = self.is_sqlite and sa.engine.make_url(url).database in (None, "",
                                                                                 ":memory:")
             self._read = (make_engine(url, immediate=False)
-                          if self.is_sqlite and not in_memory else self._write)
+                          if self.is_sqlite and not in_memory else read_engine(self._write))
         except (sa.exc.ArgumentError, ImportError) as exc:
             raise StoreError(f"cannot use database {safe_url(url)}: {exc}") from exc
         self._pool = ThreadPoolExecutor(max_workers=1 if self.is_sqlite else 8,
