@@ -27,6 +27,7 @@ from signoff.errors import BadArguments, Conflict, SignoffError
 from signoff.runtime import coalesce, ids
 from signoff.runtime.bounds import check_json
 from signoff.runtime.canonical import canonical_json, sha256_hex
+from signoff.runtime.denials import refusal_key
 from signoff.runtime.engine import Engine
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
@@ -43,7 +44,6 @@ from signoff.runtime.models import (
 )
 from signoff.runtime.policy.policy import Evaluation
 from signoff.runtime.policy.unattended import Outcome, resolve_unattended
-from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
 from signoff.runtime.tools.registry import ToolRegistry, fingerprint

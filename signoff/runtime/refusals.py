@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from signoff.runtime.canonical import canonical_json, sha256_hex
-from signoff.runtime.models import Action, ActionRecord, Approval, ApprovalStatus, JsonDict
+from signoff.runtime.models import ActionRecord, Approval, ApprovalStatus, JsonDict
 
 # ActionRecord.outcome values of an action that did not run because it was refused.
 REFUSED_OUTCOMES = frozenset({"denied", "blocked", "timed_out", "expired"})
@@ -50,24 +49,3 @@ def reported_words(approval: Approval) -> str | None:
         return "outcome not reported by the caller"
     detail = f": {outcome['detail']}" if outcome.get("detail") else ""
     return f"caller reported {'done' if outcome.get('ok') else 'failure'}{detail}"
-
-
-def remembered_refusal(approval: Approval) -> str | None:
-    """The refusal key under which a denied outside request is remembered for
-    approvals.remember_deny, or None: only a person's deny is remembered, not a refusal by
-    the policy, a budget or remember_deny itself (an agent's retries must not stand in
-    for, or crowd out, the person's answer)."""
-    if (approval.task_id is not None or approval.status is not ApprovalStatus.DENIED
-            or approval.decided_at is None or (approval.decided_by or "").startswith("auto:")):
-        return None
-    return refusal_key(approval.action)
-
-
-def refusal_key(action: Action) -> str:
-    """What makes a retried action "the same" as a refused one: its fingerprint (what a
-    grant covers) and its content (a changed message is a new question)."""
-    try:
-        content = canonical_json([action.args.get(k) for k in sorted(action.content)])
-    except (TypeError, ValueError):  # no one JSON spelling (NaN): never "the same" again
-        return f"{action.fingerprint}:unique:{id(action)}"
-    return f"{action.fingerprint}:{sha256_hex(content)[:16]}"

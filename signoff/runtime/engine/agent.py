@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from signoff.errors import Conflict, PlannerError, ToolError
 from signoff.runtime.bounds import OutOfBounds, parse_json
+from signoff.runtime.denials import refusal_key
 from signoff.runtime.engine.engine import Engine
 from signoff.runtime.events import audit_event
 from signoff.runtime.models import (
@@ -44,7 +45,6 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.policy.route import Route, RouteKind, gated_audit
-from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.tools.names import ModelTools
 from signoff.runtime.transcript import TranscriptEntry, shorten_text

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from signoff.errors import Conflict
 from signoff.runtime import audit as audit_chain
+from signoff.runtime.denials import remembered_refusal
 from signoff.runtime.models import (
     Approval,
     ApprovalStatus,
@@ -24,7 +25,6 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.refusals import remembered_refusal
 from signoff.runtime.signing import PublicKey, Signer
 from signoff.runtime.store.port import (
     CardRecord,

@@ -14,6 +14,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from signoff.runtime import audit as audit_chain
+from signoff.runtime.denials import remembered_refusal
 from signoff.runtime.models import (
     Approval,
     ApprovalStatus,
@@ -22,7 +23,6 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
-from signoff.runtime.refusals import remembered_refusal
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.sql import keys as signing_keys
 from signoff.runtime.store.sql.groups import write_group

@@ -16,8 +16,8 @@ import sqlite3
 from datetime import datetime
 
 from signoff.runtime import audit as audit_chain
+from signoff.runtime.denials import remembered_refusal
 from signoff.runtime.models import Approval, AuditEvent
-from signoff.runtime.refusals import remembered_refusal
 from signoff.runtime.store.port import Change
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.store.sqlite.queries import approval_row, sqlite_time

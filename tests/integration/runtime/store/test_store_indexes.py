@@ -5,13 +5,14 @@ refusals of such a database, carried into the table made for them."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import sqlalchemy as sa
 
+from signoff.runtime.denials import refusal_key
 from signoff.runtime.models import ApprovalStatus
-from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change
 from signoff.runtime.store.sql import groups, requests
 from signoff.runtime.store.sqlite.store import SqliteTaskStore
@@ -57,9 +58,9 @@ def _fill(path: Path, pending: int) -> None:
                          [(f"ap-{n}", f"group-{n}") for n in range(pending)])
 
 
-def _steps_to_find_a_leader(path: Path) -> int:
-    """SQLite virtual-machine steps that `groups.leader` takes for a new request's group
-    (none pending): a count of the work done, the same on any machine at any load."""
+def _steps(path: Path, read: Callable[[sa.Connection], object]) -> int:
+    """SQLite virtual-machine steps that ``read`` takes on the database at ``path``: a
+    count of the work done, the same on any machine at any load."""
     steps = 0
 
     def count() -> int:
@@ -73,11 +74,25 @@ def _steps_to_find_a_leader(path: Path) -> int:
             raw = conn.connection.driver_connection
             assert isinstance(raw, sqlite3.Connection)
             raw.set_progress_handler(count, 1)
-            assert groups.leader(conn, "group-of-a-new-request") is None
+            assert read(conn) is None
             raw.set_progress_handler(None, 1)
     finally:
         engine.dispose()
     return steps
+
+
+async def _steps_at(tmp_path: Path, sizes: tuple[int, int], fill: Callable[[Path, int], None],
+                    read: Callable[[sa.Connection], object]) -> list[int]:
+    """The steps ``read`` takes on a new database filled by ``fill`` to each size."""
+    counts = []
+    for size in sizes:
+        path = tmp_path / f"{size}.db"
+        store = SqliteTaskStore(url=f"sqlite:///{path}")
+        await store.open()
+        await store.close()
+        fill(path, size)
+        counts.append(_steps(path, read))
+    return counts
 
 
 async def test_a_new_request_does_not_read_every_pending_request_to_find_its_card(
@@ -86,15 +101,8 @@ async def test_a_new_request_does_not_read_every_pending_request_to_find_its_car
     look read every pending request in order, so with 10,000 pending it took two thirds
     of the daemon's time and asking slowed as requests waited; it reads the group's own
     rows now, the same work at 10 pending as at 3,000."""
-    counts = []
-    for pending in (10, 3_000):
-        path = tmp_path / f"{pending}.db"
-        store = SqliteTaskStore(url=f"sqlite:///{path}")
-        await store.open()
-        await store.close()
-        _fill(path, pending)
-        counts.append(_steps_to_find_a_leader(path))
-    few, many = counts
+    few, many = await _steps_at(tmp_path, (10, 3_000), _fill,
+                                lambda conn: groups.leader(conn, "group-of-a-new-request"))
     assert many <= 2 * few, f"{few} steps at 10 pending, {many} at 3,000"
 
 
@@ -114,43 +122,14 @@ def _fill_denied(path: Path, denied: int) -> None:
             [(f"ap-{n}", f"key-{n}") for n in range(denied)])
 
 
-def _steps_to_find_a_refusal(path: Path) -> int:
-    """SQLite virtual-machine steps that the remember_deny look-up takes for an action
-    nobody refused."""
-    steps = 0
-
-    def count() -> int:
-        nonlocal steps
-        steps += 1
-        return 0
-
-    engine = sa.create_engine(f"sqlite:///{path}")
-    try:
-        with engine.connect() as conn:
-            raw = conn.connection.driver_connection
-            assert isinstance(raw, sqlite3.Connection)
-            raw.set_progress_handler(count, 1)
-            since = datetime(2029, 1, 1, tzinfo=UTC)
-            assert requests.refused(conn, "s-1", "a-key-nobody-refused", since) is None
-            raw.set_progress_handler(None, 1)
-    finally:
-        engine.dispose()
-    return steps
-
-
 async def test_asking_does_not_read_every_denied_request(tmp_path: Path) -> None:
     """Each outside request asks whether a person denied this very action lately
     (remember_deny). That look read every denied request of the database, newest first,
     so asking slowed as refusals piled up; it is one probe of the refusals index now."""
-    counts = []
-    for denied in (10, 3_000):
-        path = tmp_path / f"{denied}.db"
-        store = SqliteTaskStore(url=f"sqlite:///{path}")
-        await store.open()
-        await store.close()
-        _fill_denied(path, denied)
-        counts.append(_steps_to_find_a_refusal(path))
-    few, many = counts
+    since = datetime(2029, 1, 1, tzinfo=UTC)
+    few, many = await _steps_at(
+        tmp_path, (10, 3_000), _fill_denied,
+        lambda conn: requests.refused(conn, "s-1", "a-key-nobody-refused", since))
     assert many <= 2 * few, f"{few} steps at 10 denied, {many} at 3,000"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from signoff.runtime import audit
+from signoff.runtime.denials import refusal_key
 from signoff.runtime.models import (
     Action,
     Approval,
@@ -18,7 +19,6 @@ from signoff.runtime.models import (
     TaskState,
 )
 from signoff.runtime.policy.grants import first_valid
-from signoff.runtime.refusals import refusal_key
 from signoff.runtime.store.port import Change, OutboxItem, PendingRequest, TaskStore
 from tests.integration.runtime.store.test_store import NOW
 
