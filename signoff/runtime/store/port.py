@@ -307,7 +307,7 @@ class TaskStore(Protocol):
     async def refused_earlier(self, policy_id: str, key: str,
                               since: datetime) -> Approval | None:
         """The newest outside request of ``policy_id`` that a person denied at ``since``
-        or later, under refusal key ``key`` (`signoff.runtime.refusals`): what makes a
+        or later, under refusal key ``key`` (`signoff.runtime.denials`): what makes a
         retried request "denied earlier"."""
         ...
 
