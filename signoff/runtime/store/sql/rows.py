@@ -138,7 +138,6 @@ def only_request(ch: Change) -> bool:
     """True when a Change is about one outside request only (no task): the hot path of
     POST /v1/approvals and of its decision."""
     return (ch.approval is not None and ch.approval.task_id is None
-            and ch.approval.coalesce_key is None  # its group row: the general path
             and not any(getattr(ch, name) for name in _NOT_REQUEST))
 
 

@@ -4,9 +4,10 @@ Most of an outside agent's calls (POST /v1/approvals) are settled by the policy 
 (READ), so storing a request — with its audit event and card job — is what an agent pays
 for on nearly every tool call; and a decision reaches a waiting agent sooner without the
 SQLAlchemy statement cost. Every change of a request without a task (stored, decided with
-its grant, expired, its outcome recorded) is written here as `sql.writes.apply_change`
-would write it; the store runs it under a savepoint of the thread's transaction, so it
-is all-or-nothing by itself. Column formats are SQLAlchemy's own, as in queries.py.
+its grant, expired, its outcome recorded, its coalescing group row) is written here as
+`sql.writes.apply_change` would write it; the store runs it under a savepoint of the
+thread's transaction, so it is all-or-nothing by itself. Column formats are SQLAlchemy's
+own, as in queries.py.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ GET_DATA = "SELECT data, id, task_id, expires_at FROM approvals WHERE id = ?"
 UPDATE_APPROVAL = "UPDATE approvals SET status = ?, expires_at = ?, data = ? WHERE id = ?"
 INSERT_REFUSAL = ("INSERT OR IGNORE INTO refusals (approval_id, policy_id, refusal_key, "
                   "decided_at) VALUES (?, ?, ?, ?)")
+WRITE_GROUP = ("INSERT INTO coalesced (approval_id, group_key, leader_id) VALUES (?, ?, ?) "
+               "ON CONFLICT (approval_id) DO UPDATE SET leader_id = excluded.leader_id")
 REPORTED = "UPDATE requests SET reported = 1 WHERE approval_id = ? AND reported = 0"
 INSERT_GRANT = ("INSERT INTO grants (id, key, policy_id, task_id, scope, max_calls, used, "
                 "revoked, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -59,6 +62,8 @@ def request_change(conn: sqlite3.Connection, ch: Change, sealer: audit_chain.Sea
     ap = ch.approval
     assert ap is not None and ch.task is None
     _write_approval(conn, ch, ap)
+    if ap.coalesce_key is not None:  # its group row, as `sql.groups.write_group`
+        conn.execute(WRITE_GROUP, (ap.id, ap.coalesce_key, ap.coalesced_into))
     refused = remembered_refusal(ap)
     if refused is not None and ap.decided_at is not None:
         conn.execute(INSERT_REFUSAL, (ap.id, ap.policy_id or "", refused,
