@@ -32,8 +32,19 @@ from signoff.runtime.refusals import outcome_words
 DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT = 10.0
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+# Consoles are made per use: one reads COLUMNS when it is made, so one made at import
+# would keep the width of whatever imported this module first.
+def out() -> Console:
+    """The console for a command's output."""
+    return Console(highlight=False, soft_wrap=True)
+
+
+def err() -> Console:
+    """The console for errors (stderr)."""
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
 
 UrlOpt = Annotated[str, typer.Option("--url", envvar="SIGNOFF_URL",
                                      help="Base URL of the daemon.")]
@@ -63,7 +74,7 @@ class ScopeChoice(enum.StrEnum):
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """One line on stderr, then exit."""
-    err.print(f"error: {message}", markup=False)
+    err().print(f"error: {message}", markup=False)
     raise typer.Exit(code)
 
 
@@ -136,9 +147,9 @@ def _print_page(page: dict[str, Any], as_json: bool, table: Callable[[list[dict[
     if as_json:
         _dump(page)
     elif not page["items"]:
-        out.print(empty, markup=False)
+        out().print(empty, markup=False)
     else:
-        table(page["items"]).print(out)
+        table(page["items"]).print(out())
 
 
 def _action_text(action: dict[str, Any] | None) -> str:
@@ -166,25 +177,25 @@ def tasks_table(items: list[dict[str, Any]]) -> Grid:
 
 def show_task(task: dict[str, Any]) -> None:
     """A task for people: its fields, the pending action, the history."""
-    out.print(f"[bold]{task['id']}[/bold]  "
+    out().print(f"[bold]{task['id']}[/bold]  "
               f"{outcome_words(task['state'], task.get('result'))}", markup=False)
-    out.print(f"goal: {task['goal']}", markup=False)
+    out().print(f"goal: {task['goal']}", markup=False)
     if task.get("schedule"):
-        out.print(f"schedule: {task['schedule']}", markup=False)
+        out().print(f"schedule: {task['schedule']}", markup=False)
     if task.get("pending_action"):
         approval = task.get("approval") or {}
-        out.print(f"waiting on: {_action_text(task['pending_action'])} "
+        out().print(f"waiting on: {_action_text(task['pending_action'])} "
                   f"(approval {approval.get('id')}, expires {_when(approval.get('expires_at'))})",
                   markup=False)
     if task.get("result") is not None:
-        out.print(f"result: {json.dumps(task['result'], ensure_ascii=False)[:500]}", markup=False)
+        out().print(f"result: {json.dumps(task['result'], ensure_ascii=False)[:500]}", markup=False)
     if task.get("actions"):
         grid = Grid(Col("Step"), Col("Tool"), Col("Targets", whole=False), Col("Decision"),
                     Col("By"), Col("Outcome"), title="actions")
         for a in task["actions"]:
             grid.add(str(a["step"]), a["tool"], ", ".join(a.get("targets") or []),
                      a["decision"], a.get("decided_by"), a["outcome"])
-        grid.print(out)
+        grid.print(out())
 
 
 def cmd_tasks(state: Annotated[StateChoice | None, typer.Option(help="Only this state.")] = None,
@@ -208,19 +219,19 @@ def _one_line(text: Any, limit: int = SHOWN) -> str:
 
 def show_transcript(items: list[dict[str, Any]]) -> None:
     """An agent's conversation for people: who said what, calls and results shortened."""
-    out.print("[bold]conversation[/bold]", markup=True)
+    out().print("[bold]conversation[/bold]", markup=True)
     if not items:
-        out.print("  (no conversation: this task did not run as an agent)", markup=False)
+        out().print("  (no conversation: this task did not run as an agent)", markup=False)
     for item in items:
         who = item["role"] + (f" {item['tool_call_id']}" if item.get("tool_call_id") else "")
         if item.get("content"):
-            out.print(f"  [{who}] {_one_line(item['content'])}", markup=False)
+            out().print(f"  [{who}] {_one_line(item['content'])}", markup=False)
         elif not item.get("tool_calls"):
-            out.print(f"  [{who}] (empty)", markup=False)
+            out().print(f"  [{who}] (empty)", markup=False)
         for c in item.get("tool_calls") or []:
             fn = c.get("function") or {}
             call_text = f"{fn.get('name')}({fn.get('arguments')})"
-            out.print(f"  [{who}] → {_one_line(call_text)}", markup=False)
+            out().print(f"  [{who}] → {_one_line(call_text)}", markup=False)
 
 
 def transcript_items(url: str, task_id: str, key: str | None) -> list[dict[str, Any]]:
@@ -316,10 +327,10 @@ def cmd_approve(task_id: IdArg,
                                  api_key)) is None:
         return
     if "state" in answer:
-        out.print(f"approved {task_id} ({scope.value}); the task is {answer['state']}",
+        out().print(f"approved {task_id} ({scope.value}); the task is {answer['state']}",
                   markup=False)
     else:
-        out.print(f"approved {task_id} ({scope.value}); the request is {answer['status']}",
+        out().print(f"approved {task_id} ({scope.value}); the request is {answer['status']}",
                   markup=False)
 
 
@@ -335,9 +346,9 @@ def cmd_deny(task_id: IdArg,
         return
     if "state" in answer:
         why = (answer.get("result") or {}).get("reason", "user denied")
-        out.print(f"denied {task_id}; the task is {answer['state']} ({why})", markup=False)
+        out().print(f"denied {task_id}; the task is {answer['state']} ({why})", markup=False)
     else:
-        out.print(f"denied {task_id}; the request is {answer['status']}", markup=False)
+        out().print(f"denied {task_id}; the request is {answer['status']}", markup=False)
 
 
 def grant_status(grant: dict[str, Any]) -> str:
@@ -373,7 +384,7 @@ def cmd_grants(revoke: Annotated[str | None, typer.Option(help="Revoke this gran
         if as_json:
             _dump(grant)
             return
-        out.print(f"revoked {grant['id']} ({grant['scope']} {grant['tool']} for "
+        out().print(f"revoked {grant['id']} ({grant['scope']} {grant['tool']} for "
                   f"{grant['policy_id']})", markup=False)
         return
     _print_page(call("GET", url, "/grants", api_key, params={"include_revoked": include_revoked}),

@@ -23,8 +23,6 @@ from signoff.cli.tables import Col, Grid
 from signoff.errors import SignoffError
 from signoff.runtime.tools.registry import ToolInfo
 
-out = Console(highlight=False, soft_wrap=True)
-
 
 def listing(settings: Any, work_dir: Path | None = None) -> tuple[list[ToolInfo],
                                                                  dict[str, str]]:
@@ -65,7 +63,7 @@ def cmd_tools(
     grid = Grid(Col("Tool"), Col("Risk"), Col("Capability"), Col("Source", whole=False))
     for t in tools:
         grid.add(t.name, t.risk.value, t.capability, t.source)
-    grid.print(out)
+    grid.print(Console(highlight=False, soft_wrap=True))  # reads COLUMNS now
 
 
 def register(app: typer.Typer) -> None:
