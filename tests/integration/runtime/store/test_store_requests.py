@@ -201,3 +201,24 @@ async def test_a_persons_deny_is_found_by_its_refusal_key(store: TaskStore) -> N
     assert await store.commit(Change(at=NOW, approval=denied(5, by="tg:ann", at_minute=7)))
     newest = await store.refused_earlier("s-1", key, NOW)
     assert newest is not None and newest.id == "a-5"
+
+
+async def test_identical_requests_share_a_card_until_one_leaves_its_group(
+        store: TaskStore) -> None:
+    """A request that joins another's card is found as its member, the first as the
+    group's leader; one decided on its own (leaving the group) is a member no longer, and
+    once the leader is decided the group has none."""
+    leader = request(1).model_copy(update={"coalesce_key": "g"})
+    member = request(2).model_copy(update={"coalesce_key": "g", "coalesced_into": "a-1"})
+    assert await store.commit(new(leader)) and await store.commit(new(member))
+    assert await store.coalesce_leader("g") == leader
+    assert [a.id for a in await store.coalesced("a-1")] == ["a-2"]
+    alone = member.model_copy(update={"coalesced_into": None, "status": ApprovalStatus.DENIED,
+                                      "decided_by": "web:bob", "decided_at": NOW})
+    assert await store.commit(Change(at=NOW, approval=alone,
+                                     approval_expect=ApprovalStatus.PENDING))
+    assert await store.coalesced("a-1") == []
+    decided = leader.model_copy(update={"status": ApprovalStatus.APPROVED, "decided_at": NOW})
+    assert await store.commit(Change(at=NOW, approval=decided,
+                                     approval_expect=ApprovalStatus.PENDING))
+    assert await store.coalesce_leader("g") is None
