@@ -15,6 +15,7 @@ signatures.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -96,6 +97,16 @@ def signed_in(endpoint: Endpoint) -> Endpoint:
     return guarded
 
 
+# FastAPI 0.165 and later trace every request into OpenTelemetry's global providers by
+# themselves (and look them up on every request). signoff exports only what its
+# [telemetry] section asks, through providers of its own (runtime/telemetry.py): a
+# global provider set by a host process must not receive spans of the approvals API
+# (paths with request ids, timings) that nobody configured.
+NO_NATIVE_TELEMETRY: dict[str, Any] = (
+    {"telemetry": {"tracing": False, "metrics": False, "logs": False}}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters else {})
+
+
 def create_app(ctx: ApiContext) -> FastAPI:
     """Build the app for one node (see the module docstring)."""
     metrics = attach_metrics(ctx)
@@ -107,7 +118,8 @@ def create_app(ctx: ApiContext) -> FastAPI:
     # the routes listed there, whatever router a route comes from.
     app = FastAPI(title="signoff", version=__version__, docs_url=None, redoc_url=None,
                   openapi_url="/openapi.json", dependencies=[Depends(access.gate)],
-                  description="Approval-gated autonomy: tasks, decisions, audit.")
+                  description="Approval-gated autonomy: tasks, decisions, audit.",
+                  **NO_NATIVE_TELEMETRY)
     app.state.ctx = ctx
     app.state.auth = auth
     app.state.metrics = metrics

@@ -184,3 +184,45 @@ async def test_the_sdk_carries_the_callers_current_span(tmp_path: Path,
     assert span.context.trace_id == context.trace_id
     assert span.parent is not None and span.parent.span_id == context.span_id
     assert trace.get_current_span() is not turn  # the agent's span ended with its block
+
+
+HOST_WITH_A_GLOBAL_PROVIDER = """
+import asyncio, sys
+from pathlib import Path
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from tests.api.helpers import make_settings, running_node
+
+spans = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(spans))
+trace.set_tracer_provider(provider)
+
+async def main():
+    work = Path(sys.argv[1])
+    async with running_node(work, settings=make_settings(work)) as node, node.client() as c:
+        for path in ("/health", "/tasks", "/approvals"):
+            assert (await c.get(path)).status_code == 200, path
+    with trace.get_tracer("host").start_as_current_span("the host's own"):
+        pass
+    print(sorted(s.name for s in spans.get_finished_spans()))
+
+asyncio.run(main())
+"""
+
+
+def test_a_host_processs_global_provider_gets_no_span_of_the_api(tmp_path: Path) -> None:
+    """A program that embeds signoff and sets OpenTelemetry's global tracer provider for
+    itself gets its own spans there and none of signoff's API: signoff exports only what
+    its [telemetry] section configures (FastAPI would trace every request otherwise)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", HOST_WITH_A_GLOBAL_PROVIDER,
+                           str(tmp_path / "work")], cwd=root, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[\"the host's own\"]"
