@@ -33,7 +33,6 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 TIMEOUT = 10.0
 
 
-
 # Consoles are made per use: one reads COLUMNS when it is made, so one made at import
 # would keep the width of whatever imported this module first.
 def out() -> Console:
@@ -178,15 +177,15 @@ def tasks_table(items: list[dict[str, Any]]) -> Grid:
 def show_task(task: dict[str, Any]) -> None:
     """A task for people: its fields, the pending action, the history."""
     out().print(f"[bold]{task['id']}[/bold]  "
-              f"{outcome_words(task['state'], task.get('result'))}", markup=False)
+                f"{outcome_words(task['state'], task.get('result'))}", markup=False)
     out().print(f"goal: {task['goal']}", markup=False)
     if task.get("schedule"):
         out().print(f"schedule: {task['schedule']}", markup=False)
     if task.get("pending_action"):
         approval = task.get("approval") or {}
         out().print(f"waiting on: {_action_text(task['pending_action'])} "
-                  f"(approval {approval.get('id')}, expires {_when(approval.get('expires_at'))})",
-                  markup=False)
+                    f"(approval {approval.get('id')}, expires {_when(approval.get('expires_at'))})",
+                    markup=False)
     if task.get("result") is not None:
         out().print(f"result: {json.dumps(task['result'], ensure_ascii=False)[:500]}", markup=False)
     if task.get("actions"):
@@ -328,10 +327,10 @@ def cmd_approve(task_id: IdArg,
         return
     if "state" in answer:
         out().print(f"approved {task_id} ({scope.value}); the task is {answer['state']}",
-                  markup=False)
+                    markup=False)
     else:
         out().print(f"approved {task_id} ({scope.value}); the request is {answer['status']}",
-                  markup=False)
+                    markup=False)
 
 
 def cmd_deny(task_id: IdArg,
@@ -385,7 +384,7 @@ def cmd_grants(revoke: Annotated[str | None, typer.Option(help="Revoke this gran
             _dump(grant)
             return
         out().print(f"revoked {grant['id']} ({grant['scope']} {grant['tool']} for "
-                  f"{grant['policy_id']})", markup=False)
+                    f"{grant['policy_id']})", markup=False)
         return
     _print_page(call("GET", url, "/grants", api_key, params={"include_revoked": include_revoked}),
                 as_json, grants_table, "no grants")
