@@ -24,6 +24,7 @@ from typing import Annotated, Any, NoReturn
 import httpx
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from signoff._version import __version__
 from signoff.cli.tables import Col, Grid
@@ -176,8 +177,9 @@ def tasks_table(items: list[dict[str, Any]]) -> Grid:
 
 def show_task(task: dict[str, Any]) -> None:
     """A task for people: its fields, the pending action, the history."""
-    out().print(f"[bold]{task['id']}[/bold]  "
-                f"{outcome_words(task['state'], task.get('result'))}", markup=False)
+    # Text, not markup: a task's words are not ours to interpret, and the id in bold.
+    out().print(Text.assemble((task["id"], "bold"), "  ",
+                              outcome_words(task["state"], task.get("result"))))
     out().print(f"goal: {task['goal']}", markup=False)
     if task.get("schedule"):
         out().print(f"schedule: {task['schedule']}", markup=False)

@@ -79,6 +79,7 @@ async def test_show_approve_and_deny(node: Running, base: str, echo: HttpEcho) -
     first = await waiting(node, echo)
     shown = await run("show", first, "--url", base, "--api-key", KEY)
     assert shown.exit_code == 0
+    assert shown.output.splitlines()[0] == f"{first}  waiting_approval", shown.output
     assert "waiting on: SEND send_webhook" in shown.output
     as_json = await run("show", first, "--json", "--url", base, "--api-key", KEY)
     assert json.loads(as_json.output)["id"] == first
