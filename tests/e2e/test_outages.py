@@ -336,3 +336,58 @@ def set_read_only(pg: PrivatePostgres, on: bool) -> None:
         else:
             admin.execute("ALTER SYSTEM RESET default_transaction_read_only")
         admin.execute("SELECT pg_reload_conf()")
+
+
+async def test_outside_requests_are_whole_or_absent_across_a_postgresql_crash(
+        private_pg: PrivatePostgres) -> None:
+    """PostgreSQL crashes (immediate stop) and comes back under a store that keeps taking
+    outside requests and decisions on its pipelined path: each one is stored whole (its
+    request row, its audit event) or refused as an outage and absent, never half-written,
+    and the audit chain verifies afterwards."""
+    from signoff.errors import StoreError
+    from signoff.runtime import audit
+    from signoff.runtime.models import ApprovalStatus, AuditEvent
+    from signoff.runtime.store.port import Change
+    from signoff.runtime.store.postgres.store import PgTaskStore
+    from tests.integration.runtime.store.test_store import NOW
+    from tests.integration.runtime.store.test_store_requests import new, request
+
+    store = PgTaskStore(url=private_pg.url)
+    await store.open()
+    outcomes: dict[str, bool] = {}  # request id -> stored (False: refused as an outage)
+
+    async def ask(n: int) -> None:
+        try:
+            stored = await store.commit(new(request(n, key=f"k{n}"),
+                                            AuditEvent(kind="evaluation", approval_id=f"a-{n}")))
+        except StoreError:
+            stored = False
+        outcomes[f"a-{n}"] = stored
+
+    try:
+        for n in range(5):
+            await ask(n)
+        await asyncio.to_thread(private_pg.restart, "immediate")
+        # The pool's connections died with the server: the first requests on them are
+        # refused as an outage (two, as measured), the later ones find new connections.
+        for n in range(5, 30):
+            await ask(n)
+        assert all(outcomes[f"a-{n}"] for n in range(5)) and outcomes["a-29"]
+        decided = (await store.get_approval("a-29"))
+        assert decided is not None
+        decided = decided.model_copy(update={"status": ApprovalStatus.APPROVED,
+                                             "decided_by": "web:bob", "decided_at": NOW})
+        assert await store.commit(Change(at=NOW, approval=decided,
+                                         approval_expect=ApprovalStatus.PENDING,
+                                         audit=[AuditEvent(kind="decision",
+                                                           approval_id="a-29")]))
+        for approval_id, stored in outcomes.items():
+            found = await store.get_approval(approval_id)
+            assert (found is not None) == stored, approval_id
+            assert (await store.find_request(f"k{approval_id[2:]}") is not None) == stored
+        events = [e for e in await store.audit_chain() if e.approval_id]
+        assert sorted(e.approval_id for e in events if e.kind == "evaluation") == sorted(
+            a for a, stored in outcomes.items() if stored)
+        assert (await audit.verify(store)).ok
+    finally:
+        await store.close()
