@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -61,18 +61,12 @@ class Dialect:
 
     time: Callable[[datetime | None], Any]  # a datetime as the driver stores the column
     postgres: bool = False
-    _sql: dict[str, str] = field(default_factory=dict, compare=False)
 
     def sql(self, text: str, *, lock: bool = False) -> str:
         """``text`` in the driver's placeholders, with a row lock where one is taken."""
-        key = f"{text}{lock}"
-        found = self._sql.get(key)
-        if found is None:
-            found = text + (" FOR UPDATE" if lock and self.postgres else "")
-            if self.postgres:
-                found = found.replace("?", "%s")
-            self._sql[key] = found
-        return found
+        if not self.postgres:
+            return text
+        return (text + " FOR UPDATE" if lock else text).replace("?", "%s")
 
 
 @dataclass(frozen=True)
@@ -108,9 +102,9 @@ Steps = Generator[Step, Any, list[AuditEvent]]
 
 def request_steps(ch: Change, sealer: audit_chain.Sealer, d: Dialect) -> Steps:
     """The statements of a Change of one outside request, in order; returns its audit
-    events, sealed. A lost compare-and-set raises `Lost` (the driver's transaction
-    undoes what was written); a duplicate id or idempotency key is the driver's
-    IntegrityError."""
+    events, sealed. A lost compare-and-set raises `Lost`, here or (a `Run`'s ``expect``)
+    in the driver, and the driver's transaction undoes what was written; a duplicate id
+    or idempotency key is the driver's IntegrityError."""
     ap = ch.approval
     assert ap is not None and ch.task is None and ap.task_id is None
     yield from _write_approval(ch, ap, d)
