@@ -103,9 +103,28 @@ def _shown(value: Any) -> Any:
     return shown(value)
 
 
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler on ``sys.stderr`` as it is when a line is written, not when the handler
+    was made: a program that swaps ``sys.stderr`` (a host that embeds the CLI, a test
+    runner that captures it and closes its capture) must not leave the log writing to a
+    stream that is gone. The standard library's own last-resort handler does the same."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        """`StreamHandler.__init__` assigns one; the property ignores it."""
+
+
 def handler(stream: TextIO | None = None) -> logging.Handler:
-    """The daemon's log handler: key=value lines on ``stream`` (stderr), masked."""
-    out = logging.StreamHandler(stream or sys.stderr)
+    """The daemon's log handler: key=value lines on ``stream`` (or whatever ``sys.stderr``
+    is when a line is written), masked."""
+    out = logging.StreamHandler(stream) if stream is not None else _Stderr()
     out.setFormatter(KeyValueFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     out.addFilter(MaskUrls())
     return out

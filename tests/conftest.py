@@ -12,6 +12,7 @@ tests that need it are skipped with the reason, unless ``SIGNOFF_REQUIRE_POSTGRE
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -54,6 +55,18 @@ def _admin_connect(url: sa.engine.URL) -> Any:
                            user=url.username, password=url.password,
                            dbname=url.database or "postgres", autocommit=True,
                            connect_timeout=3)
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_as_it_was() -> Iterator[None]:
+    """A CLI command run in this process (`signoff tools`, `signoff run`) sets up logging
+    for the whole process, as it should in its own; give the next test the root logger's
+    handlers and level back, whichever worker runs it next."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture

@@ -124,7 +124,7 @@ async def test_show_transcript_prints_the_conversation(agent: Running, llm: Fake
     assert "[user] tidy up after reading notes" in shown.output
     assert '[assistant] → read_file({"path": "notes.txt"})' in shown.output
     assert "[tool call_1_0]" in shown.output
-    data = json.loads(scripted.output)
+    data = json.loads(scripted.stdout)
     assert data["id"] == task_id and len(data["transcript"]) == 6
     assert len(llm.requests) == 2
 

@@ -69,7 +69,7 @@ async def test_tasks_lists_as_a_table_and_as_json(node: Running, base: str,
     scripted = await run("tasks", "--json", "--state", "waiting_approval",
                          env={"SIGNOFF_URL": base, "SIGNOFF_API_KEY": KEY})
     assert scripted.exit_code == 0
-    assert [t["id"] for t in json.loads(scripted.output)["items"]] == [task_id]
+    assert [t["id"] for t in json.loads(scripted.stdout)["items"]] == [task_id]
     empty = await run("tasks", "--state", "completed", "--url", base, "--api-key", KEY)
     assert empty.exit_code == 0 and "no tasks" in empty.output
 
@@ -82,7 +82,7 @@ async def test_show_approve_and_deny(node: Running, base: str, echo: HttpEcho) -
     assert shown.output.splitlines()[0] == f"{first}  waiting_approval", shown.output
     assert "waiting on: SEND send_webhook" in shown.output
     as_json = await run("show", first, "--json", "--url", base, "--api-key", KEY)
-    assert json.loads(as_json.output)["id"] == first
+    assert json.loads(as_json.stdout)["id"] == first
     approved = await run("approve", first, "--scope", "session", "--url", base,
                          "--api-key", BOB_KEY)
     assert approved.exit_code == 0, approved.output
@@ -173,7 +173,7 @@ async def test_grants_list_and_revoke(node: Running, base: str, echo: HttpEcho) 
     task_id = await waiting(node, echo)
     await run("approve", task_id, "--scope", "always", "--url", base, "--api-key", KEY)
     listed = await run("grants", "--json", "--url", base, "--api-key", KEY)
-    grants = json.loads(listed.output)["items"]
+    grants = json.loads(listed.stdout)["items"]
     assert len(grants) == 1 and grants[0]["scope"] == "always"
     table = await run("grants", "--url", base, "--api-key", KEY)
     assert grants[0]["id"] in table.output
@@ -212,7 +212,7 @@ async def test_grants_show_what_they_cover_and_ended_session_grants(
         await wait_state(client, session_task, "completed")
     always_task = await waiting(node, echo, path="/always")
     await run("approve", always_task, "--scope", "always", "--url", base, "--api-key", KEY)
-    listed = json.loads((await run("grants", "--json", "--url", base, "--api-key", KEY)).output)
+    listed = json.loads((await run("grants", "--json", "--url", base, "--api-key", KEY)).stdout)
     by_scope = {g["scope"]: g for g in listed["items"]}
     assert by_scope["session"]["status"] == "ended" and by_scope["always"]["status"] == "live"
     assert by_scope["always"]["targets"] == [echo.url("/always")]
@@ -244,7 +244,7 @@ async def test_approve_and_deny_take_an_approval_id(node: Running, base: str) ->
     denied = await run("deny", second, "--reason", "no", "--json", "--url", base,
                        "--api-key", KEY)
     assert denied.exit_code == 0
-    assert json.loads(denied.output)["status"] == "denied"
+    assert json.loads(denied.stdout)["status"] == "denied"
     unknown = await run("approve", "a-nope", "--url", base, "--api-key", KEY)
     assert unknown.exit_code == 1 and "no approval request a-nope" in unknown.output
     late = await run("approve", second, "--url", base, "--api-key", KEY)
@@ -261,7 +261,7 @@ async def test_approve_for_time_boxes_the_grant_and_grants_shows_until_when(
     task_id = await waiting(node, echo, path="/always")
     await run("approve", task_id, "--scope", "always", "--for", "8h", "--url", base,
               "--api-key", KEY)
-    listed = json.loads((await run("grants", "--json", "--url", base, "--api-key", KEY)).output)
+    listed = json.loads((await run("grants", "--json", "--url", base, "--api-key", KEY)).stdout)
     [grant] = [g for g in listed["items"] if g["scope"] == "always"]
     assert grant["expires_at"] is not None and grant["status"] == "live"
     result = await real_cli("grants", "--url", base, "--api-key", KEY)

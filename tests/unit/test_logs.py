@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
+
+import pytest
 
 from signoff.logs import KeyValueFormatter, handler
 
@@ -46,3 +49,24 @@ def test_every_line_of_the_daemon_handler_is_masked() -> None:
     assert "url=https://•••@h/" in text and "note=a[U+202E]b" in text
     assert "ValueError: cannot reach https://h/?sig=•••" in text
     assert "SECRET" not in text and "\u202e" not in text
+
+
+def test_the_daemon_handler_writes_to_stderr_as_it_is_now(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host that swaps ``sys.stderr`` after logging was set up (and closes the old one)
+    gets the next line on the new stream, not a logging error about a closed file."""
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    out = handler()
+    log = logging.getLogger("test.stderr.now")
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    log.addHandler(out)
+    try:
+        log.info("before")
+        first.close()
+        monkeypatch.setattr(sys, "stderr", second)
+        log.info("after")
+    finally:
+        log.handlers.clear()
+    assert "after" in second.getvalue() and "Logging error" not in second.getvalue()

@@ -126,7 +126,7 @@ def test_config_show_masks_secrets_and_names_what_it_left_out(config: Path) -> N
     result = CliRunner().invoke(app, ["config", "show", str(config)], env={
         "SIGNOFF_T_SLACK_BOT": "xoxb-very-secret", "SIGNOFF_T_SLACK_APP": "xapp-secret-too"})
     assert result.exit_code == 0, result.output
-    shown = json.loads(result.output)
+    shown = json.loads(result.stdout)
     assert shown["slack"]["bot_token"] == "***" and shown["slack"]["app_token"] == "***"
     assert shown["slack"]["channel"] == "C0APPROVALS"
     assert "very-secret" not in result.output and "secret-too" not in result.output

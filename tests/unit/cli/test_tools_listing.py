@@ -25,7 +25,7 @@ def test_json_lists_the_builtins_with_their_risk_and_source(tmp_path: Path) -> N
                       '[policy]\nread_only_commands = ["git status"]\n')
     result = CliRunner().invoke(app, ["tools", "--config", str(config), "--json"])
     assert result.exit_code == 0, result.output
-    tools = {t["name"]: t for t in json.loads(result.output)}
+    tools = {t["name"]: t for t in json.loads(result.stdout)}
     assert set(tools) == {"read_file", "list_dir", "http_get", "write_file", "send_webhook",
                           "send_email", "post_message", "delete_file", "run_command"}
     assert tools["read_file"] == {"name": "read_file", "risk": "READ",
