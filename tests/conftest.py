@@ -59,7 +59,7 @@ def _admin_connect(url: sa.engine.URL) -> Any:
 
 @pytest.fixture(autouse=True)
 def _root_logger_as_it_was() -> Iterator[None]:
-    """A CLI command run in this process (`signoff tools`, `signoff run`) sets up logging
+    """A CLI command run in this process (`signoff tools`, `signoff daemon start`) sets up logging
     for the whole process, as it should in its own; give the next test the root logger's
     handlers and level back, whichever worker runs it next."""
     root = logging.getLogger()
