@@ -25,7 +25,10 @@ Run: ``python bench/throughput.py [--tasks N] [--concurrency C] [--budget S] [--
    handler inserts and whose worker claims and saves with sqlite3 — the same three commits
    per task and nothing else — driven by the same submitters and counted the same way.
    ``ratio signoff/http_baseline`` is signoff's tasks/s over this one's (target >= 0.5):
-   what signoff costs beyond the server and the database it cannot avoid.
+   what signoff costs beyond the server and the database it cannot avoid. The runs of
+   the two alternate round by round; each also reads its server process's CPU time
+   (/proc) and ``cpu_ms_per_task`` prints both: a figure a busy machine leaves alone,
+   where tasks/s swings with whatever else runs.
 3. for reference (``--no-in-process`` skips it), the in-process figure of earlier
    versions: a node built in this process (`build_node`, a no-op READ tool) whose tasks
    are all submitted first with ``engine.submit``, then run by the real worker until the
@@ -65,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from daemons import free_port, start_daemons, stop  # bench/ is on sys.path when this file runs
 from noop_tool import NoopTool, plugin_path
 from posting import Poster
+from procstat import cpu_seconds
 
 from bench.api import wait_ready
 from signoff.config.settings import Settings
@@ -229,6 +233,17 @@ class DaemonRun:
     seconds: float
     submit_s: float
     task_json: str
+    cpu_s: float  # the server process's CPU time (user + system) over the run
+
+    @property
+    def rate(self) -> float:
+        """Tasks finished per second."""
+        return self.done / self.seconds
+
+    @property
+    def cpu_ms_per_task(self) -> float:
+        """The server's CPU per finished task, in milliseconds."""
+        return self.cpu_s / max(self.done, 1) * 1e3
 
 
 def _count(db: Path, sql: str) -> int:
@@ -301,14 +316,16 @@ async def run_daemon(tasks: int, work: Path, *, concurrency: int, budget: float,
     [(base, proc)] = start_daemons(f"sqlite:///{db}", 1, work,
                                    pythonpath=plugin_path(work / "plugins"))
     try:
+        cpu = cpu_seconds(proc.pid)
         done, took, submit_s = await drive(base, db, tasks, concurrency=concurrency,
                                            budget=budget, tool=tool)
+        cpu = cpu_seconds(proc.pid) - cpu
     finally:
         stop([proc])
     failed = _count(db, "SELECT count(*) FROM tasks WHERE state = 'failed'")
     if failed:
         raise SystemExit(f"{failed} task(s) failed (see {work}/node0/daemon.log)")
-    return DaemonRun(tasks, done, took, submit_s, _sample_json(db))
+    return DaemonRun(tasks, done, took, submit_s, _sample_json(db), cpu)
 
 
 def run_http_baseline(tasks: int, work: Path, *, concurrency: int, budget: float,
@@ -323,11 +340,13 @@ def run_http_baseline(tasks: int, work: Path, *, concurrency: int, budget: float
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base, proc)
+        cpu = cpu_seconds(proc.pid)
         done, took, submit_s = asyncio.run(drive(base, db, tasks, concurrency=concurrency,
                                                  budget=budget, tool=tool))
+        cpu = cpu_seconds(proc.pid) - cpu
     finally:
         stop([proc])
-    return DaemonRun(tasks, done, took, submit_s, "{}")
+    return DaemonRun(tasks, done, took, submit_s, "{}", cpu)
 
 
 def _thread_profiles(store_pool_threads: list[cProfile.Profile]) -> None:
@@ -417,14 +436,21 @@ def main() -> None:
         work = Path(tmp)
         # Best of --repeat, signoff and baseline alike: on a shared machine a run is only
         # ever slowed by someone else's work, so the fastest is nearest each one's speed.
-        tries = [asyncio.run(run_daemon(args.tasks, work / f"daemon{n}",
-                                        concurrency=args.concurrency, budget=args.budget,
-                                        tool=args.tool)) for n in range(args.repeat)]
-        daemon = max(tries, key=lambda d: d.done / d.seconds)
-        http_tries = [run_http_baseline(args.tasks, work / f"http{n}",
-                                        concurrency=args.concurrency, budget=args.budget,
-                                        tool=args.tool) for n in range(args.repeat)]
-        http = max(d.done / d.seconds for d in http_tries)
+        # Interleaved round by round, so that a machine whose speed drifts (a neighbour
+        # starting, a CPU boost ending) slows both alike rather than one of them.
+        tries: list[DaemonRun] = []
+        http_tries: list[DaemonRun] = []
+        for n in range(args.repeat):
+            tries.append(asyncio.run(run_daemon(args.tasks, work / f"daemon{n}",
+                                                concurrency=args.concurrency,
+                                                budget=args.budget, tool=args.tool)))
+            http_tries.append(run_http_baseline(args.tasks, work / f"http{n}",
+                                                concurrency=args.concurrency,
+                                                budget=args.budget, tool=args.tool))
+        daemon = max(tries, key=lambda d: d.rate)
+        http = max(d.rate for d in http_tries)
+        cpu_ours = min(d.cpu_ms_per_task for d in tries)
+        cpu_http = min(d.cpu_ms_per_task for d in http_tries)
         e2e_s = min(run_baseline(args.tasks, 2 * args.tasks, daemon.task_json,
                                  work / f"e2e{n}", inserts=True) for n in range(args.repeat))
         run = None if args.no_in_process else asyncio.run(run_signoff(args.tasks,
@@ -443,7 +469,7 @@ def main() -> None:
           f"x {args.concurrency} submitters; {daemon.done} in {daemon.seconds:.2f} s, "
           f"submissions took {daemon.submit_s:.2f} s){cut}"
           + (f"; best of {args.repeat}: "
-             + ", ".join(f"{d.done / d.seconds:,.0f}" for d in tries) if args.repeat > 1
+             + ", ".join(f"{d.rate:,.0f}" for d in tries) if args.repeat > 1
              else ""))
     print(f"baseline:       {baseline:,.0f} tasks/s (plain sqlite3: insert, claim, save = "
           f"{3 * args.tasks} commits in {e2e_s:.2f} s, {e2e_s / (3 * args.tasks) * 1e6:,.0f} us "
@@ -451,7 +477,11 @@ def main() -> None:
     print(f"http baseline:  {http:,.0f} tasks/s (bench/http_baseline.py: the daemon's uvicorn "
           "and httptools settings, a bare Starlette POST /tasks and a worker making the same "
           "three sqlite3 commits per task, nothing else; best of "
-          f"{args.repeat})")
+          f"{args.repeat}: " + ", ".join(f"{d.rate:,.0f}" for d in http_tries) + ")")
+    print(f"cpu_ms_per_task signoff = {cpu_ours:.3f}, http_baseline = {cpu_http:.3f} (the "
+          "server process's user + system CPU from the first submission to the last "
+          f"completion, least of the runs; ratio {cpu_http / cpu_ours:.3f}: steadier than "
+          "tasks/s on a shared machine, which slows a run but adds no CPU to it)")
     in_process_ratio = None
     if run is not None:
         in_process = run.tasks / run.work_s
