@@ -24,6 +24,8 @@ import difflib
 import functools
 import os
 import posixpath
+import stat
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +347,17 @@ class DeleteFileTool(_PathTool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
         return self._delete(args["path"], ctx)  # one unlink: on the loop
 
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+        """What the unlink would remove as it is now: a file's size, lines and last
+        change, a symlink's target, or that there is nothing there. Facts, never the
+        file's content: a card may go to a team channel, and the person decides on the
+        path, which the card already shows whole."""
+        try:
+            victim = self._victim(args["path"], ctx)
+        except ToolError:
+            return None  # the check refuses it before anyone is asked
+        return delete_preview(victim, normalize_path(ctx.work_dir, args["path"]))
+
     def _victim(self, raw: str, ctx: ToolContext) -> Path:
         """What the unlink removes: a symlink itself (its target confined and unprotected
         all the same), else the file, which may not be protected or hard-linked."""
@@ -363,6 +376,61 @@ class DeleteFileTool(_PathTool):
         except OSError as exc:
             raise _os_error(self.name, raw, exc) from exc
         return {"path": rel, "deleted": True}
+
+
+def delete_preview(victim: Path, rel: str) -> Preview:
+    """`DeleteFileTool.preview` of ``victim`` (the entry the unlink removes), ``rel`` as
+    the card names it."""
+    label = f"Deletes {rel}"
+    try:
+        info = victim.lstat()
+    except FileNotFoundError:
+        return Preview(label=label, kind="text",
+                       text="(no such file now: the step fails unless an earlier step of "
+                       "the task creates it)")
+    except OSError as exc:
+        return Preview(label=label, kind="text",
+                       text=f"(cannot be looked at: {exc.strerror or exc})")
+    changed = datetime.fromtimestamp(info.st_mtime, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if stat.S_ISLNK(info.st_mode):
+        try:
+            target = os.readlink(victim)
+        except OSError:
+            target = "?"
+        return Preview(label=label, kind="text",
+                       text=f"a symbolic link to {target}: the link is deleted, not what it "
+                       f"points to\nlast changed {changed}")
+    if stat.S_ISDIR(info.st_mode):
+        return Preview(label=label, kind="text",
+                       text="(a directory: delete_file refuses it)")
+    if not stat.S_ISREG(info.st_mode):
+        return Preview(label=label, kind="text",
+                       text=f"a special file (not a regular file)\nlast changed {changed}")
+    size = f"{info.st_size:,} byte{'s' if info.st_size != 1 else ''}"
+    return Preview(label=label, kind="text",
+                   text=f"{_described(victim, size)}\nlast changed {changed}")
+
+
+def _described(path: Path, size: str) -> str:
+    """``size``, with what the file holds when it is small enough to read: its lines of
+    UTF-8 text, or that it is not text. Opened without blocking or following a link, and
+    read only if it is still a regular file: it may have been swapped for a FIFO since
+    its lstat, and a preview must never hang a thread on one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return size
+            data = fh.read(DIFF_INPUT + 1)
+    except OSError as exc:
+        return f"{size} (cannot be read: {exc.strerror or exc})"
+    if len(data) > DIFF_INPUT:
+        return size
+    try:
+        lines = len(data.decode("utf-8").splitlines())
+    except UnicodeDecodeError:
+        return f"{size}, not UTF-8 text"
+    return f"{size} of text, {lines:,} line{'s' if lines != 1 else ''}"
 
 
 def write_preview(ctx: ToolContext, raw: str, content: str) -> Preview | None:

@@ -3,6 +3,7 @@ generic argument preview of MCP tools, and the bounds every preview keeps."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from signoff.runtime.models import Action
@@ -105,3 +106,35 @@ def test_bounded_keeps_whole_lines() -> None:
     assert bounded("a\nb") == ("a\nb", False)
     text, cut = bounded("x" * 5000)
     assert cut and len(text) <= PREVIEW_CHARS and text.endswith("(long lines shortened)")
+
+
+async def test_delete_file_says_what_is_there_now_without_its_content(tmp_path: Path) -> None:
+    """A text file: its size, lines and last change; never a word of what it holds (a
+    card may go to a team channel)."""
+    (tmp_path / "keep.txt").write_text("the launch codes\nline two\n")
+    shown = await preview(tmp_path, "delete_file", path="./keep.txt")
+    assert shown is not None and shown.label == "Deletes keep.txt" and not shown.cut
+    first, changed = shown.text.splitlines()
+    assert first == "26 bytes of text, 2 lines"
+    assert changed.startswith("last changed ") and changed.endswith(" UTC")
+    assert "launch" not in shown.text
+    (tmp_path / "blob.bin").write_bytes(b"\xff\xfe\x00")
+    blob = await preview(tmp_path, "delete_file", path="blob.bin")
+    assert blob is not None and blob.text.splitlines()[0] == "3 bytes, not UTF-8 text"
+
+
+async def test_delete_file_of_nothing_a_link_or_a_fifo(tmp_path: Path) -> None:
+    """No file: the card says so. A symlink: the link goes, not its target. A FIFO is
+    named, never opened (a preview must not hang on one). Outside the work dir: none."""
+    gone = await preview(tmp_path, "delete_file", path="nope.txt")
+    assert gone is not None and gone.text.startswith("(no such file now")
+    (tmp_path / "target.txt").write_text("x")
+    (tmp_path / "link").symlink_to("target.txt")
+    link = await preview(tmp_path, "delete_file", path="link")
+    assert link is not None
+    assert link.text.startswith("a symbolic link to target.txt: the link is deleted")
+    os.mkfifo(tmp_path / "pipe")
+    fifo = await preview(tmp_path, "delete_file", path="pipe")
+    assert fifo is not None and fifo.text.startswith("a special file")
+    assert await preview(tmp_path, "delete_file", path="../elsewhere.txt") is None
+    assert (tmp_path / "target.txt").exists() and (tmp_path / "link").is_symlink()
