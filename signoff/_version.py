@@ -1,3 +1,3 @@
 """The version of signoff, on the ground floor: anything may import it without the package root."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
