@@ -402,7 +402,10 @@ def _explain(err: Mapping[str, Any], root: type[BaseModel], top: Sequence[str]) 
         return msg.removeprefix("Value error, ")
     if kind == "assertion_error":
         return msg.removeprefix("Assertion failed, ")
-    text = msg[:1].lower() + msg[1:]
+    # pydantic names the Python class ("not a valid path for <class 'pathlib.Path'>"),
+    # which says nothing to someone editing a TOML file.
+    text = "should be a path (a string)" if kind in {"path_type", "path_parsing"} else (
+        msg[:1].lower() + msg[1:])
     value, names = err.get("input"), [str(p) for p in err["loc"]]
     secret = any(word in name.lower() for name in names for word in _SECRET_WORDS)
     # Echo the offending scalar to help, but never a token or password.

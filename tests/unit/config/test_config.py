@@ -192,6 +192,13 @@ def test_unknown_key_suggests_the_right_one(write_config: WriteConfig) -> None:
     assert message == "config.toml: approvals.timout: unknown key (did you mean 'timeout'?)"
 
 
+def test_a_path_that_is_not_a_string_says_so_in_toml_words(write_config: WriteConfig) -> None:
+    """Not pydantic's "valid path for <class 'pathlib.Path'>": the key, what it wants, the
+    value given."""
+    message = config_error(write_config("[daemon]\nwork_dir = 3\n"))
+    assert message == "config.toml: daemon.work_dir: should be a path (a string), got 3"
+
+
 def test_unknown_section_suggests_the_right_one(write_config: WriteConfig) -> None:
     """A misspelt section name is reported as an unknown section with a suggestion."""
     message = config_error(write_config('[slak]\nbot_token = "x"\n'))
