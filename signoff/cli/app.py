@@ -21,6 +21,24 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="signoff: AI agents do the work, a person keeps the last word.")
 daemon_app = typer.Typer(no_args_is_help=True, help="Run the always-on daemon.")
 config_app = typer.Typer(no_args_is_help=True, help="Check or show configuration files.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from signoff._version import __version__
+
+        typer.echo(f"signoff {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print signoff's version and exit.")] = False) -> None:
+    # Only the option: its callback prints and exits before any command runs.
+    pass
+
+
 app.add_typer(daemon_app, name="daemon")
 app.add_typer(config_app, name="config")
 

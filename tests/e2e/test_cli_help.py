@@ -43,3 +43,14 @@ def test_the_summaries_are_sentences() -> None:
     for name, cmd in command().commands.items():
         summary = " ".join((cmd.help or "").split("\n\n")[0].split())
         assert summary[:1].isupper() and summary.endswith("."), (name, summary)
+
+
+def test_version_prints_the_package_version() -> None:
+    """`signoff --version` answers with the version the package was built as, and exits 0
+    without running a command."""
+    from signoff import __version__
+
+    done = subprocess.run([sys.executable, "-m", "signoff", "--version"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"signoff {__version__}\n"
