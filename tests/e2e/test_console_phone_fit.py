@@ -71,7 +71,10 @@ async def test_the_console_fits_a_phone(tmp_path: Path, echo: HttpEcho) -> None:
         done_text = await done.inner_text()
         await snapshot(page, "phone-flash-done.png")
 
-        # "already decided": a stale page's button for a request decided meanwhile.
+        # "already decided": a stale page's button for a request decided meanwhile. The
+        # page is kept stale (as a phone's tab is when its stream dropped): with the live
+        # stream it would swap the buttons out before the click, and the click would wait.
+        await page.route("**/events", lambda route: route.abort())
         await page.goto(f"{base}/console/cards/{other['approval']['id']}")
         await page.locator(".decide button").first.wait_for(timeout=10_000)
         r = await api.post(f"/tasks/{other['id']}/deny", json={"reason": "no"})
@@ -82,6 +85,7 @@ async def test_the_console_fits_a_phone(tmp_path: Path, echo: HttpEcho) -> None:
         late_class = await late.get_attribute("class")
         await snapshot(page, "phone-flash-already.png")
         assert done_class != late_class, (done_class, done_text, await late.inner_text())
+        await page.unroute("**/events")
 
         # The task page wraps its (long) result.
         final = await wait_state(api, approved["id"], "completed", "failed")
