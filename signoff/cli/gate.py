@@ -250,7 +250,9 @@ async def serve_http(server: Server[Any], address: HttpAddress) -> None:
     (DELETE) or that goes idle cancels its calls, which withdraws their requests."""
     listener = bind(address)
     app = server.streamable_http_app(streamable_http_path=address.path, host=address.host)
-    web = _Web(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    # proxy_headers off: uvicorn would otherwise take a local caller's X-Forwarded-For
+    # for its address (as the daemon, see signoff.wiring.daemon.server_config).
+    web = _Web(uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop serving, then withdraw (finally)
         loop.add_signal_handler(sig, web.stop)

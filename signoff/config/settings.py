@@ -15,6 +15,7 @@ each validated by its surface's model and kept in `Settings.surfaces`.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from datetime import timedelta
@@ -120,6 +121,18 @@ class DaemonSettings(Section):
     # A database outage this long ends the daemon (exit code 3) for a supervisor to act
     # on; None (the default): outages are waited out however long they last.
     db_outage_limit: PositiveDuration | None = None
+    # Peers whose X-Forwarded-For / X-Forwarded-Proto are believed (a reverse proxy's
+    # address or network). Empty, the default: forwarded headers are nothing, and a
+    # request's address is its TCP peer's (a local process cannot pick the address its
+    # failed sign-ins are counted by).
+    trusted_proxies: list[NonEmpty] = []
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _trusted_proxies(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            proxy_network(entry)  # a ValueError names the bad entry
+        return value
 
     @model_validator(mode="after")
     def _state_outside_work(self) -> Self:
@@ -127,6 +140,16 @@ class DaemonSettings(Section):
         if problem_text:
             raise problem("state_dir", problem_text)
         return self
+
+
+def proxy_network(entry: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """One entry of ``daemon.trusted_proxies``: an IP address or a network (CIDR)."""
+    try:
+        return ipaddress.ip_network(entry.strip(), strict=False)
+    except ValueError:
+        pass
+    raise ValueError(f"{entry!r} is not an IP address or network (e.g. \"127.0.0.1\" or "
+                     f"\"10.0.0.0/8\"): name the proxy itself, never every address")
 
 
 def default_state_dir(work_dir: Path) -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import uvicorn
 
 from signoff.bot.ports import Route, Surface, SurfaceDeps
 from signoff.bot.surfaces import Surfaces
-from signoff.config.settings import Settings
+from signoff.config.settings import Settings, proxy_network
 from signoff.errors import ConfigError
 from signoff.net import is_loopback
 from signoff.runtime.clock import SystemClock
@@ -46,15 +46,24 @@ class _Server(uvicorn.Server):
         yield
 
 
-def server_config(app: Any, host: str, port: int) -> uvicorn.Config:
+def server_config(app: Any, host: str, port: int,
+                  trusted_proxies: Sequence[str] = ()) -> uvicorn.Config:
     """uvicorn's settings for the daemon (see `KEEP_ALIVE_SECONDS`).
 
     ``httptools`` (a dependency), not uvicorn's pure-Python h11: it parses a request in C,
-    and parsing was a large share of a small request's cost (bench/cluster.py)."""
+    and parsing was a large share of a small request's cost (bench/cluster.py).
+
+    Forwarded headers are believed only from ``trusted_proxies`` (``daemon.
+    trusted_proxies``). uvicorn's own default believes them from 127.0.0.1: any local
+    process could then name a new address for each wrong console key it tried, and the
+    sign-in limit, counted per address, would never apply."""
     return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
                           access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS,
                           log_config=None,  # its records reach our handler (masked)
-                          http="httptools")
+                          http="httptools", proxy_headers=bool(trusted_proxies),
+                          # normalised: uvicorn takes "10.0.0.1/8" for a name, not a network
+                          forwarded_allow_ips=[str(proxy_network(p)) for p in trusted_proxies]
+                          or None)
 
 
 def http_service(node: Node, app: Any, host: str, port: int,
@@ -62,7 +71,8 @@ def http_service(node: Node, app: Any, host: str, port: int,
     """Serve the API and console inside the daemon's event loop (on ``sock`` when the
     port was bound early, see `signoff.cli.daemon.bind_port`)."""
     async def serve() -> None:
-        server = _Server(server_config(app, host, port))
+        server = _Server(server_config(app, host, port,
+                                       node.settings.daemon.trusted_proxies))
         try:
             await server.serve(sockets=[sock] if sock is not None else None)
         finally:

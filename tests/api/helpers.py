@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from signoff.runtime.clock import Clock
 from signoff.runtime.store.port import TaskStore
 from signoff.runtime.telemetry import Telemetry
 from signoff.wiring import Node, api_context, build_node
+from signoff.wiring.daemon import server_config
 
 KEY = "admin-key-0123456789abcdef"
 BOB_KEY = "bob-key-0123456789abcdef"
@@ -140,13 +141,19 @@ def loopback_socket() -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def serve(app: FastAPI, sock: socket.socket | None = None) -> AsyncIterator[str]:
+async def serve(app: FastAPI, sock: socket.socket | None = None, *,
+                trusted_proxies: Sequence[str] | None = None) -> AsyncIterator[str]:
     """Serve ``app`` with uvicorn on ``sock`` (default: a free loopback port); yield its
-    base URL."""
+    base URL. With ``trusted_proxies`` (even empty), on the daemon's own server settings
+    (`server_config`) rather than uvicorn's defaults."""
     sock = sock or loopback_socket()
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="none",
-                            timeout_graceful_shutdown=2)
+    if trusted_proxies is None:
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", ws="none",
+                                timeout_graceful_shutdown=2)
+    else:
+        config = server_config(app, "127.0.0.1", port, trusted_proxies)
+        config.timeout_graceful_shutdown = 2
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:

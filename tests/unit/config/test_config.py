@@ -614,3 +614,13 @@ def test_a_malformed_account_is_named(write_config: WriteConfig) -> None:
     message = config_error(write_config('[[people]]\nname = "a"\naccounts = ["alice"]\n'))
     assert message.startswith("config.toml: people[0].accounts[0]: invalid account 'alice'")
     assert "'web:<API key name>'" in message
+
+
+@pytest.mark.parametrize("entry", ["*", "proxy.example.com", "10.0.0.300"])
+def test_trusted_proxies_must_be_addresses(write_config: WriteConfig, entry: str) -> None:
+    """daemon.trusted_proxies takes IP addresses and networks only, naming a bad entry
+    ("*" too: believing every peer's forwarded address is what the setting keeps closed)."""
+    message = config_error(write_config(f'[daemon]\ntrusted_proxies = ["{entry}"]\n'))
+    assert "daemon.trusted_proxies" in message and repr(entry) in message
+    good = write_config('[daemon]\ntrusted_proxies = ["127.0.0.1", "10.0.0.0/8", "::1"]\n')
+    assert load_settings(good).daemon.trusted_proxies == ["127.0.0.1", "10.0.0.0/8", "::1"]
