@@ -437,6 +437,26 @@ class Settings(Section):
     _surfaces: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
     # Surface sections a read-only load set aside: section name -> why (see load_settings).
     _unresolved: dict[str, tuple[str, ...]] = PrivateAttr(default_factory=dict)
+    # The file these settings were read from (None: the embedded defaults).
+    _source: Path | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        # Where settings were read from is not part of them: the same file's content in
+        # two places is the same settings.
+        if not isinstance(other, Settings):
+            return NotImplemented
+        def own(s: Settings) -> dict[str, Any]:
+            return {k: v for k, v in (s.__pydantic_private__ or {}).items() if k != "_source"}
+        return (type(self) is type(other) and self.__dict__ == other.__dict__
+                and own(self) == own(other) and self.__pydantic_extra__ == other.__pydantic_extra__)
+
+    __hash__ = None  # type: ignore[assignment]  # as pydantic's own: settings are mutable
+
+    @property
+    def source(self) -> Path | None:
+        """The config file these settings came from, absolute (None: the defaults). The
+        file tools refuse it (see `signoff.runtime.state.ProtectedFiles`)."""
+        return self._source
 
     @classmethod
     def default(cls) -> Settings:
@@ -613,12 +633,14 @@ def load_settings(path: str | Path | None, *, environ: Mapping[str, str] | None 
     if missing:
         raise ConfigError("\n".join(f"{source}: {key}: {msg}" for key, msg in missing))
     try:
-        return Settings.model_validate(data, context={UNRESOLVED: unresolved})
+        settings = Settings.model_validate(data, context={UNRESOLVED: unresolved})
     except ValidationError as exc:
         names = server_names(data)
         lines = [f"{server_key(key, names) or '(top level)'}: {message}"
                  for key, message in error_items(exc, Settings)]
         raise ConfigError("\n".join(f"{source}: {line}" for line in lines)) from None
+    settings._source = source.resolve()
+    return settings
 
 
 # Sections whose secrets only running work uses (the SMTP password of send_email, the model

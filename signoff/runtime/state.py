@@ -21,6 +21,7 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,18 +184,32 @@ class ProtectedFiles:
     dirs: frozenset[Identity] = frozenset()
     database_dir: Identity | None = None
     names: frozenset[str] = field(default_factory=frozenset)
+    # The files the daemon takes its rules from (its config file, its Cedar policies),
+    # as (directory identity, name) and as their paths: neither read (the config may hold
+    # keys and tokens) nor written (a rewritten policy would rule after the next start).
+    config: frozenset[tuple[Identity, str]] = frozenset()
+    config_paths: tuple[Path, ...] = ()
+    # The daemon's own code (its Python environment, the signoff package): never written,
+    # or code of an agent's choosing would run in the daemon after the next start.
+    code: tuple[Path, ...] = ()
 
     @classmethod
-    def of(cls, *, state_dir: Path | None, database: Path | None) -> ProtectedFiles:
-        """Take the identities of ``state_dir`` and ``database``'s directory (both exist)."""
+    def of(cls, *, state_dir: Path | None, database: Path | None,
+           config: Iterable[Path] = (), code: Iterable[Path] = ()) -> ProtectedFiles:
+        """Take the identities of ``state_dir`` and ``database``'s directory (both exist),
+        of each ``config`` file's directory, and the real paths of the ``code`` dirs."""
         dirs = {identity(st) for st in [_stat(state_dir)] if st} if state_dir else set()
         db_dir = _stat(database.parent) if database else None
         names = frozenset(database.name + s for s in SQLITE_SIBLINGS) if database else frozenset()
+        configs = [p.resolve() for p in config]
+        named = {(identity(st), p.name) for p in configs for st in [_stat(p.parent)] if st}
         return cls(state_dir=state_dir, database=database, dirs=frozenset(dirs),
-                   database_dir=identity(db_dir) if db_dir else None, names=names)
+                   database_dir=identity(db_dir) if db_dir else None, names=names,
+                   config=frozenset(named), config_paths=tuple(configs),
+                   code=tuple(p.resolve() for p in code))
 
     def __bool__(self) -> bool:
-        return bool(self.dirs or self.database_dir)
+        return bool(self.dirs or self.database_dir or self.config or self.code)
 
     def current(self) -> frozenset[Identity]:
         """The identities of every protected file as they are on disk now."""
@@ -210,6 +225,7 @@ class ProtectedFiles:
                 st = _stat(self.database.parent / name)
                 if st is not None:
                     found.add(identity(st))
+        found.update(identity(st) for p in self.config_paths for st in [_stat(p)] if st)
         return frozenset(found)
 
     def why(self, real: Path, *, write: bool) -> str | None:
@@ -223,6 +239,10 @@ class ProtectedFiles:
             return "is in the daemon's state dir"
         if parent is not None and identity(parent) == self.database_dir and real.name in self.names:
             return "is the daemon's database"
+        if parent is not None and (identity(parent), real.name) in self.config:
+            return "is the daemon's own configuration"
+        if write and any(real.is_relative_to(p) for p in self.code):
+            return "is the daemon's own code"
         if st is None or not stat.S_ISREG(st.st_mode) or st.st_nlink < 2:
             return None
         if write:

@@ -194,7 +194,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     # `signoff.wiring.daemon.assemble`).
     chosen = surfaces if surfaces is not None else {}
     url = (database or settings.database_url(work_dir)) if store is None else _store_url(store)
-    protected = protected_files(state, url)
+    rule_files = [p for p in (settings.source, settings.policy.cedar) if p is not None]
+    protected = protected_files(state, url, config=rule_files)
     node = node_id(settings, state)
     signer = node_signer(state, node_id=node)
     store = store or make_store(url or "", signer=signer)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import secrets
 import socket
+import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from signoff.config.settings import Settings
@@ -40,9 +42,12 @@ def prepare_state(settings: Settings, work_dir: Path | None = None) -> Path:
     return state
 
 
-def protected_files(state_dir: Path, database: str | None) -> ProtectedFiles:
+def protected_files(state_dir: Path, database: str | None, *,
+                    config: Iterable[Path] = ()) -> ProtectedFiles:
     """What the file tools refuse: the state dir, and the SQLite file wherever it is
-    (created 0600 first when it is not there yet)."""
+    (created 0600 first when it is not there yet); the ``config`` files the daemon takes
+    its rules from (read and written); writing into the daemon's own code, its Python
+    environment and the signoff package (`daemon_code`)."""
     path = sqlite_path(database) if database else None
     db = Path(path) if path else None
     if db is not None:
@@ -51,7 +56,15 @@ def protected_files(state_dir: Path, database: str | None) -> ProtectedFiles:
         if mode & 0o077:  # a file of the user's own, not ours to change: say so
             log.warning(f"database_readable_by_others path={db} mode={oct(mode)} (chmod 600 "
                         f"it: it holds the audit log and every pending request)")
-    return ProtectedFiles.of(state_dir=state_dir, database=db)
+    return ProtectedFiles.of(state_dir=state_dir, database=db, config=config,
+                             code=daemon_code())
+
+
+def daemon_code() -> list[Path]:
+    """Where the running daemon's code lives: the interpreter's environment (its
+    installed packages and plug-ins) and the signoff package (an editable install's
+    source tree is outside the environment)."""
+    return [Path(sys.prefix), Path(__file__).resolve().parents[1]]  # signoff/wiring/..
 
 
 def node_id(settings: Settings, state_dir: Path) -> str:

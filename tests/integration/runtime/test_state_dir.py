@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from signoff.config.settings import load_settings
 from signoff.errors import PathEscape, ToolError
 from signoff.runtime import audit
 from signoff.runtime.models import Action
@@ -232,3 +233,46 @@ async def test_a_cwd_in_the_state_dir_is_refused(node_factory: NodeFactory,
     (node.work_dir / "st").symlink_to(state_of(tmp_path))
     with pytest.raises(ToolError):
         await tool(node, "run_command", command="ls", cwd="st")
+
+
+async def test_the_config_and_the_policies_a_node_runs_under_are_out_of_reach(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    """A config file and Cedar policies kept in the work dir (``work_dir = "."`` beside
+    them) can be neither read (the config holds keys) nor rewritten or deleted (the next
+    start would obey a policy of the agent's making); the work dir's other files can."""
+    work = tmp_path / "project"
+    work.mkdir()
+    cedar = work / "policy.cedar"
+    cedar.write_text('forbid(principal, action, resource) when { resource.name like "*prod*" };\n',
+                     encoding="utf-8")
+    config = work / "signoff.toml"
+    config.write_text(f'[daemon]\nwork_dir = "{work}"\nstate_dir = "{tmp_path / "state"}"\n'
+                      f'[api]\nkey = "abcdefghijklmnopqrstuvwxyz0123"\n'
+                      f'[policy]\ncedar = "{cedar}"\n', encoding="utf-8")
+    before = config.read_bytes(), cedar.read_bytes()
+    node = await node_factory(settings=load_settings(config))
+    for name in ("signoff.toml", "./sub/../policy.cedar", str(config)):
+        assert "configuration" in await refused(node, "read_file", path=name)
+    for name in ("signoff.toml", "policy.cedar"):
+        assert "configuration" in await refused(node, "write_file", path=name, content="")
+        assert "configuration" in await refused(node, "delete_file", path=name)
+    task = await node.engine.submit("rewrite", steps=[
+        Action(tool="write_file", args={"path": "signoff.toml", "content": "[policy]\n"})],
+        claim=True)
+    assert task is not None
+    await node.engine.advance(task)
+    assert (config.read_bytes(), cedar.read_bytes()) == before
+    await tool(node, "write_file", path="notes.txt", content="fine")
+    assert (await tool(node, "read_file", path="notes.txt"))["content"] == "fine"
+
+
+async def test_the_daemons_own_code_is_never_written(node_factory: NodeFactory) -> None:
+    """Writing into the daemon's Python environment (a ``.pth`` file runs at every start)
+    or its package is refused, whatever the work dir; reading is not."""
+    node = await node_factory()
+    protected = node.engine.tool_context.protected
+    site = Path(sys.prefix) / "lib" / "site-packages" / "evil.pth"
+    package = Path(audit.__file__).resolve()
+    assert protected.why(site, write=True) == "is the daemon's own code"
+    assert protected.why(package, write=True) == "is the daemon's own code"
+    assert protected.why(package, write=False) is None
