@@ -42,12 +42,13 @@ from signoff.runtime.store.port import OutboxItem, TaskStore
 def group_key(approval: Approval) -> str:
     """What makes two requests identical: the action as a grant sees it (tool,
     capability, risk, fingerprint), everything it would do — every argument, content
-    included, canonicalised, and which of them are content (what the card shows) — and
-    who is asked (an answer must be theirs to give)."""
+    included, canonicalised, and which of them are content (what the card shows) — its
+    summary and whether it reaches a private network (the leader's card must say all the
+    member's would), and who is asked (an answer must be theirs to give)."""
     action = approval.action
     fields = [action.tool, action.capability or "", action.risk.value if action.risk else "",
               action.fingerprint or "", action.args, sorted(action.content),
-              sorted(approval.approvers)]
+              sorted(approval.approvers), action.summary or "", action.private_network]
     try:
         return sha256_hex(canonical_json(fields))
     except (TypeError, ValueError):

@@ -18,8 +18,12 @@ from signoff.runtime.models import Action, Grant, Scope, Task, TaskState
 
 
 def rule_for(action: Action) -> str:
-    """The rule an approval answers; binds the risk class into the grant key."""
-    return f"ask:{action.risk.value if action.risk else 'SEND'}"
+    """The rule an approval answers; binds the risk class into the grant key, and whether
+    the action reaches a private network: a card that said so is a different consent
+    from one that did not, so a grant minted while a host was public never covers it
+    once its name resolves inside (nor the other way round)."""
+    rule = f"ask:{action.risk.value if action.risk else 'SEND'}"
+    return f"{rule}:private" if action.private_network else rule
 
 
 def grant_key(policy_id: str, action: Action) -> str:

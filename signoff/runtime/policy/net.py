@@ -161,7 +161,9 @@ class NetRule:
 
     def kind_of(self, host: str, port: int, addresses: tuple[str, ...]) -> NetKind:
         """What ``host`` at these addresses is (own before allowed before private)."""
-        ips = [ip for ip in (_ip(a) for a in addresses) if ip is not None]
+        # An IPv4 address written as IPv6 (::ffff:127.0.0.1) reaches the IPv4 listener,
+        # and Python does not call it loopback: judge it as the IPv4 address it is.
+        ips = [_unmapped(ip) for ip in (_ip(a) for a in addresses) if ip is not None]
         if (host.lower().rstrip("."), port) in self.own_urls:
             return NetKind.OWN
         if port in self.own_ports and any(
@@ -212,6 +214,12 @@ def _ip(text: str) -> IpAddress | None:
         return ipaddress.ip_address(text.strip("[]").split("%", 1)[0])
     except ValueError:
         return None
+
+
+def _unmapped(ip: IpAddress) -> IpAddress:
+    """``::ffff:a.b.c.d`` as ``a.b.c.d``; any other address as it is."""
+    mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+    return mapped if mapped is not None else ip
 
 
 def _is_name(text: str) -> bool:

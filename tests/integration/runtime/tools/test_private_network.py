@@ -208,3 +208,70 @@ async def test_an_outside_agents_fetch_of_a_private_address_says_private_network
         assert "daemon's own address" in (refused.reason or "")
     finally:
         await built.store.close()
+
+
+class TurnsPrivate:
+    """hook.example is 127.0.0.1 (allowed by net_allow) until a request has landed on the
+    echo server, then 127.0.0.2 (private, not allowed): a name whose DNS changed."""
+
+    def __init__(self, echo: HttpEcho) -> None:
+        self.echo = echo
+
+    async def resolve(self, host: str, port: int) -> tuple[str, ...]:
+        return ("127.0.0.2",) if self.echo.requests else ("127.0.0.1",)
+
+
+async def test_an_always_grant_from_a_public_card_does_not_cover_a_private_network(
+        tmp_path: Path, echo: HttpEcho) -> None:
+    """A person answers Always to a webhook whose host was not private; when the name
+    resolves to a private address, the same webhook asks again, its card saying so, and
+    the grant is not used (it would have POSTed inside the network nobody approved)."""
+    hook = Action(tool="send_webhook", args={"url": f"http://hook.example:{echo.port}/hook",
+                                             "payload": {"n": 1}})
+    agent = Agent(node(tmp_path, hook, hook, policy={"net_allow": ["127.0.0.1"]},
+                       resolver=TurnsPrivate(echo)))
+    first = await agent.handle("notify twice")
+    assert first.state == "waiting_approval"
+    assert "private network" not in await card_summary(agent, first.task["id"])
+    second = await agent.resume(first.task["id"], approved=True, scope="always")
+    assert len(echo.requests) == 1
+    assert second.state == "waiting_approval", second.task["actions"]
+    assert ("private network: hook.example (127.0.0.2)"
+            in await card_summary(agent, first.task["id"]))
+
+
+async def card_summary(agent: Agent, task_id: str) -> str:
+    """The summary on the card of the request ``task_id`` waits on."""
+    task = await agent.node.store.get_task(task_id)
+    assert task is not None and task.approval is not None
+    return task.approval.action.summary or ""
+
+
+class Switch:
+    """hook.example is 127.0.0.1 (allowed) until ``private`` is set, then 127.0.0.2."""
+
+    def __init__(self) -> None:
+        self.private = False
+
+    async def resolve(self, host: str, port: int) -> tuple[str, ...]:
+        return ("127.0.0.2",) if self.private else ("127.0.0.1",)
+
+
+async def test_a_private_request_never_joins_a_card_that_does_not_say_so(
+        tmp_path: Path, echo: HttpEcho) -> None:
+    """Identical webhooks share one card (coalescing), but not when one of them now
+    reaches a private network: a Once on the first card leaves the second waiting."""
+    hook = Action(tool="send_webhook", args={"url": f"http://hook.example:{echo.port}/hook",
+                                             "payload": {"n": 1}})
+    names = Switch()
+    agent = Agent(node(tmp_path, hook, policy={"net_allow": ["127.0.0.1"]}, resolver=names))
+    public = await agent.handle("notify")
+    names.private = True
+    private = await agent.handle("notify")
+    assert public.state == private.state == "waiting_approval"
+    assert "private network" in await card_summary(agent, private.task["id"])
+    names.private = False  # and back: the first card's webhook may run as it was shown
+    done = await agent.resume(public.task["id"], approved=True)
+    assert done.state == "completed" and len(echo.requests) == 1
+    still = await agent.node.store.get_task(private.task["id"])
+    assert still is not None and still.state.value == "waiting_approval"

@@ -51,3 +51,11 @@ async def test_the_daemons_own_port_on_loopback_beats_the_allow_list() -> None:
     assert (await rule.destination("http://[::1]:8080/")).kind is NetKind.OWN
     assert (await rule.destination("http://127.0.0.1:9000/")).kind is NetKind.ALLOWED
     assert (await rule.destination("http://10.0.0.1:8080/")).kind is NetKind.PRIVATE
+
+
+@pytest.mark.parametrize("host", ["[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::ffff:0.0.0.0]"])
+async def test_the_daemons_own_port_written_as_ipv6_is_still_the_daemon(host: str) -> None:
+    """An IPv4 address written as IPv6 reaches the daemon's IPv4 listener: it is blocked
+    as the daemon's own address, not merely asked about as a private one."""
+    rule = NetRule(own_ports=frozenset({8080}))
+    assert (await rule.destination(f"http://{host}:8080/tasks")).kind is NetKind.OWN
