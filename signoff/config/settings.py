@@ -83,6 +83,7 @@ from signoff.errors import ConfigError
 from signoff.runtime.models import ALL_SCOPES, OnDeny, RiskClass, Scope
 from signoff.runtime.people import People, clashes
 from signoff.runtime.policy.net import NetAllow
+from signoff.runtime.tools.builtin.shell import runs_work_dir_code
 
 __all__ = [
     "ApiKey", "ApiSettings", "ApprovalMode", "ApprovalsSettings", "CronMode",
@@ -305,6 +306,16 @@ class PolicySettings(Section):
     @classmethod
     def _net_allow(cls, value: list[str]) -> list[str]:
         NetAllow.parse(value)  # a ValueError names the bad entry
+        return value
+
+    @field_validator("read_only_commands")
+    @classmethod
+    def _read_only_commands(cls, value: list[str]) -> list[str]:
+        for command in value:
+            why = runs_work_dir_code(command)
+            if why:
+                raise ValueError(f"{command!r} cannot be read-only: {why}; leave it out "
+                                 f"and a person is asked each time (DESTRUCTIVE)")
         return value
 
     @field_validator("quorum")

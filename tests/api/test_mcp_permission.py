@@ -143,11 +143,11 @@ async def test_bash_of_a_read_only_command_is_allowed_by_the_daemons_policy(
     """A command in the daemon's policy.read_only_commands is READ: allowed at once."""
     from tests.api.helpers import make_settings
 
-    settings = make_settings(tmp_path / "d", policy={"read_only_commands": ["git status"]})
+    settings = make_settings(tmp_path / "d", policy={"read_only_commands": ["ls -la"]})
     async with running_node(tmp_path / "d", settings=settings) as node, \
             serve(node.app) as url, permission(url, project) as s:
-        answer = await ask(s, "Bash", {"command": "git status"})
-    assert answer == {"behavior": "allow", "updatedInput": {"command": "git status"}}
+        answer = await ask(s, "Bash", {"command": "ls -la"})
+    assert answer == {"behavior": "allow", "updatedInput": {"command": "ls -la"}}
 
 
 async def test_a_write_through_a_symlink_out_of_the_project_waits_for_a_person(

@@ -160,8 +160,8 @@ async def hermes(venv: Path, home: Path, url: str, **env: str) -> AsyncIterator[
 
 @pytest.fixture
 async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Running, str]]:
-    """A node with `git status` as a read-only command, served on uvicorn."""
-    settings = make_settings(tmp_path, policy={"read_only_commands": ["git status"]})
+    """A node with `ls -la` as a read-only command, served on uvicorn."""
+    settings = make_settings(tmp_path, policy={"read_only_commands": ["ls -la"]})
     async with running_node(tmp_path, settings=settings) as node, serve(node.app) as url:
         yield node, url
 
@@ -257,7 +257,7 @@ async def test_read_only_calls_run_at_once_without_a_card(
     node, url = daemon
     async with hermes(hermes_venv, hermes_home, url) as h:
         assert await (await h.ask("read_file", {"path": "README.md"}, call="c-r1")) is None
-        assert await (await h.ask("terminal", {"command": "git status"}, call="c-r2")) is None
+        assert await (await h.ask("terminal", {"command": "ls -la"}, call="c-r2")) is None
     assert await pending(node) == []
     await node.node.flow.dispatcher.run_once()
     async with node.client() as client:

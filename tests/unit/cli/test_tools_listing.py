@@ -22,7 +22,7 @@ def test_json_lists_the_builtins_with_their_risk_and_source(tmp_path: Path) -> N
     """--json: one object per tool with name, risk, capability and source "builtin"."""
     config = tmp_path / "signoff.toml"
     config.write_text(f'[daemon]\nwork_dir = "{tmp_path}"\n'
-                      '[policy]\nread_only_commands = ["git status"]\n')
+                      '[policy]\nread_only_commands = ["ls -la"]\n')
     result = CliRunner().invoke(app, ["tools", "--config", str(config), "--json"])
     assert result.exit_code == 0, result.output
     tools = {t["name"]: t for t in json.loads(result.stdout)}

@@ -624,3 +624,15 @@ def test_trusted_proxies_must_be_addresses(write_config: WriteConfig, entry: str
     assert "daemon.trusted_proxies" in message and repr(entry) in message
     good = write_config('[daemon]\ntrusted_proxies = ["127.0.0.1", "10.0.0.0/8", "::1"]\n')
     assert load_settings(good).daemon.trusted_proxies == ["127.0.0.1", "10.0.0.0/8", "::1"]
+
+
+@pytest.mark.parametrize("command", ["git status", "make -n", "./report.sh",
+                                     "python3.11 -m json.tool x", "/usr/bin/npm ls"])
+def test_read_only_commands_refuse_programs_that_run_the_work_dirs_code(
+        write_config: WriteConfig, command: str) -> None:
+    """A command that runs what the work dir tells it to (git's core.fsmonitor, a
+    Makefile, a script) may not be read-only: the config names it and says why."""
+    message = config_error(write_config(f"[policy]\nread_only_commands = [{command!r}]\n"))
+    assert "policy.read_only_commands" in message and repr(command) in message
+    assert "unattended" in message
+

@@ -6,7 +6,10 @@ therefore exactly what runs, and the fingerprint (the exact string plus the cwd)
 be satisfied by a different command that happens to share a prefix.
 
 A command is DESTRUCTIVE unless its exact string is listed in
-``policy.read_only_commands``; then it is READ and may run unattended.
+``policy.read_only_commands``; then it is READ and may run unattended. Never a command
+that runs what the work dir tells it to (`runs_work_dir_code`): the agent writes the work
+dir unattended (``write_file`` is DRAFT), so ``git status`` would run the ``core.fsmonitor``
+command of a ``.git/config`` it wrote, as the daemon's user, outside every file check.
 
 The child gets only the variables of the daemon's environment named in
 ``tools.run_command.env`` (`ToolContext.command_env`): the daemon's own secrets (API keys,
@@ -37,6 +40,43 @@ from signoff.runtime.tools.base import (
 from signoff.runtime.tools.builtin.fs import normalize_path, reach
 
 CHUNK = 65_536
+
+# Programs that take commands to run from the directory they run in (git: core.fsmonitor,
+# aliases, filters; build tools and test runners: their build or test files; interpreters
+# and shells: the script, sitecustomize, a module of that name), or that run another
+# command of their own arguments. Not a complete list of the dangerous (it cannot be): a
+# list of the well-known ones, so that a harmless-looking example is never taken for one.
+RUNS_WORK_DIR_CODE = frozenset({
+    "git", "make", "gmake", "cmake", "ninja", "meson", "just", "task", "rake", "ant",
+    "mvn", "gradle", "gradlew", "sbt", "npm", "npx", "pnpm", "yarn", "bun", "deno", "node",
+    "python", "python3", "pip", "pip3", "pytest", "py.test", "tox", "nox", "uv", "poetry",
+    "pipenv", "hatch", "pdm", "cargo", "go", "dotnet", "bundle", "ruby", "perl", "php",
+    "composer", "sh", "bash", "zsh", "dash", "fish", "ksh", "env", "sudo", "doas", "xargs",
+    "nice", "nohup", "timeout", "watch", "docker", "docker-compose", "podman", "terraform",
+    "tofu", "direnv", "nix", "nix-shell",
+})
+
+
+def runs_work_dir_code(command: str) -> str | None:
+    """Why ``command`` may not run unattended as READ whatever a config says (None: it
+    may). The program is judged by its name, with any version suffix (python3.11)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return None  # refused as unparsable when it is used
+    if not argv:
+        return None
+    program = argv[0]
+    if "/" in program and not program.startswith("/"):
+        return (f"{program!r} is a file in the work dir, which the agent can rewrite "
+                f"unattended")
+    name = program.rsplit("/", 1)[-1]
+    base = name.rstrip("0123456789.")
+    if name in RUNS_WORK_DIR_CODE or base in RUNS_WORK_DIR_CODE:
+        return (f"{name!r} runs what the work dir tells it to (configuration, build or "
+                f"test files, scripts), which the agent can write unattended: as READ it "
+                f"would run code of the agent's choosing that nobody saw")
+    return None
 
 
 def split_command(command: str) -> list[str]:
@@ -100,7 +140,8 @@ class RunCommandTool:
     def risk_for(self, args: dict[str, Any]) -> RiskClass:
         # Exact match on purpose: "git status" being safe says nothing about "git status; x"
         # or "git  status" with different spacing that a parser might treat differently.
-        if args["command"] in self.read_only_commands:
+        if args["command"] in self.read_only_commands and not runs_work_dir_code(
+                args["command"]):
             return RiskClass.READ
         return RiskClass.DESTRUCTIVE
 

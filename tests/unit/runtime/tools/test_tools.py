@@ -49,7 +49,7 @@ def work(tmp_path: Path) -> Path:
 @pytest.fixture
 def registry() -> ToolRegistry:
     """The built-ins, with one read-only command and no plugins."""
-    return builtin_registry(read_only_commands=["git status"], entry_points_group=None)
+    return builtin_registry(read_only_commands=["ls -la", "git status"], entry_points_group=None)
 
 
 def make_ctx(work: Path, **kw: Any) -> ToolContext:
@@ -784,9 +784,17 @@ async def test_run_command_cwd_is_confined(registry: ToolRegistry, work: Path) -
 
 def test_run_command_read_only_list_is_exact(registry: ToolRegistry) -> None:
     """Only the exact listed string is READ; anything else is DESTRUCTIVE."""
-    assert prep(registry, "run_command", command="git status").risk is RiskClass.READ
-    assert prep(registry, "run_command", command="git status ").risk is RiskClass.DESTRUCTIVE
-    assert prep(registry, "run_command", command="git push").risk is RiskClass.DESTRUCTIVE
+    assert prep(registry, "run_command", command="ls -la").risk is RiskClass.READ
+    assert prep(registry, "run_command", command="ls -la ").risk is RiskClass.DESTRUCTIVE
+    assert prep(registry, "run_command", command="ls -l").risk is RiskClass.DESTRUCTIVE
+
+
+async def test_git_status_is_never_read_only(tmp_path: Path) -> None:
+    """Listed as read-only (the registry takes it; a config refuses it), ``git status``
+    still asks: the agent may write a .git/config whose core.fsmonitor git would run."""
+    registry = builtin_registry(read_only_commands=["git status"], work_dir=tmp_path,
+                                entry_points_group=None)
+    assert prep(registry, "run_command", command="git status").risk is RiskClass.DESTRUCTIVE
 
 
 def test_run_command_fingerprint_is_command_and_cwd(registry: ToolRegistry) -> None:
