@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import json
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -192,16 +193,22 @@ class LinkChecker:
         return CheckedLink(claim=claim, card=card)
 
 
-async def decide_by_link(links: LinkChecker, handler: DecisionHandler | None, token: str
+async def decide_by_link(links: LinkChecker, handler: DecisionHandler | None, token: str,
+                         *, holder_may: Callable[[str], Awaitable[str | None]] | None = None,
                          ) -> tuple[int, JsonDict]:
     """What pressing a signed link's button answers (ntfy's buttons, Web Push's actions):
     the HTTP status and ``{"accepted", "message"}``. The token decides exactly what it
-    says, as whom it names; a refused link, a daemon not taking decisions yet (503) and a
-    decision the flow refuses (409) each say why."""
+    says, as whom it names; a refused link, a holder ``holder_may`` says may no longer
+    decide (403), a daemon not taking decisions yet (503) and a decision the flow refuses
+    (409) each say why."""
     try:
         checked = await links.check(token)
     except LinkRefused as refused:
         return refused.status, {"accepted": False, "message": refused.text}
+    if holder_may is not None:
+        why = await holder_may(checked.claim.address)
+        if why:
+            return 403, {"accepted": False, "message": why}
     if handler is None:
         return 503, {"accepted": False,
                      "message": "The daemon is starting or stopping; try again."}

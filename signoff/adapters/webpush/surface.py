@@ -255,5 +255,17 @@ class WebPushSurface(DecidesThroughRoutes):
             token = str((await _json(request)).get("token") or "")
         except _Bad as bad:
             return JSONResponse({"accepted": False, "message": str(bad)}, status_code=422)
-        status, body = await decide_by_link(self.links, self.handler, token)
+        status, body = await decide_by_link(self.links, self.handler, token,
+                                            holder_may=self._still_subscribed)
         return JSONResponse(body, status_code=status)
+
+    async def _still_subscribed(self, holder: str) -> str | None:
+        """A token decides only while its holder has a subscription: a start-up forgets
+        the subscriptions of people whose key was removed or made a requester (see
+        `signoff.wiring.api.forget_stale_subscriptions`), and a notification already on
+        their phone must stop deciding with it."""
+        if await self.subscriptions.push_subscriptions(holder):
+            return None
+        log.info("webpush_decision_refused", extra={"holder": holder})
+        return (f"{holder} no longer receives notifications here (no subscription, or no "
+                f"key that may decide): open the console instead")

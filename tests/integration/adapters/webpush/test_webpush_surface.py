@@ -256,15 +256,23 @@ async def test_a_reminder_notifies_again_with_its_words(tmp_path: Path) -> None:
 
 async def test_a_removed_key_loses_its_subscriptions_at_start(tmp_path: Path) -> None:
     """At start-up the daemon forgets the subscriptions of a key no longer configured (or
-    made a requester): an old notification's tokens must not decide as its holder."""
+    made a requester), and a notification already on the phone stops deciding: its Once
+    is refused (403, saying why) and the request stays pending."""
     async with pushed(tmp_path) as p:
-        await p.subscribe("phone")
+        browser, _ = await p.subscribe("phone")
+        approval_id = await p.ask()
+        once = token(await p.message(browser, "phone", approval_id), "once")
         store = p.running.node.store
         same = make_settings(tmp_path)
         assert await forget_stale_subscriptions(store, same, local=True) == 0
         without_bob = make_settings(tmp_path, api={"key": "admin-key-0123456789abcdef"})
         assert await forget_stale_subscriptions(store, without_bob, local=True) == 1
         assert await store.push_subscriptions() == []
+        refused = await p.anonymous.post("/webpush/decide", json={"token": once})
+        status = await p.status(approval_id)
+    assert refused.status_code == 403 and refused.json()["accepted"] is False
+    assert "no longer receives notifications" in refused.json()["message"]
+    assert status["status"] == "pending"
 
 
 async def test_a_token_works_beside_a_console_cookie(tmp_path: Path) -> None:
