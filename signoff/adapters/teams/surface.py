@@ -243,15 +243,17 @@ class TeamsSurface:
         return await self._answer(approval_id, await self._decide(event))
 
     def _our_tenant(self, activity: dict[str, Any]) -> bool:
-        """True unless the activity names a tenant other than ours (Teams names it in
-        ``conversation.tenantId`` and ``channelData.tenant.id``)."""
+        """True when the activity names our tenant, and no other (Teams names it in
+        ``conversation.tenantId`` and ``channelData.tenant.id``). One naming none is not
+        ours either: the Bot Framework token signs the service URL, not the body, so a
+        body without a tenant could have been written by whoever holds a token."""
         if self._tenant_id is None:
             return True
         data = activity.get("channelData")
         tenant = data.get("tenant") if isinstance(data, dict) else None
         named = {_field(activity, "conversation", "tenantId"),
                  tenant.get("id") if isinstance(tenant, dict) else None} - {None}
-        return all(t == self._tenant_id for t in named)
+        return bool(named) and all(t == self._tenant_id for t in named)
 
     async def _decide(self, event: DecisionEvent) -> str:
         """The flow's answer for the clicker, whatever happens inside the flow."""
@@ -284,8 +286,13 @@ class TeamsSurface:
 
     async def _first_time(self, activity: dict[str, Any]) -> bool:
         activity_id = activity.get("id")
-        if self._replay is None or not isinstance(activity_id, str) or not activity_id:
+        if self._replay is None:
             return True
+        if not isinstance(activity_id, str) or not activity_id:
+            # Teams gives every activity an id; one without could be sent again and again
+            # with the same token, so it decides nothing.
+            log.warning("teams_click_without_id")
+            return False
         try:
             return await self._replay.first_time([f"teams:activity:{activity_id}"],
                                                  ttl=ACTIVITY_TTL)

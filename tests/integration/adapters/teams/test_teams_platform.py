@@ -267,6 +267,25 @@ async def test_a_click_from_another_organization_decides_nothing(
     assert "another organization" in str(answer["value"])
 
 
+async def test_a_click_without_an_id_or_a_tenant_decides_nothing(
+        rig: tuple[TeamsHarness, list[DecisionEvent]]) -> None:
+    """The token signs the service URL, not the body: a click with no activity id (no
+    replay guard could hold it) or naming no tenant is answered with the card and decides
+    nothing; the same click whole decides."""
+    harness, events = rig
+    ref = await harness.surface.post_card(sample_card())
+    no_id = harness.fake.click(ref.message_id, "Once", aad=ALICE)
+    del no_id["id"]
+    no_tenant = harness.fake.click(ref.message_id, "Once", aad=ALICE)
+    del no_tenant["conversation"]["tenantId"], no_tenant["channelData"]
+    for click in (no_id, no_tenant):
+        assert (await harness.post(click)).status_code == 200
+    assert events == []
+    assert (await harness.post(harness.fake.click(ref.message_id, "Once", aad=ALICE))
+            ).status_code == 200
+    assert len(events) == 1
+
+
 async def test_while_the_signing_keys_cannot_be_fetched_clicks_wait_and_decide_nothing(
         rig: tuple[TeamsHarness, list[DecisionEvent]]) -> None:
     """The OpenID metadata answers 500: a click is 503 (retry later), not decided; once it
