@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,10 +74,10 @@ class HookCall:
 
 
 class Asked:
-    """Requests asked and not yet answered to Claude, by call digest, in one small JSON
-    file per session under ``$XDG_STATE_HOME/signoff/claude-hook`` (the user's own, 0600):
-    the hook is a new process for every call, and a deferred call comes back after a
-    resume."""
+    """Requests asked and not yet answered to Claude (the Idempotency-Key each was asked
+    with), by call digest, in one small JSON file per session under
+    ``$XDG_STATE_HOME/signoff/claude-hook`` (the user's own, 0600): the hook is a new
+    process for every call, and a deferred call comes back after a resume."""
 
     def __init__(self, session_id: str, root: Path | None = None) -> None:
         base = root or Path(os.environ.get("XDG_STATE_HOME")
@@ -116,22 +117,31 @@ def output(decision: str, reason: str) -> dict[str, Any]:
 
 
 def answer(call: HookCall, client: SignoffSync, asked: Asked, wait: float) -> dict[str, Any]:
-    """Ask (or ask again after a resume), wait at most ``wait`` seconds, then answer."""
+    """Ask (or ask again after a resume), wait at most ``wait`` seconds, then answer.
+
+    The file remembers, per call, the ``Idempotency-Key`` its request was asked with,
+    not the request's id: asking again with that key returns the same request only for
+    the same tool and arguments (the daemon binds a key to its request, 422 otherwise).
+    The file lies where Claude itself may write, so an id there could point this call
+    at a harmless request someone approved; a key can only lead to this call's own
+    request or to a new one a person is asked about."""
     digest = call.digest()
+    request = ask_for(call.tool_name, call.tool_input, call.cwd).request()
+    goal = f"Claude Code wants to use {call.tool_name} in {call.cwd}"
     earlier = asked.get(digest)
     decision: Decision | None = None
     if earlier is not None:
-        decision = client.wait(earlier, timeout=wait)
-        if not (decision.pending or decision.approved):
-            decision = None if decision.status in ("expired", "error") else decision
+        decision = client.request(policy_id=call.session_id, wait=False, goal=goal,
+                                  idempotency_key=earlier, **request)
+        if decision.status in ("expired", "error"):
+            decision = None  # ran out (or the key is not ours): a new request
     if decision is None:
-        request = ask_for(call.tool_name, call.tool_input, call.cwd).request()
-        decision = client.request(
-            policy_id=call.session_id, wait=False,
-            goal=f"Claude Code wants to use {call.tool_name} in {call.cwd}", **request)
-        if decision.pending and decision.id:
-            asked.put(digest, decision.id)
-            decision = client.wait(decision.id, timeout=wait)
+        key = f"claude-hook-{digest[:32]}-{secrets.token_hex(8)}"
+        asked.put(digest, key)
+        decision = client.request(policy_id=call.session_id, wait=False, goal=goal,
+                                  idempotency_key=key, **request)
+    if decision.pending and decision.id:
+        decision = client.wait(decision.id, timeout=wait)
     return _settled(call, decision, asked, digest)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from signoff.cli.claude_hook import run_hook
+from signoff.cli.claude_tools import call_digest
 from tests.api.asking import AGENT_KEY, decide_first, pending
 
 
@@ -92,6 +93,31 @@ async def test_a_long_wait_defers_and_the_resumed_call_gets_the_answer(
     assert decision == "defer"
     [again] = await pending(node)
     assert again["id"] != item["id"]
+
+
+async def test_an_edited_state_file_cannot_borrow_another_calls_approval(
+        daemon, project: Path, tmp_path: Path) -> None:
+    """The hook's file of asked requests lies where Claude may write. Pointing a
+    dangerous call's entry at an approved harmless request (its id, or the key it was
+    asked with) gets the dangerous call its own card, never that approval."""
+    node, url = daemon
+    state = tmp_path / "state"
+    harmless = hook_input(project, "Bash", {"command": "make lint"})
+    assert (await hook(url, harmless, state, wait=0.3))[0] == "defer"
+    [asked] = list((state).glob("*.json"))
+    [harmless_key] = json.loads(asked.read_text()).values()
+    [item] = await pending(node)
+    await decide_first(node, "approve")
+    dangerous_args = {"command": "rm -rf ~/important"}
+    digest = call_digest("sess-1", "Bash", dangerous_args)
+    for borrowed in (item["id"], harmless_key):
+        asked.write_text(json.dumps({digest: borrowed}))
+        decision, _ = await hook(url, hook_input(project, "Bash", dangerous_args), state,
+                                 wait=0.3)
+        assert decision == "defer"
+    waiting = await pending(node)
+    assert waiting and all(w["id"] != item["id"] for w in waiting)
+    assert all("rm -rf" in json.dumps(w) for w in waiting)
 
 
 async def test_an_unreachable_daemon_is_deny(project: Path, tmp_path: Path) -> None:
