@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import secrets
+import site
 import socket
-import sys
+import sysconfig
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -61,10 +62,16 @@ def protected_files(state_dir: Path, database: str | None, *,
 
 
 def daemon_code() -> list[Path]:
-    """Where the running daemon's code lives: the interpreter's environment (its
-    installed packages and plug-ins) and the signoff package (an editable install's
-    source tree is outside the environment)."""
-    return [Path(sys.prefix), Path(__file__).resolve().parents[1]]  # signoff/wiring/..
+    """Where the running daemon's code lives: the interpreter's library and installed
+    packages (plug-ins, ``.pth`` files), its scripts (the ``signoff`` launcher), the
+    user's site-packages, and the signoff package (an editable install's source tree is
+    outside them). Not ``sys.prefix`` as a whole: a system Python's is ``/usr``, and a
+    work dir under ``/usr/src`` must stay writable."""
+    paths = sysconfig.get_paths()
+    found = [Path(paths[k]) for k in ("purelib", "platlib", "stdlib", "platstdlib", "scripts")
+             if paths.get(k)]
+    user = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    return [*found, *([Path(user)] if user else []), Path(__file__).resolve().parents[1]]
 
 
 def node_id(settings: Settings, state_dir: Path) -> str:

@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -271,8 +272,9 @@ async def test_the_daemons_own_code_is_never_written(node_factory: NodeFactory) 
     or its package is refused, whatever the work dir; reading is not."""
     node = await node_factory()
     protected = node.engine.tool_context.protected
-    site = Path(sys.prefix) / "lib" / "site-packages" / "evil.pth"
+    site = Path(sysconfig.get_paths()["purelib"]) / "evil.pth"
     package = Path(audit.__file__).resolve()
     assert protected.why(site, write=True) == "is the daemon's own code"
     assert protected.why(package, write=True) == "is the daemon's own code"
     assert protected.why(package, write=False) is None
+    assert protected.why(Path(sys.prefix) / "src" / "app" / "notes.txt", write=True) is None
