@@ -129,7 +129,8 @@ async def test_always_on_a_shared_card_grants_each_policy_id(
         node: Running, client: httpx.AsyncClient,
         agent: httpx.AsyncClient) -> None:
     """An always answer on a shared card remembers the action under each request's own
-    policy_id: the next identical request of each policy is allowed at once."""
+    policy_id: the next identical request of each policy (by the key that asked) is
+    allowed at once."""
     ids = []
     for policy in ("s-1", "s-2"):
         answer = await agent.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
@@ -137,9 +138,9 @@ async def test_always_on_a_shared_card_grants_each_policy_id(
     answer = await client.post(f"/approvals/{ids[0]}/approve", json={"scope": "always"})
     assert answer.status_code == 200, answer.text
     for policy in ("s-1", "s-2"):
-        again = await client.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
+        again = await agent.post("/v1/approvals", json={**OUTSIDE, "policy_id": policy})
         assert again.status_code == 200 and again.json()["status"] == "approved"
-    other = await client.post("/v1/approvals", json={**OUTSIDE, "policy_id": "s-9"})
+    other = await agent.post("/v1/approvals", json={**OUTSIDE, "policy_id": "s-9"})
     assert other.status_code == 202
 
 

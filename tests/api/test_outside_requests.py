@@ -217,17 +217,21 @@ async def test_concurrent_requests_with_one_key_make_one_request(
 
 async def test_a_session_grant_covers_its_policy_id_only(client: httpx.AsyncClient,
                                                          agent: httpx.AsyncClient) -> None:
-    """Approved for the session: the same action of that policy_id runs, another asks again."""
+    """Approved for the session: the same action of that policy_id, asked by the same key,
+    runs; another policy_id, another target, or another key naming the same policy_id
+    (it is the caller's to choose, so it could be guessed) asks again."""
     approval_id = await pending(agent)
     await client.post(f"/approvals/{approval_id}/approve", json={"scope": "session"})
-    again = await client.post("/v1/approvals", json=ask(args={**ASK["args"], "body": "other"}))
+    again = await agent.post("/v1/approvals", json=ask(args={**ASK["args"], "body": "other"}))
     assert again.status_code == 200, again.text
     assert again.json()["decision"] == "ALLOW" and "session grant" in again.json()["reason"]
-    elsewhere = await client.post("/v1/approvals", json=ask(policy_id="s-2"))
+    elsewhere = await agent.post("/v1/approvals", json=ask(policy_id="s-2"))
     assert elsewhere.status_code == 202
-    other_target = await client.post("/v1/approvals",
-                                     json=ask(args={**ASK["args"], "to": "eve@example.com"}))
+    other_target = await agent.post("/v1/approvals",
+                                    json=ask(args={**ASK["args"], "to": "eve@example.com"}))
     assert other_target.status_code == 202
+    borrowed = await client.post("/v1/approvals", json=ask(args={**ASK["args"], "body": "b"}))
+    assert borrowed.status_code == 202, borrowed.text
 
 
 async def test_a_task_grant_never_covers_an_outside_request(

@@ -37,7 +37,7 @@ from signoff.runtime.models import (
     Vote,
 )
 from signoff.runtime.people import People
-from signoff.runtime.policy.grants import grant_for
+from signoff.runtime.policy.grants import grant_for, home_of, policy_of
 from signoff.runtime.policy.quorum import narrowest
 from signoff.runtime.store.port import OutboxItem
 from signoff.runtime.words import SCOPE_WORDS, held_words, progress
@@ -266,8 +266,8 @@ def _decide(task: Task | None, approval: Approval, given: Answer, rules: Rules,
         event.original_fingerprint = approval.action.fingerprint
     grants: list[Grant] = []
     if scope.approves and decided.hold_until is None:
-        policy_id = approval.policy_id or (task.policy_id if task else approval.id)
-        grants.append(grant_for(decided.action, scope, policy_id=policy_id,
+        policy_id, home = policy_of(approval, task), home_of(approval, task)
+        grants.append(grant_for(decided.action, scope, policy_id=policy_id, home=home,
                                 task_id=task.id if task else None, actor=given.actor,
                                 now=now, lasts=decided.grant_lasts))
     words = SCOPE_WORDS[scope] + (" (edited)" if given.edited is not None else "")

@@ -15,7 +15,7 @@ import logging
 from signoff.runtime.decisions.settle import DecisionResult, Settler
 from signoff.runtime.events import ApprovalEvent, TaskEvent, approval_event, audit_event
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, Scope, Task, TaskState
-from signoff.runtime.policy.grants import grant_for
+from signoff.runtime.policy.grants import grant_for, home_of, policy_of
 from signoff.runtime.store.port import Change
 from signoff.runtime.words import refusal_reason
 
@@ -51,8 +51,8 @@ class Holds:
         now = self.settler.now()
         scope = approval.scope or Scope.ONCE
         done = approval.model_copy(update={"status": ApprovalStatus.APPROVED})
-        policy_id = approval.policy_id or (task.policy_id if task else approval.id)
-        grant = grant_for(approval.action, scope, policy_id=policy_id,
+        policy_id, home = policy_of(approval, task), home_of(approval, task)
+        grant = grant_for(approval.action, scope, policy_id=policy_id, home=home,
                           task_id=task.id if task else None,
                           actor=approval.decided_by or RELEASER, now=now,
                           lasts=approval.grant_lasts)

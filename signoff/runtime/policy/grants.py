@@ -14,7 +14,7 @@ from json.encoder import encode_basestring as _text  # json.dumps' own, for ensu
 
 from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.ids import grant_id
-from signoff.runtime.models import Action, Grant, Scope, Task, TaskState
+from signoff.runtime.models import Action, Approval, Grant, Scope, Task, TaskState
 
 
 def rule_for(action: Action) -> str:
@@ -24,6 +24,28 @@ def rule_for(action: Action) -> str:
     once its name resolves inside (nor the other way round)."""
     rule = f"ask:{action.risk.value if action.risk else 'SEND'}"
     return f"{rule}:private" if action.private_network else rule
+
+
+def grants_home(policy_id: str, *, asked_by: str | None) -> str:
+    """Where an outside request's session and always grants live: its ``policy_id`` as
+    named by the identity that asked (``web:<key name>``). A caller chooses its
+    policy_id, so another key naming the same one (a CI job's "ci-run", a guessable
+    "hermes") must not find the grants a person gave the first: each key has its own.
+    A task's grants live under the task's own policy_id (see `make_grant`)."""
+    return f"{asked_by} {policy_id}" if asked_by else policy_id
+
+
+def policy_of(approval: Approval, task: Task | None) -> str:
+    """The policy_id the grant an answer to ``approval`` makes is shown under."""
+    return approval.policy_id or (task.policy_id if task else approval.id)
+
+
+def home_of(approval: Approval, task: Task | None) -> str:
+    """Where that grant lives (its key's first part): its task's policy_id, or for an
+    outside request its `grants_home`."""
+    if approval.task_id is not None:
+        return policy_of(approval, task)
+    return grants_home(policy_of(approval, task), asked_by=approval.submitted_by)
 
 
 def grant_key(policy_id: str, action: Action) -> str:
@@ -55,17 +77,19 @@ def make_grant(task: Task, action: Action, scope: Scope, *, actor: str, now: dat
 
 
 def grant_for(action: Action, scope: Scope, *, policy_id: str, task_id: str | None,
-              actor: str, now: datetime, lasts: timedelta | None = None) -> Grant:
+              actor: str, now: datetime, lasts: timedelta | None = None,
+              home: str | None = None) -> Grant:
     """The grant an approval creates; `once` is used up by the action it approves.
 
     ``task_id`` None: the grant of an outside request (POST /v1/approvals), which covers
     later requests of the same ``policy_id`` only (see `covers`). ``lasts``: it lapses
-    that long after ``now`` (None: it lasts as long as its scope does).
+    that long after ``now`` (None: it lasts as long as its scope does). ``home``: where it
+    lives when that is not ``policy_id`` itself (an outside request's, `grants_home`).
     """
     if action.capability is None or action.risk is None or action.fingerprint is None:
         raise ValueError("only prepared actions can be granted")
     return Grant(
-        id=grant_id(), key=grant_key(policy_id, action), policy_id=policy_id,
+        id=grant_id(), key=grant_key(home or policy_id, action), policy_id=policy_id,
         task_id=task_id, scope=scope, tool=action.tool, capability=action.capability,
         risk=action.risk, fingerprint=action.fingerprint, targets=list(action.targets),
         max_calls=1 if scope is Scope.ONCE else None, used=1, created_at=now,

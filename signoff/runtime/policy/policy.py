@@ -33,7 +33,7 @@ from signoff.runtime.models import (
     Verdict,
 )
 from signoff.runtime.policy.cedar import CedarAnswer, CedarPolicy, CedarRequest
-from signoff.runtime.policy.grants import first_valid, grant_key
+from signoff.runtime.policy.grants import first_valid, grant_key, grants_home
 from signoff.runtime.policy.net import (
     NET_CAPABILITIES,
     PRIVATE_NETWORK,
@@ -134,7 +134,8 @@ class Policy:
                 left += 1
         ev = await self._judge(judged, store, policy_id=policy_id, task_id=None,
                                schedule=None, budget_left=left, per="policy_id", now=now,
-                               principal=principal or "")
+                               principal=principal or "",
+                               grants_under=grants_home(policy_id, asked_by=principal))
         return _as_judged(ev, action, judged)
 
     async def network(self, action: Action) -> tuple[Action, str | None]:
@@ -166,7 +167,8 @@ class Policy:
 
     async def _judge(self, action: Action, store: TaskStore, *, policy_id: str,
                      task_id: str | None, schedule: str | None, budget_left: int | None,
-                     per: str, now: datetime, principal: str) -> Evaluation:
+                     per: str, now: datetime, principal: str,
+                     grants_under: str | None = None) -> Evaluation:
         hit = _prohibited(action, self.prohibit)
         if hit:
             return Evaluation(Verdict.BLOCK, f"prohibited by policy ({hit})")
@@ -188,7 +190,7 @@ class Policy:
         asked = said.verdict is Verdict.ASK_USER
         if not asked and action.risk in self.autonomous_risks and not action.private_network:
             return Evaluation(Verdict.ALLOW, "autonomous risk class")
-        key = grant_key(policy_id, action)
+        key = grant_key(grants_under or policy_id, action)
         grant = first_valid(await store.grant_candidates(key), task_id=task_id, now=now)
         if grant is not None:
             return Evaluation(Verdict.ALLOW, f"{grant.scope.value} grant {grant.id}",
