@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 from signoff.bot.names import ShowsNames
 from signoff.bot.ports import ApprovalCard
@@ -44,16 +44,75 @@ WHY_LABEL = "Why (agent)"
 WHY_REQUESTER_LABEL = "Why (requester)"
 
 
-def notification_text(card: ApprovalCard, note: str | None, limit: int) -> str:
-    """A card as the plain lines of a phone notification (Web Push, ntfy): the note (a
-    reminder's words) first, where the request comes from, its details, why; cut at
-    ``limit`` characters with an ellipsis."""
+# -- phone notifications (Web Push, ntfy) ------------------------------------------------
+NOTIFICATION_TITLE = 200  # characters of a notification's title
+
+
+@dataclasses.dataclass(frozen=True)
+class Notification:
+    """A card as a phone notification: its title, its text, and whether the two show
+    everything a decision on the card approves, uncut (`notification`)."""
+
+    title: str
+    text: str
+    whole: bool
+
+
+def notification(card: ApprovalCard, note: str | None, limit: int) -> Notification:
+    """``card`` as the plain lines of a phone notification (Web Push, ntfy).
+
+    The title is the risk and the action; the text the note (a reminder's words), then
+    what a decision approves — every target, every content line, the preview (the whole
+    command, the diff) — then the proposer's words and last where the request comes
+    from: a requester's name or policy id is the caller's own choice, and must not push
+    the content out of a text cut at ``limit`` characters (the title at
+    `NOTIFICATION_TITLE`), each with an ellipsis. ``whole`` only when neither was cut
+    and the card itself carries everything uncut (`complete`).
+    """
+    title = f"{card.risk}: {card.title}"
     lines = [note] if note else []
-    lines += [card.origin, *(f"{label}: {value}" for label, value in card.details)]
+    if card.targets:
+        lines.append("Targets: " + ", ".join(card.targets))
+    lines += [f"{label}: {value}" for label, value in card.details]
+    if card.preview is not None:
+        lines += [f"{card.preview.label}:", card.preview.text]
     why = why_line(card)
     if why:
         lines.append(why)
+    lines.append(card.origin)
     text = "\n".join(lines)
+    whole = (complete(card, None) and len(title) <= NOTIFICATION_TITLE
+             and len(text) <= limit)
+    return Notification(title=_clipped(title, NOTIFICATION_TITLE),
+                        text=_clipped(text, limit), whole=whole)
+
+
+def notification_scopes(card: ApprovalCard, note: str | None, limit: int,
+                        actions_for: Collection[str]) -> tuple[Scope, ...]:
+    """The decisions a notification of ``card`` carries (a phone shows two at most):
+    none for a request decided elsewhere, under step-up or of a risk class not in
+    ``actions_for`` (it carries Open only); else Deny — denying approves nothing, so it
+    needs no whole text — and Once only when the notification shows the whole action
+    (`notification`). One rule for what a surface sends and for what it decides
+    (`notification_decides`)."""
+    if not card.open or card.step_up or card.risk not in actions_for:
+        return ()
+    whole = notification(card, note, limit).whole
+    return tuple(scope for scope in (Scope.ONCE, Scope.DENY)
+                 if scope in card.allowed and (whole or not scope.approves))
+
+
+def notification_decides(card: ApprovalCard, limit: int, actions_for: Collection[str]
+                         ) -> bool:
+    """True when a notification of ``card`` offers an approving decision: the answer to
+    `bot.ports.ShowsCards` of a notification surface, which the flow asks again when a
+    token arrives: an approving one for a card it could not show whole (a message sent
+    before this rule, say) is refused."""
+    return any(scope.approves for scope in notification_scopes(card, None, limit,
+                                                                actions_for))
+
+
+def _clipped(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 

@@ -250,8 +250,10 @@ class ApprovalFlow:
             return await self._confirm_in_console(approval, actor, event.surface,
                                                   "step-up: decided in the console only")
         elif (approval is not None and event.surface not in TRUSTED_SURFACES
-                and approval.status is ApprovalStatus.PENDING
+                and event.scope.approves and approval.status is ApprovalStatus.PENDING
                 and not await self._shown_whole(approval, event.surface)):
+            # Only an approval needs the whole action seen: a Deny approves nothing, so a
+            # surface that cannot show a card whole may still offer it (ntfy, Discord).
             return await self._confirm_in_console(
                 approval, actor, event.surface,
                 "too long to show whole there: decided in the console only")
@@ -297,8 +299,9 @@ class ApprovalFlow:
         return DecisionOutcome(result.accepted, result.message, code=result.code)
 
     async def _shown_whole(self, approval: Approval, surface: str) -> bool:
-        """Whether ``surface``'s card of ``approval`` offers decisions: it shows whole what
-        the decision approves (`cards.complete`, each surface with its own limit)."""
+        """Whether ``surface``'s card of ``approval`` offers approving decisions: it shows
+        whole what the decision approves (`cards.complete`, each surface with its own
+        limit; its `ShowsCards.decides`)."""
         task = await self.store.get_task(approval.task_id) if approval.task_id else None
         card = build_card(task, approval, console_url=self.console_url,
                           preview=await self.preview(approval), step_up=self.step_up)

@@ -248,13 +248,15 @@ class Surface(Protocol):
 @runtime_checkable
 class ShowsCards(Protocol):
     """A surface whose cards may show less than what a decision approves (a chat message
-    has a length limit) says on which cards it offers decisions (optional). The flow
-    refuses a decision from it on any other card — a forged click, an old button — and
-    sends the person to the console. Without it, a surface is taken to show a card's
-    texts whole (`bot.cards.complete` with no limit)."""
+    has a length limit) says on which cards it offers approving decisions (optional). The
+    flow refuses Once, Session or Always from it on any other card — a forged click, an
+    old button — and sends the person to the console; a Deny approves nothing and is
+    taken. Without it, a surface is taken to show a card's texts whole
+    (`bot.cards.complete` with no limit)."""
 
     def decides(self, card: ApprovalCard) -> bool:
-        """True when this surface's rendering of ``card`` offers decision buttons."""
+        """True when this surface's rendering of ``card`` offers approving buttons: it
+        shows everything the decision approves, uncut."""
         ...
 
 class PushSubscriptions(Protocol):

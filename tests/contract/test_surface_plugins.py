@@ -15,7 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from signoff.bot.ports import ApprovalCard, CardRef, DecisionHandler, SurfacePlugin
+from signoff.bot.ports import (
+    ApprovalCard,
+    CardRef,
+    DecisionHandler,
+    ShowsCards,
+    SurfacePlugin,
+)
+from signoff.bot.routing.authorizer import TRUSTED_SURFACES
 from signoff.runtime.models import Scope
 from signoff.testing import (
     BUTTON_LABELS,
@@ -69,6 +76,19 @@ class TestBuiltInPlugins(PluginContract):
     def section(self, name: str) -> dict[str, Any] | None:
         """A valid section for it."""
         return BUILT_IN[name]
+
+
+@pytest.mark.parametrize("name", sorted(set(BUILT_IN) - TRUSTED_SURFACES))
+async def test_every_built_in_chat_surface_says_on_which_cards_it_approves(
+        name: str, tmp_path: Path) -> None:
+    """A built-in surface people answer outside the console shows cards with a length
+    limit, so it says on which it offers Once (`ShowsCards`); without it the flow took
+    every card it posted as shown whole, and approved what a cut card hid (Discord)."""
+    plugin: SurfacePlugin[Any] = importlib.import_module(f"signoff.adapters.{name}").PLUGIN
+    section = BUILT_IN[name]
+    loaded = plugin.settings.model_validate(section) if plugin.settings else None
+    surface = plugin.build(loaded, surface_deps(state_dir=tmp_path))
+    assert isinstance(surface, ShowsCards), name
 
 
 class TestEchoPlugin(PluginContract):

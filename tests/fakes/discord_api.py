@@ -257,6 +257,16 @@ class FakeDiscord(FakeServer):
         """The MESSAGE_COMPONENT interaction of a member clicking the button ``label``."""
         message = self.message(channel_id, message_id)
         [button] = [b for b in message.buttons if b.get("label") == label]
+        return self.forged_click(channel_id, message_id, button["custom_id"], user_id=user_id,
+                                 username=username, global_name=global_name, nick=nick)
+
+    def forged_click(self, channel_id: str, message_id: str, custom_id: str, *,
+                     user_id: str = "4242", username: str = "alice",
+                     global_name: str | None = "Alice", nick: str | None = None
+                     ) -> dict[str, Any]:
+        """The interaction of a click carrying ``custom_id`` on a message, whether or not
+        the message has that button (an old client, a crafted request)."""
+        message = self.message(channel_id, message_id)
         member = {"user": discord_user(user_id, username, global_name), "nick": nick,
                   "roles": [], "joined_at": "2025-01-02T03:04:05.000000+00:00",
                   "deaf": False, "mute": False, "flags": 0, "permissions": "2248473465835073"}
@@ -264,7 +274,7 @@ class FakeDiscord(FakeServer):
             3, guild_id=self.guild_id, channel_id=channel_id,
             channel={"id": channel_id, "type": 0, "guild_id": self.guild_id},
             member=member, message=message.json(), app_permissions="2248473465835073",
-            data={"custom_id": button["custom_id"], "component_type": 2})
+            data={"custom_id": custom_id, "component_type": 2})
 
     # --- the server ---------------------------------------------------------------------
 

@@ -6,6 +6,11 @@ that edits it. Everything a task or an agent wrote is escaped for Discord's mark
 pinged — nobody, unless signoff itself mentions an approver — so a goal saying
 ``@everyone`` or ``<@123>`` pings no one.
 
+What a decision approves (every target, content line and the preview) is shown whole or
+the card offers no approving button: `_fitted` tries it whole first, the other lines
+shrinking to fit the embed, and says whether it managed; `decides` and the buttons both
+ask it. A card it had to cut says so and carries Deny and a link to the console.
+
 A button's ``custom_id`` is ``so:<approval_id>:<o|s|a|d>`` (``:u``: the Undo of a held
 card), at most 100 characters as Discord allows; `decode_custom_id` is the other half.
 The request's details live in the store, never in the button.
@@ -15,10 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from signoff.bot.cards import BUTTON_LABELS, UNDO_LABEL, why_line
+from signoff.bot.cards import BUTTON_LABELS, UNDO_LABEL, complete, console_only_text, why_line
 from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import Scope
 
@@ -30,8 +36,12 @@ MAX_CUSTOM_ID = 100  # Discord's limit for a component's custom_id
 MAX_CONTENT = 2000  # message content
 MAX_TITLE = 256  # embed title
 MAX_DESCRIPTION = 4096  # embed description
-MAX_PREVIEW = 1500  # characters of a preview (diff, command) kept on a card
-STEP_UP_TEXT = "🔐 Decided in the console only (step-up): open it to approve or deny."
+# Per-field length and list budgets for the lines around what a card approves, tried in
+# order until the embed fits; when even the last cannot hold the approvable texts whole,
+# they too are cut to them (preview: the characters kept at each step) and no approving
+# button is offered.
+_BUDGETS = ((400, 20), (160, 8), (60, 3))
+_PREVIEW_BUDGETS = {400: 1500, 160: 800, 60: 300}
 
 # Component types and button styles of the Discord API.
 ACTION_ROW, BUTTON = 1, 2
@@ -148,18 +158,60 @@ def _with_people(text: str) -> str:
     return _DISCORD_ACTOR.sub(r"<@\1>", escape(text))
 
 
-def _preview(card: ApprovalCard) -> list[str]:
+def decides(card: ApprovalCard) -> bool:
+    """True when the Discord card offers approving buttons: not under step-up, and it
+    shows whole what the decision approves (`_fitted`)."""
+    return not card.step_up and _fitted(card)[1]
+
+
+def _fitted(card: ApprovalCard) -> tuple[str, bool]:
+    """The embed's description, and whether it shows whole what the decision approves:
+    tried whole first (when the card carries it uncut, `cards.complete`), the other lines
+    shrinking to fit; else cut to the budgets, saying so."""
+    for whole in (True, False) if complete(card, None) else (False,):
+        for limit, items in _BUDGETS:
+            text = _description(card, limit, items, whole=whole)
+            if len(text) <= MAX_DESCRIPTION:
+                return text, whole
+    return clip(_description(card, 60, 3, whole=False), MAX_DESCRIPTION), False
+
+
+def _approvable(card: ApprovalCard, limit: int, items: int, *, whole: bool) -> list[str]:
+    """Targets, content and preview: all of each when ``whole``, else within budget, with
+    what is left out counted."""
+    if whole:
+        limit = items = sys.maxsize
+    lines = []
+    if card.targets:
+        more = len(card.targets) - items
+        lines.append("Targets: " + ", ".join(_line(t, limit) for t in card.targets[:items])
+                     + (f" and {more} more" if more > 0 else ""))
+    named = limit if whole else 80  # an outside request names its own tool
+    tool = f"Tool: {_line(card.tool, named)}"
+    lines.append(tool + (f" ({_line(card.capability, named)})" if card.capability else ""))
+    label = limit if whole else 40
+    lines += [f"**{_line(name, label)}:** {_line(value, limit)}"
+              for name, value in card.details[:items]]
+    more = len(card.details) - items
+    if more > 0:
+        lines.append(f"… and {more} more")
+    lines += _preview(card, limit if whole else _PREVIEW_BUDGETS.get(limit, 300),
+                      label=limit if whole else 200)
+    return lines
+
+
+def _preview(card: ApprovalCard, limit: int, *, label: int) -> list[str]:
     if card.preview is None:
         return []
     text = card.preview.text
-    if len(text) > MAX_PREVIEW:
-        text = text[:MAX_PREVIEW].rsplit("\n", 1)[0] + "\n… (cut to fit Discord)"
+    if len(text) > limit:
+        text = text[:limit].rsplit("\n", 1)[0] + "\n… (cut to fit Discord)"
     # A fence inside would end the code block early; a zero-width space breaks it.
-    return [f"**{_line(card.preview.label, 200)}**",
+    return [f"**{_line(card.preview.label, label)}**",
             "```\n" + text.replace("```", "`\u200b``") + "\n```"]
 
 
-def _origin(card: ApprovalCard) -> list[str]:
+def _origin(card: ApprovalCard, limit: int) -> list[str]:
     if card.task_id is None:  # a request from an agent that is not ours
         lines = [f"Asked by **{_line(card.requester or 'an outside agent', 120)}** · "
                  f"policy {_line(card.policy_id or '', 80)}"]
@@ -169,36 +221,31 @@ def _origin(card: ApprovalCard) -> list[str]:
             task += f" · schedule {_line(card.schedule, 80)}"
         lines = [task]
     if card.goal:
-        lines.append(f"Goal: {_line(card.goal)}")
+        lines.append(f"Goal: {_line(card.goal, limit)}")
     return lines
 
 
-def _description(card: ApprovalCard) -> str:
-    lines = [f"**{_line(card.title)}**"]
-    if card.targets:
-        lines.append("Targets: " + ", ".join(_line(t, 200) for t in card.targets[:20]))
-    tool = f"Tool: {_line(card.tool, 80)}"
-    lines.append(tool + (f" ({_line(card.capability, 80)})" if card.capability else ""))
-    lines += [f"**{_line(label, 40)}:** {_line(value)}" for label, value in card.details[:20]]
-    lines += _preview(card)
+def _description(card: ApprovalCard, limit: int, items: int, *, whole: bool) -> str:
+    lines = [f"**{_line(card.title, limit)}**"]
+    lines += _approvable(card, limit, items, whole=whole)
     why = why_line(card)
     if why:
-        lines.append(f"*{_line(why)}*")
-    lines += _origin(card)
+        lines.append(f"*{_line(why, limit)}*")
+    lines += _origin(card, limit)
     if card.note:
-        lines.append(f"Note: {_line(card.note)}")
+        lines.append(f"Note: {_line(card.note, limit)}")
     if card.open:
         if card.progress:
-            lines.append(f"**{_line(card.progress)}**")
+            lines.append(f"**{_line(card.progress, limit)}**")
         # Discord shows a timestamp in each reader's own time zone.
         lines.append(f"Expires <t:{int(card.expires_at.timestamp())}:R> · request "
                      f"{_line(card.approval_id, 80)}")
-        if card.step_up:
-            lines.append(STEP_UP_TEXT)
+        if card.step_up or not whole:
+            lines.append(escape(console_only_text(card)))
     if card.outcome or not card.open:
         icon = _STATUS_ICON.get(card.status, "ℹ️")
-        lines.append(f"{icon} **{_with_people(clip(card.outcome or card.status, 400))}**")
-    return clip("\n".join(lines), MAX_DESCRIPTION)
+        lines.append(f"{icon} **{_with_people(clip(card.outcome or card.status, limit))}**")
+    return "\n".join(lines)
 
 
 def _buttons(card: ApprovalCard) -> list[Json]:
@@ -207,12 +254,21 @@ def _buttons(card: ApprovalCard) -> list[Json]:
                  "custom_id": encode_custom_id(card.approval_id, UNDO_CODE)}]
     if not card.open:
         return []
-    if card.step_up:  # the console decides; the chat only links there
-        return ([{"type": BUTTON, "style": LINK, "label": "Open in console to decide",
-                  "url": card.confirm_url}] if card.confirm_url else [])
-    return [{"type": BUTTON, "style": _STYLES[scope], "label": BUTTON_LABELS[scope],
-             "custom_id": encode_custom_id(card.approval_id, _CODES[scope])}
-            for scope in card.allowed]
+    if decides(card):
+        return [_button(card, scope) for scope in card.allowed]
+    # Decided in the console: step-up (there only), or too long to show whole here —
+    # then Deny stays, since denying approves nothing that was not seen.
+    buttons = ([] if card.step_up else
+               [_button(card, scope) for scope in card.allowed if not scope.approves])
+    if card.confirm_url:
+        buttons.append({"type": BUTTON, "style": LINK, "label": "Open in console to decide",
+                        "url": card.confirm_url})
+    return buttons
+
+
+def _button(card: ApprovalCard, scope: Scope) -> Json:
+    return {"type": BUTTON, "style": _STYLES[scope], "label": BUTTON_LABELS[scope],
+            "custom_id": encode_custom_id(card.approval_id, _CODES[scope])}
 
 
 def card_message(card: ApprovalCard) -> Json:
@@ -221,7 +277,7 @@ def card_message(card: ApprovalCard) -> Json:
     icon = _RISK_ICON.get(card.risk, "❓")
     words = "needs approval" if card.open else "approval request"
     embed: Json = {"title": clip(f"{icon} {card.risk} — {words}", MAX_TITLE),
-                   "description": _description(card),
+                   "description": _fitted(card)[0],
                    "color": _COLOURS.get(card.status, 0x80848E)}
     if card.console_url and card.console_url.startswith(("https://", "http://")):
         embed["url"] = card.console_url  # the title links to the console

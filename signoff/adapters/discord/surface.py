@@ -14,7 +14,8 @@ URL), served on the daemon's port by `handle_interaction`:
   stale timestamp, or an interaction id seen before (the node's replay ledger) is 401 and
   decides nothing;
 - PING (type 1) is answered with PONG (type 1);
-- a button click (type 3) is decided through the flow like any surface's. Discord wants
+- a button click (type 3) is decided through the flow like any surface's (which refuses
+  an approving click on a card this surface could not show whole, `decides`). Discord wants
   an answer within 3 s: if the decision is done within `answer_within` (2 s) the answer
   is DEFERRED_UPDATE_MESSAGE (type 6; the flow then edits the card on every surface), or,
   for a refusal, a late click or a partial quorum, a message only the clicker sees
@@ -56,6 +57,7 @@ from .components import (
     SURFACE,
     allowed_mentions,
     card_message,
+    decides,
     decode_custom_id,
     escape,
     is_card_of,
@@ -134,6 +136,11 @@ class DiscordSurface:
     def running(self) -> bool:
         """True while `run` is receiving decisions."""
         return self._group is not None
+
+    def decides(self, card: ApprovalCard) -> bool:
+        """Whether this card's message offers approving buttons (`bot.ports.ShowsCards`):
+        the flow refuses Once, Session or Always clicked on any other."""
+        return decides(card)
 
     # -- outbound -------------------------------------------------------------------------
 

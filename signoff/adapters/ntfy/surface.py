@@ -1,14 +1,16 @@
 """ntfy as an approval surface: a message per request on one topic, with HTTP buttons.
 
 `post_card` publishes (ntfy's JSON publishing: ``POST <url>`` with ``topic``,
-``title``, ``message``, ``priority``, ``tags``, ``click`` and ``actions``) one message:
-for the risk classes in ``actions_for``, Once and Deny are ``http`` actions POSTing a
-signed, single-use URL on ``daemon.public_url`` (``/ntfy/decide?token=…``, the e-mail
-links' scheme, `bot.links`) bound to the approval, the decision and the topic's person
-``ntfy:<topic>`` (who must be among the approvers); Open is a ``view`` action on the
-console's page. The priority follows the risk: DESTRUCTIVE 5 (urgent), SEND 4, others 3.
-ntfy has no edits: when the request is answered, a follow-up message says how and by
-whom; an escalation or a reminder publishes the request again.
+``title``, ``message``, ``priority``, ``tags``, ``click`` and ``actions``) one message,
+the card as `bot.cards.notification` writes it (every target, content line and the
+preview): for the risk classes in ``actions_for``, Once and Deny are ``http`` actions
+POSTing a signed, single-use URL on ``daemon.public_url`` (``/ntfy/decide?token=…``, the
+e-mail links' scheme, `bot.links`) bound to the approval, the decision and the topic's
+person ``ntfy:<topic>`` (who must be among the approvers) — Once only when the message
+shows the whole action uncut (`bot.cards.notification_scopes`), else Deny alone; Open is
+a ``view`` action on the console's page. The priority follows the risk: DESTRUCTIVE 5
+(urgent), SEND 4, others 3. ntfy has no edits: when the request is answered, a follow-up
+message says how and by whom; an escalation or a reminder publishes the request again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from signoff.adapters.ntfy.settings import NtfySettings
-from signoff.bot.cards import BUTTON_LABELS, card_page, decides_here, notification_text
+from signoff.bot.cards import (
+    BUTTON_LABELS,
+    card_page,
+    notification,
+    notification_decides,
+    notification_scopes,
+)
 from signoff.bot.links import LinkChecker, LinkKind, decide_by_link, new_card_id
 from signoff.bot.ports import (
     ApprovalCard,
@@ -43,18 +51,17 @@ LINKS = LinkKind("ntfy-link")
 DECIDE_PATH = "/ntfy/decide"
 BODY = 2000  # characters of card text in a message (ntfy keeps 4,096 bytes)
 PRIORITY: dict[str, int] = {RiskClass.DESTRUCTIVE: 5, RiskClass.SEND: 4}
-SCOPES = (Scope.ONCE, Scope.DENY)
 
 
 def card_message(card: ApprovalCard, *, topic: str, urls: dict[Scope, str], open_url: str,
                  note: str | None = None) -> JsonDict:
     """The JSON publish of a request: Once/Deny buttons for ``urls``, then Open."""
+    shown = notification(card, note, BODY)
     actions: list[JsonDict] = [
         {"action": "http", "label": BUTTON_LABELS[scope], "url": url, "method": "POST",
          "clear": True} for scope, url in urls.items()]
     actions.append({"action": "view", "label": "Open", "url": open_url})
-    return {"topic": topic, "title": f"{card.risk}: {card.title}"[:200],
-            "message": notification_text(card, note, BODY),
+    return {"topic": topic, "title": shown.title, "message": shown.text,
             "priority": PRIORITY.get(card.risk, 3), "tags": ["lock"], "click": open_url,
             "actions": actions}
 
@@ -100,8 +107,9 @@ class NtfySurface(DecidesThroughRoutes):
         return (Route("POST", DECIDE_PATH, self.decide),)
 
     def decides(self, card: ApprovalCard) -> bool:
-        """Whether the message of ``card`` offers decisions (`bot.ports.ShowsCards`)."""
-        return card.risk in self.actions_for and decides_here(card, BODY)
+        """Whether the message of ``card`` offers Once (`bot.ports.ShowsCards`): a token
+        for a card it could not show whole is refused by the flow."""
+        return notification_decides(card, BODY, self.actions_for)
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Publish the request with its buttons."""
@@ -139,11 +147,9 @@ class NtfySurface(DecidesThroughRoutes):
 
     def _card(self, card: ApprovalCard, card_id: str, note: str | None) -> JsonDict:
         urls: dict[Scope, str] = {}
-        if self.decides(card):
-            for scope in SCOPES:
-                if scope in card.allowed:
-                    token = self.links.sign(card, card_id, scope, self.person)
-                    urls[scope] = f"{self.base}{DECIDE_PATH}?{urlencode({'token': token})}"
+        for scope in notification_scopes(card, note, BODY, self.actions_for):
+            token = self.links.sign(card, card_id, scope, self.person)
+            urls[scope] = f"{self.base}{DECIDE_PATH}?{urlencode({'token': token})}"
         return card_message(card, topic=self.settings.topic, urls=urls,
                             open_url=self._open_url(card), note=note)
 

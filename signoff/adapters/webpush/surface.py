@@ -5,7 +5,8 @@ who may decide enabled in the console, an action button a signed decision link.
 with the approval id as its channel) and sends every subscription (`TaskStore`'s push
 subscriptions, any node's) its own encrypted message (pywebpush, VAPID): Once and Deny
 carry tokens bound to the approval, the decision and the subscription's person
-(`bot.links`, the e-mail links' scheme), for the risk classes in ``actions_for``; other
+(`bot.links`, the e-mail links' scheme), for the risk classes in ``actions_for`` — Once
+only when the notification shows the whole action uncut, else Deny and Open; other
 requests carry Open. A push service answering 404 or 410 means the subscription is gone:
 it is forgotten. Escalations and reminders (replies naming people) send the notification
 again (same tag: it replaces the old one, and alerts); a decision replaces it with the
@@ -127,7 +128,8 @@ class WebPushSurface(DecidesThroughRoutes):
                 Route("POST", payloads.DECIDE_PATH, self.decide))
 
     def decides(self, card: ApprovalCard) -> bool:
-        """Whether the notification of ``card`` offers decisions (`bot.ports.ShowsCards`)."""
+        """Whether the notification of ``card`` offers Once (`bot.ports.ShowsCards`): a
+        token for a card it could not show whole is refused by the flow."""
         return payloads.offers_decisions(card, self.actions_for)
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
@@ -169,12 +171,12 @@ class WebPushSurface(DecidesThroughRoutes):
         return await self.subscriptions.push_subscriptions()
 
     async def _push_card(self, card: ApprovalCard, card_id: str, note: str | None) -> None:
-        offers = self.decides(card)
+        offered = payloads.scopes(card, note, self.actions_for)
         open_url = self._open_url(card)
 
         def data(sub: PushSubscription) -> bytes:
             tokens = {scope: self.links.sign(card, card_id, scope, sub.holder)
-                      for scope in payloads.SCOPES if offers and scope in card.allowed}
+                      for scope in offered}
             return payloads.card_message(card, tokens=tokens, base=self.base,
                                          open_url=open_url, note=note)
 

@@ -124,3 +124,19 @@ async def test_a_short_command_card_keeps_its_decision_buttons(rig: Rig) -> None
     assert message_buttons(card) == ("Once", "Session", "Always", "Deny")
     [tg_card] = rig.telegram_cards()
     assert [b["text"] for b in tg_card.keyboard[0]] == ["Once", "Session", "Always", "Deny"]
+
+
+async def test_a_deny_on_a_cut_card_is_taken(rig: Rig) -> None:
+    """Denying approves nothing, so it needs no whole card: a Deny sent for the long
+    command's card denies it (surfaces that cannot show a card whole may offer Deny)."""
+    task = await rig.start(LONG)
+    assert task.approval is not None
+    [slack_ref] = [CardRef(r.surface, r.channel, r.message_id)
+                   for r in await rig.node.store.cards(task.approval.id) if r.surface == "slack"]
+    payload = rig.harness.payload(slack_ref, Scope.DENY, ALICE, approval_id=task.approval.id)
+    await rig.harness.send(payload)
+    outcome = await asyncio.wait_for(rig.harness.outcomes.get(), 5)
+    assert outcome.accepted
+    stored = await rig.node.store.get_approval(task.approval.id)
+    assert stored is not None and stored.status.value == "denied"
+    assert stored.decided_by == f"slack:{ALICE}"

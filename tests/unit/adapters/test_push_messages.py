@@ -1,14 +1,19 @@
 """What a push notification and an ntfy message carry: small enough for push services,
-decisions only where the whole request is shown and its risk is allowed, priority by risk."""
+every target, content line and preview, Once only where all of it is shown uncut and
+its risk is allowed (Deny wherever its risk is), priority by risk."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from signoff.adapters.ntfy.surface import card_message as ntfy_message
 from signoff.adapters.ntfy.surface import decided_message as ntfy_decided
 from signoff.adapters.webpush import payloads
+from signoff.bot.cards import NOTIFICATION_TITLE
+from signoff.bot.ports import ApprovalCard
 from signoff.runtime.models import RiskClass, Scope
+from signoff.runtime.tools.base import args_preview
 from signoff.testing import sample_card
 
 SEND = frozenset({RiskClass.SEND})
@@ -45,3 +50,81 @@ def test_ntfy_priority_follows_the_risk() -> None:
                         topic="t", open_url="u")
     assert done["priority"] == 2 and "actions" not in done
     assert done["message"] == "Approved once by ntfy:t"
+
+
+# -- a notification offers Once only when it shows the whole action ----------------------
+TO = tuple(f"accounts.payable.{i}@supplier-{i}.example.com" for i in range(9))
+ATTACKER = "billing@supp1ier-payments.example"
+PAYMENT = "Please wire 48,500 EUR today to IBAN DE89 3704 0044 0532 0130 00."
+
+
+def outside(**changes: object) -> ApprovalCard:
+    """The card of a request from an outside agent (POST /v1/approvals)."""
+    asked: dict[str, object] = {"requester": "hermes:alice@laptop", "policy_id": "s-1"}
+    return sample_card(task_id=None, **{**asked, **changes})
+
+
+def pushed(card: ApprovalCard, tokens: dict[Scope, str] | None = None) -> dict[str, Any]:
+    """The Web Push message of ``card`` as the service worker reads it."""
+    return dict(json.loads(payloads.card_message(card, tokens=tokens or {}, base="b",
+                                                 open_url="u")))
+
+
+def test_a_transfer_asked_from_outside_shows_its_account_and_amount() -> None:
+    """An outside agent's ``bank.transfer`` has no targets or content: the notification
+    shows its arguments (the card's preview), the account and the amount, before it
+    offers Once (they appeared nowhere)."""
+    args = {"to_account": "DE89370400440532013000", "amount_eur": 250000}
+    card = outside(title="Run bank.transfer", tool="bank.transfer", targets=(), details=(),
+                   preview=args_preview(args))
+    body = pushed(card)["body"]
+    message = ntfy_message(card, topic="t", urls={}, open_url="u")["message"]
+    for text in (body, message):
+        assert "DE89370400440532013000" in text and "250000" in text
+    assert payloads.scopes(card, None, SEND) == (Scope.ONCE, Scope.DENY)
+
+
+def test_a_title_cut_before_the_last_recipient_offers_deny_and_open_only() -> None:
+    """Ten recipients make the title longer than a notification's: it is cut with an
+    ellipsis, the body names every recipient, and the notification offers Deny and Open
+    but no Once (the title was cut silently and Once offered)."""
+    to = (*TO, ATTACKER)
+    card = sample_card(title=f"Send email to {', '.join(to)} — subject 'Invoice'",
+                       targets=to)
+    data = pushed(card, {Scope.DENY: "d"})
+    ntfy = ntfy_message(card, topic="t", urls={}, open_url="u")
+    for title in (data["title"], ntfy["title"]):
+        assert len(title) == NOTIFICATION_TITLE and title.endswith("…")
+        assert ATTACKER not in title
+    assert ATTACKER in data["body"] and ATTACKER in ntfy["message"]
+    assert payloads.scopes(card, None, SEND) == (Scope.DENY,)
+    assert not payloads.offers_decisions(card, SEND)
+    assert [a["action"] for a in data["actions"]] == ["deny", "open"]
+
+
+def test_the_callers_own_words_come_after_the_content_they_cannot_push_out() -> None:
+    """A requester's name and policy id of the longest kind come last: the payment line
+    ending the body is still in the notification, which, cut to fit, offers no Once
+    (the origin came first and pushed it out, Once still offered)."""
+    body = ("Hi John, here is the report. " * 30)[: 880 - len(PAYMENT)] + PAYMENT
+    card = outside(requester="r" * 120, policy_id="p" * 200, why="w" * 200,
+                   details=(("body", body),))
+    data = pushed(card)
+    assert PAYMENT in data["body"] and data["body"].endswith("…")
+    assert payloads.scopes(card, None, SEND) == (Scope.DENY,)
+    assert PAYMENT in ntfy_message(card, topic="t", urls={}, open_url="u")["message"]
+
+
+def test_a_reminder_that_makes_the_text_too_long_carries_no_once() -> None:
+    """A note before the content that pushes the text past its limit takes Once off
+    that notification; without it the same card keeps Once."""
+    card = sample_card(details=(("body", "x" * 1000),))
+    assert payloads.scopes(card, None, SEND) == (Scope.ONCE, Scope.DENY)
+    assert payloads.scopes(card, "Reminder: " + "y" * 150, SEND) == (Scope.DENY,)
+
+
+def test_only_a_request_decided_here_carries_deny_and_only_an_open_one() -> None:
+    """Step-up, a risk class not in ``actions_for`` and a decided request carry no token."""
+    for card in (sample_card(step_up=True), sample_card(risk="DESTRUCTIVE"),
+                 sample_card(status="approved")):
+        assert payloads.scopes(card, None, SEND) == ()

@@ -1,7 +1,8 @@
 """ntfy end to end: each request is one JSON publish (ntfy's wire format) to a fake ntfy
 server (tests/fakes/ntfy_server.py) with Once/Deny http buttons on signed, single-use URLs
 and Open; the test presses them as the ntfy app would; a decision is a follow-up message
-saying by whom; priority follows the risk."""
+saying by whom; priority follows the risk; Once only on a message that shows the whole
+request."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 import pytest
@@ -21,6 +22,7 @@ from signoff.bot.ports import CardRef, SurfaceDeps
 from signoff.config.settings import Settings
 from signoff.errors import ConfigError
 from signoff.runtime.clock import SystemClock
+from signoff.runtime.models import Scope
 from signoff.runtime.state import server_secret
 from signoff.wiring import PendingCards, build_surfaces, prepare_state
 from tests.api.helpers import Running, eventually, make_settings, running_node
@@ -191,3 +193,49 @@ async def test_an_escalation_publishes_the_request_again(tmp_path: Path) -> None
         status = await p.status(approval_id)
     assert count == 2 and again["message"].startswith("Escalated to you")
     assert answer.status_code == 200 and status["status"] == "denied"
+
+
+async def test_a_title_cut_before_the_attacker_offers_deny_and_open_only(
+        tmp_path: Path) -> None:
+    """An e-mail to ten recipients has a title longer than a message's, cut before the
+    last one, the attacker's: the message names every recipient, and offers Deny and
+    Open but no Once. A Once URL for it (as a message sent before this rule carried) is
+    refused with the console link; its Deny is taken."""
+    to = [f"accounts.payable.{i}@supplier-{i}.example.com" for i in range(9)]
+    to.append("billing@supp1ier-payments.example")
+    async with published(tmp_path) as p:
+        response = await p.admin.post("/v1/approvals", json={
+            **ASK, "args": {"to": to, "subject": "Invoice", "body": "Please pay."}})
+        approval_id = str(response.json()["id"])
+        message = await p.message(approval_id)
+        surface = p.running.node.surfaces["ntfy"]
+        posted = await surface.lookup(approval_id)
+        assert posted is not None
+        [card_id] = [c.message_id for c in await p.running.node.store.cards(approval_id)
+                     if c.surface == "ntfy"]
+        once = surface.links.sign(posted.card, card_id, Scope.ONCE, f"ntfy:{TOPIC}")
+        refused = await p.phone.post(f"/ntfy/decide?{urlencode({'token': once})}")
+        pending = (await p.status(approval_id))["status"]
+        denied = await p.press(message, "Deny")
+        status = await p.status(approval_id)
+    assert message["title"].endswith("…") and "supp1ier" not in message["title"]
+    assert "billing@supp1ier-payments.example" in message["message"]
+    assert [a["label"] for a in message["actions"]] == ["Deny", "Open"]
+    assert refused.status_code == 409 and refused.json()["accepted"] is False
+    assert refused.json()["message"].startswith("Confirm in the console")
+    assert pending == "pending"
+    assert denied.status_code == 200 and status["status"] == "denied"
+
+
+async def test_a_transfer_is_published_with_its_account_and_amount(tmp_path: Path) -> None:
+    """An outside ``bank.transfer`` shows its account and amount in the message that
+    offers Once (they were nowhere in it)."""
+    async with published(tmp_path) as p:
+        response = await p.admin.post("/v1/approvals", json={
+            "tool": "bank.transfer", "args": {"to_account": "DE89370400440532013000",
+                                              "amount_eur": 250000},
+            "risk": "SEND", "requester": "hermes:alice@laptop", "policy_id": "s-1"})
+        message = await p.message(str(response.json()["id"]))
+    assert "DE89370400440532013000" in message["message"]
+    assert "250000" in message["message"]
+    assert [a["label"] for a in message["actions"]] == ["Once", "Deny", "Open"]

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from signoff.bot.ports import CardRef, SurfaceDeps
 from signoff.runtime.clock import SystemClock
+from signoff.runtime.models import Scope
 from signoff.runtime.state import server_secret
 from signoff.wiring import (
     PendingCards,
@@ -291,3 +292,57 @@ async def test_a_token_works_beside_a_console_cookie(tmp_path: Path) -> None:
     assert signed_in.status_code == 303
     assert answer.status_code == 200, answer.text
     assert subscribing.status_code == 403  # a cookie call to a signed-in route needs the header
+
+
+PAYMENT = "Please wire 48,500 EUR today to IBAN DE89 3704 0044 0532 0130 00."
+
+
+async def test_a_transfer_is_pushed_with_its_account_and_amount(tmp_path: Path) -> None:
+    """An outside ``bank.transfer`` carries its account and amount in the notification
+    that offers Once (they were nowhere in it); its Once approves it."""
+    async with pushed(tmp_path) as p:
+        browser, _ = await p.subscribe("phone")
+        response = await p.admin.post("/v1/approvals", json={
+            "tool": "bank.transfer", "args": {"to_account": "DE89370400440532013000",
+                                              "amount_eur": 250000},
+            "risk": "SEND", "requester": "hermes:alice@laptop", "policy_id": "s-1"})
+        approval_id = str(response.json()["id"])
+        message = await p.message(browser, "phone", approval_id)
+        answer = await p.anonymous.post("/webpush/decide",
+                                        json={"token": token(message, "once")})
+    assert "DE89370400440532013000" in message["body"] and "250000" in message["body"]
+    assert [a["action"] for a in message["actions"]] == ["once", "deny"]
+    assert answer.status_code == 200 and answer.json()["accepted"] is True
+
+
+async def test_a_request_too_long_to_show_whole_is_denied_here_approved_elsewhere(
+        tmp_path: Path) -> None:
+    """A requester and policy id of the longest kind do not push the payment line ending
+    the body out of the notification, which, too long to show whole, offers Deny and Open
+    only. A Once token for it (as a notification sent before this rule carried) is
+    refused with the console link; its Deny is taken."""
+    body = ("Hi John, here is the report. " * 30)[: 880 - len(PAYMENT)] + PAYMENT
+    async with pushed(tmp_path) as p:
+        browser, _ = await p.subscribe("phone")
+        response = await p.admin.post("/v1/approvals", json={
+            **ASK, "args": {"to": "john@example.com", "subject": "hi", "body": body},
+            "requester": "hermes:" + "r" * 190, "policy_id": "p" * 200})
+        approval_id = str(response.json()["id"])
+        message = await p.message(browser, "phone", approval_id)
+        surface = p.running.node.surfaces["webpush"]
+        posted = await surface.lookup(approval_id)
+        assert posted is not None
+        [card_id] = [c.message_id for c in await p.running.node.store.cards(approval_id)
+                     if c.surface == "webpush"]
+        once = surface.links.sign(posted.card, card_id, Scope.ONCE, "web:bob")
+        refused = await p.anonymous.post("/webpush/decide", json={"token": once})
+        pending = (await p.status(approval_id))["status"]
+        denied = await p.anonymous.post("/webpush/decide",
+                                        json={"token": token(message, "deny")})
+        status = await p.status(approval_id)
+    assert PAYMENT in message["body"] and message["body"].endswith("…")
+    assert [a["action"] for a in message["actions"]] == ["deny", "open"]
+    assert refused.status_code == 409 and refused.json()["accepted"] is False
+    assert refused.json()["message"].startswith("Confirm in the console")
+    assert pending == "pending"
+    assert denied.status_code == 200 and status["status"] == "denied"
