@@ -204,21 +204,35 @@ def _walk(value: T, change: Callable[[str], str]) -> T:
 # -- what people see -------------------------------------------------------------------
 # Characters that change how text *looks* without being seen: C0/C1 controls (an ESC
 # starts a terminal sequence, a CR overwrites a line), bidi overrides and isolates
-# (U+202E shows "txt.exe" as "exe.txt"), zero-width characters, line separators. Unicode
+# (U+202E shows "txt.exe" as "exe.txt"), zero-width characters, line separators: Unicode
 # categories Cc, Cf, Zl and Zp, less tab and newline (diffs and commands keep their
-# lines). Spelled out rather than built from `unicodedata` at import: that costs 0.2 s on
-# every CLI call; a unit test holds this list to the Unicode database.
+# lines). And the characters Unicode says to draw as nothing (Default_Ignorable_Code_Point:
+# a combining grapheme joiner, variation selectors, Hangul fillers) and the blank braille
+# pattern U+2800: drawn as a space or as nothing, they join words that look apart
+# ("re-enter⠀your⠀password" is one word to every parser) and told apart names that look
+# the same. Spelled out rather than built from `unicodedata` at import: that costs 0.2 s
+# on every CLI call; a unit test holds this list to the Unicode database.
 _INVISIBLE_RANGES = (
-    (0x00, 0x08), (0x0B, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C),
-    (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E),
-    (0x200B, 0x200F), (0x2028, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
-    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD),
-    (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001),
-    (0xE0020, 0xE007F))
+    (0x00, 0x08), (0x0B, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x34F, 0x34F), (0x600, 0x605),
+    (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2),
+    (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F),
+    (0x2028, 0x202E), (0x2060, 0x206F), (0x2800, 0x2800), (0x3164, 0x3164),
+    (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFFB),
+    (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
 _INVISIBLE = re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}"
                                       for a, b in _INVISIBLE_RANGES) + "]")
+# An emoji's presentation selector (U+FE0E text, U+FE0F emoji: "☕️", "⚠️") right after
+# a pictograph changes only how that symbol is drawn, and a person's chat name or our
+# own "▶️" has one: kept there. Anywhere else ("pay\ufe0fpal") it is escaped.
+_PICTOGRAPHS = "\u00a9\u00ae\u203c\u2049\u2100-\u2bff\u3030\u303d\u3297\u3299\U0001f000-\U0001faff"
+_EMOJI_STYLES = ("\ufe0e", "\ufe0f")
 _ESCAPES = {code: f"[U+{code:04X}]"
-            for first, last in _INVISIBLE_RANGES for code in range(first, last + 1)}
+            for first, last in _INVISIBLE_RANGES for code in range(first, last + 1)
+            if chr(code) not in _EMOJI_STYLES}
+# The selector first: a pattern that starts with a literal is searched for in C.
+_STRAY_STYLE = {style: re.compile(f"{style}(?<![{_PICTOGRAPHS}]{style})")
+                for style in _EMOJI_STYLES}
 
 
 def visible(text: str) -> str:
@@ -226,7 +240,11 @@ def visible(text: str) -> str:
     visible escape, ``[U+202E]``; everything else as it was."""
     if _INVISIBLE.search(text) is None:
         return text  # the common case: one scan in C
-    return text.translate(_ESCAPES)  # also in C, however many there are
+    text = text.translate(_ESCAPES)  # also in C, however many there are
+    for style, stray in _STRAY_STYLE.items():
+        if style in text:
+            text = stray.sub(f"[U+{ord(style):04X}]", text)  # a plain replacement: in C
+    return text
 
 
 def shown(value: T) -> T:

@@ -155,3 +155,37 @@ def test_every_control_format_and_separator_character_is_escaped() -> None:
     text = "".join(sorted(wanted))
     assert visible(text) == "".join(f"[U+{ord(c):04X}]" for c in sorted(wanted))
     assert visible("\t\n") == "\t\n"
+
+
+# -- characters that look like a space, or like nothing --------------------------------
+@pytest.mark.parametrize("char", [
+    "\u2800", "\u3164", "\u115f", "\u1160", "\uffa0", "\u034f", "\ufe00", "\ufe0f",
+    "\U000e0100", "\U000e01ef", "\u180b", "\u17b4"])
+def test_blank_looking_and_ignorable_characters_are_shown_as_escapes(char: str) -> None:
+    """Hangul fillers, U+2800, a grapheme joiner and variation selectors between two
+    letters are shown: they can neither pass for a space nor make a name that reads
+    "paypal" another one unseen."""
+    assert visible(f"pay{char}pal") == f"pay[U+{ord(char):04X}]pal"
+
+
+def test_an_emoji_keeps_its_presentation_selector() -> None:
+    """"☕️" and "⚠️" (a pictograph and U+FE0F) are drawn as one emoji: kept as written."""
+    assert visible("☕️ ok ⚠️ ▶️") == "☕️ ok ⚠️ ▶️"
+    assert visible("a\u200b\ufe0f") == "a[U+200B][U+FE0F]"
+
+
+# Default_Ignorable_Code_Point, from Unicode's DerivedCoreProperties.txt (15.1): drawn as
+# nothing where a font has no glyph for them. `unicodedata` does not carry the property.
+DEFAULT_IGNORABLE = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF))
+
+
+def test_every_default_ignorable_character_is_escaped() -> None:
+    """Each of Unicode's default-ignorable code points, after a letter, is an escape."""
+    for first, last in DEFAULT_IGNORABLE:
+        for code in range(first, last + 1):
+            assert visible(f"a{chr(code)}") == f"a[U+{code:04X}]", hex(code)
