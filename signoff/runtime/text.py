@@ -1,5 +1,6 @@
 """Plain-text helpers shared by tools, cards and notifications: shortening, URL masking,
-and what a person is shown of text an agent wrote (`shown`)."""
+host names as they will be contacted (`ascii_host`), and what a person is shown of text
+an agent wrote (`shown`)."""
 
 from __future__ import annotations
 
@@ -71,9 +72,9 @@ def mask_url(url: str) -> str:
 
 class _Budget:
     """How many more non-ASCII host characters may be put into punycode in one masking
-    (one `mask_url`, `mask_urls`, `mask` or `shown` call). Python's punycode takes ~1 ms
-    for one 63-character label, so a text of many such hosts would take seconds; past
-    the budget, hosts are shown with ``\\uXXXX`` escapes instead (linear, in C)."""
+    (one `mask_url`, `mask_urls`, `mask` or `shown` call). Punycode takes ~1 ms for one
+    63-character label, so a text of many such hosts would take seconds; past the
+    budget, hosts are shown with ``\\uXXXX`` escapes instead (linear, in C)."""
 
     __slots__ = ("left",)
 
@@ -95,29 +96,37 @@ def _masked_rest(rest: str, budget: _Budget) -> str:
 
 
 def ascii_host(hostport: str, budget: _Budget | None = None) -> str:
-    """``host[:port]`` with a non-ASCII host name in its punycode (IDNA) form; a host no
-    DNS would take (a label over 63 characters, a name over 253), or one past the
-    ``budget``, shows each non-ASCII character as ``\\uXXXX`` instead: punycode takes
-    time quadratic in a label's length."""
+    """``host[:port]`` spelled as it will be contacted: the one spelling of a host name on
+    every surface.
+
+    A name with non-ASCII characters is shown in the punycode httpx connects to: IDNA
+    2008 of the lowercased name, as ``httpx._urlparse.encode_host`` does (`idna.encode`).
+    Python's own "idna" codec is IDNA 2003, which reads "claßic" as "classic" and drops
+    a soft hyphen: the person would read another name than the one contacted. A name
+    IDNA refuses (httpx would not connect), that no DNS would take (a label over 63
+    characters, a name over 253) or past the ``budget`` (punycode takes time quadratic
+    in a label's length) shows each non-ASCII character escaped (``\\xdf``) — never
+    normalised into another name."""
     if hostport.isascii():
         return hostport
     host, colon, port = hostport.rpartition(":")
     if not (colon and port.isdigit()):
         host, colon, port = hostport, "", ""
-    labels = _DOTS.split(host)
     budget = budget or _Budget()
     budget.left -= len(host)
     if (budget.left < 0 or len(host) > _HOST_MAX
-            or any(len(label) > _LABEL_MAX for label in labels)):
-        # Python escapes in C (\u4e00): linear and fast, however many characters.
-        return host.encode("ascii", "backslashreplace").decode("ascii") + colon + port
-    try:
-        shown = host.encode("idna").decode("ascii")
-    except UnicodeError:  # not a valid IDN (an empty label, ...): raw punycode per label
-        shown = ".".join(label if label.isascii() else
-                         "xn--" + label.encode("punycode").decode("ascii")
-                         for label in labels)
-    return shown + colon + port
+            or any(len(label) > _LABEL_MAX for label in _DOTS.split(host))):
+        return _escaped(host) + colon + port
+    import idna  # here, not at import: most texts hold no such host, and the CLI starts
+    try:        # faster without it
+        return idna.encode(host.lower()).decode("ascii") + colon + port
+    except (idna.IDNAError, UnicodeError):
+        return _escaped(host) + colon + port
+
+
+def _escaped(host: str) -> str:
+    # Python escapes in C (\xdf, \u4e00): linear and fast, however many characters.
+    return host.encode("ascii", "backslashreplace").decode("ascii")
 
 
 # A query or fragment item's value (after its first "="), and a query's bare item (no

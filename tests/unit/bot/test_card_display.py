@@ -130,3 +130,12 @@ def test_a_complete_slack_card_is_never_clipped_however_its_text_escapes() -> No
     texts = [b["text"]["text"] for b in card_blocks(card) if b["type"] == "section"]
     assert all(len(t) <= MAX_TEXT for t in texts)
     assert sum(t.count("&amp;" * 150) for t in texts) == 2  # both targets whole
+
+
+def test_a_host_idna_2003_would_rename_shows_as_httpx_contacts_it() -> None:
+    """"hooks.claßic-crm.com" is "hooks.xn--claic-crm-i1a.com" to httpx, never
+    "hooks.classic-crm.com" (another company's host) on the card."""
+    card = build_card(None, approval(to="https://hooks.claßic-crm.com/in/42", text="hi"))
+    assert card.targets == ("https://hooks.xn--claic-crm-i1a.com/in/42",)
+    for surface, text in every_surface(card).items():
+        assert "classic-crm" not in text and "xn--claic-crm-i1a" in text, surface

@@ -8,6 +8,7 @@ import time
 import unicodedata
 from collections.abc import Callable
 
+import httpx
 import pytest
 
 from signoff.runtime.text import MASK, mask, mask_url, mask_urls, shown, visible
@@ -155,6 +156,30 @@ def test_every_control_format_and_separator_character_is_escaped() -> None:
     text = "".join(sorted(wanted))
     assert visible(text) == "".join(f"[U+{ord(c):04X}]" for c in sorted(wanted))
     assert visible("\t\n") == "\t\n"
+
+
+# -- hosts and e-mail domains as they will be contacted --------------------------------
+@pytest.mark.parametrize(("url", "spelled"), [
+    # IDNA 2003 (Python's "idna" codec) showed these as "classic" and "fass"
+    ("https://hooks.claßic-crm.com/in/42", "https://hooks.xn--claic-crm-i1a.com/in/42"),
+    ("https://faß.de/", "https://xn--fa-hia.de/"),
+    ("https://BÜCHER.example/?t=1", f"https://xn--bcher-kva.example/?t={MASK}"),
+])
+def test_a_host_is_shown_in_the_punycode_httpx_connects_to(url: str, spelled: str) -> None:
+    """The card spells the host exactly as httpx will: the person approves the name the
+    request goes to, not one IDNA 2003 read into it."""
+    assert mask_url(url) == spelled
+    assert mask_urls(f"POST to {url} now") == f"POST to {spelled} now"
+    assert httpx.URL(url).raw_host.decode("ascii") in spelled
+
+
+@pytest.mark.parametrize("url", ["https://pay\u00adpal.com/", "https://a_b.bücher.de/"])
+def test_a_host_httpx_refuses_is_shown_escaped_never_normalised(url: str) -> None:
+    """A soft hyphen (IDNA 2003 dropped it: "paypal.com") or an "_" next to IDN letters:
+    httpx connects to no such name, and the card shows each non-ASCII character."""
+    with pytest.raises(httpx.InvalidURL):
+        httpx.URL(url)
+    assert mask_url(url) == url.encode("ascii", "backslashreplace").decode("ascii")
 
 
 # -- characters that look like a space, or like nothing --------------------------------
