@@ -5,6 +5,7 @@ an agent wrote (`shown`)."""
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable
@@ -47,24 +48,51 @@ _SCHEME_MAX = 32  # longer runs are cut to their tail: the part after "://" is s
 _SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 _SCHEME_RUN = re.compile(r"[a-zA-Z0-9+.-]+")
 _LETTER = re.compile(r"[a-zA-Z]")
-_AFTER_SCHEME = re.compile(r"[^\s<>\"'`]+")
+
+# Where a URL in a text ends. The agent writes the text around a URL, and what is
+# masked is hidden, so the agent must not choose how much a mask hides. A URL is read in
+# printable ASCII, as URLs are written before anyone percent-encodes them: its query
+# ends at the first other character (CJK prose, U+2800 between words, any invisible
+# one). It ends too where prose ends one (quotes, <, >, a backtick), where a shell ends
+# a word or starts a command (; | $ ( ) { }), and at a backslash (an escape: "\n" in a
+# JSON view). Its user info and host also end at "&" ("curl https://a&reboot&b@h/" runs
+# reboot); in a query, "&" separates the parameters, each value masked on its own. The
+# host alone may go on past ASCII, in the letters IDNA takes (`_host_end`): a look-alike
+# host is shown as the punycode it is.
+_ENDS = "\"'<>`;|$(){}\\"
+_URL_ASCII = "".join(c for c in map(chr, range(0x21, 0x7F)) if c not in _ENDS)
+_AUTHORITY = re.compile("[" + re.escape(_URL_ASCII.translate({ord(c): None for c in "/?#&"}))
+                        + "]*")
+_AFTER_AUTHORITY = re.compile("(?:[/?#][" + re.escape(_URL_ASCII) + "]*)?")
+_PROSE_END = ".,:!?]"  # "see https://h/p?t=1." — the sentence's, not the URL's
 # After "://": user info (up to the authority's last "@"), host[:port], path, query
 # (after the first "?"), fragment (after the first "#" — a "?" in it is no query).
 _PARTS = re.compile(r"([^/?#]*@)?([^/?#]*)([^?#]*)(?:\?([^#]*))?(?:#(.*))?", re.DOTALL)
 _DOTS = re.compile("[.\u3002\uff0e\uff61]")  # the dots IDNA splits a host name on
 _LABEL_MAX, _HOST_MAX = 63, 253  # DNS limits (RFC 1035)
+# Scripts written without spaces between words: Thai, Lao, Myanmar, Hangul jamo, Khmer,
+# CJK radicals and symbols, kana, Bopomofo, Han, Yi, Hangul (with their extensions and
+# compatibility forms). Text in them runs straight on from a host
+# ("https://example.comをご覧ください"), so they end a host: read into it, a sentence
+# would be shown as punycode the person cannot read. (A host written in them shows as
+# written: IDNA takes them, but they are not read into a host.)
+_GLUED = ((0x0E00, 0x0EFF), (0x1000, 0x11FF), (0x1780, 0x17FF), (0x2E80, 0x9FFF),
+          (0xA000, 0xA4CF), (0xA960, 0xA97F), (0xAC00, 0xD7FF), (0xF900, 0xFAFF),
+          (0x16FE0, 0x1B2FF), (0x20000, 0x3FFFF))
 
 
 def mask_url(url: str) -> str:
     """``url`` with its user info and its query and fragment values replaced by ``•••``,
-    and an internationalized host name shown as punycode.
+    and an internationalized host name spelled as it will be contacted (`ascii_host`).
 
-    ``https://bob:pw@h/p?token=abc&x`` → ``https://•••@h/p?token=•••&•••``: a parameter
-    keeps its name (a person should see *what* is sent), never its value; a bare query
-    item may itself be the secret, so it is masked whole. A fragment's ``name=value``
-    pairs are masked (OAuth puts ``#access_token=`` there); a bare anchor (``#usage``)
-    is a place in a page and stays. ``https://раураl.com`` → ``https://xn--....com``:
-    a look-alike host shows as what it is.
+    ``https://bob:pw@h/p?token=abc&x`` → ``https://•••@h/p?token=•••&x``: a parameter
+    keeps its name (a person should see *what* is sent), never its value; a query that
+    starts with a bare item (``?<signature>``) may have a secret there, so that one is
+    masked whole; a bare item after "&" is a name (``&debug``) — or, in a shell command,
+    the command "&" starts — and shows. A fragment's ``name=value`` pairs are masked
+    (OAuth puts ``#access_token=`` there); a bare anchor (``#usage``) is a place in a
+    page and stays. ``https://раураl.com`` → ``https://xn--....com``: a look-alike host
+    shows as what it is.
     """
     scheme, sep, rest = url.partition("://")
     return f"{scheme}://{_masked_rest(rest, _Budget())}" if sep else url
@@ -129,22 +157,82 @@ def _escaped(host: str) -> str:
     return host.encode("ascii", "backslashreplace").decode("ascii")
 
 
-# A query or fragment item's value (after its first "="), and a query's bare item (no
-# "="): it may itself be the secret, so it is masked whole; a fragment's is an anchor
-# and stays. Each a single pass in C with a plain replacement (no group references:
-# those take the slow path), whatever the length.
-_PARAM_VALUE = re.compile(r"=[^&;]*")
-_BARE_ITEM = re.compile(r"(?:^|(?<=[&;]))[^&;=]+(?=[&;]|$)")
+@functools.cache
+def _host_letters() -> str:
+    """The non-ASCII characters a host is read with, as the body of a regex character
+    class: each character IDNA 2008 takes in a label (its PVALID and CONTEXTO classes,
+    the tables httpx's `idna` encodes with), less the _GLUED scripts. Not the joiners
+    (CONTEXTJ): they are invisible, and are shown as escapes. Built on first use (~5 ms):
+    most texts hold no such host, and the CLI starts faster without `idna`."""
+    from idna.idnadata import codepoint_classes  # packed ranges: start << 32 | end + 1
+    packed = (*codepoint_classes["PVALID"], *codepoint_classes["CONTEXTO"])
+    spans = sorted((max(p >> 32, 0x80), (p & 0xFFFFFFFF) - 1) for p in packed)
+    kept: list[tuple[int, int]] = []
+    for first, last in spans:
+        start = first
+        for hole_first, hole_last in _GLUED:  # cut the glued scripts out of each span
+            if start <= hole_last and hole_first <= last:
+                if start < hole_first:
+                    kept.append((start, hole_first - 1))
+                start = hole_last + 1
+        if start <= last:
+            kept.append((start, last))
+    return "".join(f"{re.escape(chr(first))}-{re.escape(chr(last))}" for first, last in kept)
+
+
+# httpx lowercases a host before IDNA: these match in either case (an "İ" as "i").
+_HOST_ASCII = "a-z0-9.:\\-"  # letters, digits, "-", "." and a port's ":"
+
+
+@functools.cache
+def _host_run() -> re.Pattern[str]:
+    return re.compile(f"[{_HOST_ASCII}{_host_letters()}]*", re.IGNORECASE)
+
+
+def _host_end(text: str, at: int) -> int:
+    """Where a host that goes on past ASCII at ``at`` ends: after the characters httpx
+    would read as part of it (`_host_letters`) and after at most _HOST_MAX characters
+    (no DNS name is longer)."""
+    return _host_run().match(text, at, at + _HOST_MAX + 1).end()  # type: ignore[union-attr]
+
+
+_AN_ESCAPE = re.compile(r"\[U\+[0-9A-F]{4,6}\]")  # as `visible` writes one
+
+
+def _url_end(text: str, start: int) -> int:
+    """Where the URL whose "://" ends at ``start`` ends (see _ENDS): its authority in
+    ASCII (user info, host, port), a host that goes on past ASCII (`_host_end`), then
+    its path, query and fragment; and before an escape `visible` wrote (``[U+2800]``):
+    it stands for a character that ended the URL, so text shown twice (a web page shows
+    a card's texts, shown already) reads the same."""
+    end = _AUTHORITY.match(text, start).end()  # type: ignore[union-attr]
+    if end < len(text) and not text[end].isascii():
+        end = _host_end(text, end)
+    end = _AFTER_AUTHORITY.match(text, end).end()  # type: ignore[union-attr]
+    escape = text.find("[U+", start, end)
+    while escape != -1 and _AN_ESCAPE.match(text, escape) is None:
+        escape = text.find("[U+", escape + 1, end)
+    return end if escape == -1 else escape
+
+
+# A query or fragment item's value (after its first "="): masked; an empty one has
+# nothing to hide and stays, so masked text masks to itself ("?t=•••" ends at "•" and
+# reads as "?t=" then "•••"; cards mask content, then the whole card). Items are
+# separated by "&", or by ";" in a URL given whole (`mask_url`: in a text, ";" ends the
+# URL). A single pass in C with a plain replacement (no group references: slow path).
+_PARAM_VALUE = re.compile(r"=[^&;]+")
+_FIRST_ITEM = re.compile(r"[^&;]*")
 
 
 def _mask_params(text: str, *, bare: bool = True) -> str:
-    """``a=1&b`` → ``a=•••&•••`` (``a=•••&b`` with ``bare=False``); empty stays empty."""
-    if not text:
-        return text
-    masked, pairs = _PARAM_VALUE.subn("=" + MASK, text)
-    if not bare or pairs == text.count("&") + text.count(";") + 1:
-        return masked  # every item was a pair: no bare item to look for
-    return _BARE_ITEM.sub(MASK, masked)
+    """``a=1&b=2&c`` → ``a=•••&b=•••&c``; ``tok&b=1`` → ``•••&b=•••`` (``bare``: a query
+    whose first item has no "=" may hold a secret there; a fragment's is an anchor);
+    empty stays empty."""
+    masked = _PARAM_VALUE.sub("=" + MASK, text)
+    first = _FIRST_ITEM.match(masked).end()  # type: ignore[union-attr]
+    if bare and first and "=" not in masked[:first]:
+        return MASK + masked[first:]
+    return masked
 
 
 def mask_urls(text: str, budget: _Budget | None = None) -> str:
@@ -158,13 +246,11 @@ def mask_urls(text: str, budget: _Budget | None = None) -> str:
     done = 0  # text[:done] is in out already
     at = text.find("://")
     while at != -1:
-        after = _AFTER_SCHEME.match(text, at + 3) if _has_scheme(text, at, done) else None
-        if after is None:  # no scheme before it (checked first: then the scan after
-            at = text.find("://", at + 3)  # "://" is never repeated), or nothing after
+        end = _url_end(text, at + 3) if _has_scheme(text, at, done) else at + 3
+        if end == at + 3:  # no scheme before it (checked first: then the scan after
+            at = text.find("://", end)  # "://" is never repeated), or nothing after
             continue
-        end = after.end()
-        # Prose ends a URL with punctuation ("see https://h/p?t=1."): keep that outside.
-        rest = after.group().rstrip(".,;:!?)]}")
+        rest = text[at + 3:end].rstrip(_PROSE_END)
         out += (text[done:at + 3], _masked_rest(rest, budget), text[at + 3 + len(rest):end])
         done = end
         at = text.find("://", end)

@@ -132,6 +132,31 @@ def test_a_complete_slack_card_is_never_clipped_however_its_text_escapes() -> No
     assert sum(t.count("&amp;" * 150) for t in texts) == 2  # both targets whole
 
 
+BLANK = "\u2800"  # BRAILLE PATTERN BLANK: drawn as a space
+
+
+def test_words_an_agent_joins_to_a_url_are_on_every_surface() -> None:
+    """A message whose words after a URL are joined by U+2800 shows those words on every
+    surface (and the U+2800 as escapes); only the query value is •••."""
+    words = BLANK.join(["Also:", "re-enter", "your", "SSO", "password", "at",
+                        "corp-sso.evil.example", "today"])
+    card = build_card(None, approval(
+        to="ops", text=f"Standup notes: https://wiki.corp.example/standup?week=12{BLANK}{words}"))
+    assert dict(card.details)["text"].startswith(
+        "Standup notes: https://wiki.corp.example/standup?week=•••[U+2800]Also:[U+2800]")
+    for surface, text in every_surface(card).items():
+        assert "corp-sso.evil.example" in text, surface
+        assert "week=12" not in text and BLANK not in text, surface
+
+
+def test_a_long_tail_after_a_url_makes_the_card_incomplete() -> None:
+    """20,000 characters run on from a URL's query are content the card cannot carry
+    whole: no Approve where the card is shown, the console shows them."""
+    tail = (BLANK + "wire-500-to-account-1234567") * 715  # no ASCII space in 20,000
+    card = build_card(None, approval(to="ops", text=f"see https://h/p?x=1{tail}"))
+    assert card.cut and not complete(card, None) and not decides_here(card, None)
+
+
 def test_a_host_idna_2003_would_rename_shows_as_httpx_contacts_it() -> None:
     """"hooks.claßic-crm.com" is "hooks.xn--claic-crm-i1a.com" to httpx, never
     "hooks.classic-crm.com" (another company's host) on the card."""
