@@ -72,10 +72,10 @@ _DOTS = re.compile("[.\u3002\uff0e\uff61]")  # the dots IDNA splits a host name 
 _LABEL_MAX, _HOST_MAX = 63, 253  # DNS limits (RFC 1035)
 # Scripts written without spaces between words: Thai, Lao, Myanmar, Hangul jamo, Khmer,
 # CJK radicals and symbols, kana, Bopomofo, Han, Yi, Hangul (with their extensions and
-# compatibility forms). Text in them runs straight on from a host
-# ("https://example.comをご覧ください"), so they end a host: read into it, a sentence
-# would be shown as punycode the person cannot read. (A host written in them shows as
-# written: IDNA takes them, but they are not read into a host.)
+# compatibility forms). Text in them runs straight on from a host or an e-mail address
+# ("https://example.comをご覧ください", "tanaka@example.comまで"), so they end a host:
+# read into it, a sentence would be shown as punycode the person cannot read. (A host
+# written in them shows as written: IDNA takes them, but they are not read into a host.)
 _GLUED = ((0x0E00, 0x0EFF), (0x1000, 0x11FF), (0x1780, 0x17FF), (0x2E80, 0x9FFF),
           (0xA000, 0xA4CF), (0xA960, 0xA97F), (0xAC00, 0xD7FF), (0xF900, 0xFAFF),
           (0x16FE0, 0x1B2FF), (0x20000, 0x3FFFF))
@@ -125,7 +125,7 @@ def _masked_rest(rest: str, budget: _Budget) -> str:
 
 def ascii_host(hostport: str, budget: _Budget | None = None) -> str:
     """``host[:port]`` spelled as it will be contacted: the one spelling of a host name on
-    every surface.
+    every surface, a URL's and an e-mail address's (`mask_urls`).
 
     A name with non-ASCII characters is shown in the punycode httpx connects to: IDNA
     2008 of the lowercased name, as ``httpx._urlparse.encode_host`` does (`idna.encode`).
@@ -236,12 +236,17 @@ def _mask_params(text: str, *, bare: bool = True) -> str:
 
 
 def mask_urls(text: str, budget: _Budget | None = None) -> str:
-    """Every URL inside ``text`` masked (`mask_url`); the rest of the text as it was.
+    """Every URL inside ``text`` masked (`mask_url`), every e-mail address's domain
+    spelled as its host (`ascii_host`); the rest of the text as it was.
 
     Linear in ``len(text)`` whatever it holds (see the note above `MASK`)."""
+    budget = budget or _Budget()
+    return _spelled_mail_domains(_masked_urls(text, budget), budget)
+
+
+def _masked_urls(text: str, budget: _Budget) -> str:
     if "://" not in text:
         return text  # the common case, without a scan
-    budget = budget or _Budget()
     out: list[str] = []
     done = 0  # text[:done] is in out already
     at = text.find("://")
@@ -256,6 +261,36 @@ def mask_urls(text: str, budget: _Budget | None = None) -> str:
         at = text.find("://", end)
     out.append(text[done:])
     return "".join(out)
+
+
+# An e-mail address whose domain goes on past ASCII ("billing@pаypal.com", a Cyrillic
+# "а"): an "@" that does not start a word ("(@Иван)" is a mention), then its domain.
+# Only these need spelling out. Any other character before the "@" will do: an invisible
+# one there must not keep a look-alike domain as written. The "@" first: a pattern that
+# starts with a literal is searched for in C.
+_NOT_A_WORD_START = "[^\\s(\\[{<\"'‘“«]"
+_MAIL_AT = re.compile(f"@(?<={_NOT_A_WORD_START}@)[a-zA-Z0-9.-]*[^\\x00-\\x7f]")
+
+
+@functools.cache
+def _mail_domain() -> re.Pattern[str]:
+    # At most _HOST_MAX characters after the first non-ASCII one: no name is longer.
+    return re.compile(f"@(?<={_NOT_A_WORD_START}@)([a-z0-9.-]*[{_host_letters()}]"
+                      f"[{_HOST_ASCII}{_host_letters()}]{{0,{_HOST_MAX}}})", re.IGNORECASE)
+
+
+def _spelled_mail_domains(text: str, budget: _Budget) -> str:
+    """``text`` with the domain of every e-mail address spelled as its host would be (as
+    the mail is delivered: in the domain's punycode)."""
+    if "@" not in text or _MAIL_AT.search(text) is None:
+        return text  # the common case: one scan in C, no `idna`
+
+    def spelled(found: re.Match[str]) -> str:
+        domain = found.group(1)
+        name = domain.rstrip(_PROSE_END)  # "mail billing@pаypal.com."
+        return "@" + ascii_host(name, budget) + domain[len(name):]
+
+    return _mail_domain().sub(spelled, text)
 
 
 def _has_scheme(text: str, at: int, done: int) -> bool:
@@ -344,7 +379,7 @@ def visible(text: str) -> str:
 
 def shown(value: T) -> T:
     """``value`` as a person is shown it, on every surface: URLs masked (`mask`, IDN
-    hosts as punycode) and invisible characters made visible (`visible`); through
-    dicts, lists and tuples like `mask`."""
+    hosts and e-mail domains as punycode) and invisible characters made visible
+    (`visible`); through dicts, lists and tuples like `mask`."""
     budget = _Budget()  # one for the whole value
     return _walk(value, lambda text: visible(mask_urls(text, budget)))

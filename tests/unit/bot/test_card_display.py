@@ -16,6 +16,7 @@ from signoff.adapters.web.pages import CardView
 from signoff.adapters.web.pages import card_html as web_card
 from signoff.bot.cards import CARD_CONTENT, build_card, complete, decides_here
 from signoff.runtime.models import Action, Approval, RiskClass, Scope
+from signoff.runtime.tools import builtin_registry
 from signoff.runtime.tools.base import Preview
 from signoff.testing import sample_card
 
@@ -155,6 +156,21 @@ def test_a_long_tail_after_a_url_makes_the_card_incomplete() -> None:
     tail = (BLANK + "wire-500-to-account-1234567") * 715  # no ASCII space in 20,000
     card = build_card(None, approval(to="ops", text=f"see https://h/p?x=1{tail}"))
     assert card.cut and not complete(card, None) and not decides_here(card, None)
+
+
+def test_an_email_to_a_lookalike_domain_shows_its_punycode_on_every_surface() -> None:
+    """send_email to "billing@pаypal.com" (a Cyrillic "а"): the targets and the title of
+    the card name the domain the mail goes to, on every surface."""
+    action = builtin_registry(entry_points_group=None).prepare(Action(
+        tool="send_email", args={"to": "Billing <billing@pаypal.com>", "subject": "Invoice",
+                                 "body": "Please pay."}))
+    card = build_card(None, Approval(id="a-1", action=action, requested_at=AT,
+                                     expires_at=AT + timedelta(hours=1)))
+    assert card.targets == ("billing@xn--pypal-4ve.com",)
+    assert card.title.startswith("Send email to billing@xn--pypal-4ve.com")
+    for surface, text in every_surface(card).items():
+        assert "xn--pypal-4ve.com" in text and "pаypal" not in text, surface
+    assert action.targets == ("billing@pаypal.com",)  # the mail goes where it was written
 
 
 def test_a_host_idna_2003_would_rename_shows_as_httpx_contacts_it() -> None:

@@ -249,6 +249,30 @@ def test_invisible_characters_in_a_host_in_a_text_are_shown() -> None:
     assert shown("see https://pay\u200dpal.com/login") == "see https://pay[U+200D]pal.com/login"
 
 
+def test_an_email_domain_is_spelled_as_its_host() -> None:
+    """A Cyrillic "а" in an address's domain shows as the punycode mail goes to; ASCII
+    addresses, and prose or mentions in scripts without spaces, stay as written."""
+    assert shown("Send email to billing@pаypal.com, cc x@bücher.de.") == (
+        "Send email to billing@xn--pypal-4ve.com, cc x@xn--bcher-kva.de.")
+    assert shown("to billing\u200b@pаypal.com") == "to billing[U+200B]@xn--pypal-4ve.com"
+    for text in ("mail ops@example.com", "@ユーザー さん", "ask (@Иван)", "tanaka@example.comまで"):
+        assert shown(text) == text
+
+
+def test_a_text_full_of_idn_addresses_is_spelled_in_linear_time() -> None:
+    """Twice as many look-alike addresses take about twice as long, not four times."""
+    small, large = "a@pаypal.com " * 5_000, "a@pаypal.com " * 10_000
+    assert shown(small).startswith("a@xn--pypal-4ve.com a@")
+    ratios = []
+    for _ in range(3):  # a machine busy elsewhere can spoil one measurement, not three
+        small_time, large_time = _best_times(lambda: shown(small), lambda: shown(large),
+                                             repeat=5)
+        ratios.append(large_time / small_time)
+        if ratios[-1] <= 3.0:
+            break
+    assert min(ratios) <= 3.0, f"2x the input took {min(ratios):.1f}x the time"
+
+
 # -- characters that look like a space, or like nothing --------------------------------
 @pytest.mark.parametrize("char", [
     "\u2800", "\u3164", "\u115f", "\u1160", "\uffa0", "\u034f", "\ufe00", "\ufe0f",
