@@ -16,6 +16,7 @@ from signoff.adapters.web.pages import CardView
 from signoff.adapters.web.pages import card_html as web_card
 from signoff.bot.cards import CARD_CONTENT, build_card, complete, decides_here
 from signoff.runtime.models import Action, Approval, RiskClass, Scope
+from signoff.runtime.tools import builtin_registry
 from signoff.runtime.tools.base import Preview
 from signoff.testing import sample_card
 
@@ -130,3 +131,52 @@ def test_a_complete_slack_card_is_never_clipped_however_its_text_escapes() -> No
     texts = [b["text"]["text"] for b in card_blocks(card) if b["type"] == "section"]
     assert all(len(t) <= MAX_TEXT for t in texts)
     assert sum(t.count("&amp;" * 150) for t in texts) == 2  # both targets whole
+
+
+BLANK = "\u2800"  # BRAILLE PATTERN BLANK: drawn as a space
+
+
+def test_words_an_agent_joins_to_a_url_are_on_every_surface() -> None:
+    """A message whose words after a URL are joined by U+2800 shows those words on every
+    surface (and the U+2800 as escapes); only the query value is •••."""
+    words = BLANK.join(["Also:", "re-enter", "your", "SSO", "password", "at",
+                        "corp-sso.evil.example", "today"])
+    card = build_card(None, approval(
+        to="ops", text=f"Standup notes: https://wiki.corp.example/standup?week=12{BLANK}{words}"))
+    assert dict(card.details)["text"].startswith(
+        "Standup notes: https://wiki.corp.example/standup?week=•••[U+2800]Also:[U+2800]")
+    for surface, text in every_surface(card).items():
+        assert "corp-sso.evil.example" in text, surface
+        assert "week=12" not in text and BLANK not in text, surface
+
+
+def test_a_long_tail_after_a_url_makes_the_card_incomplete() -> None:
+    """20,000 characters run on from a URL's query are content the card cannot carry
+    whole: no Approve where the card is shown, the console shows them."""
+    tail = (BLANK + "wire-500-to-account-1234567") * 715  # no ASCII space in 20,000
+    card = build_card(None, approval(to="ops", text=f"see https://h/p?x=1{tail}"))
+    assert card.cut and not complete(card, None) and not decides_here(card, None)
+
+
+def test_an_email_to_a_lookalike_domain_shows_its_punycode_on_every_surface() -> None:
+    """send_email to "billing@pаypal.com" (a Cyrillic "а"): the targets and the title of
+    the card name the domain the mail goes to, on every surface."""
+    action = builtin_registry(entry_points_group=None).prepare(Action(
+        tool="send_email", args={"to": "Billing <billing@pаypal.com>", "subject": "Invoice",
+                                 "body": "Please pay."}))
+    card = build_card(None, Approval(id="a-1", action=action, requested_at=AT,
+                                     expires_at=AT + timedelta(hours=1)))
+    assert card.targets == ("billing@xn--pypal-4ve.com",)
+    assert card.title.startswith("Send email to billing@xn--pypal-4ve.com")
+    for surface, text in every_surface(card).items():
+        assert "xn--pypal-4ve.com" in text and "pаypal" not in text, surface
+    assert action.targets == ("billing@pаypal.com",)  # the mail goes where it was written
+
+
+def test_a_host_idna_2003_would_rename_shows_as_httpx_contacts_it() -> None:
+    """"hooks.claßic-crm.com" is "hooks.xn--claic-crm-i1a.com" to httpx, never
+    "hooks.classic-crm.com" (another company's host) on the card."""
+    card = build_card(None, approval(to="https://hooks.claßic-crm.com/in/42", text="hi"))
+    assert card.targets == ("https://hooks.xn--claic-crm-i1a.com/in/42",)
+    for surface, text in every_surface(card).items():
+        assert "classic-crm" not in text and "xn--claic-crm-i1a" in text, surface
