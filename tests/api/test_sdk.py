@@ -134,6 +134,36 @@ async def test_gate_runs_the_function_only_when_approved(node: Running, base: st
     assert sent == ["john@example.com"]
 
 
+async def test_gate_never_runs_arguments_changed_while_a_person_decided(
+        node: Running, base: str) -> None:
+    """The card shows the call's arguments as they were asked about; a list the caller
+    still holds and changes meanwhile (one more recipient) makes the approved call an
+    error that runs nothing, rather than a send to someone nobody saw."""
+    sent: list[list[str]] = []
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="mailer") as s:
+
+        @s.gate(risk="SEND")
+        async def send(to: list[str], body: str) -> None:
+            sent.append(list(to))
+
+        recipients = ["alice@example.com"]
+        call = asyncio.create_task(send(recipients, body="invoice attached"))
+        await eventually(lambda: _any_pending(node), what="a pending request")
+        async with node.client() as client:
+            [item] = (await client.get("/approvals")).json()["items"]
+        assert "attacker" not in str(item)
+        recipients.append("attacker@evil.example")
+        await decide_first(node, "approve")
+        with pytest.raises(NotApproved, match="arguments changed") as caught:
+            await call
+    assert caught.value.decision.status == "error"
+    assert sent == []
+
+
+async def _any_pending(node: Running) -> bool:
+    return bool(await pending_ids(node))
+
+
 async def _has_outcome(node: Running, approval_id: str) -> bool:
     return bool(await outcomes(node, approval_id))
 

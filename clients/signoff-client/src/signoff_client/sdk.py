@@ -286,6 +286,22 @@ def _call_args(fn: Callable[..., Any], args: tuple[Any, ...],
     return dict(bound.arguments)
 
 
+def _shown_args(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A gated call's arguments as the person is shown them."""
+    return {k: jsonable(v) for k, v in arguments.items() if k not in ("self", "cls")}
+
+
+def _unchanged(decision: Decision, asked: dict[str, Any], fn: Callable[..., Any],
+               args: tuple[Any, ...], kwargs: dict[str, Any]) -> Decision:
+    """``decision``, or an error when the call's arguments are no longer what the person
+    saw: a list or dict the caller still holds may have changed while they decided, and
+    the function runs with the objects themselves, not with the copy that was shown."""
+    if not decision.approved or _shown_args(_call_args(fn, args, kwargs)) == asked:
+        return decision
+    return Decision(id=decision.id, status="error", decision=decision.decision,
+                    reason="the arguments changed while a person decided; nothing ran")
+
+
 class _Base:
     """What both clients share: settings and the request body."""
 
@@ -336,8 +352,7 @@ class _Base:
                       tool: str | None, targets: Targets, why: Why) -> dict[str, Any]:
         found = targets(**arguments) if callable(targets) else targets
         reason = why(**arguments) if callable(why) else why
-        args = {k: jsonable(v) for k, v in arguments.items() if k not in ("self", "cls")}
-        return {"tool": tool or tool_name(fn), "args": args,
+        return {"tool": tool or tool_name(fn), "args": _shown_args(arguments),
                 "targets": list(found) if found is not None else None, "why": reason}
 
 
@@ -486,6 +501,7 @@ class Signoff(_Base):
                 decision = await self.request(**ask, risk=risk, capability=capability,
                                               content=content, policy_id=policy_id,
                                               goal=goal)
+                decision = _unchanged(decision, ask["args"], fn, args, kwargs)
                 if not decision.approved:
                     raise NotApproved(decision)
                 try:
@@ -602,6 +618,7 @@ class SignoffSync(_Base):
                                          targets=targets, why=why)
                 decision = self.request(**ask, risk=risk, capability=capability,
                                         content=content, policy_id=policy_id, goal=goal)
+                decision = _unchanged(decision, ask["args"], fn, args, kwargs)
                 if not decision.approved:
                     raise NotApproved(decision)
                 try:
