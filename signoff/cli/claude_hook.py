@@ -109,6 +109,10 @@ class Asked:
         os.replace(tmp, self.path)
 
 
+# Marks a request another hook process is waiting on right now (see `answer`).
+LIVE = "live:"
+
+
 def output(decision: str, reason: str) -> dict[str, Any]:
     """Claude Code's PreToolUse answer."""
     return {"hookSpecificOutput": {"hookEventName": "PreToolUse",
@@ -130,23 +134,30 @@ def answer(call: HookCall, client: SignoffSync, asked: Asked, wait: float) -> di
     goal = f"Claude Code wants to use {call.tool_name} in {call.cwd}"
     earlier = asked.get(digest)
     decision: Decision | None = None
-    if earlier is not None:
+    key = ""
+    # Only a call left deferred is taken up again. One still being waited on by another
+    # hook (Claude may run two identical calls at once) is that call's: sharing it, one
+    # Once would let both run.
+    if earlier is not None and not earlier.startswith(LIVE):
+        key = earlier
         decision = client.request(policy_id=call.session_id, wait=False, goal=goal,
-                                  idempotency_key=earlier, **request)
+                                  idempotency_key=key, **request)
         if decision.status in ("expired", "error"):
             decision = None  # ran out (or the key is not ours): a new request
     if decision is None:
         key = f"claude-hook-{digest[:32]}-{secrets.token_hex(8)}"
-        asked.put(digest, key)
         decision = client.request(policy_id=call.session_id, wait=False, goal=goal,
                                   idempotency_key=key, **request)
     if decision.pending and decision.id:
+        asked.put(digest, LIVE + key)
         decision = client.wait(decision.id, timeout=wait)
-    return _settled(call, decision, asked, digest)
+    return _settled(call, decision, asked, digest, key)
 
 
-def _settled(call: HookCall, decision: Decision, asked: Asked, digest: str) -> dict[str, Any]:
+def _settled(call: HookCall, decision: Decision, asked: Asked, digest: str,
+             key: str) -> dict[str, Any]:
     if decision.pending:
+        asked.put(digest, key)  # left for the resumed call to take up
         return output("defer", f"waiting for a person in signoff (request {decision.id}); "
                                f"resume this session once it is decided")
     asked.put(digest, None)

@@ -55,6 +55,9 @@ class PermissionPrompts:
         self.progress_every = progress_every
         self.policy_id = f"claude-code:{uuid.uuid4().hex[:12]}"
         self.left_pending: dict[str, str] = {}  # call digest -> approval id
+        # How often each tool_use_id was prompted: model servers reuse call ids ("call_0"),
+        # and the same id with the same input must not replay an approved Once.
+        self.prompted: dict[str, int] = {}
 
     async def answer(self, tool_name: str, args: dict[str, Any], *,
                      tool_use_id: str | None = None, ctx: Context | None = None) -> str:
@@ -63,7 +66,10 @@ class PermissionPrompts:
         decision = await self._earlier(digest)
         if decision is None:
             asked = request_for(tool_name, args, self.cwd)
-            key = f"{self.policy_id}:{tool_use_id}" if tool_use_id else None
+            key = None
+            if tool_use_id:
+                seen = self.prompted[tool_use_id] = self.prompted.get(tool_use_id, 0) + 1
+                key = f"{self.policy_id}:{tool_use_id}" + (f":{seen}" if seen > 1 else "")
             decision = await self.client.request(
                 policy_id=self.policy_id, idempotency_key=key,
                 goal=f"Claude Code wants to use {tool_name} in {self.cwd}", wait=False,

@@ -14,7 +14,7 @@ import pytest
 
 from signoff.cli.claude_hook import run_hook
 from signoff.cli.claude_tools import call_digest
-from tests.api.asking import AGENT_KEY, decide_first, pending
+from tests.api.asking import AGENT_KEY, asked, decide, decide_first, pending
 
 
 @pytest.fixture
@@ -118,6 +118,24 @@ async def test_an_edited_state_file_cannot_borrow_another_calls_approval(
     waiting = await pending(node)
     assert waiting and all(w["id"] != item["id"] for w in waiting)
     assert all("rm -rf" in json.dumps(w) for w in waiting)
+
+
+async def test_two_identical_calls_at_once_are_two_requests(
+        daemon, project: Path, tmp_path: Path) -> None:
+    """Claude may run two identical calls at the same time: each is a request of its own
+    (their shared card says "2 identical requests"), so a Once on one of them lets one
+    run, not both."""
+    node, url = daemon
+    text = hook_input(project, "Bash", {"command": "make release"})
+    state = tmp_path / "state"
+    first = asyncio.create_task(hook(url, text, state, wait=8))
+    await asked(node, 1)
+    second = asyncio.create_task(hook(url, text, state, wait=8))
+    both = await asked(node, 2)
+    assert len({item["id"] for item in both}) == 2
+    await decide(node, both[1]["id"], "approve")
+    results = sorted([(await first)[0], (await second)[0]])
+    assert results == ["allow", "defer"]
 
 
 async def test_an_unreachable_daemon_is_deny(project: Path, tmp_path: Path) -> None:

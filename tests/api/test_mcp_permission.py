@@ -138,6 +138,30 @@ def test_the_tool_table_labels_claude_codes_tools(tmp_path: Path) -> None:
     assert label_for("SomethingNew").risk == "DESTRUCTIVE"
 
 
+async def test_a_repeated_tool_use_id_never_replays_a_used_once(daemon, project: Path) -> None:
+    """A model server may number its calls "call_0" every turn: the same command with the
+    same id again gets a card of its own, not the first call's used-up Once."""
+    node, url = daemon
+    args = {"command": "make deploy"}
+
+    async def prompt(s: ClientSession) -> dict[str, Any]:
+        result = await s.call_tool("approve", {"tool_name": "Bash", "input": args,
+                                               "tool_use_id": "call_0"})
+        (block,) = result.content
+        assert isinstance(block, types.TextContent)
+        return dict(json.loads(block.text))
+
+    async with permission(url, project) as s:
+        first = asyncio.create_task(prompt(s))
+        await decide_first(node, "approve", {"scope": "once"})
+        assert (await asyncio.wait_for(first, 60))["behavior"] == "allow"
+        second = asyncio.create_task(prompt(s))
+        again = await decide_first(node, "deny", {"reason": "not twice"})
+        answer = await asyncio.wait_for(second, 60)
+    assert answer["behavior"] == "deny" and "not twice" in answer["message"]
+    assert again["status"] == "pending"
+
+
 async def test_bash_of_a_read_only_command_is_allowed_by_the_daemons_policy(
         tmp_path: Path, project: Path) -> None:
     """A command in the daemon's policy.read_only_commands is READ: allowed at once."""
