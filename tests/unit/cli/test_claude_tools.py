@@ -52,7 +52,7 @@ def test_a_plain_write_inside_the_project_is_draft(project: Path) -> None:
 @pytest.mark.parametrize("path", [
     ".git/hooks/pre-commit", ".GIT/config", ".claude/settings.json", ".github/workflows/ci.yml",
     ".gitlab-ci.yml", ".ci/run", ".husky/pre-push", ".pre-commit-config.yaml",
-    "sub/.git/hooks/post-checkout"])
+    "sub/.git/hooks/post-checkout", ".mcp.json", ".cursor/mcp.json"])
 def test_writes_to_git_ci_hooks_and_agent_settings_ask(project: Path, path: str) -> None:
     """Files that run code later or configure the agent are treated as outside the project."""
     asked = ask_for("Write", {"file_path": path, "content": "x"}, project)

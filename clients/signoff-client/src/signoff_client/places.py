@@ -25,15 +25,16 @@ from pathlib import Path
 PROTECTED_DIRS = frozenset({
     ".git", ".claude", ".github", ".gitlab", ".ci", ".circleci", ".buildkite", ".forgejo",
     ".gitea", ".woodpecker", ".husky", ".githooks", ".git-hooks", ".hooks", ".devcontainer",
-    ".vscode",
+    ".vscode", ".cursor",
 })
-# Files, at any depth, that CI services or hook managers run.
+# Files, at any depth, that CI services, hook managers or agent hosts run (an MCP host
+# starts the commands a project's .mcp.json names).
 PROTECTED_FILES = frozenset({
     ".gitlab-ci.yml", ".travis.yml", ".drone.yml", ".woodpecker.yml", "Jenkinsfile",
     "azure-pipelines.yml", "bitbucket-pipelines.yml", "appveyor.yml", ".appveyor.yml",
     "cloudbuild.yaml", ".pre-commit-config.yaml", ".pre-commit-hooks.yaml", "lefthook.yml",
     ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml", ".envrc", ".gitmodules",
-    ".gitattributes", ".gitconfig",
+    ".gitattributes", ".gitconfig", ".mcp.json",
 })
 
 _DIRS = frozenset(d.lower() for d in PROTECTED_DIRS)
