@@ -125,7 +125,17 @@ def follows(leader: Approval, member: Approval) -> bool:
         return False  # grouped under an older key (before 0.3): the card never showed it
     if leader.status is ApprovalStatus.WITHDRAWN:  # its asker gave up, not the members'
         return False
+    if edited_approval(leader):
+        return False  # approved with other args than the member asks (`edited_approval`)
     return leader.decided_at is None or member.requested_at <= leader.decided_at
+
+
+def edited_approval(leader: Approval) -> bool:
+    """True when ``leader`` was approved with edited args. An edit is refused on a card
+    others share, but a request joining between that check and the commit would take an
+    approval of args it does not ask, and run its own: it gets a card of its own."""
+    return leader.original_action is not None and leader.status in (
+        ApprovalStatus.APPROVED, ApprovalStatus.HELD)
 
 
 def same_content(leader: Approval, member: Approval) -> bool:

@@ -51,6 +51,9 @@ class Members:
         for member in await self.settler.store.coalesced(leader.id):
             if coalesce.follows(leader, member):
                 await self._follow(leader, member, channel)
+            elif (coalesce.edited_approval(leader) and leader.status.final
+                  and member.status is ApprovalStatus.PENDING):
+                await self.detach(member)
 
     async def _follow(self, leader: Approval, member: Approval, channel: str | None) -> None:
         """One member takes the leader's decision: its own compare-and-set, task move,

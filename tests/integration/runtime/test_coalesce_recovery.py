@@ -119,3 +119,39 @@ async def test_a_member_grouped_before_content_counted_never_follows(
     member = await node.store.get_approval(other.approval.id)
     assert member is not None and member.status is ApprovalStatus.PENDING
     assert member.coalesced_into is None
+
+
+async def test_a_member_never_takes_an_approval_of_edited_args(node_factory: NodeFactory,
+                                                               store_url: str) -> None:
+    """A request that joined a card in the moment between its edit check and the edited
+    approval's commit asks for args the person changed: it is not approved with the
+    card (it would run its own, unedited args), it gets a card of its own."""
+    clock = FakeClock()
+    recording = RecordingSurface()
+    node = await node_factory({"approvals": {"coalesce": True}}, database=store_url,
+                              clock=clock, surfaces={"recording": recording})
+    node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
+    first = await start(node, [noop("ops", tool="notify_team", text="pay 100")])
+    clock.advance(1)
+    second = await start(node, [noop("ops", tool="notify_team", text="pay 100")])
+    leader, member = first.approval, second.approval
+    assert leader is not None and member is not None and member.coalesced_into == leader.id
+
+    # What an approval with edited args commits (the member already pending behind it).
+    decided_at = clock.now()
+    edited = leader.action.model_copy(update={"args": {"target": "ops", "text": "pay 1"}})
+    decided = leader.model_copy(update={
+        "status": ApprovalStatus.APPROVED, "scope": Scope.ONCE, "decided_by": "recording:alice",
+        "decided_at": decided_at, "original_action": leader.action, "action": edited})
+    task = await node.store.get_task(first.id)
+    assert task is not None
+    task.approval, task.state, task.pending_action = decided, TaskState.IN_PROGRESS, None
+    assert await node.store.commit(Change(at=decided_at, task=task, approval=decided,
+                                          approval_expect=ApprovalStatus.PENDING))
+
+    await node.decider.settle_coalesced()
+    own = await node.store.get_approval(member.id)
+    assert own is not None and own.status is ApprovalStatus.PENDING
+    assert own.coalesced_into is None and own.action.args["text"] == "pay 100"
+    events = await node.store.audit_chain(after=0, limit=100)
+    assert [e for e in events if e.kind == "decision" and e.approval_id == member.id] == []
