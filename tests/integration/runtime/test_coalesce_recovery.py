@@ -121,15 +121,15 @@ async def test_a_member_grouped_before_content_counted_never_follows(
     assert member.coalesced_into is None
 
 
-async def test_a_member_never_takes_an_approval_of_edited_args(node_factory: NodeFactory,
-                                                               store_url: str) -> None:
+async def test_a_member_never_takes_an_approval_of_edited_args(
+        node_factory: NodeFactory) -> None:
     """A request that joined a card in the moment between its edit check and the edited
     approval's commit asks for args the person changed: it is not approved with the
     card (it would run its own, unedited args), it gets a card of its own."""
     clock = FakeClock()
     recording = RecordingSurface()
-    node = await node_factory({"approvals": {"coalesce": True}}, database=store_url,
-                              clock=clock, surfaces={"recording": recording})
+    node = await node_factory({"approvals": {"coalesce": True}}, clock=clock,
+                              surfaces={"recording": recording})
     node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND))
     first = await start(node, [noop("ops", tool="notify_team", text="pay 100")])
     clock.advance(1)
