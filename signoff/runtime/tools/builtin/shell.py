@@ -61,12 +61,9 @@ def runs_work_dir_code(command: str) -> str | None:
     """Why ``command`` may not run unattended as READ whatever a config says (None: it
     may). The program is judged by its name, with any version suffix (python3.11)."""
     try:
-        argv = shlex.split(command)
-    except ValueError:
-        return None  # refused as unparsable when it is used
-    if not argv:
-        return None
-    program = argv[0]
+        program = split_command(command)[0]
+    except BadArguments:
+        return None  # refused as unparsable (or empty) when it is used
     if "/" in program and not program.startswith("/"):
         return (f"{program!r} is a file in the work dir, which the agent can rewrite "
                 f"unattended")
