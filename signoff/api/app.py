@@ -149,6 +149,7 @@ def create_app(ctx: ApiContext) -> FastAPI:
     app.add_middleware(AuthMiddleware, auth=auth, public=is_public, login_page=pages.login_page,
                        public_url=ctx.public_url)
     app.add_middleware(GuardMiddleware, loopback_only=ctx.local_no_key,
+                       any_local_user=ctx.local_any_user,
                        trusted_origins=[ctx.public_url] if ctx.public_url else [],
                        unguarded=extra)
     return app

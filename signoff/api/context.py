@@ -46,6 +46,8 @@ class ApiContext:
     # actor name -> "admin" | "approver" | "requester" (signoff.api.access; unlisted: approver)
     roles: dict[str, str] = field(default_factory=dict)
     local_no_key: bool = False  # no key configured and loopback host: callers are web:local
+    # ... and that caller may be any local account, not only the daemon's own (opt-in)
+    local_any_user: bool = False
     public_url: str | None = None
     session_ttl: timedelta = timedelta(hours=12)  # a console sign-in lasts this long
     sign_in_attempts: int = 5  # failed console sign-ins per client address per minute

@@ -13,6 +13,8 @@ One pure ASGI middleware, outermost of ours:
   reverse proxy forwarding the public host), a client address that is not loopback, or
   any proxy header (``Forwarded``, ``X-Forwarded-*``, ``X-Real-IP``) gets 403 — a proxy
   in front of a keyless daemon would otherwise make the whole internet ``web:local``;
+  and a connection another local account opened gets 403 too (`signoff.local_user`):
+  ``web:local`` is the person who runs the daemon, not everyone with a shell on its host;
 - any exception becomes 500 ``{"detail": "internal error"}``; the traceback goes to the
   log, never into a response.
 """
@@ -28,6 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from signoff.api.errors import invalid, is_json
+from signoff.local_user import owner_refusal
 from signoff.net import is_loopback
 from signoff.runtime.bounds import MAX_BYTES, MAX_DEPTH, OutOfBounds, parse_json
 
@@ -58,12 +61,15 @@ def origin_of(url: str) -> str | None:
     return f"{parts.scheme}://{host}"
 
 
-def keyless_refusal(scope: Scope, headers: Headers) -> str | None:
-    """Why a request may not act as ``web:local`` (None: a direct loopback request).
+def keyless_refusal(scope: Scope, headers: Headers, *, any_local_user: bool = False
+                    ) -> str | None:
+    """Why a request may not act as ``web:local`` (None: a direct loopback request from
+    the daemon's own user).
 
     The Host must be a loopback name (never ``daemon.public_url``'s host: that is how a
-    reverse proxy addresses us), the peer a loopback address, and no proxy header may be
-    present."""
+    reverse proxy addresses us), the peer a loopback address, no proxy header may be
+    present, and the client's socket must belong to the daemon's user (or root) unless
+    ``any_local_user`` (`signoff.local_user`)."""
     for name, _ in scope.get("headers", ()):
         lowered = name.decode("latin-1").lower()
         if lowered.startswith(PROXY_HEADERS):
@@ -75,6 +81,8 @@ def keyless_refusal(scope: Scope, headers: Headers) -> str | None:
     hostname = urlsplit(f"//{host}").hostname if host else None
     if host and (hostname is None or not is_loopback(hostname)):
         return f"it was addressed to {host}"
+    if not any_local_user:
+        return owner_refusal(client, scope.get("server"))
     return None
 
 
@@ -86,10 +94,12 @@ class GuardMiddleware:
     """See the module docstring."""
 
     def __init__(self, app: ASGIApp, *, max_body: int = MAX_BODY, loopback_only: bool = False,
-                 trusted_origins: Iterable[str] = (), unguarded: Iterable[str] = ()) -> None:
+                 any_local_user: bool = False, trusted_origins: Iterable[str] = (),
+                 unguarded: Iterable[str] = ()) -> None:
         self.app = app
         self.max_body = max_body
         self.loopback_only = loopback_only
+        self.any_local_user = any_local_user
         self.trusted = {o for o in (origin_of(u) for u in trusted_origins) if o}
         self.unguarded = frozenset(unguarded)  # chat webhooks: they carry their own signatures
 
@@ -131,11 +141,12 @@ class GuardMiddleware:
             return None
         headers = Headers(scope=scope)
         if self.loopback_only:
-            why = keyless_refusal(scope, headers)
+            why = keyless_refusal(scope, headers, any_local_user=self.any_local_user)
             if why is not None:
                 return _error(403, f"this daemon has no api.key, so it only answers direct "
-                                   f"requests from this machine to 127.0.0.1 or localhost "
-                                   f"({why}); set api.key to reach it any other way")
+                                   f"requests to 127.0.0.1 or localhost from the user it "
+                                   f"runs as on this machine ({why}); set api.key to reach "
+                                   f"it any other way")
         if scope["method"] in SAFE_METHODS:
             return None
         if headers.get("sec-fetch-site") == "cross-site":

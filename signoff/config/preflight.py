@@ -23,6 +23,7 @@ from signoff.config.fields import ApprovalMode
 from signoff.config.mcp import command_problem, server_key
 from signoff.config.settings import Settings, source_name
 from signoff.errors import ConfigError, SignoffError
+from signoff.local_user import tells_owners
 from signoff.net import is_loopback
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.policy.cedar import CedarPolicy
@@ -138,6 +139,12 @@ def _exposure(settings: Settings, *, path: str | Path | None, host: str | None) 
         where = f"--host {listen}" if host else f"{source}: daemon.host"
         lines.append(f"{where}: refusing to listen on {listen} without an API key: "
                      f"{set_key} or bind to 127.0.0.1")
+    if not keyed and not settings.api.keyless_any_local_user and not tells_owners():
+        lines.append(f"{source}: without an API key only the user the daemon runs as may "
+                     f"decide, and this system cannot tell which local user opens a "
+                     f"connection (no /proc/net/tcp): {set_key}, or set [api] "
+                     f"keyless_any_local_user = true to let every account on this machine "
+                     f"decide as web:local")
     if not keyed and public_host is not None and not is_loopback(public_host):
         lines.append(f"{source}: daemon.public_url: {public} is not on this machine, and a "
                      f"daemon without an API key answers only direct requests from this "

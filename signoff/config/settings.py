@@ -187,6 +187,10 @@ class ApiSettings(Section):
     keys: list[ApiKey] = []
     session_ttl: PositiveDuration = timedelta(hours=12)  # a console sign-in lasts this long
     sign_in_attempts: int = Field(default=5, ge=1)  # failed sign-ins per address per minute
+    # Without a key, only the daemon's own user (and root) may connect as web:local; true
+    # lets every account on this machine decide (and is needed where the system cannot
+    # tell who opened a connection: no /proc/net/tcp, e.g. macOS). Weaker: an opt-in.
+    keyless_any_local_user: bool = False
 
     @field_validator("key")
     @classmethod

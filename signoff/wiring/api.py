@@ -69,6 +69,7 @@ def api_context(settings: Settings, **parts: Any) -> ApiContext:
     parts.setdefault("session_ttl", settings.api.session_ttl)
     parts.setdefault("sign_in_attempts", settings.api.sign_in_attempts)
     parts.setdefault("local_no_key", not keys and is_loopback(settings.daemon.host))
+    parts.setdefault("local_any_user", settings.api.keyless_any_local_user)
     parts.setdefault("public_url", settings.daemon.public_url)
     return ApiContext(**parts)
 

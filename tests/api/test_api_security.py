@@ -18,6 +18,7 @@ from tests.api.helpers import (
     Running,
     make_settings,
     running_node,
+    serve,
     wait_state,
     webhook_steps,
 )
@@ -247,7 +248,8 @@ async def test_console_pages_forbid_framing_and_inline_script(client: httpx.Asyn
 
 async def test_keyless_loopback_callers_are_web_local(tmp_path: Path, echo: HttpEcho) -> None:
     """With no key on a loopback host, callers act as web:local."""
-    async with running_node(tmp_path, keys=False) as node, node.client(key=None) as client:
+    async with running_node(tmp_path, keys=False) as node, serve(node.app) as url, \
+            httpx.AsyncClient(base_url=url, timeout=10) as client:
         assert node.ctx.local_no_key
         task_id, _ = await waiting_task(client, echo)
         approved = await client.post(f"/tasks/{task_id}/approve", json={})
@@ -260,7 +262,8 @@ async def test_keyless_loopback_callers_are_web_local(tmp_path: Path, echo: Http
 
 async def test_keyless_mode_refuses_other_hosts(tmp_path: Path) -> None:
     """Without a key, a request addressed to another host name (DNS rebinding) is 403."""
-    async with running_node(tmp_path, keys=False) as node, node.client(key=None) as client:
+    async with running_node(tmp_path, keys=False) as node, serve(node.app) as url, \
+            httpx.AsyncClient(base_url=url, timeout=10) as client:
         rebound = await client.get("/tasks", headers={"host": "evil.example:8080"})
         assert rebound.status_code == 403
         assert (await client.get("/tasks", headers={"host": "localhost:8080"})).status_code == 200

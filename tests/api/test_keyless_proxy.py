@@ -22,7 +22,8 @@ PROXY_HEADERS = [{"X-Forwarded-For": "203.0.113.7"}, {"Forwarded": "for=203.0.11
 async def test_keyless_refuses_requests_that_came_through_a_proxy(
         tmp_path: Path, header: dict[str, str]) -> None:
     """Without a key, a request carrying a proxy header is 403, whatever its address."""
-    async with running_node(tmp_path, keys=False) as node, node.client(key=None) as client:
+    async with running_node(tmp_path, keys=False) as node, serve(node.app) as url, \
+            httpx.AsyncClient(base_url=url, timeout=10) as client:
         refused = await client.get("/tasks", headers=header)
         assert refused.status_code == 403
         assert "proxy" in refused.json()["detail"]
