@@ -25,7 +25,7 @@ def test_terminal_is_run_command_with_the_exact_command_and_cwd() -> None:
 def test_known_tools_carry_their_labels_and_unknown_ones_are_destructive() -> None:
     """A mapped tool sends risk, capability, targets and content; others DESTRUCTIVE."""
     web = request_for("web_extract", {"urls": ["https://a", "https://b"], "char_limit": 5})
-    assert web["risk"] == "READ" and web["targets"] == ["https://a", "https://b"]
+    assert web["risk"] == "SEND" and web["targets"] == ["https://a", "https://b"]
     mail = request_for("send_message", {"action": "send", "target": "telegram:-1",
                                         "message": "hi"})
     assert (mail["tool"], mail["risk"], mail["capability"]) == ("hermes.send_message", "SEND",
@@ -99,3 +99,35 @@ def test_a_v4a_patch_that_moves_a_file_out_of_the_working_dir_asks(
     fine = request_for("patch", {"mode": "patch", "patch": text.replace("../../etc/cron.d/",
                                                                         "b/")})
     assert fine["risk"] == "DRAFT"
+
+
+def test_reading_outside_the_working_dir_asks_and_says_where(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """read_file of a daemon's config beside the project, or through a symlink to ~,
+    is SEND naming the real file; inside the working directory it stays READ."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "dotfiles").symlink_to(home)
+    monkeypatch.chdir(work)
+    inside = request_for("read_file", {"path": "notes.txt"})
+    assert inside["risk"] == "READ" and "why" not in inside
+    config = request_for("read_file", {"path": "../signoff.toml"})
+    assert config["risk"] == "SEND" and "outside the project" in config["why"]
+    key = request_for("read_file", {"path": "dotfiles/.ssh/id_ed25519"})
+    assert key["risk"] == "SEND"
+    assert str(home / ".ssh" / "id_ed25519") in key["targets"]
+    assert str(home / ".ssh" / "id_ed25519") in key["why"]
+    assert request_for("search_files", {"pattern": "TODO"})["risk"] == "READ"
+    assert request_for("search_files", {"pattern": "key", "path": "/etc"})["risk"] == "SEND"
+    assert request_for("read_file", {"path": ".git/config"})["risk"] == "SEND"
+
+
+def test_fetching_a_url_the_model_chose_asks() -> None:
+    """web_extract and browser_navigate are SEND: the URL can carry data out."""
+    for tool, args in (("web_extract", {"urls": ["https://x.example/?d=secret"]}),
+                       ("browser_navigate", {"url": "https://x.example/?d=secret"})):
+        asked = request_for(tool, args)
+        assert asked["risk"] == "SEND" and "carry data out" in asked["why"]
+        assert "https://x.example/?d=secret" in asked["targets"]

@@ -22,8 +22,11 @@ command and its cwd — the ``workdir`` argument, else this process's cwd), so t
 ``policy.read_only_commands`` makes listed commands READ. ``write_file`` and ``patch``
 are DRAFT only for files inside Hermes' working directory (decided on the resolved path by
 `signoff_client.places`: a symlink out of it, its ``.git``, CI or hook files count as
-outside); elsewhere they are DESTRUCTIVE and the card says where the file really is. A
-tool not in the table is DESTRUCTIVE, with every argument in its fingerprint.
+outside); elsewhere they are DESTRUCTIVE and the card says where the file really is.
+``read_file`` and ``search_files`` are READ inside it and SEND elsewhere (``~/.ssh``, a
+daemon's config with its key). ``web_extract`` and ``browser_navigate`` are SEND: the URL
+is the model's, and it can carry what the agent read. A tool not in the table is
+DESTRUCTIVE, with every argument in its fingerprint.
 """
 
 from __future__ import annotations
@@ -54,6 +57,19 @@ class ToolRule:
     targets: tuple[str, ...] = ()  # arguments whose values are the targets
     content: tuple[str, ...] = ()  # arguments left out of the fingerprint
     writes: bool = False  # writes its files: ``risk`` inside the working directory only
+    reads: bool = False  # reads its files: ``risk`` inside the working directory only
+    note: str = ""  # said on every card of this tool
+
+
+def _files(*targets: str) -> ToolRule:
+    return ToolRule("READ", "fs.read", targets, reads=True)
+
+
+def _fetch(capability: str, target: str) -> ToolRule:
+    # Like Claude Code's WebFetch: the model picks the URL, and a URL can carry anything
+    # the agent has read (a key, a file) to whoever serves it.
+    return ToolRule("SEND", capability, (target,),
+                    note="fetches a URL the agent chose: the URL can carry data out")
 
 
 def _read(capability: str, *targets: str) -> ToolRule:
@@ -64,18 +80,18 @@ def _read(capability: str, *targets: str) -> ToolRule:
 # otherwise); DRAFT is reversible local work (autonomous by default); SEND leaves the
 # machine; DESTRUCTIVE may not be undone.
 TOOLS: dict[str, ToolRule] = {
-    "read_file": _read("fs.read", "path"),
-    "search_files": _read("fs.read", "path", "pattern"),
+    "read_file": _files("path"),
+    "search_files": _files("path", "pattern"),
     "read_terminal": _read("exec.read"),
     "session_search": _read("hermes.memory", "query"),
     "skills_list": _read("hermes.skills"),
     "skill_view": _read("hermes.skills", "name"),
     "web_search": _read("net.fetch", "query"),
-    "web_extract": _read("net.fetch", "urls"),
+    "web_extract": _fetch("net.fetch", "urls"),
     "x_search": _read("net.fetch", "query"),
     "vision_analyze": _read("media.read", "image_url"),
     "video_analyze": _read("media.read", "video_url"),
-    "browser_navigate": _read("browser.read", "url"),
+    "browser_navigate": _fetch("browser.read", "url"),
     "browser_snapshot": _read("browser.read"),
     "browser_scroll": _read("browser.read"),
     "browser_back": _read("browser.read"),
@@ -137,8 +153,13 @@ def request_for(tool_name: str, args: Mapping[str, Any]) -> dict[str, Any]:
     asked = {"tool": f"hermes.{tool_name}", "args": dict(args), "risk": rule.risk,
              "capability": rule.capability, "targets": _target_values(args, rule.targets),
              "content": list(rule.content)}
+    if rule.note:
+        asked["why"] = rule.note
     if rule.writes:
-        _place_writes(asked, args)
+        _place(asked, _written(args), "writes", "DESTRUCTIVE")
+    elif rule.reads:
+        # A read without a path reads the working directory (search_files' default).
+        _place(asked, _target_values(args, ("path",)) or ["."], "reads", "SEND")
     return asked
 
 
@@ -151,19 +172,20 @@ def _written(args: Mapping[str, Any]) -> list[str]:
     return [p for p in dict.fromkeys(paths) if p]
 
 
-def _place_writes(asked: dict[str, Any], args: Mapping[str, Any]) -> None:
-    """A write outside Hermes' working directory (through a symlink too), or to its git,
-    CI, hook or agent files, is DESTRUCTIVE and its card says where it really lands."""
-    files = _written(args)
+def _place(asked: dict[str, Any], files: list[str], verb: str, risk: str) -> None:
+    """A file outside Hermes' working directory (through a symlink too), or its git, CI,
+    hook or agent files, raises the call to ``risk`` (a write: DESTRUCTIVE; a read: SEND,
+    since what it reads can leave with the next call), and its card says where the file
+    really is. The same rule as Claude Code's tools (`signoff_client.places`)."""
     found = [placed(os.getcwd(), p) for p in files] or [
         Placed("<no path>", "", Place.OUTSIDE, False)]
     away = [f for f in found if f.place is not Place.INSIDE]
     if not away:
         return
-    asked["risk"] = "DESTRUCTIVE"
+    asked["risk"] = risk
     asked["targets"] = list(dict.fromkeys(
-        [*files, *(f.real for f in away if f.moved)]))
-    asked["why"] = "; ".join(f.words("writes") for f in away)
+        [*asked["targets"], *files, *(f.real for f in away if f.moved)]))
+    asked["why"] = "; ".join(f.words(verb) for f in away)
 
 
 def client() -> SignoffSync:
