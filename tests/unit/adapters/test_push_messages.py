@@ -128,3 +128,14 @@ def test_only_a_request_decided_here_carries_deny_and_only_an_open_one() -> None
     for card in (sample_card(step_up=True), sample_card(risk="DESTRUCTIVE"),
                  sample_card(status="approved")):
         assert payloads.scopes(card, None, SEND) == ()
+
+
+def test_a_cut_never_splits_what_reads_as_one_character() -> None:
+    """Cut to fit, a body of thumbs with a skin tone, flags, or letters with a separate
+    accent ends after a whole one: never a thumb without its tone, half a flag ("🇩" for
+    "🇩🇪") or an "e" for "é"."""
+    for unit in ("👍🏽", "🇩🇪", "е\u0301"):
+        card = sample_card(targets=(), details=(("body", unit * 1100),))
+        body = pushed(card)["body"]
+        assert body.endswith(unit + "…"), (unit, body[-6:])
+        assert body.count(unit) * len(unit) == len(body) - len("body: …")
