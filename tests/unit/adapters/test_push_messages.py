@@ -219,6 +219,24 @@ def test_a_cut_never_splits_what_reads_as_one_character() -> None:
         assert body.count(unit) * len(unit) == len(body) - len("body: …")
 
 
+def test_an_ntfy_message_stays_under_ntfys_4096_bytes() -> None:
+    """ntfy takes a message of 4,096 bytes or more for an attachment: 1,900 emoji (the
+    2,000-character cut let 7,600 bytes through) are cut to fit, with an ellipsis, and
+    the publish with its buttons stays under ntfy's 8,192 bytes of JSON; so do 1,900 CJK
+    characters (5,700 bytes) and 1,900 quotes (escaped in JSON)."""
+    url = "https://signoff.example.com/ntfy/decide?token=" + "t" * 180
+    for content in ("🙂" * 1900, "中" * 1900, '"' * 1900):
+        card = sample_card(title="🚀" * 300, details=(("body", content),))
+        publish = ntfy_message(card, topic="alice-approvals", open_url=url,
+                               urls={Scope.DENY: url})
+        message = str(publish["message"])
+        assert len(message.encode()) < 4096
+        assert len(json.dumps(publish, ensure_ascii=False, separators=(",", ":")).encode()
+                   ) < 8192  # as httpx writes it
+        if content != '"' * 1900:
+            assert message.endswith(content[0] + "…")
+
+
 def test_a_lone_surrogate_is_sent_as_the_escape_it_was() -> None:
     """A lone UTF-16 half (which UTF-8 cannot carry) in a card's text is written as its
     JSON escape, as before, rather than failing the push."""
