@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import unicodedata
 from collections.abc import Awaitable, Callable, Collection
 
 from signoff.bot.names import ShowsNames
@@ -47,6 +48,16 @@ WHY_REQUESTER_LABEL = "Why (requester)"
 # -- phone notifications (Web Push, ntfy) ------------------------------------------------
 NOTIFICATION_TITLE = 200  # characters of a notification's title
 
+# Whether a notification with this title and text fits the message its surface sends,
+# measured on that message as it goes out: push services and ntfy count bytes, and a
+# Cyrillic letter is 2 of them, an emoji 4 (12 as a JSON escape). The surface owns the
+# measure; `notification` cuts the text until it holds, and the cut decides Once.
+Fits = Callable[[str, str], bool]
+
+
+def _always(title: str, text: str) -> bool:
+    return True
+
 
 @dataclasses.dataclass(frozen=True)
 class Notification:
@@ -58,7 +69,8 @@ class Notification:
     whole: bool
 
 
-def notification(card: ApprovalCard, note: str | None, limit: int) -> Notification:
+def notification(card: ApprovalCard, note: str | None, limit: int,
+                 fits: Fits = _always) -> Notification:
     """``card`` as the plain lines of a phone notification (Web Push, ntfy).
 
     The title is the risk and the action; the text the note (a reminder's words), then
@@ -66,8 +78,10 @@ def notification(card: ApprovalCard, note: str | None, limit: int) -> Notificati
     command, the diff) — then the proposer's words and last where the request comes
     from: a requester's name or policy id is the caller's own choice, and must not push
     the content out of a text cut at ``limit`` characters (the title at
-    `NOTIFICATION_TITLE`), each with an ellipsis. ``whole`` only when neither was cut
-    and the card itself carries everything uncut (`complete`).
+    `NOTIFICATION_TITLE`), each with an ellipsis. The text is cut further until the
+    surface's ``fits`` holds for the title and it (the bytes of the message it sends).
+    ``whole`` only when neither was cut and the card itself carries everything uncut
+    (`complete`): so the cut that makes a message fit is the one that takes Once off it.
     """
     title = f"{card.risk}: {card.title}"
     lines = [note] if note else []
@@ -81,39 +95,81 @@ def notification(card: ApprovalCard, note: str | None, limit: int) -> Notificati
         lines.append(why)
     lines.append(card.origin)
     text = "\n".join(lines)
-    whole = (complete(card, None) and len(title) <= NOTIFICATION_TITLE
-             and len(text) <= limit)
-    return Notification(title=_clipped(title, NOTIFICATION_TITLE),
-                        text=_clipped(text, limit), whole=whole)
+    shown_title = _cut(title, NOTIFICATION_TITLE)
+    shown_text = _cut(text, limit, lambda start: fits(shown_title, start))
+    whole = complete(card, None) and shown_title == title and shown_text == text
+    return Notification(title=shown_title, text=shown_text, whole=whole)
 
 
 def notification_scopes(card: ApprovalCard, note: str | None, limit: int,
-                        actions_for: Collection[str]) -> tuple[Scope, ...]:
+                        actions_for: Collection[str], fits: Fits = _always
+                        ) -> tuple[Scope, ...]:
     """The decisions a notification of ``card`` carries (a phone shows two at most):
     none for a request decided elsewhere, under step-up or of a risk class not in
     ``actions_for`` (it carries Open only); else Deny — denying approves nothing, so it
     needs no whole text — and Once only when the notification shows the whole action
-    (`notification`). One rule for what a surface sends and for what it decides
-    (`notification_decides`)."""
+    (`notification`, with the surface's ``limit`` and ``fits``). One rule for what a
+    surface sends and for what it decides (`notification_decides`)."""
     if not card.open or card.step_up or card.risk not in actions_for:
         return ()
-    whole = notification(card, note, limit).whole
+    whole = notification(card, note, limit, fits).whole
     return tuple(scope for scope in (Scope.ONCE, Scope.DENY)
                  if scope in card.allowed and (whole or not scope.approves))
 
 
-def notification_decides(card: ApprovalCard, limit: int, actions_for: Collection[str]
-                         ) -> bool:
+def notification_decides(card: ApprovalCard, limit: int, actions_for: Collection[str],
+                         fits: Fits = _always) -> bool:
     """True when a notification of ``card`` offers an approving decision: the answer to
     `bot.ports.ShowsCards` of a notification surface, which the flow asks again when a
     token arrives: an approving one for a card it could not show whole (a message sent
     before this rule, say) is refused."""
     return any(scope.approves for scope in notification_scopes(card, None, limit,
-                                                                actions_for))
+                                                                actions_for, fits))
 
 
-def _clipped(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+def _cut(text: str, limit: int, fits: Callable[[str], bool] = lambda _: True) -> str:
+    """``text`` whole when it has at most ``limit`` characters and ``fits``; else its
+    longest start that, with an ellipsis, does both. The measure is of the text as the
+    message will carry it, so a cut is between characters, never inside one's bytes or
+    escape, and it steps back to where a person reads a new character (`_joined`)."""
+    if len(text) <= limit and fits(text):
+        return text
+    # ``fits`` holds for every start shorter than one it holds for (a character adds
+    # bytes, never removes them): the longest is found in log2(limit) measures.
+    low, high = 0, max(0, min(len(text), limit) - 1)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(text[:middle] + "…"):
+            low = middle
+        else:
+            high = middle - 1
+    while 0 < low < len(text) and _joined(text, low):
+        low -= 1
+    return text[:low] + "…"
+
+
+# What a person reads as part of the character before it: a skin tone after an emoji,
+# the second half of a surrogate pair (a str from UTF-16 that did not combine them).
+_JOINS = (("\U0001f3fb", "\U0001f3ff"), ("\udc00", "\udfff"))
+_FLAGS = ("\U0001f1e6", "\U0001f1ff")  # regional indicators: a flag is two of them
+
+
+def _joined(text: str, at: int) -> bool:
+    """True when ``text[at]`` belongs with the character before it: a combining mark
+    (an accent written apart, a variation selector, a keycap), a `_JOINS` character, or
+    the second letter of a flag. Cutting there would show another character ("e" for
+    "é", "🇩" for "🇩🇪"), which a notification must not do silently."""
+    char = text[at]
+    if unicodedata.category(char).startswith("M"):
+        return True
+    if any(first <= char <= last for first, last in _JOINS):
+        return True
+    if not _FLAGS[0] <= char <= _FLAGS[1]:
+        return False
+    run = 0  # the flag letters before this one: an odd count leaves this one's pair
+    while at - run > 0 and _FLAGS[0] <= text[at - run - 1] <= _FLAGS[1]:
+        run += 1
+    return run % 2 == 1
 
 
 def why_line(card: ApprovalCard) -> str | None:

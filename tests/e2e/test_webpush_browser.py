@@ -41,7 +41,8 @@ pytestmark = pytest.mark.browser
 
 async def test_a_pushed_request_is_approved_from_its_notification(tmp_path: Path) -> None:
     """The service worker registers; the pushed request shows as a notification with Once
-    and Deny; its Once approves that request once, as the person who subscribed."""
+    and Deny, its non-ASCII text as written (the push is UTF-8 JSON); its Once approves
+    that request once, as the person who subscribed."""
     sock = loopback_socket()
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
     settings = make_settings(tmp_path, webpush={"enabled": True, "insecure_endpoints": True})
@@ -83,15 +84,16 @@ async def test_a_pushed_request_is_approved_from_its_notification(tmp_path: Path
         browser = push.subscriber("phone")
         saved = await api.post("/webpush/subscriptions", json=browser.subscription)
         assert saved.status_code == 201, saved.text
-        submitted = await api.post("/tasks", json={"goal": "tell the team",
-                                                   "steps": webhook_steps(echo.url("/hook"))})
+        steps = webhook_steps(echo.url("/hook"), {"text": "Релиз 2.4 выкатан 🚀"})
+        submitted = await api.post("/tasks", json={"goal": "tell the team", "steps": steps})
         task = await wait_state(api, submitted.json()["id"], "waiting_approval")
         approval_id = task["approval"]["id"]
 
         async def pushed() -> bool:
             return bool(push.to("phone"))
         await eventually(pushed, what="the push of the request")
-        message = browser.decrypt(push.to("phone")[0].body)
+        data = browser.plaintext(push.to("phone")[0].body)
+        message = json.loads(data)
         assert message["tag"] == f"signoff-{approval_id}"
 
         await eventually(lambda: asyncio.sleep(0, bool(registrations)),
@@ -99,7 +101,7 @@ async def test_a_pushed_request_is_approved_from_its_notification(tmp_path: Path
         registration = next(r for r in registrations if r["scopeURL"] == f"{base}/")
         await cdp.send("ServiceWorker.deliverPushMessage", {
             "origin": base, "registrationId": registration["registrationId"],
-            "data": json.dumps(message)})
+            "data": data.decode()})  # the bytes as pushed, as the browser reads them
         worker = phone.context.service_workers[0]
         shown: list[dict[str, Any]] = []
 
@@ -111,6 +113,7 @@ async def test_a_pushed_request_is_approved_from_its_notification(tmp_path: Path
             return bool(shown)
         await eventually(notification, what="the notification shown")
         assert shown[0]["actions"] == ["once", "deny"]
+        assert "Релиз 2.4 выкатан 🚀" in shown[0]["body"], shown[0]["body"]
         assert shown[0]["title"].startswith("SEND: ")
 
         answer = await worker.evaluate(

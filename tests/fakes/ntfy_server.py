@@ -3,8 +3,11 @@
 ``POST /`` with a JSON body ``{"topic", "message", "title", "priority", "tags", "click",
 "actions": [...]}`` (https://docs.ntfy.sh/publish/#publish-as-json) is answered as ntfy
 does, ``200 {"id", "time", "event": "message", "topic", ...}``; a wrong ``Authorization``
-(when ``token`` is set) gets ntfy's 401 ``{"code": 40101, ...}``. Every publish is kept in
-``published`` with its headers, for the test to read — and to press its buttons.
+(when ``token`` is set) gets ntfy's 401 ``{"code": 40101, ...}``. Its size limits are
+ntfy's defaults: a JSON body of 8,192 bytes or more is 413 ``{"code": 41303}``, and a
+message of 4,096 bytes or more would be an attachment, refused as on a server without
+an attachment cache (400 ``{"code": 40014}``). Every publish is kept in ``published``
+with its headers, for the test to read — and to press its buttons.
 """
 
 from __future__ import annotations
@@ -25,6 +28,10 @@ class Publish:
 
     headers: dict[str, str]
     body: dict[str, Any]
+
+
+MESSAGE_BYTES = 4096  # ntfy's message-size-limit; a message that long is an attachment
+JSON_BYTES = 2 * MESSAGE_BYTES  # a JSON publish, "2x to account for JSON format overhead"
 
 
 class FakeNtfy(FakeServer):
@@ -50,11 +57,19 @@ class FakeNtfy(FakeServer):
         if self.token and request.headers.get("Authorization") != f"Bearer {self.token}":
             return web.json_response({"code": 40101, "http": 401,
                                       "error": "unauthorized"}, status=401)
+        raw = await request.read()
+        if len(raw) >= JSON_BYTES:  # util.Peek: "reached" when it read exactly that many
+            return web.json_response({"code": 41303, "http": 413,
+                                      "error": "JSON body too large"}, status=413)
         try:
-            body = json.loads(await request.read())
+            body = json.loads(raw)
         except ValueError:
             return web.json_response({"code": 40024, "http": 400,
                                       "error": "invalid request: JSON body invalid"},
+                                     status=400)
+        if len(str(body.get("message", "")).encode()) >= MESSAGE_BYTES:
+            return web.json_response({"code": 40014, "http": 400,
+                                      "error": "invalid request: attachments not allowed"},
                                      status=400)
         self.published.append(Publish(dict(request.headers), body))
         return web.json_response({"id": secrets.token_hex(6), "time": 0, "event": "message",

@@ -8,7 +8,8 @@
 
 It records every request (headers and the encrypted body) and answers each endpoint
 ``/push/<name>`` with the status set in ``statuses`` (201 by default; 404 or 410 say the
-subscription is gone, as real push services do). The subscriber's private key and auth
+subscription is gone, as real push services do). A body over `RECORD` bytes is refused
+with 413, as push services do (RFC 8030 §7.2): it is recorded in ``refused`` instead. The subscriber's private key and auth
 secret stay in the test: decrypting proves the daemon encrypted to the subscription.
 """
 
@@ -60,11 +61,18 @@ class Subscriber:
         return {"endpoint": self.endpoint, "expirationTime": None,
                 "keys": {"p256dh": b64(point), "auth": b64(self.auth)}}
 
+    def plaintext(self, body: bytes) -> bytes:
+        """The bytes of an ``aes128gcm`` message to this subscription, as the browser
+        hands them to the service worker."""
+        return bytes(http_ece.decrypt(body, private_key=self.key, auth_secret=self.auth,
+                                      version="aes128gcm"))
+
     def decrypt(self, body: bytes) -> Any:
         """The JSON payload of an ``aes128gcm`` message to this subscription."""
-        plain = http_ece.decrypt(body, private_key=self.key, auth_secret=self.auth,
-                                 version="aes128gcm")
-        return json.loads(plain)
+        return json.loads(self.plaintext(body))
+
+
+RECORD = 4096  # bytes of encrypted body a push service need take (RFC 8291 §4)
 
 
 class FakePushService(FakeServer):
@@ -73,6 +81,7 @@ class FakePushService(FakeServer):
     def __init__(self) -> None:
         self.port = 0
         self.received: list[PushRequest] = []
+        self.refused: list[PushRequest] = []  # too large: 413
         self.statuses: dict[str, int] = {}
 
     def app(self) -> web.Application:
@@ -91,7 +100,11 @@ class FakePushService(FakeServer):
 
     async def _push(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        self.received.append(PushRequest(name, {k.lower(): v for k, v in request.headers.items()},
-                                         await request.read()))
+        pushed = PushRequest(name, {k.lower(): v for k, v in request.headers.items()},
+                             await request.read())
+        if len(pushed.body) > RECORD:
+            self.refused.append(pushed)
+            return web.Response(status=413, text="payload too large")
+        self.received.append(pushed)
         status = self.statuses.get(name, 201)
         return web.Response(status=status, text="" if status == 201 else "gone")

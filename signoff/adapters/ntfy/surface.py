@@ -8,7 +8,10 @@ POSTing a signed, single-use URL on ``daemon.public_url`` (``/ntfy/decide?token=
 e-mail links' scheme, `bot.links`) bound to the approval, the decision and the topic's
 person ``ntfy:<topic>`` (who must be among the approvers) — Once only when the message
 shows the whole action uncut (`bot.cards.notification_scopes`), else Deny alone; Open is
-a ``view`` action on the console's page. The priority follows the risk: DESTRUCTIVE 5
+a ``view`` action on the console's page. ntfy keeps a message under 4,096 *bytes* (a
+longer one becomes an attachment, or is refused where attachments are off), so the text
+is cut to `BODY` characters and then until its UTF-8 fits (`fits`): 2,000 Cyrillic
+letters are 4,000 bytes, 2,000 emoji 8,000. The priority follows the risk: DESTRUCTIVE 5
 (urgent), SEND 4, others 3. ntfy has no edits: when the request is answered, a follow-up
 message says how and by whom; an escalation or a reminder publishes the request again.
 """
@@ -49,14 +52,22 @@ log = logging.getLogger(__name__)
 NAME = "ntfy"
 LINKS = LinkKind("ntfy-link")
 DECIDE_PATH = "/ntfy/decide"
-BODY = 2000  # characters of card text in a message (ntfy keeps 4,096 bytes)
+BODY = 2000  # characters of card text a message shows at most
+# ntfy reads at most this many bytes of a message and, when it read them all, takes the
+# message for an attachment (`util.Peek` says its limit was reached at exactly 4,096).
+MESSAGE_BYTES = 4096
 PRIORITY: dict[str, int] = {RiskClass.DESTRUCTIVE: 5, RiskClass.SEND: 4}
+
+
+def fits(title: str, text: str) -> bool:
+    """Whether ntfy keeps ``text`` as the message: its UTF-8 under `MESSAGE_BYTES`."""
+    return len(text.encode("utf-8", "surrogatepass")) < MESSAGE_BYTES
 
 
 def card_message(card: ApprovalCard, *, topic: str, urls: dict[Scope, str], open_url: str,
                  note: str | None = None) -> JsonDict:
     """The JSON publish of a request: Once/Deny buttons for ``urls``, then Open."""
-    shown = notification(card, note, BODY)
+    shown = notification(card, note, BODY, fits)
     actions: list[JsonDict] = [
         {"action": "http", "label": BUTTON_LABELS[scope], "url": url, "method": "POST",
          "clear": True} for scope, url in urls.items()]
@@ -109,7 +120,7 @@ class NtfySurface(DecidesThroughRoutes):
     def decides(self, card: ApprovalCard) -> bool:
         """Whether the message of ``card`` offers Once (`bot.ports.ShowsCards`): a token
         for a card it could not show whole is refused by the flow."""
-        return notification_decides(card, BODY, self.actions_for)
+        return notification_decides(card, BODY, self.actions_for, fits)
 
     async def post_card(self, card: ApprovalCard) -> CardRef:
         """Publish the request with its buttons."""
@@ -147,7 +158,7 @@ class NtfySurface(DecidesThroughRoutes):
 
     def _card(self, card: ApprovalCard, card_id: str, note: str | None) -> JsonDict:
         urls: dict[Scope, str] = {}
-        for scope in notification_scopes(card, note, BODY, self.actions_for):
+        for scope in notification_scopes(card, note, BODY, self.actions_for, fits):
             token = self.links.sign(card, card_id, scope, self.person)
             urls[scope] = f"{self.base}{DECIDE_PATH}?{urlencode({'token': token})}"
         return card_message(card, topic=self.settings.topic, urls=urls,

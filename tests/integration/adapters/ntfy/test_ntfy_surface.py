@@ -239,3 +239,26 @@ async def test_a_transfer_is_published_with_its_account_and_amount(tmp_path: Pat
     assert "DE89370400440532013000" in message["message"]
     assert "250000" in message["message"]
     assert [a["label"] for a in message["actions"]] == ["Once", "Deny", "Open"]
+
+
+async def test_long_non_ascii_requests_are_published_as_messages(tmp_path: Path) -> None:
+    """ntfy takes a message of 4,096 bytes or more for an attachment (refused without an
+    attachment cache, as by the fake; a file, not the text, on ntfy.sh). 1,000 CJK
+    characters (3,000 bytes) are published whole with Once; a subject and a body of
+    1,100 emoji (4,400 bytes, 1,100 characters) are cut to fit, with Deny and Open."""
+    async with published(tmp_path) as p:
+        asked: dict[str, str] = {}
+        for name, subject, text in (("cjk", "hi", "請求書" * 333 + "。"),
+                                    ("emoji", "🙂" * 100, "🙂" * 1000)):
+            response = await p.admin.post("/v1/approvals", json={
+                **ASK, "args": {"to": "john@example.com", "subject": subject, "body": text}})
+            asked[name] = str(response.json()["id"])
+        whole = await p.message(asked["cjk"])
+        cut = await p.message(asked["emoji"])
+        pressed = await p.press(whole, "Once")
+        status = await p.status(asked["cjk"])
+    assert "請求書" * 333 + "。" in whole["message"]
+    assert [a["label"] for a in whole["actions"]] == ["Once", "Deny", "Open"]
+    assert cut["message"].endswith("🙂…") and len(cut["message"].encode()) < 4096
+    assert [a["label"] for a in cut["actions"]] == ["Deny", "Open"]
+    assert pressed.status_code == 200 and status["status"] == "approved"

@@ -346,3 +346,31 @@ async def test_a_request_too_long_to_show_whole_is_denied_here_approved_elsewher
     assert refused.json()["message"].startswith("Confirm in the console")
     assert pending == "pending"
     assert denied.status_code == 200 and status["status"] == "denied"
+
+
+async def test_long_non_ascii_requests_reach_the_phone(tmp_path: Path) -> None:
+    """Push services refuse a message over 4,096 bytes (413, the fake too). 900 Cyrillic
+    letters arrive whole, with a Once that approves; 900 emoji arrive cut to fit, with
+    Deny and Open: each was over 5 KB as \\u escapes, and never arrived."""
+    letters = ("Оплатите счёт поставщику до пятницы. " * 30)[:900]
+    async with pushed(tmp_path) as p:
+        browser, _ = await p.subscribe("phone")
+        asked: dict[str, str] = {}
+        for name, text in (("cyrillic", letters), ("emoji", "🙂" * 900)):
+            response = await p.admin.post("/v1/approvals", json={
+                **ASK, "args": {"to": "john@example.com", "subject": "счёт", "body": text}})
+            asked[name] = str(response.json()["id"])
+        whole = await p.message(browser, "phone", asked["cyrillic"])
+        cut = await p.message(browser, "phone", asked["emoji"])
+        approved = await p.anonymous.post("/webpush/decide",
+                                          json={"token": token(whole, "once")})
+        denied = await p.anonymous.post("/webpush/decide", json={"token": token(cut, "deny")})
+        states = [(await p.status(asked[name]))["status"] for name in ("cyrillic", "emoji")]
+        sizes = [len(r.body) for r in p.push.to("phone")]
+    assert p.push.refused == [] and max(sizes) <= 4096
+    assert letters in whole["body"] and not whole["body"].endswith("…")
+    assert [a["action"] for a in whole["actions"]] == ["once", "deny"]
+    assert cut["body"].endswith("🙂…")
+    assert [a["action"] for a in cut["actions"]] == ["deny", "open"]
+    assert approved.status_code == 200 and denied.status_code == 200
+    assert states == ["approved", "denied"]
