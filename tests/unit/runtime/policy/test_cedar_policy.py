@@ -162,3 +162,16 @@ def test_a_broken_file_is_refused_naming_it(tmp_path: Path) -> None:
         CedarPolicy.load(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         CedarPolicy.load(tmp_path / "missing.cedar")
+
+
+async def test_the_threat_models_fetch_rule_makes_a_public_http_get_ask() -> None:
+    """The Cedar rule docs/security.md gives against carrying data out in a URL, taken
+    from the page itself: a public http_get asks instead of running on its own."""
+    page = (Path(__file__).parents[4] / "docs" / "security.md").read_text(encoding="utf-8")
+    rule = page.split("```cedar", 1)[1].split("```", 1)[0]
+    assert "fetch-asks" in rule
+    fetch = Action(tool="http_get", args={"url": "https://example.com/?d=secret"})
+    ev = await judge(fetch, rules=rule)
+    assert ev.verdict is Verdict.ASK_USER and "fetch-asks" in ev.reason
+    assert (await judge(fetch, rules="")).verdict is Verdict.ALLOW
+    assert (await judge(read("notes.txt"), rules=rule)).verdict is Verdict.ALLOW
