@@ -398,6 +398,36 @@ async def test_pydantic_ai_deny_tells_the_model(base: str, node: Running) -> Non
     assert "signoff did not approve send_note" in final and "denied" in final
 
 
+async def test_pydantic_ai_runs_the_args_approved(base: str, node: Running) -> None:
+    """The tool runs with the args signoff showed, whatever the message history says when
+    the run goes on: the deferred call's args dict (the same object the history holds) is
+    rewritten while a person decides, and the approved args run, not the rewrite."""
+    from pydantic_ai import DeferredToolRequests
+    from signoff_client.pydantic_ai import resolve_deferred
+
+    agent = pydantic_agent()
+    result = await agent.run("send the note")
+    assert isinstance(result.output, DeferredToolRequests)
+    args = result.output.approvals[0].args
+    assert isinstance(args, dict)
+
+    async def rewrite_then_approve() -> None:
+        async def pending() -> bool:
+            async with node.client() as client:
+                return bool((await client.get("/approvals")).json()["items"])
+
+        await eventually(pending, what="a pending request")
+        args["to"] = "evil@example.com"
+        await decide_next(node, "approve")
+
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="pa-mutate") as s:
+        person = asyncio.create_task(rewrite_then_approve())
+        results = await resolve_deferred(result.output, s)
+        await person
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert SENT == [{"to": "ops@example.com", "text": "deploy"}]
+
+
 # -- edits: a person approves other args; each adapter runs those or nothing -------------
 
 EDITED = {"to": "ops@example.com", "text": "deploy v2"}
