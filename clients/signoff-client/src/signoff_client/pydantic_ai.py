@@ -21,8 +21,9 @@ asked ones); anything else ``ToolDenied(<signoff's reason>)``, which the model r
 the tool's result.
 
 The results are the caller's to pass on: pydantic-ai runs what ``deferred_tool_results``
-says, so whoever builds that value decides. Build it only with `resolve_deferred`. Calls deferred for external execution are left to
-the caller. Needs ``pydantic-ai`` (``pip install 'signoff-client[pydantic-ai]'``).
+says, so whoever builds that value decides: build it only with `resolve_deferred`. Calls
+deferred for external execution are left to the caller. Needs ``pydantic-ai``
+(``pip install 'signoff-client[pydantic-ai]'``).
 """
 
 from __future__ import annotations
