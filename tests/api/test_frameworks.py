@@ -247,7 +247,8 @@ async def test_langgraph_gate_fails_closed(base: str, node: Running) -> None:
 
 # -- OpenAI Agents SDK -----------------------------------------------------------------
 
-def openai_agent(needs: Callable[..., Any]) -> Any:
+def openai_agent(needs: Callable[..., Any], tool: str = "send_note") -> Any:
+    """An agent whose scripted model calls ``tool`` (call id ``call_0``) once."""
     from agents import Agent, function_tool, set_tracing_disabled
     from agents.items import ModelResponse
     from agents.models.interface import Model
@@ -270,7 +271,7 @@ def openai_agent(needs: Callable[..., Any]) -> Any:
                 input, list) else []
             if not outputs:
                 call = ResponseFunctionToolCall(
-                    type="function_call", call_id="call_0", name="send_note",
+                    type="function_call", call_id="call_0", name=tool,
                     arguments=json.dumps({"to": "ops@example.com", "text": "deploy"}))
                 return ModelResponse(output=[call], usage=Usage(), response_id=None)
             text = ResponseOutputText(type="output_text", annotations=[],
@@ -282,7 +283,7 @@ def openai_agent(needs: Callable[..., Any]) -> Any:
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
             raise NotImplementedError
 
-    @function_tool(needs_approval=needs("send_note"))
+    @function_tool(name_override=tool, needs_approval=needs(tool))
     def send_note(to: str, text: str) -> str:
         """Send a note."""
         return note(to, text)
@@ -336,6 +337,44 @@ async def test_openai_agents_grant_skips_the_interruption(base: str, node: Runni
         second = await Runner.run(agent, "send the note again")
     assert not second.interruptions
     assert len(SENT) == 2
+
+
+async def test_openai_agents_an_approval_of_one_tool_runs_no_other(
+        base: str, node: Running) -> None:
+    """Two runs share one SignoffApprovals, and their models both say ``call_0`` with the
+    same args, for different tools. Each interruption waits on its own tool's request: the
+    approval of send_note does not run archive_note, whose request a person denied."""
+    from agents import Runner
+    from signoff_client.openai_agents import SignoffApprovals
+
+    async def decide_each() -> None:
+        found: list[dict[str, Any]] = []
+
+        async def both() -> bool:
+            async with node.client() as client:
+                found[:] = (await client.get("/approvals")).json()["items"]
+            return len(found) == 2
+
+        await eventually(both, what="two pending requests")
+        async with node.client() as client:
+            for item in found:
+                verb = "approve" if item["action"]["tool"] == "send_note" else "deny"
+                answer = await client.post(f"/approvals/{item['id']}/{verb}", json={})
+                assert answer.status_code == 200, answer.text
+
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="oa-two") as s:
+        approvals = SignoffApprovals(s)
+        archive = openai_agent(approvals.needs_approval, tool="archive_note")
+        send = openai_agent(approvals.needs_approval)
+        first = await Runner.run(archive, "archive the note")
+        second = await Runner.run(send, "send the note")
+        assert first.interruptions and second.interruptions
+        person = asyncio.create_task(decide_each())
+        state = await approvals.resolve(first)
+        await person
+        final = await Runner.run(archive, state)
+    assert SENT == [], "archive_note ran on send_note's approval"
+    assert "signoff did not approve archive_note" in str(final.final_output)
 
 
 # -- pydantic-ai -----------------------------------------------------------------------
