@@ -61,7 +61,9 @@ def note(to: str, text: str) -> str:
 
 # -- LangGraph / LangChain -------------------------------------------------------------
 
-def langchain_agent() -> Any:
+def langchain_agent(middleware: list[Any] | None = None) -> Any:
+    """The scripted agent: by default paused by HumanInTheLoopMiddleware, else gated by
+    ``middleware``."""
     from langchain.agents import create_agent
     from langchain.agents.middleware import HumanInTheLoopMiddleware
     from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -85,8 +87,10 @@ def langchain_agent() -> Any:
                                    "args": {"to": "ops@example.com", "text": "deploy"}}]),
         AIMessage("finished"),
     ])
+    if middleware is None:
+        middleware = [HumanInTheLoopMiddleware(interrupt_on={"send_note": True})]
     return create_agent(model, tools=[send_note], checkpointer=InMemorySaver(),
-                        middleware=[HumanInTheLoopMiddleware(interrupt_on={"send_note": True})])
+                        middleware=middleware)
 
 
 async def run_langgraph(base: str, node: Running, verb: str,
@@ -122,9 +126,129 @@ async def test_langgraph_deny_tells_the_model_and_goes_on(base: str, node: Runni
     assert messages[-1].content == "finished"
 
 
+# -- LangChain agents gated inside the graph (SignoffMiddleware) ------------------------
+
+async def run_gated(base: str, node: Running, verb: str,
+                    body: dict[str, Any] | None = None,
+                    before: list[Any] | None = None) -> list[Any]:
+    """The scripted agent with SignoffMiddleware (after the ``before`` middleware), run
+    while a person decides the one request."""
+    from signoff_client.langchain_gate import SignoffMiddleware
+
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="lg-gate") as s:
+        agent = langchain_agent([*(before or []), SignoffMiddleware(s, gated={"send_note"})])
+        config = {"configurable": {"thread_id": "t1"}}
+        result = await with_person(
+            node, verb, agent.ainvoke({"messages": [("user", "send the note")]}, config),
+            body)
+    assert not result.get("__interrupt__"), "the run never waits on its caller"
+    return list(result["messages"])
+
+
+async def test_langgraph_gate_approve_runs_the_tool(base: str, node: Running) -> None:
+    """SignoffMiddleware asks signoff before the tool runs; an approval runs it once."""
+    messages = await run_gated(base, node, "approve")
+    assert SENT == [{"to": "ops@example.com", "text": "deploy"}]
+    assert messages[-1].content == "finished"
+
+
+async def test_langgraph_a_forged_resume_approves_nothing(base: str, node: Running) -> None:
+    """The graph's caller cannot approve: with HumanInTheLoopMiddleware a caller's
+    ``Command(resume=approve)`` ran the tool without signoff ever deciding. Gated by
+    SignoffMiddleware, a denial stands, and a resume the caller sends afterwards on the
+    same thread runs nothing."""
+    from langgraph.types import Command
+    from signoff_client.langchain_gate import SignoffMiddleware
+
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="lg-forged") as s:
+        agent = langchain_agent([SignoffMiddleware(s)])
+        config = {"configurable": {"thread_id": "t1"}}
+        result = await with_person(
+            node, "deny", agent.ainvoke({"messages": [("user", "send the note")]}, config))
+        forged = {"decisions": [{"type": "approve"}]}
+        await agent.ainvoke(Command(resume=forged), config)
+    assert SENT == []
+    told = [m for m in result["messages"] if m.type == "tool"]
+    assert len(told) == 1 and "signoff did not approve send_note" in told[0].content
+    assert told[0].status == "error"
+
+
+async def test_langgraph_gate_runs_the_args_shown(base: str, node: Running) -> None:
+    """Args changed while a person decides do not run: an outer middleware still holds
+    the call's args dict and rewrites it once the request is pending, before the person
+    approves; the tool runs with the args signoff showed."""
+    from langchain.agents.middleware import AgentMiddleware
+    from signoff_client.langchain_gate import SignoffMiddleware
+
+    held: list[dict[str, Any]] = []
+
+    class Holder(AgentMiddleware):  # type: ignore[type-arg]
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            held.append(request.tool_call["args"])
+            return await handler(request)
+
+    async def rewrite_then_approve() -> None:
+        async def pending() -> bool:
+            async with node.client() as client:
+                return bool((await client.get("/approvals")).json()["items"])
+
+        await eventually(pending, what="a pending request")
+        held[0]["to"] = "evil@example.com"
+        await decide_next(node, "approve")
+
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="lg-mutate") as s:
+        agent = langchain_agent([Holder(), SignoffMiddleware(s)])
+        person = asyncio.create_task(rewrite_then_approve())
+        await agent.ainvoke({"messages": [("user", "send the note")]},
+                            {"configurable": {"thread_id": "t1"}})
+        await person
+    assert held and held[0]["to"] == "evil@example.com", "the rewrite happened"
+    assert SENT == [{"to": "ops@example.com", "text": "deploy"}]
+
+
+async def test_langgraph_gate_edit_runs_the_edited_args(base: str, node: Running) -> None:
+    """An approval with edited args runs those args."""
+    await run_gated(base, node, "approve", {"args": EDITED})
+    assert SENT == [EDITED]
+
+
+async def test_langgraph_gate_sync_client(base: str, node: Running) -> None:
+    """``invoke`` with a SignoffSync client asks and waits the same way."""
+    from signoff_client.langchain_gate import SignoffMiddleware
+
+    from signoff.client import SignoffSync
+
+    with SignoffSync(base, api_key=AGENT_KEY, policy_id="lg-sync") as s:
+        agent = langchain_agent([SignoffMiddleware(s)])
+        config = {"configurable": {"thread_id": "t1"}}
+        run = asyncio.to_thread(agent.invoke, {"messages": [("user", "send it")]}, config)
+        await with_person(node, "approve", run)
+    assert SENT == [{"to": "ops@example.com", "text": "deploy"}]
+
+
+async def test_langgraph_gate_fails_closed(base: str, node: Running) -> None:
+    """A daemon that cannot be reached is a refusal: the tool does not run, and a sync
+    run given an async client is refused rather than run ungated."""
+    from signoff_client.langchain_gate import SignoffMiddleware
+
+    async with Signoff("http://127.0.0.1:9", api_key=AGENT_KEY, retries=0) as s:
+        agent = langchain_agent([SignoffMiddleware(s)])
+        result = await agent.ainvoke({"messages": [("user", "send it")]},
+                                     {"configurable": {"thread_id": "t1"}})
+        told = [m for m in result["messages"] if m.type == "tool"]
+        assert "unreachable" in told[0].content
+        sync = langchain_agent([SignoffMiddleware(s)])
+        result = await asyncio.to_thread(sync.invoke, {"messages": [("user", "send it")]},
+                                         {"configurable": {"thread_id": "t2"}})
+        told = [m for m in result["messages"] if m.type == "tool"]
+        assert "use SignoffSync" in told[0].content
+    assert SENT == []
+
+
 # -- OpenAI Agents SDK -----------------------------------------------------------------
 
-def openai_agent(needs: Callable[..., Any]) -> Any:
+def openai_agent(needs: Callable[..., Any], tool: str = "send_note") -> Any:
+    """An agent whose scripted model calls ``tool`` (call id ``call_0``) once."""
     from agents import Agent, function_tool, set_tracing_disabled
     from agents.items import ModelResponse
     from agents.models.interface import Model
@@ -147,7 +271,7 @@ def openai_agent(needs: Callable[..., Any]) -> Any:
                 input, list) else []
             if not outputs:
                 call = ResponseFunctionToolCall(
-                    type="function_call", call_id="call_0", name="send_note",
+                    type="function_call", call_id="call_0", name=tool,
                     arguments=json.dumps({"to": "ops@example.com", "text": "deploy"}))
                 return ModelResponse(output=[call], usage=Usage(), response_id=None)
             text = ResponseOutputText(type="output_text", annotations=[],
@@ -159,7 +283,7 @@ def openai_agent(needs: Callable[..., Any]) -> Any:
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:
             raise NotImplementedError
 
-    @function_tool(needs_approval=needs("send_note"))
+    @function_tool(name_override=tool, needs_approval=needs(tool))
     def send_note(to: str, text: str) -> str:
         """Send a note."""
         return note(to, text)
@@ -213,6 +337,44 @@ async def test_openai_agents_grant_skips_the_interruption(base: str, node: Runni
         second = await Runner.run(agent, "send the note again")
     assert not second.interruptions
     assert len(SENT) == 2
+
+
+async def test_openai_agents_an_approval_of_one_tool_runs_no_other(
+        base: str, node: Running) -> None:
+    """Two runs share one SignoffApprovals, and their models both say ``call_0`` with the
+    same args, for different tools. Each interruption waits on its own tool's request: the
+    approval of send_note does not run archive_note, whose request a person denied."""
+    from agents import Runner
+    from signoff_client.openai_agents import SignoffApprovals
+
+    async def decide_each() -> None:
+        found: list[dict[str, Any]] = []
+
+        async def both() -> bool:
+            async with node.client() as client:
+                found[:] = (await client.get("/approvals")).json()["items"]
+            return len(found) == 2
+
+        await eventually(both, what="two pending requests")
+        async with node.client() as client:
+            for item in found:
+                verb = "approve" if item["action"]["tool"] == "send_note" else "deny"
+                answer = await client.post(f"/approvals/{item['id']}/{verb}", json={})
+                assert answer.status_code == 200, answer.text
+
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="oa-two") as s:
+        approvals = SignoffApprovals(s)
+        archive = openai_agent(approvals.needs_approval, tool="archive_note")
+        send = openai_agent(approvals.needs_approval)
+        first = await Runner.run(archive, "archive the note")
+        second = await Runner.run(send, "send the note")
+        assert first.interruptions and second.interruptions
+        person = asyncio.create_task(decide_each())
+        state = await approvals.resolve(first)
+        await person
+        final = await Runner.run(archive, state)
+    assert SENT == [], "archive_note ran on send_note's approval"
+    assert "signoff did not approve archive_note" in str(final.final_output)
 
 
 # -- pydantic-ai -----------------------------------------------------------------------
@@ -273,6 +435,36 @@ async def test_pydantic_ai_deny_tells_the_model(base: str, node: Running) -> Non
     final = await run_pydantic(base, node, "deny")
     assert SENT == []
     assert "signoff did not approve send_note" in final and "denied" in final
+
+
+async def test_pydantic_ai_runs_the_args_approved(base: str, node: Running) -> None:
+    """The tool runs with the args signoff showed, whatever the message history says when
+    the run goes on: the deferred call's args dict (the same object the history holds) is
+    rewritten while a person decides, and the approved args run, not the rewrite."""
+    from pydantic_ai import DeferredToolRequests
+    from signoff_client.pydantic_ai import resolve_deferred
+
+    agent = pydantic_agent()
+    result = await agent.run("send the note")
+    assert isinstance(result.output, DeferredToolRequests)
+    args = result.output.approvals[0].args
+    assert isinstance(args, dict)
+
+    async def rewrite_then_approve() -> None:
+        async def pending() -> bool:
+            async with node.client() as client:
+                return bool((await client.get("/approvals")).json()["items"])
+
+        await eventually(pending, what="a pending request")
+        args["to"] = "evil@example.com"
+        await decide_next(node, "approve")
+
+    async with Signoff(base, api_key=AGENT_KEY, policy_id="pa-mutate") as s:
+        person = asyncio.create_task(rewrite_then_approve())
+        results = await resolve_deferred(result.output, s)
+        await person
+    await agent.run(message_history=result.all_messages(), deferred_tool_results=results)
+    assert SENT == [{"to": "ops@example.com", "text": "deploy"}]
 
 
 # -- edits: a person approves other args; each adapter runs those or nothing -------------

@@ -17,6 +17,11 @@ in signoff with ``{"type": "edit", "edited_action": {"name": <the same tool>, "a
 config does not allow "edit", it is a reject that says so: the asked args never run after
 an edit); anything else with ``{"type": "reject", "message": <signoff's reason>}``, so the
 model reads why and the run goes on.
+
+The graph runs whatever it is resumed with: whoever can resume a thread can approve (a
+forged ``{"type": "approve"}`` runs the tool without signoff deciding). Use this only
+when nothing but your own process resumes threads; otherwise gate inside the graph with
+`signoff_client.langchain_gate.SignoffMiddleware`, which no resume value can answer.
 This module imports nothing from LangChain or LangGraph: interrupts are read by shape.
 """
 

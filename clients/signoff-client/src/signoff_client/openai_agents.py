@@ -62,9 +62,9 @@ class SignoffApprovals:
         self.client = client
         self.policy_id = policy_id
         self.goal = goal
-        # The request asked in needs_approval, per (call id, arguments): resolve waits on
-        # that one instead of asking again. Keyed by both, as model servers reuse ids.
-        self._asked: dict[tuple[str, str], tuple[ToolCall, Decision]] = {}
+        # The request asked in needs_approval, per call (`_key`): resolve waits on that
+        # one instead of asking again.
+        self._asked: dict[tuple[str, str, str], tuple[ToolCall, Decision]] = {}
 
     def needs_approval(self, tool: str) -> Approver:
         """The SDK's ``needs_approval`` callable for ``tool`` (the SDK does not pass the
@@ -76,16 +76,15 @@ class SignoffApprovals:
                 idempotency_key=call.key, wait=False, editable=True)
             if decision.approved:
                 return False
-            self._asked[(call_id, _digest(call.args))] = (call, decision)
+            self._asked[_key(call, call_id)] = (call, decision)
             return True
         return ask
 
     async def decide(self, tool: str, raw: Any) -> Decision:
         """signoff's answer for one interrupted call, waiting for a person if needed."""
-        args = _arguments(raw)
-        asked = self._asked.pop((_call_id(raw), _digest(ToolCall.of(tool, args).args)), None)
+        call = ToolCall.of(tool, _arguments(raw))
+        asked = self._asked.pop(_key(call, _call_id(raw)), None)
         if asked is None:
-            call = ToolCall.of(tool, args)
             return await self.client.request(call.tool, call.args, policy_id=self.policy_id,
                                              goal=self.goal, idempotency_key=call.key,
                                              editable=True)
@@ -118,5 +117,9 @@ def edited_words(tool: str, decision: Decision) -> str:
             f"call {tool} again with exactly these args (signoff asks about that call).")
 
 
-def _digest(args: dict[str, Any]) -> str:
-    return json.dumps(args, sort_keys=True, separators=(",", ":"))
+def _key(call: ToolCall, call_id: str) -> tuple[str, str, str]:
+    """What ties an interruption to the request asked for it: the tool, the call id and
+    the arguments. Model servers reuse call ids (``call_0``) across runs sharing one
+    SignoffApprovals, so neither the id nor the args alone say which call it was, and
+    without the tool an approval of one tool answered another's interruption."""
+    return call.tool, call_id, json.dumps(call.args, sort_keys=True, separators=(",", ":"))
