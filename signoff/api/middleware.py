@@ -61,6 +61,11 @@ def origin_of(url: str) -> str | None:
     return f"{parts.scheme}://{host}"
 
 
+# What a keyed daemon answers without a key is no secret from other local accounts either
+# (a monitoring agent running as its own user may ask whether the daemon is up).
+ANY_ACCOUNT = frozenset({"/health"})
+
+
 def keyless_refusal(scope: Scope, headers: Headers, *, any_local_user: bool = False
                     ) -> str | None:
     """Why a request may not act as ``web:local`` (None: a direct loopback request from
@@ -81,7 +86,7 @@ def keyless_refusal(scope: Scope, headers: Headers, *, any_local_user: bool = Fa
     hostname = urlsplit(f"//{host}").hostname if host else None
     if host and (hostname is None or not is_loopback(hostname)):
         return f"it was addressed to {host}"
-    if not any_local_user:
+    if not any_local_user and scope.get("path") not in ANY_ACCOUNT:
         return owner_refusal(client, scope.get("server"))
     return None
 

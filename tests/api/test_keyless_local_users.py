@@ -65,6 +65,9 @@ async def test_another_local_user_cannot_decide_as_web_local(tmp_path: Path) -> 
         status, _ = await _off_loop(as_nobody, f"{url}/tasks", "POST", '{"goal": "g"}')
         assert status == 403
         assert (await mine.get("/tasks")).json()["items"] == []
+        # /health needs no key on a keyed daemon, so no account on a keyless one.
+        status, text = await _off_loop(as_nobody, f"{url}/health")
+        assert status == 200 and json.loads(text)["status"] == "ok"
 
 
 @as_root
