@@ -48,7 +48,7 @@ from signoff.runtime.state import PRIVATE_DIR, PRIVATE_FILE
 from signoff.runtime.tools.mcp.procs import child_pid, is_alive, release, running
 from signoff.runtime.tools.mcp.spec import McpServerSpec
 from signoff.runtime.tools.mcp.tool import ListedTool, McpTool
-from signoff.runtime.tools.names import mcp_tool_name
+from signoff.runtime.tools.names import allowed_mcp_tool, mcp_tool_name
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +237,15 @@ class McpConnection:
             return await self._watch(session, closed)
 
     def _take(self, raw: list[types.Tool]) -> None:
-        """Make ``raw`` (a whole ``tools/list``) the tools the registry sees."""
+        """Make ``raw`` (a whole ``tools/list``) the tools the registry sees, less those
+        whose names MCP does not allow: they are no tools of ours (nor of mcp-gate's)."""
+        odd = [t.name for t in raw if not allowed_mcp_tool(t.name)]
+        if odd:
+            log.warning("mcp_tools_skipped", extra={
+                "server": self.spec.name, "count": len(odd),
+                "names": [ascii(name[:80]) for name in odd[:5]],
+                "why": "names of 1-128 letters, digits, '_', '-' or '.' only"})
+            raw = [t for t in raw if allowed_mcp_tool(t.name)]
         self._tools = {t.name: McpTool(self.spec, t, self) for t in map(_listed, raw)}
         self.raw_tools = raw
 
