@@ -139,7 +139,9 @@ def prepare_request(registry: ToolRegistry, spec: RequestSpec) -> Action:
     DESTRUCTIVE)."""
     check_json(spec.args, "args")
     if spec.tool in registry:
-        return registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
+        action = registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
+        _refuse_dropped(spec, action)
+        return action
     content = tuple(dict.fromkeys([*spec.content,
                                    *(k for k in spec.args if k in CONTENT_KEYS)]))
     tool = ForeignTool(name=spec.tool, capability=spec.capability or spec.tool,
@@ -152,6 +154,22 @@ def prepare_request(registry: ToolRegistry, spec: RequestSpec) -> Action:
     return Action(tool=spec.tool, args=spec.args, risk=tool.risk,
                   capability=tool.capability, targets=spec.targets, fingerprint=digest,
                   summary=summary_of(tool, spec.args, spec.targets), content=content)
+
+
+def _refuse_dropped(spec: RequestSpec, action: Action) -> None:
+    """BadArguments when preparing left out an argument the caller asked with.
+
+    A task's action runs with the args it was prepared with, so dropping a stray one is
+    harmless there. An outside caller runs its own call with its own args (mcp-gate
+    forwards what its client sent): an argument the registry drops is missing from the
+    card and the grant, yet sent all the same. It happens when the daemon knows a tool
+    otherwise than the caller does (an MCP server upgraded since the daemon listed it)."""
+    dropped = [key for key, value in spec.args.items()
+               if value is not None and key not in action.args]
+    if dropped:
+        names = ", ".join(repr(key) for key in dropped)
+        raise BadArguments(f"{action.tool} takes no argument {names} as this daemon knows "
+                           "the tool; a call with it would run what no card shows")
 
 
 class OutsideRequests:

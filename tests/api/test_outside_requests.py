@@ -117,6 +117,19 @@ async def test_a_request_can_raise_a_registry_risk_but_never_lower_it(
     assert items[lowered.json()["id"]]["action"]["capability"] == "email.send"
 
 
+async def test_an_argument_a_registry_tool_does_not_take_is_refused_not_dropped(
+        client: httpx.AsyncClient) -> None:
+    """The caller runs its own call: send_email with an extra ``bcc`` would have been
+    approved (a card without it) and sent with it. 422 naming it; a null one is absent."""
+    extra = await client.post("/v1/approvals", json=ask(
+        args={**ASK["args"], "bcc": "eve@example.com"}))
+    assert extra.status_code == 422, extra.text
+    assert "'bcc'" in extra.json()["detail"]
+    assert (await client.get("/approvals", params={"status": "pending"})).json()["items"] == []
+    nulled = await client.post("/v1/approvals", json=ask(args={**ASK["args"], "cc": None}))
+    assert nulled.status_code == 202, nulled.text
+
+
 async def test_an_unknown_tool_is_destructive_unless_the_request_says(
         client: httpx.AsyncClient) -> None:
     """A tool signoff does not know takes the request's labels; risk defaults to DESTRUCTIVE."""

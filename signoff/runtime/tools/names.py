@@ -22,6 +22,16 @@ LLM_SEPARATOR = "__"  # what the model sees in its place
 LLM_NAME_MAX = 64
 _NOT_ALLOWED = re.compile(r"[^a-zA-Z0-9_-]")
 LLM_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+# What MCP allows a tool's name to be (the spec's "Tool names": 1-128 of these). A server
+# names its tools itself, and the name is on every card, log line and grant as it is: one
+# with spaces could write "server hints: … (trusted server)" into a card's title, one
+# with a zero-width space reads as another tool's.
+MCP_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def allowed_mcp_tool(name: str) -> bool:
+    """True when a server's tool name is one MCP allows (`MCP_TOOL_NAME`)."""
+    return MCP_TOOL_NAME.fullmatch(name) is not None
 
 
 def mcp_tool_name(server: str, tool: str) -> str:

@@ -6,6 +6,11 @@ serves calls until the connection is lost (the server's stdout closes, a ping go
 unanswered, a call sees the connection closed), then reconnects after a backoff that
 doubles up to 30 s and starts again once a session has served for a ping interval.
 
+A server that sends ``notifications/tools/list_changed`` is listed again (by the watch
+loop, never inside the SDK's notification callback, which must not wait on the server):
+its tools are then validated, labelled and fingerprinted by what it says now, so a grant
+given to the old definition of a tool does not cover the new one (see `tool`).
+
 While the server is down its tools fail at once with "MCP server 'git' is down: …";
 during a (re)start a call waits for it, up to the connect timeout. The last listing is
 kept while down, so the registry still knows the tools and can say why they fail.
@@ -43,7 +48,7 @@ from signoff.runtime.state import PRIVATE_DIR, PRIVATE_FILE
 from signoff.runtime.tools.mcp.procs import child_pid, is_alive, release, running
 from signoff.runtime.tools.mcp.spec import McpServerSpec
 from signoff.runtime.tools.mcp.tool import ListedTool, McpTool
-from signoff.runtime.tools.names import mcp_tool_name
+from signoff.runtime.tools.names import allowed_mcp_tool, mcp_tool_name
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +78,7 @@ class McpConnection:
         self._up = asyncio.Event()
         self._tried = asyncio.Event()  # the first attempt ended, either way
         self._lost = asyncio.Event()  # a call saw the connection close under it
+        self._changed = asyncio.Event()  # the server said its tools changed: list again
         self._log_start = 0  # where this session's stderr begins in the log file
 
     # -- what the registry sees ------------------------------------------------------
@@ -203,6 +209,7 @@ class McpConnection:
     async def _serve_once(self) -> tuple[bool, str]:
         """One session, from start to loss: (served a ping interval, why it ended)."""
         self._lost.clear()
+        self._changed.clear()
         async with contextlib.AsyncExitStack() as stack:
             # Registered first, so it runs last: after the SDK's own shutdown.
             stack.push_async_callback(self._reap)
@@ -215,22 +222,52 @@ class McpConnection:
             forward, inbound = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             pump_group.start_soon(_pump, read, forward, closed)
             session = await stack.enter_async_context(ClientSession(
-                inbound, write, client_info=types.Implementation(name="signoff",
-                                                                 version=__version__)))
+                inbound, write, message_handler=self._on_message,
+                client_info=types.Implementation(name="signoff", version=__version__)))
             with anyio.fail_after(self.spec.connect_timeout):
                 await session.initialize()
-                raw = await _list_tools(session)
-            listing = [_listed(t) for t in raw]
-            self.raw_tools = raw
-            self._tools = {t.name: McpTool(self.spec, t, self) for t in listing}
+                self._take(await _list_tools(session))
             self._session = session
             self.state = UP
             self.starts += 1
             self._up.set()
             self._tried.set()
-            log.info("mcp_server_up", extra={"server": self.spec.name, "tools": len(listing),
-                                             "pid": self.pid})
+            log.info("mcp_server_up", extra={"server": self.spec.name,
+                                             "tools": len(self.raw_tools), "pid": self.pid})
             return await self._watch(session, closed)
+
+    def _take(self, raw: list[types.Tool]) -> None:
+        """Make ``raw`` (a whole ``tools/list``) the tools the registry sees, less those
+        whose names MCP does not allow: they are no tools of ours (nor of mcp-gate's)."""
+        odd = [t.name for t in raw if not allowed_mcp_tool(t.name)]
+        if odd:
+            log.warning("mcp_tools_skipped", extra={
+                "server": self.spec.name, "count": len(odd),
+                "names": [ascii(name[:80]) for name in odd[:5]],
+                "why": "names of 1-128 letters, digits, '_', '-' or '.' only"})
+            raw = [t for t in raw if allowed_mcp_tool(t.name)]
+        self._tools = {t.name: McpTool(self.spec, t, self) for t in map(_listed, raw)}
+        self.raw_tools = raw
+
+    async def _on_message(self, message: Any) -> None:
+        """The SDK's callback for what the server sends unasked: note a changed tool list
+        (listed again by `_watch`; a request from here would wait on this very callback)."""
+        if isinstance(message, types.ToolListChangedNotification):
+            self._changed.set()
+
+    async def _relist(self, session: ClientSession) -> str | None:
+        """List the tools again after the server said they changed; why that failed, or
+        None. Until it answers, calls use the old listing (as they would have a moment
+        before the notification)."""
+        self._changed.clear()
+        try:
+            with anyio.fail_after(self.spec.connect_timeout):
+                raw = await _list_tools(session)
+        except Exception:  # a timeout, or the connection failed under the request
+            return f"no answer to tools/list within {self.spec.connect_timeout:g}s"
+        self._take(raw)
+        log.info("mcp_tools_changed", extra={"server": self.spec.name, "tools": len(raw)})
+        return None
 
     def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         if not self.spec.command:
@@ -257,12 +294,17 @@ class McpConnection:
         served = False
         while True:
             with anyio.move_on_after(self.ping_interval):
-                while not (closed.is_set() or self._lost.is_set()):
-                    await _first(closed, self._lost)
+                while not (closed.is_set() or self._lost.is_set() or self._changed.is_set()):
+                    await _first(closed, self._lost, self._changed)
             if closed.is_set() or self._lost.is_set():
                 exited = self.pid is not None and not is_alive(self.pid)
                 return served, ("the server process exited" if exited
                                 else "the server closed the connection")
+            if self._changed.is_set():
+                failed = await self._relist(session)
+                if failed is not None:
+                    return served, failed
+                continue  # it answered: as good as a ping
             try:
                 with anyio.fail_after(PING_TIMEOUT):
                     await session.send_ping()

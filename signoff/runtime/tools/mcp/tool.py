@@ -11,10 +11,16 @@ The arguments are checked against the tool's ``inputSchema`` (from ``tools/list`
 jsonschema when the action is prepared, so a malformed call fails before a person is asked.
 A tool known only by name because its server has not answered yet (it is starting, or down)
 is a placeholder: conservative labels, no schema; it resolves to the listed tool when it runs.
+
+A grant is for the tool a person was shown, not for whatever later answers to its name: a
+call's fingerprint binds the tool's definition as the server listed it (description, input
+schema, annotations), so a server that redefines a tool after an Always or a Session (a
+"rug pull", after ``notifications/tools/list_changed`` or a restart) is asked about again.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -23,7 +29,7 @@ import jsonschema
 import jsonschema.exceptions
 
 from signoff.errors import BadArguments, ToolError
-from signoff.runtime.canonical import canonical_json
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import RiskClass
 from signoff.runtime.text import shorten
 from signoff.runtime.tools.base import Param, Preview, ToolContext, args_preview
@@ -49,6 +55,16 @@ class ListedTool:
     description: str = ""
     input_schema: Mapping[str, Any] | None = None
     annotations: Mapping[str, Any] = field(default_factory=dict)
+
+    def digest(self) -> str:
+        """sha256 of what the server says the tool is (description, input schema,
+        annotations): what a grant for one of its calls is bound to."""
+        said = {"description": self.description, "input_schema": self.input_schema,
+                "annotations": self.annotations}
+        # Not canonical_json: a server's schema may hold NaN, which that refuses; a digest
+        # needs one spelling per value, not JSON another parser accepts.
+        return sha256_hex(json.dumps(said, sort_keys=True, separators=(",", ":"),
+                                     ensure_ascii=False, default=str))
 
 
 class McpServerPort(Protocol):
@@ -89,6 +105,8 @@ class McpTool:
         # Message content: shown on the card, never part of a fingerprint or grant.
         self.content: tuple[str, ...] = self.rule.content if self.rule else ()
         self.placeholder = placeholder
+        # What the server said the tool is (None for a placeholder: nothing said yet).
+        self.definition: str | None = None if placeholder else listed.digest()
         self.input_schema: dict[str, Any] | None = (
             dict(listed.input_schema) if listed.input_schema is not None else None)
         self._server = server
@@ -131,8 +149,11 @@ class McpTool:
     def fingerprint_fields(self, args: dict[str, Any]) -> dict[str, Any]:
         # Nested under "args": the registry drops top-level message keys of built-ins
         # (text, content …), but for an MCP tool only its configured `content` is content.
+        # The definition too: an Always for "look at a path (read-only)" must not cover
+        # the same name once the server says it deletes the path.
         kept = {k: v for k, v in args.items() if k not in self.content}
-        return {"args": kept, "targets": list(self.targets(args))}
+        return {"args": kept, "targets": list(self.targets(args)),
+                "definition": self.definition}
 
     def summary(self, args: dict[str, Any]) -> str:
         """The card's title: the call, its other arguments, and the server's own hints."""

@@ -1,0 +1,98 @@
+"""`signoff mcp-gate` in front of a server the daemon runs too, when the two listings
+differ (the server was upgraded after the daemon started it): the daemon never approves
+fewer arguments than the gate forwards. Real processes throughout: the daemon on
+uvicorn with its own instance of tests/mcp_shifty_server.py, the gate over stdio with
+another, driven by the `mcp` SDK's ClientSession."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.asking import AGENT_KEY, pending, stdio_session, text
+from tests.api.helpers import Running, eventually, make_settings, running_node, serve
+
+pytestmark = pytest.mark.slow
+
+SHIFTY = Path(__file__).resolve().parents[1] / "mcp_shifty_server.py"
+
+
+def server_entry(log: Path) -> dict[str, Any]:
+    return {"name": "shifty", "command": [sys.executable, str(SHIFTY), str(log)],
+            "tools": {"act": {"targets": ["path"]}}}
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    return tmp_path / "acted.log"
+
+
+@pytest.fixture
+async def daemon_with_server(tmp_path: Path, log: Path) -> AsyncIterator[tuple[Running, str]]:
+    """A daemon running the shifty server (version 0: ``act`` takes only ``path``)."""
+    work = tmp_path / "daemon"
+    settings = make_settings(work, mcp={"servers": [server_entry(log)]})
+    async with running_node(work, settings=settings) as node, serve(node.app) as url:
+        await node.node.mcp.start()
+        assert node.node.mcp.status() == {"shifty": "up"}
+        try:
+            yield node, url
+        finally:
+            await node.node.mcp.stop()
+
+
+def gate_config(tmp_path: Path, log: Path) -> Path:
+    entry = server_entry(log)
+    command = ", ".join(json.dumps(part) for part in entry["command"])
+    path = tmp_path / "gate.toml"
+    path.write_text(f'''
+[daemon]
+work_dir = "{tmp_path / 'gate-work'}"
+[[mcp.servers]]
+name = "shifty"
+command = [{command}]
+[mcp.servers.tools.act]
+targets = ["path"]
+''')
+    return path
+
+
+def acted(log: Path) -> list[dict[str, Any]]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [json.loads(line) for line in lines]
+
+
+async def test_the_gate_never_forwards_an_argument_the_card_did_not_show(
+        daemon_with_server: tuple[Running, str], tmp_path: Path, log: Path) -> None:
+    """The upgraded server takes ``force``; the daemon's listing does not, so its card
+    showed ``act(path)`` while the gate forwarded ``act(path, force=true)`` on that Once.
+    The request is refused instead: nothing a person did not see is sent."""
+    node, url = daemon_with_server
+    log.with_name(log.name + ".version").write_text("1")  # upgraded since the daemon started
+    async with stdio_session(sys.executable, "-m", "signoff", "mcp-gate", "shifty",
+                             "--config", str(gate_config(tmp_path, log)), "--url", url,
+                             "--api-key", AGENT_KEY) as s:
+        call = asyncio.create_task(s.call_tool("act", {"path": "notes", "force": True}))
+        items: list[dict[str, Any]] = []
+
+        async def settled() -> bool:
+            items[:] = await pending(node)
+            return bool(items) or call.done()
+
+        await eventually(settled, 60, "a request or the call's answer")
+        for item in items:  # the old code asked: a person approves what the card shows
+            assert "force" not in item["action"]["args"]
+            async with node.client() as admin:
+                answer = await admin.post(f"/approvals/{item['id']}/approve",
+                                          json={"scope": "once"})
+            assert answer.status_code == 200, answer.text
+        result = await asyncio.wait_for(call, 60)
+    assert [a for a in acted(log) if "force" in a] == [], "forwarded an argument no card showed"
+    assert result.is_error
+    assert "force" in text(result), text(result)
