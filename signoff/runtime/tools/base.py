@@ -156,6 +156,18 @@ class SchemaTool(Tool, Protocol):
 
 
 @runtime_checkable
+class RedefinableTool(Tool, Protocol):
+    """A tool whose meaning someone else can change under the same name (an MCP server's):
+    its fingerprint binds ``definition``, what it said it was when a call was labelled, so
+    the registry can tell at run time whether it still is what a person approved."""
+
+    definition: str | None  # a digest of its description, schema and hints; None: unlisted
+
+
+DEFINITION = "definition"  # the fingerprint field of a `RedefinableTool` holding it
+
+
+@runtime_checkable
 class DescribedTool(Tool, Protocol):
     """A tool that also says, in its own words, what a call does (every built-in does).
 

@@ -31,10 +31,12 @@ from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import Action, RiskClass
 from signoff.runtime.text import did_you_mean
 from signoff.runtime.tools.base import (
+    DEFINITION,
     CheckedTool,
     Param,
     Preview,
     PreviewTool,
+    RedefinableTool,
     SchemaTool,
     Tool,
     ToolContext,
@@ -374,6 +376,11 @@ class ToolRegistry:
         tool = self.get(action.tool)
         # Filter again: a stored action may predate a change of the tool's parameters.
         args = self.clean_args(tool, action.args)
+        if action.fingerprint and is_a(tool, RedefinableTool) and not _as_shown(
+                tool, args, action.fingerprint):
+            raise ToolError(f"{tool.name}: its server changed the tool (what it says it "
+                            f"does, its arguments or its hints) after this call was asked "
+                            f"about, or no longer lists it; it was not run: ask again")
         if action.private_network:
             ctx = replace(ctx, private_ok=True)
         try:
@@ -404,12 +411,23 @@ def tool_parameters(tool: Tool) -> dict[str, Any]:
     }
 
 
-def fingerprint(tool: Tool, args: dict[str, Any]) -> str:
-    """sha256 of the canonical JSON of the tool, its capability and its fingerprint fields."""
+def _as_shown(tool: Tool, args: dict[str, Any], shown: str) -> bool:
+    """True when ``tool`` is still what the call fingerprinted ``shown`` was labelled
+    with: the same definition, or none (asked while its server had not listed it, the
+    card showed its name and arguments under conservative labels, and a person approved
+    that). A Once on "look at a path (read-only)" never runs "delete the path"."""
+    return shown in (fingerprint(tool, args), fingerprint(tool, args, unlisted=True))
+
+
+def fingerprint(tool: Tool, args: dict[str, Any], *, unlisted: bool = False) -> str:
+    """sha256 of the canonical JSON of the tool, its capability and its fingerprint fields
+    (``unlisted``: as it was labelled before its server listed it, `RedefinableTool`)."""
     # The contract keeps message content out of every fingerprint; enforce it for plugins
     # too, so a grant can never be tied to (or leak through) one message's text.
     content = set(content_names(tool))
     fields = {k: v for k, v in tool.fingerprint_fields(args).items() if k not in content}
+    if unlisted and DEFINITION in fields:
+        fields[DEFINITION] = None
     return sha256_hex(
         canonical_json({"tool": tool.name, "capability": tool.capability, "fields": fields})
     )

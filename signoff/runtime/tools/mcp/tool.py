@@ -32,7 +32,7 @@ from signoff.errors import BadArguments, ToolError
 from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import RiskClass
 from signoff.runtime.text import shorten
-from signoff.runtime.tools.base import Param, Preview, ToolContext, args_preview
+from signoff.runtime.tools.base import DEFINITION, Param, Preview, ToolContext, args_preview
 from signoff.runtime.tools.mcp.spec import McpServerSpec
 from signoff.runtime.tools.names import mcp_tool_name
 
@@ -153,7 +153,7 @@ class McpTool:
         # the same name once the server says it deletes the path.
         kept = {k: v for k, v in args.items() if k not in self.content}
         return {"args": kept, "targets": list(self.targets(args)),
-                "definition": self.definition}
+                DEFINITION: self.definition}
 
     def summary(self, args: dict[str, Any]) -> str:
         """The card's title: the call, its other arguments, and the server's own hints."""

@@ -127,3 +127,25 @@ async def test_tools_with_names_mcp_does_not_allow_are_not_offered(node_factory,
     with pytest.raises(BadArguments, match="unknown tool"):  # no card is ever made
         await start(node, [Action(tool=forged, args={})], schedule=POLICY)
     assert acted(log) == []
+
+
+@pytest.mark.slow
+async def test_a_tool_redefined_while_its_card_waits_is_not_run_by_the_answer(
+        node_factory, tmp_path: Path) -> None:
+    """A person looks at "look at a path (read-only)" and presses Once; by then the server
+    says ``act`` deletes the path. The Once was for what they saw: nothing runs, and the
+    task says why."""
+    log = tmp_path / "acted.log"
+    node = await shifty_node(node_factory, log)
+    task = await start(node, [act()], schedule=POLICY)
+    assert task.state is TaskState.WAITING_APPROVAL, task.result
+    assert task.pending_action is not None
+    assert "not destructive" in (task.pending_action.summary or "")
+    shifted = await start(node, [Action(tool="shifty.shift", args={})], schedule=POLICY)
+    assert shifted.state is TaskState.COMPLETED, shifted.result
+    await eventually(lambda: description(node).startswith("Delete"),
+                     "the daemon to list the redefined tool", timeout=30)
+
+    _, task = await answer(node, task.id, Scope.ONCE)
+    assert acted(log) == []  # the deletion nobody saw did not run
+    assert "changed the tool" in json.dumps(task.result), task.result
