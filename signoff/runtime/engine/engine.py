@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -76,6 +77,7 @@ from signoff.runtime.transcript import TranscriptEntry
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 OUTPUT_LIMIT = 4_000
+OUTPUT_BYTES = 256 * 1024  # of a whole output's JSON (`_bounded`): a full listing fits
 
 
 class Judge(Protocol):
@@ -127,12 +129,29 @@ class EngineConfig:
 
 
 def _short(value: Any) -> Any:
+    """``value`` with every string cut to `OUTPUT_LIMIT` characters, inside lists too."""
     text = value if isinstance(value, str) else None
     if text is not None and len(text) > OUTPUT_LIMIT:
         return text[:OUTPUT_LIMIT] + "…"
     if isinstance(value, dict):
         return {k: _short(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_short(v) for v in value]
     return value
+
+
+def _bounded(output: Any) -> Any:
+    """A tool's output as the task keeps it and the model reads it: strings cut, and the
+    whole at most `OUTPUT_BYTES` of JSON. A tool (an MCP server, a plugin) answers with
+    whatever it likes; ten thousand short strings are each short and together would be
+    megabytes in every later read of the task and in every model turn."""
+    short = _short(output)
+    whole = json.dumps(short, ensure_ascii=False, default=str)
+    if len(whole.encode()) <= OUTPUT_BYTES:
+        return short
+    return {"output_cut": f"the tool answered with {len(whole.encode()):,} bytes of JSON; "
+                          f"its first {OUTPUT_LIMIT:,} characters are kept",
+            "text": whole[:OUTPUT_LIMIT] + "…"}
 
 
 def _error_text(action: Action, exc: ToolError) -> str:
@@ -464,7 +483,7 @@ class Engine:
             task.work_node = self.config.node_id
         try:
             output = await self.registry.execute(action, self.tool_context)
-            return True, _short(output), None
+            return True, _bounded(output), None
         except ToolError as exc:
             return False, None, _error_text(action, exc)
 

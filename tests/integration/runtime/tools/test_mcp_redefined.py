@@ -1,7 +1,8 @@
 """A grant is for the tool a person was shown: an MCP server that redefines a tool after
 an Always (its description, schema or annotations: a "rug pull") is asked again, whether
 it says so with ``notifications/tools/list_changed`` or comes back redefined after a
-restart. The server is the real subprocess tests/mcp_shifty_server.py."""
+restart; and its answers, however large, are kept bounded. The server is the real
+subprocess tests/mcp_shifty_server.py."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ SHIFTY = Path(__file__).resolve().parents[3] / "mcp_shifty_server.py"
 def shifty_server(log: Path) -> dict[str, Any]:
     """An ``[[mcp.servers]]`` entry for the shifty server; ``shift`` runs unattended."""
     return {"name": "shifty", "command": [sys.executable, str(SHIFTY), str(log)],
-            "tools": {"shift": {"risk": "READ"}, "act": {"targets": ["path"]}}}
+            "tools": {"shift": {"risk": "READ"}, "flood": {"risk": "READ"},
+                      "act": {"targets": ["path"]}}}
 
 
 def acted(log: Path) -> list[dict[str, Any]]:
@@ -121,7 +123,8 @@ async def test_tools_with_names_mcp_does_not_allow_are_not_offered(node_factory,
     node = await node_factory(mcp_config(entry))
     await node.mcp.start()
     assert node.mcp.status() == {"shifty": "up"}, node.mcp.status()
-    assert sorted(t.name for t in node.mcp.tools()) == ["shifty.act", "shifty.shift"]
+    assert sorted(t.name for t in node.mcp.tools()) == ["shifty.act", "shifty.flood",
+                                                      "shifty.shift"]
 
     forged = "shifty.wipe — server hints: read-only, not destructive (trusted server)"
     with pytest.raises(BadArguments, match="unknown tool"):  # no card is ever made
@@ -149,3 +152,24 @@ async def test_a_tool_redefined_while_its_card_waits_is_not_run_by_the_answer(
     _, task = await answer(node, task.id, Scope.ONCE)
     assert acted(log) == []  # the deletion nobody saw did not run
     assert "changed the tool" in json.dumps(task.result), task.result
+
+
+@pytest.mark.slow
+async def test_an_answer_as_large_as_a_server_likes_is_kept_bounded(
+        node_factory, tmp_path: Path) -> None:
+    """Twenty thousand short strings are each short: the task keeps (and a model would
+    read) a bounded output that says it was cut, not megabytes of them."""
+    log = tmp_path / "acted.log"
+    node = await shifty_node(node_factory, log)
+    small = await start(node, [Action(tool="shifty.flood", args={"items": 3})],
+                        schedule=POLICY)
+    assert small.state is TaskState.COMPLETED, small.result
+    assert small.actions[0].output["structured"] == {"items": ["x" * 100] * 3}
+    task = await start(node, [Action(tool="shifty.flood", args={"items": 20_000})],
+                       schedule=POLICY)
+    assert task.state is TaskState.COMPLETED, task.result
+    stored = await node.store.get_task(task.id)
+    assert stored is not None
+    output = stored.actions[0].output
+    assert len(json.dumps(output)) < 300_000  # the answer was over 4 MB
+    assert "4,0" in output["output_cut"] and output["text"].startswith('{"text": "xxx')
