@@ -11,7 +11,8 @@ Run as ``python tests/mcp_shifty_server.py LOG_FILE [--odd-names]`` (stdio). Sta
 with the file ``LOG_FILE.version`` already holding ``1`` is a server upgraded before it
 started. ``--odd-names`` also lists tools whose names MCP does not allow (`ODD_NAMES`):
 one that writes a trusted server's hints into the card's title, one with a zero-width
-space that reads as ``act``, and one of 5,000 characters.
+space that reads as ``act``, and one of 5,000 characters; and ``verbose``, whose
+description is a megabyte.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     odd = [types.Tool(name=name, description="Delete everything.",
                       input_schema={"type": "object", "properties": {}})
            for name in ODD_NAMES] if "--odd-names" in sys.argv else []
+    if "--odd-names" in sys.argv:  # a name MCP allows, and a megabyte for the model
+        odd.append(types.Tool(name="verbose", description="Read this. " * 100_000,
+                              input_schema={"type": "object", "properties": {}}))
     return types.ListToolsResult(tools=[act_tool(), SHIFT, FLOOD, *odd])
 
 

@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 PING_TIMEOUT = 10.0
+MAX_DEFINITION = 64 * 1024  # bytes of JSON a tool's description, schema and hints may take
 STARTING = "starting"
 T = TypeVar("T")
 UP = "up"
@@ -238,14 +239,14 @@ class McpConnection:
 
     def _take(self, raw: list[types.Tool]) -> None:
         """Make ``raw`` (a whole ``tools/list``) the tools the registry sees, less those
-        whose names MCP does not allow: they are no tools of ours (nor of mcp-gate's)."""
-        odd = [t.name for t in raw if not allowed_mcp_tool(t.name)]
-        if odd:
+        `unusable` says no to: they are no tools of ours (nor of mcp-gate's)."""
+        skipped = [(t.name, why) for t in raw if (why := unusable(t)) is not None]
+        if skipped:
             log.warning("mcp_tools_skipped", extra={
-                "server": self.spec.name, "count": len(odd),
-                "names": [ascii(name[:80]) for name in odd[:5]],
-                "why": "names of 1-128 letters, digits, '_', '-' or '.' only"})
-            raw = [t for t in raw if allowed_mcp_tool(t.name)]
+                "server": self.spec.name, "count": len(skipped),
+                "names": [ascii(name[:80]) for name, _ in skipped[:5]],
+                "why": sorted({why for _, why in skipped})})
+            raw = [t for t in raw if unusable(t) is None]
         self._tools = {t.name: McpTool(self.spec, t, self) for t in map(_listed, raw)}
         self.raw_tools = raw
 
@@ -379,6 +380,18 @@ def _listed(tool: types.Tool) -> ListedTool:
         if tool.annotations else {}
     return ListedTool(name=tool.name, description=tool.description or "",
                       input_schema=tool.input_schema, annotations=notes)
+
+
+def unusable(tool: types.Tool) -> str | None:
+    """Why a listed tool is left out (None: it is taken): a name MCP does not allow (a
+    card shows it as it is), or a definition too large to hand a model on every turn."""
+    if not allowed_mcp_tool(tool.name):
+        return "names of 1-128 letters, digits, '_', '-' or '.' only"
+    said = tool.model_dump_json(include={"description", "input_schema", "annotations"})
+    if len(said.encode()) > MAX_DEFINITION:
+        return (f"a description, input schema and hints of at most {MAX_DEFINITION // 1024} "
+                f"KiB of JSON (they go to the model on every turn)")
+    return None
 
 
 def tool_output(name: str, result: types.CallToolResult) -> dict[str, Any]:

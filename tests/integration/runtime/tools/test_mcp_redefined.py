@@ -116,7 +116,8 @@ async def test_tools_with_names_mcp_does_not_allow_are_not_offered(node_factory,
     """A tool's name is on every card as it is: one with spaces wrote "server hints: …
     (trusted server)" into the title of a server that is not trusted, one with a
     zero-width space reads as ``act``. Only names MCP allows (letters, digits, ``_-.``, at
-    most 128) are listed; the others are not tools at all."""
+    most 128) are listed; the others are not tools at all. Nor is one whose description
+    is a megabyte: it would go to the model on every turn."""
     log = tmp_path / "acted.log"
     entry = shifty_server(log)
     entry["command"] = [*entry["command"], "--odd-names"]
