@@ -240,13 +240,14 @@ class McpConnection:
     def _take(self, raw: list[types.Tool]) -> None:
         """Make ``raw`` (a whole ``tools/list``) the tools the registry sees, less those
         `unusable` says no to: they are no tools of ours (nor of mcp-gate's)."""
-        skipped = [(t.name, why) for t in raw if (why := unusable(t)) is not None]
+        judged = [(t, unusable(t)) for t in raw]
+        skipped = [(t.name, why) for t, why in judged if why is not None]
         if skipped:
             log.warning("mcp_tools_skipped", extra={
                 "server": self.spec.name, "count": len(skipped),
                 "names": [ascii(name[:80]) for name, _ in skipped[:5]],
                 "why": sorted({why for _, why in skipped})})
-            raw = [t for t in raw if unusable(t) is None]
+            raw = [t for t, why in judged if why is None]
         self._tools = {t.name: McpTool(self.spec, t, self) for t in map(_listed, raw)}
         self.raw_tools = raw
 
