@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from tests.api.helpers import KEY, wait_state, webhook_steps
 from tests.e2e.phone import HEIGHT, fits, phone_console, snapshot
@@ -93,10 +94,17 @@ async def test_the_console_fits_a_phone(tmp_path: Path, echo: HttpEcho) -> None:
         await page.goto(f"{base}/console/tasks/{approved['id']}")
         result = page.locator("pre.result").first
         await result.wait_for(timeout=10_000)
-        wraps = await result.evaluate(
-            "el => getComputedStyle(el).whiteSpace === 'pre-wrap' "
-            "&& el.scrollWidth <= el.clientWidth")
-        assert wraps, "the result must wrap, not scroll sideways"
+        # Waited for, not read once: on a loaded machine the first read came before the
+        # page's layout settled (one faketime CI run in many).
+        wrapping = ("el => getComputedStyle(el).whiteSpace === 'pre-wrap' "
+                    "&& el.scrollWidth <= el.clientWidth")
+        try:
+            await page.wait_for_function(wrapping, arg=await result.element_handle(),
+                                         timeout=10_000)
+        except PlaywrightTimeout:
+            seen = await result.evaluate(
+                "el => [getComputedStyle(el).whiteSpace, el.scrollWidth, el.clientWidth]")
+            raise AssertionError(f"the result must wrap, not scroll sideways: {seen}") from None
         await fits(page)
         assert await small_targets(page) == []
         await snapshot(page, "phone-task.png")
