@@ -3,28 +3,34 @@
 Without a key the daemon answers direct loopback requests as ``web:local``, the person
 who runs it. On a machine shared with other accounts, every one of them can connect to
 127.0.0.1 too, so the keyless mode also asks the kernel who owns the *client's* end of
-the connection: on Linux ``/proc/net/tcp`` and ``/proc/net/tcp6`` list every TCP socket
-with its local and remote address and the uid that created it. The client's socket is
-the one whose local address is the request's client address and whose remote address is
-the daemon's own (``scope["client"]`` and ``scope["server"]``, the peer and our end as
-uvicorn saw them on the socket, never a header).
+the connection: the socket whose local address is the request's client address and whose
+remote address is the daemon's own (``scope["client"]`` and ``scope["server"]``, the peer
+and our end as uvicorn saw them on the socket, never a header).
 
-The table is read on each request (a keyless daemon is one person's; a per-connection
-cache would have to know when a port is reused by someone else). Where there is no such
-table (macOS, BSD, a sandbox without /proc) the owner is unknown and the keyless mode
-refuses, unless ``[api] keyless_any_local_user = true`` says every local user may decide.
+On Linux the question goes to the kernel's socket-diagnostics netlink family (what ``ss``
+uses), which looks up that one connection: a few microseconds, asked afresh on each
+request (a per-connection cache would have to know when a port is reused by someone
+else). Where netlink is not allowed, ``/proc/net/tcp`` and ``/proc/net/tcp6`` tell the
+same, at the price of the kernel writing out every socket it has (about a millisecond a
+request on a busy machine). Where neither exists (macOS, BSD, a sandbox without /proc)
+the owner is unknown and the keyless mode refuses, unless ``[api] keyless_any_local_user
+= true`` says every local user may decide.
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import socket
+import struct
 import sys
 from pathlib import Path
 
 PROC_NET = Path("/proc/net")
 _TABLES = ("tcp", "tcp6")
 _ESTABLISHED = "01"
+_TCP_ESTABLISHED = 1  # the same state, as a number (linux/tcp_states.h)
 Address = tuple[str, int]
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -57,22 +63,85 @@ def _decode(field: str) -> tuple[IP, int] | None:
 
 
 def tells_owners(proc_net: Path = PROC_NET) -> bool:
-    """True when this system lists TCP sockets with their owners (Linux)."""
+    """True when this system lists TCP sockets with their owners (Linux: netlink is
+    asked first, but these tables are there wherever it is)."""
     return (proc_net / "tcp").exists()
+
+
+# linux/netlink.h, linux/sock_diag.h and linux/inet_diag.h: one request, one answer.
+_NETLINK_SOCK_DIAG = 4
+_SOCK_DIAG_BY_FAMILY = 20
+_NLM_F_REQUEST = 1
+_NLMSG_ERROR = 2
+_HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, port id
+_NO_COOKIE = 0xFFFFFFFF  # INET_DIAG_NOCOOKIE: match by addresses, not by a cookie
+_ALL_STATES = 0xFFFFFFFF
+# inet_diag_msg: family, state, timer, retransmits, the 48-byte socket id, then expires,
+# read queue, write queue, uid and inode.
+_MESSAGE = struct.Struct("=BB2x48x12xI")
+
+
+class _NoNetlink(Exception):
+    """The kernel's socket diagnostics cannot be asked here (not Linux, or not allowed)."""
+
+
+def _ask_kernel(peer: IP, peer_port: int, ours: IP, our_port: int) -> int | None:
+    """The uid of the established socket ``peer:peer_port`` -> ``ours:our_port``, from a
+    NETLINK_SOCK_DIAG lookup of exactly that connection (None: there is none)."""
+    if peer.version != ours.version:
+        return None
+    family = socket.AF_INET if peer.version == 4 else socket.AF_INET6
+    sockid = (struct.pack("!HH", peer_port, our_port) + peer.packed.ljust(16, b"\0")
+              + ours.packed.ljust(16, b"\0") + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE))
+    body = struct.pack("=BBBxI", family, socket.IPPROTO_TCP, 0, _ALL_STATES) + sockid
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as link:
+            link.settimeout(1.0)  # the kernel answers at once; never hang a request on it
+            link.send(_HEADER.pack(_HEADER.size + len(body), _SOCK_DIAG_BY_FAMILY,
+                                   _NLM_F_REQUEST, 1, 0) + body)
+            answer = link.recv(8192)
+    except (AttributeError, OSError) as exc:  # AttributeError: no AF_NETLINK (not Linux)
+        raise _NoNetlink(str(exc)) from exc
+    if len(answer) < _HEADER.size:
+        raise _NoNetlink("a short netlink answer")
+    kind = _HEADER.unpack_from(answer)[1]
+    if kind == _NLMSG_ERROR:
+        code = -struct.unpack_from("=i", answer, _HEADER.size)[0]
+        if code == errno.ENOENT:
+            return None  # no such connection: gone, or never a socket
+        raise _NoNetlink(os.strerror(code))
+    if kind != _SOCK_DIAG_BY_FAMILY or len(answer) < _HEADER.size + _MESSAGE.size:
+        raise _NoNetlink(f"an unexpected netlink answer (type {kind})")
+    _family, state, uid = _MESSAGE.unpack_from(answer, _HEADER.size)
+    # A closing or TIME_WAIT socket reports uid 0: only a live connection has an owner.
+    return uid if state == _TCP_ESTABLISHED else None
 
 
 def connection_owner(client: Address | None, server: Address | None,
                      proc_net: Path = PROC_NET) -> int | None:
     """The uid owning the client end of the TCP connection ``client`` -> ``server``.
 
-    None when it cannot be told: no address, no /proc table, or no such socket (the
-    client already gone, or a request that did not come over a socket)."""
+    None when it cannot be told: no address, no way to ask, or no such socket (the
+    client already gone, or a request that did not come over a socket). The kernel is
+    asked by netlink; the tables under ``proc_net`` are read where that is not allowed
+    (or when a test names other tables)."""
     if not client or not server or not all(isinstance(end[1], int) for end in (client, server)):
         return None  # a Unix socket, or a request that came over no socket at all
     peer, ours = _plain(str(client[0])), _plain(str(server[0]))
     if peer is None or ours is None:
         return None
-    wanted = ((peer, client[1]), (ours, server[1]))
+    if proc_net == PROC_NET:
+        try:
+            return _ask_kernel(peer, client[1], ours, server[1])
+        except _NoNetlink:
+            pass  # the tables below tell the same, more slowly
+    return _read_tables(peer, client[1], ours, server[1], proc_net)
+
+
+def _read_tables(peer: IP, peer_port: int, ours: IP, our_port: int,
+                 proc_net: Path) -> int | None:
+    """The same answer from ``/proc/net/tcp`` and ``tcp6``: every socket, read line by line."""
+    wanted = ((peer, peer_port), (ours, our_port))
     for table in _TABLES:
         try:
             lines = (proc_net / table).read_text(encoding="ascii").splitlines()[1:]

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from signoff.local_user import connection_owner, owner_refusal
+from signoff.local_user import PROC_NET, connection_owner, owner_refusal
 from tests.api.helpers import loopback_socket, make_settings, running_node, serve
 
 NOBODY = 65534
@@ -92,8 +92,9 @@ async def test_a_request_over_no_socket_is_not_web_local(tmp_path: Path) -> None
 
 
 def test_the_owner_of_a_real_connection_is_this_process_user() -> None:
-    """Over IPv4 and IPv6 loopback the client's socket is found with this process's uid;
-    the server's end of the same connection is not mistaken for it."""
+    """Over IPv4 and IPv6 loopback the client's socket is found with this process's uid,
+    asked by netlink and read from the /proc tables alike; a made-up pair is nobody's."""
+    tables = Path("/proc/self/net")  # the same tables under another name: no netlink
     for family_host in ("127.0.0.1", "::1"):
         server = loopback_socket() if family_host == "127.0.0.1" else _v6_socket()
         server.listen()
@@ -101,9 +102,24 @@ def test_the_owner_of_a_real_connection_is_this_process_user() -> None:
             peer, ours = accepted.getpeername()[:2], accepted.getsockname()[:2]
             assert peer == client.getsockname()[:2]
             assert connection_owner(peer, ours) == os.geteuid()
+            assert connection_owner(peer, ours, tables) == os.geteuid()
             assert owner_refusal(peer, ours) is None
-            # Reversed, the pair names the server's end: not a client of ours.
-            assert connection_owner(ours, (ours[0], 1)) is None
+            for where in (PROC_NET, tables):
+                assert connection_owner(ours, (ours[0], 1), where) is None
+
+
+def test_a_closed_connection_has_no_owner() -> None:
+    """Once the client has closed, its socket lingers (FIN_WAIT, TIME_WAIT) and the
+    kernel reports uid 0 for it: that must not pass for root's connection."""
+    server = loopback_socket()
+    server.listen()
+    with server, _connect(server) as client, server.accept()[0] as accepted:
+        peer, ours = accepted.getpeername()[:2], accepted.getsockname()[:2]
+        assert connection_owner(peer, ours) == os.geteuid()
+        client.close()
+        assert accepted.recv(1) == b""  # the close has reached the server's end
+        assert connection_owner(peer, ours) is None
+        assert connection_owner(peer, ours, Path("/proc/self/net")) is None
 
 
 def test_a_table_with_rows_it_cannot_read_and_no_table_at_all(tmp_path: Path) -> None:
