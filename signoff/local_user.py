@@ -20,6 +20,7 @@ the owner is unknown and the keyless mode refuses, unless ``[api] keyless_any_lo
 from __future__ import annotations
 
 import errno
+import functools
 import ipaddress
 import os
 import socket
@@ -35,6 +36,7 @@ Address = tuple[str, int]
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
+@functools.lru_cache(maxsize=64)  # a handful of client addresses, parsed on every request
 def _plain(host: str) -> IP | None:
     """An address as the kernel keeps it (an IPv4-mapped IPv6 address as IPv4)."""
     try:
