@@ -54,12 +54,8 @@ test: $(STAMP)  ## the whole test suite (JOBS=2 workers; the soak tests after, a
 
 # The soak tests (PostgreSQL restarts, frozen nodes, a full disk) read no dates: they run
 # once per CI run, in `make test`, not again here.
-# Only the wall clock moves: libfaketime also shifts CLOCK_MONOTONIC unless told not to,
-# and then every timed wait in a thread (Event.wait, Lock.acquire, queue.get with a
-# timeout; SQLAlchemy's pool, APScheduler) sleeps until a deadline 400 days away, which
-# hung a run now and then. The monotonic clock carries no date, so nothing is lost.
 test-faketime: $(STAMP)  ## the suite with our processes' clock 400 days ahead (needs faketime), soak tests left out
-	FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f '+400d' $(PYTEST) -n $(JOBS) --dist loadfile -m 'not soak' $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	faketime -f '+400d' $(PYTEST) -n $(JOBS) --dist loadfile -m 'not soak' $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 lint: $(STAMP)  ## ruff, mypy, the layer contract and the docs site (a broken link fails it)
 	$(BIN)/ruff check signoff tests bench docs $(CLIENT)/src
