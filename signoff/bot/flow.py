@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from signoff.bot.cards import (
@@ -33,6 +34,7 @@ from signoff.bot.outbox import (
     update_card,
 )
 from signoff.bot.ports import (
+    ApprovalCard,
     CardRef,
     DecisionEvent,
     DecisionOutcome,
@@ -193,18 +195,11 @@ class ApprovalFlow:
             return  # the request is gone (reset): nothing to show
         ref = next((CardRef(r.surface, r.channel, r.message_id) for r in loaded.cards
                     if r.surface == platform.name), None)
-        identical = 1
-        if approval.coalesce_key is not None:  # the card may stand for identical requests
-            identical = group_size(approval, await self.store.coalesced(approval.id))
         # Every post and edit names who is asked now: the request's own approvers (the
         # on-call at request time and every escalation target), so that an edit for an
         # escalation, a vote or a grouped request never drops the mention of the first.
         asked = [*approval.approvers, *(str(m) for m in item.payload.get("mentions") or ())]
-        card = build_card(task, approval, console_url=self.console_url,
-                          mentions=tuple(dict.fromkeys(asked)),
-                          preview=await self.preview(approval), step_up=self.step_up,
-                          identical=identical, people=self.names,
-                          passkey=self.passkeys is not None)
+        card = await self.card(task, approval, asked)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -213,6 +208,22 @@ class ApprovalFlow:
             # Jobs of one surface run in order, so the post was tried first and gave up.
             return
         await update_card(platform, ref, card)
+
+    async def card(self, task: Task | None, approval: Approval,
+                   asked: Sequence[str] = ()) -> ApprovalCard:
+        """The card of ``approval`` as the surfaces show it now: how many identical requests
+        it stands for, the people ``asked`` (besides the request's own approvers), names,
+        the preview. One builder for what is posted and for what a click is judged on
+        (`_shown_whole`): whether a surface could show a card whole depends on all of it
+        (a longer title can push what it approves out of a Discord embed)."""
+        identical = 1
+        if approval.coalesce_key is not None:  # the card may stand for identical requests
+            identical = group_size(approval, await self.store.coalesced(approval.id))
+        return build_card(task, approval, console_url=self.console_url,
+                          mentions=tuple(dict.fromkeys([*approval.approvers, *asked])),
+                          preview=await self.preview(approval), step_up=self.step_up,
+                          identical=identical, people=self.names,
+                          passkey=self.passkeys is not None)
 
     async def preview(self, approval: Approval) -> Preview | None:
         """The preview a card of ``approval`` shows now (see `cards.preview_for`)."""
@@ -301,10 +312,9 @@ class ApprovalFlow:
     async def _shown_whole(self, approval: Approval, surface: str) -> bool:
         """Whether ``surface``'s card of ``approval`` offers approving decisions: it shows
         whole what the decision approves (`cards.complete`, each surface with its own
-        limit; its `ShowsCards.decides`)."""
+        limit; its `ShowsCards.decides`), asked of the very card `deliver` shows there."""
         task = await self.store.get_task(approval.task_id) if approval.task_id else None
-        card = build_card(task, approval, console_url=self.console_url,
-                          preview=await self.preview(approval), step_up=self.step_up)
+        card = await self.card(task, approval)  # the card as `deliver` shows it
         platform = self.surfaces.get(surface)
         if isinstance(platform, ShowsCards):
             return platform.decides(card)
