@@ -45,6 +45,7 @@ from signoff.bot.routing.authorizer import TRUSTED_SURFACES, Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.coalesce import group_size
 from signoff.runtime.decisions import Decider
+from signoff.runtime.edits import EditRefused, prepare_edit
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
 from signoff.runtime.outages import Outages
@@ -251,13 +252,12 @@ class ApprovalFlow:
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
+        stepped = approval is not None and await self._steps_up(approval, event)
         if event.undo:  # who may undo: whoever may decide the request (it only denies)
             result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
-        elif (approval is not None and self.passkeys is not None
-                and steps_up(approval, self.step_up)):
+        elif approval is not None and self.passkeys is not None and stepped:
             return await self._with_passkey(approval, event, self.passkeys)
-        elif (approval is not None and event.surface not in TRUSTED_SURFACES
-                and steps_up(approval, self.step_up)):
+        elif approval is not None and event.surface not in TRUSTED_SURFACES and stepped:
             return await self._confirm_in_console(approval, actor, event.surface,
                                                   "step-up: decided in the console only")
         elif (approval is not None and event.surface not in TRUSTED_SURFACES
@@ -273,6 +273,25 @@ class ApprovalFlow:
                                                reason=event.reason, channel=event.surface,
                                                lasts=event.lasts, args=event.args)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
+
+    async def _steps_up(self, approval: Approval, event: DecisionEvent) -> bool:
+        """Whether this answer is under step-up: its request's class is, or the class of
+        the action its edited args make is. An edit can make an action riskier (a
+        plugin's deploy to prod is DESTRUCTIVE where the one to staging asked was SEND),
+        and the answer approves the edit: judged on the request's class alone, a key
+        without its person's passkey approved the DESTRUCTIVE edit. An edit the decider
+        will refuse anyway is left to it (its words)."""
+        if steps_up(approval, self.step_up):
+            return True
+        if event.args is None or not self.step_up or approval.status is not \
+                ApprovalStatus.PENDING:
+            return False
+        task = await self.store.get_task(approval.task_id) if approval.task_id else None
+        try:
+            edited = await prepare_edit(self.decider.engine, task, approval, event.args)
+        except EditRefused:
+            return False
+        return edited is not None and (edited.risk or RiskClass.SEND) in self.step_up
 
     async def _with_passkey(self, approval: Approval, event: DecisionEvent,
                             passkeys: Passkeys) -> DecisionOutcome:
