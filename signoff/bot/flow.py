@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from signoff.bot.cards import (
@@ -33,6 +34,7 @@ from signoff.bot.outbox import (
     update_card,
 )
 from signoff.bot.ports import (
+    ApprovalCard,
     CardRef,
     DecisionEvent,
     DecisionOutcome,
@@ -43,6 +45,7 @@ from signoff.bot.routing.authorizer import TRUSTED_SURFACES, Authorizer
 from signoff.runtime.clock import Clock
 from signoff.runtime.coalesce import group_size
 from signoff.runtime.decisions import Decider
+from signoff.runtime.edits import EditRefused, prepare_edit
 from signoff.runtime.events import TaskEvent
 from signoff.runtime.models import Approval, ApprovalStatus, DecisionCode, RiskClass, Task
 from signoff.runtime.outages import Outages
@@ -193,18 +196,11 @@ class ApprovalFlow:
             return  # the request is gone (reset): nothing to show
         ref = next((CardRef(r.surface, r.channel, r.message_id) for r in loaded.cards
                     if r.surface == platform.name), None)
-        identical = 1
-        if approval.coalesce_key is not None:  # the card may stand for identical requests
-            identical = group_size(approval, await self.store.coalesced(approval.id))
         # Every post and edit names who is asked now: the request's own approvers (the
         # on-call at request time and every escalation target), so that an edit for an
         # escalation, a vote or a grouped request never drops the mention of the first.
         asked = [*approval.approvers, *(str(m) for m in item.payload.get("mentions") or ())]
-        card = build_card(task, approval, console_url=self.console_url,
-                          mentions=tuple(dict.fromkeys(asked)),
-                          preview=await self.preview(approval), step_up=self.step_up,
-                          identical=identical, people=self.names,
-                          passkey=self.passkeys is not None)
+        card = await self.card(task, approval, asked)
         if item.kind == "post":
             if ref is None:
                 await post_card(self.store, platform, card, retry=item.attempts > 0)
@@ -213,6 +209,22 @@ class ApprovalFlow:
             # Jobs of one surface run in order, so the post was tried first and gave up.
             return
         await update_card(platform, ref, card)
+
+    async def card(self, task: Task | None, approval: Approval,
+                   asked: Sequence[str] = ()) -> ApprovalCard:
+        """The card of ``approval`` as the surfaces show it now: how many identical requests
+        it stands for, the people ``asked`` (besides the request's own approvers), names,
+        the preview. One builder for what is posted and for what a click is judged on
+        (`_shown_whole`): whether a surface could show a card whole depends on all of it
+        (a longer title can push what it approves out of a Discord embed)."""
+        identical = 1
+        if approval.coalesce_key is not None:  # the card may stand for identical requests
+            identical = group_size(approval, await self.store.coalesced(approval.id))
+        return build_card(task, approval, console_url=self.console_url,
+                          mentions=tuple(dict.fromkeys([*approval.approvers, *asked])),
+                          preview=await self.preview(approval), step_up=self.step_up,
+                          identical=identical, people=self.names,
+                          passkey=self.passkeys is not None)
 
     async def preview(self, approval: Approval) -> Preview | None:
         """The preview a card of ``approval`` shows now (see `cards.preview_for`)."""
@@ -240,13 +252,12 @@ class ApprovalFlow:
             log.info("decision_refused", extra={"approval_id": approval.id, "actor": actor})
             return DecisionOutcome(False, "Not authorized: you are not an approver for this "
                                    "request", code=DecisionCode.NOT_AUTHORIZED)
+        stepped = approval is not None and await self._steps_up(approval, event)
         if event.undo:  # who may undo: whoever may decide the request (it only denies)
             result = await self.decider.undo(event.approval_id, actor, channel=event.surface)
-        elif (approval is not None and self.passkeys is not None
-                and steps_up(approval, self.step_up)):
+        elif approval is not None and self.passkeys is not None and stepped:
             return await self._with_passkey(approval, event, self.passkeys)
-        elif (approval is not None and event.surface not in TRUSTED_SURFACES
-                and steps_up(approval, self.step_up)):
+        elif approval is not None and event.surface not in TRUSTED_SURFACES and stepped:
             return await self._confirm_in_console(approval, actor, event.surface,
                                                   "step-up: decided in the console only")
         elif (approval is not None and event.surface not in TRUSTED_SURFACES
@@ -262,6 +273,25 @@ class ApprovalFlow:
                                                reason=event.reason, channel=event.surface,
                                                lasts=event.lasts, args=event.args)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
+
+    async def _steps_up(self, approval: Approval, event: DecisionEvent) -> bool:
+        """Whether this answer is under step-up: its request's class is, or the class of
+        the action its edited args make is. An edit can make an action riskier (a
+        plugin's deploy to prod is DESTRUCTIVE where the one to staging asked was SEND),
+        and the answer approves the edit: judged on the request's class alone, a key
+        without its person's passkey approved the DESTRUCTIVE edit. An edit the decider
+        will refuse anyway is left to it (its words)."""
+        if steps_up(approval, self.step_up):
+            return True
+        if event.args is None or not self.step_up or approval.status is not \
+                ApprovalStatus.PENDING:
+            return False
+        task = await self.store.get_task(approval.task_id) if approval.task_id else None
+        try:
+            edited = await prepare_edit(self.decider.engine, task, approval, event.args)
+        except EditRefused:
+            return False
+        return edited is not None and (edited.risk or RiskClass.SEND) in self.step_up
 
     async def _with_passkey(self, approval: Approval, event: DecisionEvent,
                             passkeys: Passkeys) -> DecisionOutcome:
@@ -301,10 +331,9 @@ class ApprovalFlow:
     async def _shown_whole(self, approval: Approval, surface: str) -> bool:
         """Whether ``surface``'s card of ``approval`` offers approving decisions: it shows
         whole what the decision approves (`cards.complete`, each surface with its own
-        limit; its `ShowsCards.decides`)."""
+        limit; its `ShowsCards.decides`), asked of the very card `deliver` shows there."""
         task = await self.store.get_task(approval.task_id) if approval.task_id else None
-        card = build_card(task, approval, console_url=self.console_url,
-                          preview=await self.preview(approval), step_up=self.step_up)
+        card = await self.card(task, approval)  # the card as `deliver` shows it
         platform = self.surfaces.get(surface)
         if isinstance(platform, ShowsCards):
             return platform.decides(card)

@@ -82,8 +82,6 @@ class PendingCards:
 
     async def lookup(self, approval_id: str) -> PostedCard | None:
         """One request's current card and where it was posted (`SurfaceDeps.lookup`)."""
-        from signoff.bot.cards import build_card
-
         if self.node is None:
             return None
         store = self.node.store
@@ -95,9 +93,9 @@ class PendingCards:
             return None  # the request is gone (reset)
         refs = tuple(CardRef(r.surface, r.channel, r.message_id)
                      for r in await store.cards(approval_id))
-        card = build_card(task, approval, console_url=self.node.settings.daemon.public_url,
-                          preview=await self.node.flow.preview(approval),
-                          step_up=self.node.flow.step_up, people=self.node.flow.names)
+        # As the flow posts it (identical requests, who is asked): a Teams click is
+        # answered with this card, and links are judged on it.
+        card = await self.node.flow.card(task, approval)
         return PostedCard(card=card, refs=refs)
 
     # -- `SurfaceDeps.subscriptions`: the store's push subscriptions, once there is one ----

@@ -4,6 +4,7 @@ assertion, and who may see, register and revoke passkeys."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,9 @@ import httpx
 
 from signoff.config.settings import Settings
 from signoff.runtime import audit as chain
+from signoff.runtime.models import RiskClass
 from tests.api.helpers import BOB_KEY, KEY, running_node, state_beside, wait_state, webhook_steps
+from tests.factories import NoopTool
 from tests.fakes.authenticator import SoftAuthenticator
 
 CAROL_KEY = "carol-key-0123456789abcdef"
@@ -132,3 +135,39 @@ async def test_who_sees_registers_and_revokes_passkeys(tmp_path: Path) -> None:
         assert (await bob.get("/passkeys")).json()["items"][0]["revoked_at"]
         garbage = await bob.post("/passkeys/register", json={"name": "x", "credential": {}})
         assert garbage.status_code == 422 and garbage.json()["errors"][0]["field"] == "credential"
+
+
+@dataclass
+class DeployTool(NoopTool):
+    """DESTRUCTIVE on target "prod", SEND anywhere else (its risk depends on its args)."""
+
+    def risk_for(self, args: dict[str, Any]) -> RiskClass:
+        """DESTRUCTIVE for prod."""
+        return RiskClass.DESTRUCTIVE if args.get("target") == "prod" else RiskClass.SEND
+
+
+async def test_an_edit_into_a_stepped_up_class_needs_the_passkey(tmp_path: Path) -> None:
+    """Only DESTRUCTIVE is under passkey step-up. A key holder without the person's
+    passkey may not approve a SEND deploy to staging edited into a DESTRUCTIVE deploy to
+    prod (403 naming the passkey, nothing decided); a deploy to qa as asked needs none."""
+    settings = settings_with(tmp_path, approvals={"step_up": ["DESTRUCTIVE"],
+                                                  "step_up_with": "passkey"})
+    async with running_node(tmp_path, settings=settings) as node, \
+            node.client() as admin, node.client(key=BOB_KEY) as bob:
+        node.node.registry.register(DeployTool(name="deploy", capability="app.deploy"))
+        ids = []
+        for where in ("staging", "qa"):
+            made = await admin.post("/tasks", json={
+                "goal": f"ship to {where}", "steps": [{"tool": "deploy",
+                                                       "args": {"target": where}}]})
+            ids.append(await wait_state(admin, made.json()["id"], "waiting_approval"))
+        one, two = ids
+        escalated = await bob.post(f"/tasks/{one['id']}/approve",
+                                   json={"args": {"target": "prod"}})
+        assert escalated.status_code == 403, escalated.text
+        assert escalated.json().get("step_up") == "passkey"
+        still = (await admin.get(f"/tasks/{one['id']}")).json()
+        assert still["state"] == "waiting_approval"
+        assert still["approval"]["status"] == "pending"
+        plain = await bob.post(f"/tasks/{two['id']}/approve")
+        assert plain.status_code == 200, plain.text

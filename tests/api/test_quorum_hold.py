@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import httpx
 
 from signoff.config.settings import Settings
 from signoff.runtime.clock import FakeClock
+from signoff.runtime.models import RiskClass
 from tests.api.helpers import (
     BOB_KEY,
     KEY,
@@ -19,6 +21,7 @@ from tests.api.helpers import (
     wait_state,
     webhook_steps,
 )
+from tests.factories import NoopTool
 from tests.fakes.http_echo import HttpEcho
 
 CAROL_KEY = "carol-key-0123456789abcdef"
@@ -313,3 +316,37 @@ async def test_self_approval_across_linked_accounts_is_refused(tmp_path: Path) -
         assert (await admin.get(f"/v1/approvals/{approval_id}")).json()["status"] == "pending"
         theirs = await admin.post(f"/approvals/{approval_id}/approve")
         assert theirs.status_code == 200 and theirs.json()["decided_by"] == "web:admin"
+
+
+@dataclass
+class DeployTool(NoopTool):
+    """DESTRUCTIVE on target "prod", SEND anywhere else (its risk depends on its args)."""
+
+    def risk_for(self, args: dict[str, Any]) -> RiskClass:
+        """DESTRUCTIVE for prod."""
+        return RiskClass.DESTRUCTIVE if args.get("target") == "prod" else RiskClass.SEND
+
+
+async def test_an_edit_into_a_held_class_waits_out_that_hold(tmp_path: Path) -> None:
+    """Only DESTRUCTIVE actions have an undo window (10 minutes). A SEND deploy to staging
+    approved as edited into a DESTRUCTIVE deploy to prod is held like one: the answer
+    says "held", nothing runs, and Undo within the window denies it."""
+    clock = FakeClock()
+    settings = settings_with(tmp_path, approvals={"hold": {"DESTRUCTIVE": "10m"}})
+    async with running_node(tmp_path, settings=settings, clock=clock) as node, \
+            node.client() as admin:
+        deploy = DeployTool(name="deploy", capability="app.deploy")
+        node.node.registry.register(deploy)
+        made = await admin.post("/tasks", json={"goal": "ship", "steps": [
+            {"tool": "deploy", "args": {"target": "staging"}}]})
+        task = await wait_state(admin, made.json()["id"], "waiting_approval")
+        approval_id = task["approval"]["id"]
+        edited = await admin.post(f"/approvals/{approval_id}/approve",
+                                  json={"args": {"target": "prod"}})
+        assert edited.status_code == 200, edited.text
+        assert edited.json()["status"] == "held" and edited.json()["hold_until"]
+        clock.advance(60)
+        undone = await admin.post(f"/approvals/{approval_id}/undo")
+        assert undone.status_code == 200 and undone.json()["status"] == "denied"
+        await wait_state(admin, task["id"], "failed")
+        assert deploy.runs == 0

@@ -13,7 +13,7 @@ endpoint and the OpenID metadata with its JWKS, in their wire formats.
         headers = {"Authorization": f"Bearer {fake.sign(click, now=clock.now())}"}
 
 Routes: ``GET /botframework/openidconfiguration`` (metadata naming ``jwks_uri``),
-``GET /botframework/keys`` (one RSA key, endorsed for ``msteams``), ``POST
+``GET /botframework/keys`` (one RSA key, endorsed for `endorsements`: ``msteams``), ``POST
 /<tenant>/oauth2/v2.0/token`` (client credentials, form-encoded; a wrong secret is 401
 ``invalid_client``), and under ``/teams/`` the connector's ``POST
 v3/conversations/{id}/activities`` (a new message: 201 ``{"id"}``), ``POST
@@ -110,6 +110,9 @@ class FakeTeams(FakeServer):
     failures_served: int = 0
     kid: str = "fake-key-1"
     keys_down: bool = False  # the OpenID metadata answers 500
+    # The channels the signing key is endorsed for; Microsoft's own keys name every
+    # channel of the Bot Framework (msteams, webchat, directline, …).
+    endorsements: tuple[str, ...] = ("msteams",)
 
     def __post_init__(self) -> None:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -232,7 +235,8 @@ class FakeTeams(FakeServer):
         numbers = self.key.public_key().public_numbers()
         return web.json_response({"keys": [{
             "kty": "RSA", "use": "sig", "kid": self.kid, "x5t": self.kid,
-            "n": _b64(numbers.n), "e": _b64(numbers.e), "endorsements": ["msteams"]}]})
+            "n": _b64(numbers.n), "e": _b64(numbers.e),
+            "endorsements": list(self.endorsements)}]})
 
     async def _token(self, request: web.Request) -> web.Response:
         form = await request.post()

@@ -9,8 +9,10 @@ owns the retry; the connector's other refusals are final (`PlatformRejected`).
 
 Inbound, Teams POSTs activities to the daemon's ``/teams/messages`` with a Bot Framework
 JWT (`auth.ActivityVerifier`): a missing, bad or expired token is 401 and nothing is
-read. A click (``invoke`` named ``adaptiveCard/action``) is decided through the flow as
-every surface's is, by ``teams:<aadObjectId>``, and answered with the card as it is now
+read. A click (``invoke`` named ``adaptiveCard/action``) from the ``msteams`` channel is
+decided through the flow as every surface's is, by ``teams:<aadObjectId>`` (another
+channel of the same bot, Web Chat or Direct Line, lets its client write any ``from``: its
+clicks decide nothing), and answered with the card as it is now
 plus a line for the clicker — a refused or late click gets the card unchanged and why.
 Each activity id is recorded in the node's replay ledger: one delivered twice decides once.
 
@@ -64,6 +66,11 @@ NOT_RUNNING = "Approvals are not being taken right now; try again shortly"
 FAILED = "Something went wrong; please try again"
 ANONYMOUS = "Cannot tell who clicked: nothing was decided"
 OTHER_TENANT = "This card belongs to another organization: nothing was decided"
+# The Bot Framework channel of Teams itself. The same bot (and the same signing keys,
+# endorsed for every channel) also takes Web Chat and Direct Line, whose clients write
+# ``from`` themselves: only Teams vouches for the clicker's aadObjectId.
+TEAMS_CHANNEL = "msteams"
+OTHER_CHANNEL = "Only a click in Microsoft Teams decides: nothing was decided"
 
 
 class TeamsSurface:
@@ -224,6 +231,13 @@ class TeamsSurface:
         approval_id, scope, undo = decoded
         if not await self._first_time(activity):
             return await self._answer(approval_id, None)  # a redelivery: decided already
+        if activity.get("channelId") != TEAMS_CHANNEL:
+            # Web Chat, Direct Line, …: a client there names any aadObjectId it likes
+            # (Microsoft: "an attacker can impersonate someone else by changing the user
+            # ID"), and the bot's token vouches for the channel, not for the person.
+            log.warning("teams_click_other_channel approval_id=%s channel=%s", approval_id,
+                        activity.get("channelId"))
+            return await self._answer(approval_id, OTHER_CHANNEL)
         if not self._our_tenant(activity):
             # A multi-tenant bot installed elsewhere: object ids there are not our people.
             log.warning("teams_click_foreign_tenant approval_id=%s tenant=%s", approval_id,

@@ -124,11 +124,17 @@ class Decider:
         """Decide the members a crash left pending under a decided card (`Members`)."""
         return await self.members.settle_strays()
 
-    def rules(self, approval: Approval) -> Rules:
-        """What the configuration says about deciding ``approval``."""
+    def rules(self, approval: Approval, edited: Action | None = None) -> Rules:
+        """What the configuration says about deciding ``approval`` (approved as ``edited``,
+        when a person edited its args): the undo window is the longer of the asked
+        action's and the edit's, since an edit can make an action riskier and what runs
+        is the edit."""
         config = self.engine.config
+        hold = config.rules.hold_for(approval.action)
+        if edited is not None:
+            hold = max(hold, config.rules.hold_for(edited))
         return Rules(people=config.people, forbid_self_approval=config.forbid_self_approval,
-                     grant_ttl=config.grant_ttl, hold=config.rules.hold_for(approval.action))
+                     grant_ttl=config.grant_ttl, hold=hold)
 
     async def decide(self, approval_id: str, scope: Scope, actor: str, *,
                      reason: str | None = None, channel: str | None = None,
@@ -169,7 +175,8 @@ class Decider:
         quorum was counted), once more per approval a quorum needs."""
         for _ in range(5 + approval.needed):
             task = await self.store.get_task(approval.task_id) if approval.task_id else None
-            outcome = answer(approval, task, given, self.rules(approval), self.settler.now())
+            outcome = answer(approval, task, given, self.rules(approval, given.edited),
+                             self.settler.now())
             if outcome.refused is not None:
                 await self.refuse(approval.id, given.actor, outcome.refused,
                                   channel=given.channel, task=task)

@@ -17,7 +17,8 @@ from signoff.bot.cards import CUT_TEXT
 from signoff.bot.outbox import FOREVER
 from signoff.bot.ports import CardRef
 from signoff.config.settings import Settings
-from signoff.runtime.models import Action, Scope, Task, TaskState
+from signoff.runtime.models import Action, ApprovalStatus, RiskClass, Scope, Task, TaskState
+from signoff.runtime.outside import OutsideRequests, RequestSpec
 from signoff.testing import RecordingSurface
 from signoff.wiring import Node, build_node
 from tests.fakes.discord_api import APPROVALS, DiscordHarness, FakeDiscord
@@ -277,3 +278,39 @@ async def test_what_a_click_approves_is_on_the_card_to_its_last_character(rig: R
                      and task.approval.id in m.text]
         assert message.labels == ("Once", "Session", "Always", "Deny")
         assert shown in message.text
+
+
+@pytest.mark.parametrize("rig", [{"daemon": {"public_url": PUBLIC}}], indirect=True)
+async def test_an_approving_click_is_judged_on_the_card_discord_shows(rig: Rig) -> None:
+    """Two identical outside requests share a card whose title says so; with four content
+    lines of 966 characters that title is what pushes the card past Discord's embed, so it
+    is shown cut, with Deny only. A Once forged on it is refused (the flow judges the card
+    as it was posted, "2 identical requests" and all), audited, and both still wait."""
+    desk = OutsideRequests(engine=rig.node.engine)
+
+    def spec(asker: str) -> RequestSpec:
+        return RequestSpec(tool="post_update", args={k: k * 966 for k in "abcd"},
+                           policy_id="p1", requester="bot", risk=RiskClass.SEND,
+                           targets=("https://hooks.example/x",), content=tuple("abcd"),
+                           submitted_by=asker)
+
+    first, _ = await desk.submit(spec("web:r1"))
+    second, _ = await desk.submit(spec("web:r2"))
+    assert second.coalesced_into == first.id
+    await rig.deliver()
+    ref = rig.card()
+    message = rig.discord.fake.message(ref.channel, ref.message_id)
+    assert "2 identical requests" in message.text and CUT_TEXT in message.text
+    assert message.labels == ("Deny", "Open in console to decide")
+
+    forged = rig.discord.fake.forged_click(ref.channel, ref.message_id,
+                                           f"so:{first.id}:o", user_id=ALICE)
+    answer = (await rig.discord.post(forged)).json()
+    assert answer["type"] == 4 and f"{PUBLIC}/console/cards/{first.id}" in \
+        answer["data"]["content"]
+    for request in (first, second):
+        stored = await rig.node.store.get_approval(request.id)
+        assert stored is not None and stored.status is ApprovalStatus.PENDING
+    refused = [e for e in (await rig.node.store.audit_events(limit=100)).items
+               if e.kind == "refused"]
+    assert [e.actor for e in refused] == [f"discord:{ALICE}"]

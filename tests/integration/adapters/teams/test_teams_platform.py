@@ -254,6 +254,27 @@ async def test_a_key_endorsed_for_teams_does_not_vouch_for_another_channel(
     assert events == []
 
 
+async def test_a_click_from_web_chat_naming_an_approver_decides_nothing(
+        rig: tuple[TeamsHarness, list[DecisionEvent]]) -> None:
+    """Microsoft's keys are endorsed for every channel of the bot, Web Chat and Direct Line
+    too, whose clients write ``from`` themselves: a well-signed invoke from ``webchat``
+    that names Alice's aadObjectId (and our tenant) is answered with the card and decides
+    nothing; the same click from Teams decides."""
+    harness, events = rig
+    harness.fake.endorsements = ("msteams", "webchat", "directline")
+    ref = await harness.surface.post_card(sample_card())
+    for channel in ("webchat", "directline"):
+        spoofed = {**harness.fake.click(ref.message_id, "Once", aad=ALICE),
+                   "channelId": channel}
+        response = await harness.post(spoofed)
+        assert response.status_code == 200
+        assert "Only a click in Microsoft Teams decides" in str(response.json()["value"])
+    assert events == []
+    assert (await harness.post(harness.fake.click(ref.message_id, "Once", aad=ALICE))
+            ).status_code == 200
+    assert len(events) == 1
+
+
 async def test_a_click_from_another_organization_decides_nothing(
         rig: tuple[TeamsHarness, list[DecisionEvent]]) -> None:
     """The bot installed in another tenant: a click there, however well signed, is answered
