@@ -206,15 +206,16 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     # `signoff.wiring.daemon.assemble`).
     chosen = surfaces if surfaces is not None else {}
     url = (database or settings.database_url(work_dir)) if store is None else _store_url(store)
+    registry, hub = build_tools(settings, wd)
+    # After the tools: the plug-ins they loaded are the daemon's code too.
     rule_files = [p for p in (settings.source, settings.policy.cedar) if p is not None]
-    protected = protected_files(state, url, config=rule_files)
+    protected = protected_files(state, url, config=rule_files, work_dir=wd)
     node = node_id(settings, state)
     signer = node_signer(state, node_id=node)
     store = store or make_store(url or "", signer=signer)
     if store.sealer.signer is None:  # a store built elsewhere signs with this node's key
         store.sealer.signer = signer
     pol = settings.policy
-    registry, hub = build_tools(settings, wd)
     em = settings.email
     channels = channel_forms()
     net = net_rule(settings, resolver)
