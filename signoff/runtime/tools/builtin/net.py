@@ -32,7 +32,12 @@ KEPT_HEADERS = (
 
 
 def check_url(url: str) -> str:
-    """Return ``url`` stripped, or raise BadArguments unless it is an absolute http(s) URL."""
+    """``url`` as httpx will contact it (scheme and host in lower case, IDNA, no default
+    port, the path percent-encoded), or BadArguments unless it is an absolute http(s) URL.
+
+    The tools' targets and fingerprints are this spelling, so a policy or a person judges
+    the host that is contacted: "*prod*" in a Cedar forbid must hold for
+    ``https://api.PROD.example.com`` too, a host name being the same in any case."""
     url = url.strip()
     try:
         parsed = httpx.URL(url)
@@ -42,7 +47,7 @@ def check_url(url: str) -> str:
         raise BadArguments(f"url {url!r}: only http and https URLs are allowed")
     if not parsed.host:
         raise BadArguments(f"url {url!r} has no host")
-    return url
+    return str(parsed)
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> tuple[str, bool]:
