@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -538,6 +539,17 @@ async def test_send_webhook_non_2xx_is_tool_error(registry: ToolRegistry, work: 
             await run(
                 registry, make_ctx(work), "send_webhook", url=echo.url("/status/500"), payload={}
             )
+
+
+@pytest.mark.asyncio
+async def test_send_webhook_reads_a_bounded_answer(registry: ToolRegistry, work: Path) -> None:
+    """A webhook whose answer never ends does not keep the step (and the daemon's memory)
+    forever: the answer is read up to output_limit, as http_get's is, and the step ends."""
+    async with HttpEcho() as echo:
+        out = await asyncio.wait_for(run(registry, make_ctx(work, output_limit=1000),
+                                         "send_webhook", url=echo.url("/endless"),
+                                         payload={}), timeout=30)
+    assert (out["status"], out["text"], out["truncated"]) == (200, "y" * 1000, True)
 
 
 def test_webhook_fingerprint_is_the_url_only(registry: ToolRegistry) -> None:
