@@ -117,11 +117,23 @@ def build_tools(settings: Settings, work_dir: Path | None = None
                 ) -> tuple[ToolRegistry, McpHub]:
     """Built-ins, plugins and the configured MCP servers' tools (servers not started);
     the servers log into the state dir."""
+    wd = settings.resolved_work_dir(work_dir)
     registry = builtin_registry(read_only_commands=settings.policy.read_only_commands,
-                                work_dir=settings.resolved_work_dir(work_dir))
-    hub = McpHub(mcp_specs(settings), log_dir=settings.resolved_state_dir(work_dir))
+                                work_dir=wd)
+    state = settings.resolved_state_dir(work_dir)
+    hub = McpHub(mcp_specs(settings), log_dir=state, cwd=server_dir(wd, state))
     registry.add_source(hub)
     return registry, hub
+
+
+def server_dir(work_dir: Path, state_dir: Path) -> Path | None:
+    """Where stdio MCP servers start: the daemon's working directory (None), unless it
+    lies in the work dir (``work_dir = "."``); then the state dir. A server's program looks
+    for code and settings where it starts (``python -m`` imports from there first, npx
+    reads its ``.npmrc``, uv its ``pyproject.toml``), and the agent writes the work dir
+    unattended: a module it wrote there would run as the server at its next start."""
+    here = Path.cwd().resolve()
+    return state_dir if here.is_relative_to(work_dir.resolve()) else None
 
 
 def build_registry(settings: Settings, work_dir: Path | None = None) -> ToolRegistry:
@@ -194,15 +206,16 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     # `signoff.wiring.daemon.assemble`).
     chosen = surfaces if surfaces is not None else {}
     url = (database or settings.database_url(work_dir)) if store is None else _store_url(store)
+    registry, hub = build_tools(settings, wd)
+    # After the tools: the plug-ins they loaded are the daemon's code too.
     rule_files = [p for p in (settings.source, settings.policy.cedar) if p is not None]
-    protected = protected_files(state, url, config=rule_files)
+    protected = protected_files(state, url, config=rule_files, work_dir=wd)
     node = node_id(settings, state)
     signer = node_signer(state, node_id=node)
     store = store or make_store(url or "", signer=signer)
     if store.sealer.signer is None:  # a store built elsewhere signs with this node's key
         store.sealer.signer = signer
     pol = settings.policy
-    registry, hub = build_tools(settings, wd)
     em = settings.email
     channels = channel_forms()
     net = net_rule(settings, resolver)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import site
 import socket
+import sys
 import sysconfig
 from collections.abc import Iterable
 from pathlib import Path
@@ -44,11 +46,13 @@ def prepare_state(settings: Settings, work_dir: Path | None = None) -> Path:
 
 
 def protected_files(state_dir: Path, database: str | None, *,
-                    config: Iterable[Path] = ()) -> ProtectedFiles:
+                    config: Iterable[Path] = (), work_dir: Path | None = None
+                    ) -> ProtectedFiles:
     """What the file tools refuse: the state dir, and the SQLite file wherever it is
     (created 0600 first when it is not there yet); the ``config`` files the daemon takes
     its rules from (read and written); writing into the daemon's own code, its Python
-    environment and the signoff package (`daemon_code`)."""
+    environment and the signoff package (`daemon_code`), and what it imports from
+    ``work_dir`` (`imported_from`: call this once the plug-ins are loaded)."""
     path = sqlite_path(database) if database else None
     db = Path(path) if path else None
     if db is not None:
@@ -57,8 +61,38 @@ def protected_files(state_dir: Path, database: str | None, *,
         if mode & 0o077:  # a file of the user's own, not ours to change: say so
             log.warning(f"database_readable_by_others path={db} mode={oct(mode)} (chmod 600 "
                         f"it: it holds the audit log and every pending request)")
+    inside = imported_from(work_dir) if work_dir is not None else []
+    if work_dir is not None and work_dir.resolve() in inside:
+        log.warning(f"work_dir_on_import_path dir={work_dir} (the daemon imports Python "
+                    f"modules from its work dir, so the file tools write nothing there: "
+                    f"start it with the signoff command or python -P -m signoff, or from "
+                    f"another directory, and keep PYTHONPATH out of the work dir)")
     return ProtectedFiles.of(state_dir=state_dir, database=db, config=config,
-                             code=daemon_code())
+                             code=[*daemon_code(), *inside])
+
+
+def imported_from(work_dir: Path) -> list[Path]:
+    """What the daemon imports from inside ``work_dir``: its import path's entries there
+    (``python -m signoff`` started from the work dir puts it first, as ``PYTHONPATH`` or
+    an editable install may) and the top-level modules and packages it loaded from there
+    (an editable plug-in's). The agent writes the work dir unattended: a module it put
+    there under a name the daemon imports would run in the daemon at its next start."""
+    root = work_dir.resolve()
+    places = [Path(entry or os.getcwd()) for entry in sys.path]  # "": the working dir
+    for name, module in list(sys.modules.items()):
+        if "." in name or module is None:  # a submodule is inside its top-level package
+            continue
+        where = getattr(module, "__path__", None) or [getattr(module, "__file__", None)]
+        places.extend(Path(p) for p in where if isinstance(p, str))
+    found: list[Path] = []
+    for place in places:
+        try:
+            real = place.resolve()
+        except (OSError, RuntimeError):
+            continue
+        if real.is_relative_to(root) and real not in found:
+            found.append(real)
+    return found
 
 
 def daemon_code() -> list[Path]:

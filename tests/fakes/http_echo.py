@@ -11,6 +11,8 @@ Routes:
     GET  /slow?seconds=S  sleeps S seconds, then 200
     *    /status/{code}   answers that status with body "status {code}"
     POST /hook            records the JSON body, 200 {"ok": true}
+    POST /endless         records it, 200 with a body that never ends (until the client
+                          goes away)
     POST /held?key=K      records it, holds the answer until `release` (K), then 200 — a
                           slow sink: the request has arrived, its answer has not
 """
@@ -58,6 +60,7 @@ class HttpEcho(FakeServer):
         app.router.add_get("/slow", self._slow)
         app.router.add_route("*", "/status/{code}", self._status)
         app.router.add_post("/hook", self._hook)
+        app.router.add_post("/endless", self._endless)
         app.router.add_post("/held", self._held)
         return app
 
@@ -95,6 +98,13 @@ class HttpEcho(FakeServer):
 
     async def _hook(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
+
+    async def _endless(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        chunk = b"y" * 65536
+        while True:  # ends when the client closes the connection (a write then fails)
+            await response.write(chunk)
 
     def release(self, key: str) -> None:
         """Let the held requests of ``key`` (and later ones) be answered (on the loop)."""

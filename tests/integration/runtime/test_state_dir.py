@@ -6,6 +6,7 @@ with the ToolContext the wiring builds, and the disk is looked at afterwards.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -278,3 +279,31 @@ async def test_the_daemons_own_code_is_never_written(node_factory: NodeFactory) 
     assert protected.why(package, write=True) == "is the daemon's own code"
     assert protected.why(package, write=False) is None
     assert protected.why(Path(sys.prefix) / "src" / "app" / "notes.txt", write=True) is None
+
+
+async def test_what_the_daemon_imports_from_the_work_dir_is_never_written(
+        node_factory: NodeFactory, settings_factory: SettingsFactory, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Started as ``python -m signoff`` from its work dir, or with ``PYTHONPATH`` (or an
+    editable install) pointing into it, the daemon imports from there before its own
+    environment: a ``signoff/__init__.py`` or ``httpx.py`` the agent wrote there would run
+    in the daemon at its next start, and a plug-in's module it loaded from there is its
+    code. Writing them is refused; the rest of the work dir stays writable."""
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    plugin = work / "plugins" / "myplugin" / "__init__.py"
+    plugin.parent.mkdir(parents=True)
+    plugin.write_text("TOOLS = []\n")
+    monkeypatch.syspath_prepend(str(work / "src"))
+    spec = importlib.util.spec_from_file_location("myplugin", plugin)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "myplugin", module)  # as an editable finder loads it
+    node = await node_factory(settings=settings_factory())
+    for path in ("src/httpx.py", "src/signoff/__init__.py", "plugins/myplugin/__init__.py",
+                 "plugins/myplugin/tools.py"):
+        assert "own code" in await refused(node, "write_file", path=path, content="import os\n")
+    assert plugin.read_text() == "TOOLS = []\n"
+    await tool(node, "write_file", path="notes/plan.py", content="x = 1\n")
+    await tool(node, "write_file", path="plugins/notes.txt", content="fine\n")

@@ -627,7 +627,9 @@ def test_trusted_proxies_must_be_addresses(write_config: WriteConfig, entry: str
 
 
 @pytest.mark.parametrize("command", ["git status", "make -n", "./report.sh",
-                                     "python3.11 -m json.tool x", "/usr/bin/npm ls"])
+                                     "python3.11 -m json.tool x", "/usr/bin/npm ls",
+                                     # their config's plugins, init-hook, eslint.config.js
+                                     "mypy .", "pylint src", "eslint ."])
 def test_read_only_commands_refuse_programs_that_run_the_work_dirs_code(
         write_config: WriteConfig, command: str) -> None:
     """A command that runs what the work dir tells it to (git's core.fsmonitor, a

@@ -32,7 +32,12 @@ KEPT_HEADERS = (
 
 
 def check_url(url: str) -> str:
-    """Return ``url`` stripped, or raise BadArguments unless it is an absolute http(s) URL."""
+    """``url`` as httpx will contact it (scheme and host in lower case, IDNA, no default
+    port, the path percent-encoded), or BadArguments unless it is an absolute http(s) URL.
+
+    The tools' targets and fingerprints are this spelling, so a policy or a person judges
+    the host that is contacted: "*prod*" in a Cedar forbid must hold for
+    ``https://api.PROD.example.com`` too, a host name being the same in any case."""
     url = url.strip()
     try:
         parsed = httpx.URL(url)
@@ -42,7 +47,7 @@ def check_url(url: str) -> str:
         raise BadArguments(f"url {url!r}: only http and https URLs are allowed")
     if not parsed.host:
         raise BadArguments(f"url {url!r} has no host")
-    return url
+    return str(parsed)
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> tuple[str, bool]:
@@ -149,17 +154,21 @@ class SendWebhookTool(_UrlTool):
         url = check_url(args["url"])
         try:
             # No redirects: a POST that silently lands somewhere else was not approved.
-            async with _client(ctx) as client:
-                response = await client.post(url, json=args["payload"])
+            # The answer is read up to output_limit, as http_get's: a server answering
+            # without end would hold the step and fill the daemon's memory.
+            async with (
+                _client(ctx) as client,
+                client.stream("POST", url, json=args["payload"]) as response,
+            ):
+                text, truncated = await _read_capped(response, ctx.output_limit)
         except httpx.HTTPError as exc:
             raise _http_error(self.name, url, exc, ctx.http_timeout) from exc
         except (TypeError, ValueError) as exc:  # payload not JSON-serializable
             raise BadArguments(f"send_webhook: payload is not JSON: {exc}") from exc
-        body = response.content[: ctx.output_limit]
-        text = decode_prefix(body, truncated=len(response.content) > ctx.output_limit)
         if not response.is_success:
             raise ToolError(
                 f"send_webhook {url}: the server answered {response.status_code}"
                 + (f": {tail(text, 300)}" if text.strip() else "")
             )
-        return {"url": url, "status": response.status_code, "text": text}
+        return {"url": url, "status": response.status_code, "text": text,
+                "truncated": truncated}

@@ -11,6 +11,11 @@ that runs what the work dir tells it to (`runs_work_dir_code`): the agent writes
 dir unattended (``write_file`` is DRAFT), so ``git status`` would run the ``core.fsmonitor``
 command of a ``.git/config`` it wrote, as the daemon's user, outside every file check.
 
+Nor a command whose program lies in the work dir (`program_in_work_dir`), however it is
+found: by an absolute path, or along ``PATH`` (a project's ``.venv/bin`` or
+``node_modules/.bin`` on the daemon's ``PATH``). ``write_file`` keeps an existing file's
+mode, so the agent can replace such a program's text with its own and keep it executable.
+
 The child gets only the variables of the daemon's environment named in
 ``tools.run_command.env`` (`ToolContext.command_env`): the daemon's own secrets (API keys,
 tokens, database passwords passed as variables) never reach a command.
@@ -54,6 +59,17 @@ RUNS_WORK_DIR_CODE = frozenset({
     "composer", "sh", "bash", "zsh", "dash", "fish", "ksh", "env", "sudo", "doas", "xargs",
     "nice", "nohup", "timeout", "watch", "docker", "docker-compose", "podman", "terraform",
     "tofu", "direnv", "nix", "nix-shell",
+    # Checkers and test runners that load plugins or code named by a config file in the
+    # directory they run in (mypy's plugins, pylint's init-hook, eslint.config.js, …).
+    "mypy", "dmypy", "pylint", "flake8", "pre-commit", "eslint", "prettier", "stylelint",
+    "jest", "vitest", "mocha", "rubocop", "rspec", "phpunit", "phpstan", "psalm",
+    "golangci-lint", "bazel", "bazelisk", "scons", "invoke", "zig", "mix", "stack",
+    "cabal", "lein", "clojure", "clj",
+    # More interpreters and shells, and wrappers that run their arguments.
+    "ipython", "jupyter", "lua", "luajit", "Rscript", "R", "julia",
+    "pwsh", "csh", "tcsh", "busybox", "tclsh", "expect", "elixir", "erl", "ghc", "runghc",
+    "stdbuf", "setsid", "chroot", "flock", "ionice", "strace", "ltrace", "gdb",
+    "valgrind", "time", "parallel", "entr", "vim", "nvim", "vi", "emacs",
 })
 
 
@@ -73,6 +89,27 @@ def runs_work_dir_code(command: str) -> str | None:
         return (f"{name!r} runs what the work dir tells it to (configuration, build or "
                 f"test files, scripts), which the agent can write unattended: as READ it "
                 f"would run code of the agent's choosing that nobody saw")
+    return None
+
+
+def program_in_work_dir(program: str, work_dir: Path, cwd: Path) -> Path | None:
+    """The file ``program`` runs from when it lies in ``work_dir`` (None: elsewhere, or
+    not found). Found as `asyncio.create_subprocess_exec` finds it: a name with a slash
+    from the child's ``cwd``, else the first executable file along ``PATH`` (relative
+    entries from ``cwd``). Both the daemon's ``PATH`` and the system's default are looked
+    along, whichever the child gets (``tools.run_command.env``)."""
+    root = os.path.realpath(work_dir)
+    if "/" in program:
+        candidates = [os.path.join(cwd, program)]
+    else:
+        dirs = [*os.environ.get("PATH", "").split(os.pathsep), *os.defpath.split(os.pathsep)]
+        candidates = [os.path.join(cwd, d, program) for d in dirs]  # "": the cwd
+    for candidate in candidates:
+        if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+            continue
+        real = os.path.realpath(candidate)
+        if real == root or real.startswith(root.rstrip("/") + "/"):
+            return Path(real)
     return None
 
 
@@ -137,10 +174,20 @@ class RunCommandTool:
     def risk_for(self, args: dict[str, Any]) -> RiskClass:
         # Exact match on purpose: "git status" being safe says nothing about "git status; x"
         # or "git  status" with different spacing that a parser might treat differently.
-        if args["command"] in self.read_only_commands and not runs_work_dir_code(
-                args["command"]):
+        command = args["command"]
+        if command in self.read_only_commands and not runs_work_dir_code(command) \
+                and not self._program_in_work_dir(command, args):
             return RiskClass.READ
         return RiskClass.DESTRUCTIVE
+
+    def _program_in_work_dir(self, command: str, args: dict[str, Any]) -> bool:
+        """True when the listed command's program is a file in the work dir (see the module
+        docstring): the agent may have rewritten it, so it asks as any other command."""
+        if self._work_dir is None:  # a registry without a work dir (tests, listings)
+            return False
+        root = self._work_dir.resolve()
+        cwd = root / self._cwd(args)
+        return program_in_work_dir(split_command(command)[0], root, cwd) is not None
 
     def _cwd(self, args: dict[str, Any]) -> str:
         return normalize_path(self._work_dir, args.get("cwd") or ".")

@@ -65,9 +65,10 @@ class McpConnection:
     """The session with one configured MCP server, and the tools it lists."""
 
     def __init__(self, spec: McpServerSpec, *, log_dir: Path | None = None,
-                 ping_interval: float = 15.0) -> None:
+                 cwd: Path | None = None, ping_interval: float = 15.0) -> None:
         self.spec = spec
         self.log_path = log_dir / f"mcp-{spec.name}.log" if log_dir else None
+        self.cwd = cwd  # where a stdio server starts; None: the daemon's working directory
         self.ping_interval = ping_interval
         self.state = STARTING  # "starting", "up" or "down: <why>"
         self.pid: int | None = None  # the stdio server's process while it runs
@@ -276,9 +277,11 @@ class McpConnection:
             assert self.spec.url is not None
             return streamable_http_client(self.spec.url)
         errlog = stack.enter_context(self._open_log())
+        if self.cwd is not None:
+            self.cwd.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         params = StdioServerParameters(command=self.spec.command[0],
                                        args=list(self.spec.command[1:]),
-                                       env=dict(self.spec.env) or None)
+                                       env=dict(self.spec.env) or None, cwd=self.cwd)
         return stdio_client(params, errlog=errlog)  # type: ignore[arg-type]
 
     @contextlib.contextmanager

@@ -25,7 +25,8 @@ class McpHub:
     """The connections to the configured servers, by server name."""
 
     def __init__(self, specs: Iterable[McpServerSpec], *, log_dir: Path | None = None,
-                 ping_interval: float = 15.0) -> None:
+                 cwd: Path | None = None, ping_interval: float = 15.0) -> None:
+        """``cwd``: where the stdio servers start (None: the daemon's working directory)."""
         specs = list(specs)
         self.connections: dict[str, McpConnection] = {}
         if specs:
@@ -33,7 +34,7 @@ class McpHub:
             # `signoff` command's start-up on a slow machine.
             from signoff.runtime.tools.mcp.connection import McpConnection
 
-            self.connections = {s.name: McpConnection(s, log_dir=log_dir,
+            self.connections = {s.name: McpConnection(s, log_dir=log_dir, cwd=cwd,
                                                       ping_interval=ping_interval)
                                 for s in specs}
         self._task: asyncio.Task[None] | None = None

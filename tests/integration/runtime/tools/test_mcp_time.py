@@ -3,6 +3,10 @@ a listed READ one does not, and only a trusted server's readOnlyHint makes a too
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from signoff.runtime.models import Action, RiskClass, TaskState
 from signoff.wiring import Node
 from tests.factories import start
@@ -78,3 +82,27 @@ async def test_a_servers_log_is_kept_private_in_the_state_dir(node_factory, tmp_
     log = tmp_path / "signoff-state" / "mcp-time.log"
     assert log.exists() and not list(node.work_dir.glob("mcp-*.log"))
     assert log.stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_server_never_starts_in_the_work_dir(node_factory, settings_factory,
+                                                      tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon started from its work dir (``work_dir = "."``) started its stdio servers
+    there too, and ``python -m mcp_server_time`` imports from its working directory first:
+    a module of that name, written by the agent unattended (write_file is DRAFT), ran as
+    the server at its next start. The server starts in the state dir instead."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    planted = tmp_path / "planted"
+    node = await node_factory(settings=settings_factory(mcp_config(time_server(
+        tools=READ_RULE))))
+    task = await start(node, [Action(tool="write_file", args={
+        "path": "mcp_server_time.py",
+        "content": f"open({str(planted)!r}, 'w').write('the agent ran')\n"})])
+    assert task.state is TaskState.COMPLETED, task.result
+    await node.mcp.start()
+    assert node.mcp.status() == {"time": "up"}, node.mcp.status()
+    assert not planted.exists()
+    task = await start(node, [NOW])
+    assert "Europe/Berlin" in task.actions[0].output["text"]

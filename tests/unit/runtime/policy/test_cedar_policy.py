@@ -15,6 +15,7 @@ import pytest
 from signoff.errors import ConfigError
 from signoff.runtime.models import Action, ActionRecord, RiskClass, Task, Verdict
 from signoff.runtime.policy.cedar import CedarPolicy
+from signoff.runtime.policy.net import NetRule
 from signoff.runtime.policy.policy import CEDAR_ACTOR, Evaluation, Policy
 from signoff.runtime.store.memory import MemTaskStore
 from signoff.runtime.tools.registry import builtin_registry
@@ -175,3 +176,22 @@ async def test_the_threat_models_fetch_rule_makes_a_public_http_get_ask() -> Non
     assert ev.verdict is Verdict.ASK_USER and "fetch-asks" in ev.reason
     assert (await judge(fetch, rules="")).verdict is Verdict.ALLOW
     assert (await judge(read("notes.txt"), rules=rule)).verdict is Verdict.ALLOW
+
+
+class _Public:
+    """Every name resolves to one public address (no DNS in a unit test)."""
+
+    async def resolve(self, host: str, port: int) -> tuple[str, ...]:
+        return ("93.184.216.34",)
+
+
+@pytest.mark.parametrize("url", ["https://api.PROD.example.com/deploy",
+                                 "HTTPS://Prod.Example.com:443/x"])
+async def test_a_forbid_on_a_host_holds_however_the_host_is_spelled(url: str) -> None:
+    """A host name is the same host in any case, and the request goes to it in lower
+    case: a URL is judged as it will be contacted, so "*prod*" forbids an http_get (READ,
+    unattended otherwise) to api.PROD.example.com too."""
+    ev = await judge(Action(tool="http_get", args={"url": url}),
+                     net=NetRule(resolver=_Public()))
+    assert ev.verdict is Verdict.BLOCK
+    assert ev.policies == ("no-prod",)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -540,6 +541,17 @@ async def test_send_webhook_non_2xx_is_tool_error(registry: ToolRegistry, work: 
             )
 
 
+@pytest.mark.asyncio
+async def test_send_webhook_reads_a_bounded_answer(registry: ToolRegistry, work: Path) -> None:
+    """A webhook whose answer never ends does not keep the step (and the daemon's memory)
+    forever: the answer is read up to output_limit, as http_get's is, and the step ends."""
+    async with HttpEcho() as echo:
+        out = await asyncio.wait_for(run(registry, make_ctx(work, output_limit=1000),
+                                         "send_webhook", url=echo.url("/endless"),
+                                         payload={}), timeout=30)
+    assert (out["status"], out["text"], out["truncated"]) == (200, "y" * 1000, True)
+
+
 def test_webhook_fingerprint_is_the_url_only(registry: ToolRegistry) -> None:
     """Another payload keeps the fingerprint; another URL changes it."""
     one = prep(registry, "send_webhook", url="https://h.example/a", payload={"x": 1})
@@ -795,6 +807,34 @@ async def test_git_status_is_never_read_only(tmp_path: Path) -> None:
     registry = builtin_registry(read_only_commands=["git status"], work_dir=tmp_path,
                                 entry_points_group=None)
     assert prep(registry, "run_command", command="git status").risk is RiskClass.DESTRUCTIVE
+
+
+def _executable(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\necho status\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.asyncio
+async def test_a_read_only_program_in_the_work_dir_asks(
+        work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listed command whose program is a file of the work dir, named by its absolute path
+    or found along PATH (a project's .venv/bin), asks: write_file (DRAFT, unattended) keeps
+    the file executable while it replaces its text, so as READ it would run the agent's."""
+    script = _executable(work / "tools" / "status")
+    ruff = _executable(work / ".venv" / "bin" / "ruff")
+    monkeypatch.setenv("PATH", f"{ruff.parent}{os.pathsep}{os.environ['PATH']}")
+    registry = builtin_registry(read_only_commands=[str(script), "ruff check", "ls -la"],
+                                work_dir=work, entry_points_group=None)
+    await run(registry, make_ctx(work), "write_file", path="tools/status",
+              content="#!/bin/sh\necho planted\n")
+    assert os.access(script, os.X_OK)  # what makes the rule needed
+    assert prep(registry, "run_command", command=str(script)).risk is RiskClass.DESTRUCTIVE
+    assert prep(registry, "run_command", command="ruff check").risk is RiskClass.DESTRUCTIVE
+    assert prep(registry, "run_command", command="ruff check", cwd="tools").risk \
+        is RiskClass.DESTRUCTIVE
+    assert prep(registry, "run_command", command="ls -la").risk is RiskClass.READ
 
 
 def test_run_command_fingerprint_is_command_and_cwd(registry: ToolRegistry) -> None:
