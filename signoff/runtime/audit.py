@@ -12,6 +12,7 @@ verification reports as altered, instead of an exception that stops the walk.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,9 +43,23 @@ def from_row(row_id: int, data: str) -> AuditEvent:
     try:
         event = AuditEvent.model_validate_json(data)
     except ValidationError as exc:  # also what pydantic raises for text that is not JSON
-        return AuditEvent(id=row_id, at=_UNKNOWN_AT, kind=UNREADABLE,
-                          reason=f"its stored data is not a valid audit event: {_why(exc)}")
+        return _unreadable(row_id, _why(exc))
+    # pydantic reads NaN and Infinity (and 1e999) into a float field, which no sealed
+    # event holds and canonical JSON cannot spell: such a row stopped `verify` with a
+    # ValueError (and broke every page listing it) instead of being reported.
+    odd = [name for name in _FLOATS if not math.isfinite(getattr(event, name) or 0.0)]
+    if odd:
+        return _unreadable(row_id, f"{odd[0]}: a number JSON cannot spell (NaN or Infinity)")
     return event if event.id == row_id else event.model_copy(update={"id": row_id})
+
+
+_FLOATS = tuple(name for name, field in AuditEvent.model_fields.items()
+                if field.annotation in (float, float | None))
+
+
+def _unreadable(row_id: int, why: str) -> AuditEvent:
+    return AuditEvent(id=row_id, at=_UNKNOWN_AT, kind=UNREADABLE,
+                      reason=f"its stored data is not a valid audit event: {why}")
 
 
 # Fields added after events were first sealed: left out of the digest while unset, so the

@@ -106,6 +106,23 @@ async def test_a_tampered_receipt_or_a_wrong_key_fails(node_factory: NodeFactory
     assert refused.returncode == 1 and "receipt NOT valid" in refused.stderr
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity", '"\\ud800"'])
+async def test_a_receipt_holding_a_value_json_cannot_hash_is_not_valid(
+        node_factory: NodeFactory, sqlite_url: str, tmp_path: Path, value: str) -> None:
+    """A receipt edited to hold NaN, Infinity or a lone surrogate (JSON parsers read them;
+    canonical JSON cannot spell them) is "NOT valid", exit 1, not a traceback."""
+    node = await node_factory(database=sqlite_url)
+    approved, = await _decide(node, Scope.ONCE)
+    body = await receipts.receipt(node.store, approved)
+    text = json.dumps(body).replace('"reason": null', f'"reason": {value}')
+    assert value in text
+    file = tmp_path / "odd.json"
+    file.write_text(text)
+    refused = _cli("receipt", "verify", str(file), "--key", body["key"]["x"], cwd=tmp_path)
+    assert refused.returncode == 1 and "receipt NOT valid" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 async def test_a_receipt_by_event_number_names_that_event(node_factory: NodeFactory,
                                                           store_url: str) -> None:
     """An audit event number gives that event's receipt; an unknown ID is a clear error."""
