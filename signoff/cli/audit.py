@@ -1,4 +1,5 @@
-"""`signoff audit`: list events, verify the hash chain, pin and check its head.
+"""`signoff audit`: list events, verify the hash chain (against pinned keys with
+``--key``), pin and check its head.
 
 The listing is two lines per event, in fixed columns, each line cut with "…" to the
 terminal's width (80 columns when none; `signoff.cli.tables`):
@@ -61,16 +62,33 @@ async def open_store(settings: Settings, *, work_dir: Path | None, database: str
     return store
 
 
+def _trusted(keys: list[str] | None) -> list[str] | None:
+    """The public keys given to --key (each the key, or a file holding it), checked."""
+    if not keys:
+        return None
+    from signoff.cli.receipts import read_key_arg
+
+    found = [read_key_arg(k) for k in keys]
+    for text in found:
+        try:
+            chain.key_id_of(text)
+        except ValueError:
+            raise BadArguments(f"--key {text[:60]!r}: not a base64url Ed25519 public key "
+                               "(as `signoff keys` prints it)") from None
+    return found
+
+
 async def run_audit(settings: Settings, *, task: str | None, verify: bool, head: bool,
                     expect_head: str | None, as_json: bool, work_dir: Path | None,
-                    database: str | None) -> int:
+                    database: str | None, keys: list[str] | None = None) -> int:
     """Do what the flags ask; return the exit code."""
     expected = _expected(expect_head)
+    trusted = _trusted(keys)
     store = await open_store(settings, work_dir=work_dir, database=database)
     try:
         if verify:
             result = await chain.verify(store, expect_head=expected,
-                                        check=assertion_check(store))
+                                        check=assertion_check(store), trusted=trusted)
             if result.ok:
                 typer.echo(f"ok: {result.count} events ({result.signed} signed), "
                            f"head {result.count}:{result.head}")

@@ -8,12 +8,20 @@ person may answer from a phone half an hour later, so:
 * what the policy or a live grant settles (READ, a Session/Always answer) is answered
   ``allow`` or ``deny`` at once;
 * anything else is asked (``POST /v1/approvals``, policy_id = Claude's session id) and
-  waited for at most ``--wait``; still pending, the hook answers ``defer``: a headless
-  ``claude -p`` run stops there and is resumed with ``claude -p --resume <session>`` once a
-  person has decided. On resume Claude calls the hook again for the same call: the hook
-  finds the request it asked (kept by session and exact call in a small file of the
-  user's, see `Asked`) and answers what the person decided, consuming a Once;
-* the daemon unreachable, a refused key, bad input: ``deny``, never ``allow``.
+  waited for; still pending when ``--wait`` runs out, the hook answers ``deny`` saying so,
+  and the request stays open. When Claude makes the same call again in that session (a
+  retry, or after ``claude -p --resume <session>``) the hook finds the request it asked
+  (kept by session and exact call in a small file of the user's, see `Asked`) and
+  answers what the person decided, consuming a Once;
+* the daemon unreachable, slow, a refused key, bad input: ``deny``, never ``allow``.
+
+Never ``defer`` and never a late answer, because Claude Code runs the call through its
+own permission flow (which ``bypassPermissions``, an allow rule or a person at its
+terminal lets through, none of them signoff's approver) whenever a hook's answer does not
+stop it: ``defer`` is ignored in an interactive session, when the model made several tool
+calls at once, and by Claude Code before 2.1.89; a hook that outlives its ``timeout`` is
+killed and counts as a non-blocking error. So ``--wait`` bounds the whole hook (every
+call to the daemon included), and keep it below the hook's ``timeout``.
 
 The tool mapping is the one `signoff mcp-permission` uses (`signoff.cli.claude_tools`).
 The hook starts no MCP SDK and no wiring: it is a process per tool call.
@@ -26,6 +34,8 @@ import json
 import os
 import secrets
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,7 +87,7 @@ class Asked:
     """Requests asked and not yet answered to Claude (the Idempotency-Key each was asked
     with), by call digest, in one small JSON file per session under
     ``$XDG_STATE_HOME/signoff/claude-hook`` (the user's own, 0600): the hook is a new
-    process for every call, and a deferred call comes back after a resume."""
+    process for every call, and a call left pending is made again later."""
 
     def __init__(self, session_id: str, root: Path | None = None) -> None:
         base = root or Path(os.environ.get("XDG_STATE_HOME")
@@ -111,6 +121,9 @@ class Asked:
 
 # Marks a request another hook process is waiting on right now (see `answer`).
 LIVE = "live:"
+# Past ``--wait``, how long the last answer from the daemon (a long poll that ends at the
+# deadline) may take to arrive before the hook answers deny without it.
+GRACE = 2.0
 
 
 def output(decision: str, reason: str) -> dict[str, Any]:
@@ -120,8 +133,10 @@ def output(decision: str, reason: str) -> dict[str, Any]:
                                    "permissionDecisionReason": reason}}
 
 
-def answer(call: HookCall, client: SignoffSync, asked: Asked, wait: float) -> dict[str, Any]:
-    """Ask (or ask again after a resume), wait at most ``wait`` seconds, then answer.
+def answer(call: HookCall, client: SignoffSync, asked: Asked, deadline: float
+           ) -> dict[str, Any]:
+    """Ask (or take up the request an earlier answer left pending), wait until
+    ``deadline`` (`time.monotonic`) at most, then answer.
 
     The file remembers, per call, the ``Idempotency-Key`` its request was asked with,
     not the request's id: asking again with that key returns the same request only for
@@ -135,9 +150,9 @@ def answer(call: HookCall, client: SignoffSync, asked: Asked, wait: float) -> di
     earlier = asked.get(digest)
     decision: Decision | None = None
     key = ""
-    # Only a call left deferred is taken up again. One still being waited on by another
-    # hook (Claude may run two identical calls at once) is that call's: sharing it, one
-    # Once would let both run.
+    # Only a request an earlier answer left pending is taken up again. One still being
+    # waited on by another hook (Claude may run two identical calls at once) is that
+    # call's: sharing it, one Once would let both run.
     if earlier is not None and not earlier.startswith(LIVE):
         key = earlier
         decision = client.request(policy_id=call.session_id, wait=False, goal=goal,
@@ -150,16 +165,17 @@ def answer(call: HookCall, client: SignoffSync, asked: Asked, wait: float) -> di
                                   idempotency_key=key, **request)
     if decision.pending and decision.id:
         asked.put(digest, LIVE + key)
-        decision = client.wait(decision.id, timeout=wait)
+        decision = client.wait(decision.id, timeout=max(0.0, deadline - time.monotonic()))
     return _settled(call, decision, asked, digest, key)
 
 
 def _settled(call: HookCall, decision: Decision, asked: Asked, digest: str,
              key: str) -> dict[str, Any]:
     if decision.pending:
-        asked.put(digest, key)  # left for the resumed call to take up
-        return output("defer", f"waiting for a person in signoff (request {decision.id}); "
-                               f"resume this session once it is decided")
+        asked.put(digest, key)  # left for the same call, made again, to take up
+        return output("deny", f"still pending in signoff (request {decision.id}), so it did "
+                              f"not run: once a person has approved it there, make this "
+                              f"exact call again (in this session, or after resuming it)")
     asked.put(digest, None)
     if decision.approved:
         return output("allow", f"approved in signoff: {decision.describe()}")
@@ -168,15 +184,36 @@ def _settled(call: HookCall, decision: Decision, asked: Asked, digest: str,
 
 def run_hook(text: str, *, url: str | None, api_key: str | None, wait: float,
              state_root: Path | None = None) -> dict[str, Any]:
-    """The whole hook: never raises, never answers allow on a failure."""
+    """The whole hook, in at most ``wait`` seconds (and `GRACE`): never raises, never
+    answers allow on a failure, and answers deny when the daemon is too slow."""
     try:
         call = HookCall.parse(text)
     except ValueError as exc:
         return output("deny", f"signoff claude-hook: bad hook input: {exc}")
+    deadline = time.monotonic() + max(wait, 0.0)
+    answered: list[dict[str, Any]] = []
+
+    def work() -> None:
+        answered.append(_answer(call, url=url, api_key=api_key, deadline=deadline,
+                                state_root=state_root))
+
+    # A thread, so that no connect, read or retry of the daemon can hold the answer past
+    # the deadline; it is a daemon thread, left behind when the process ends.
+    worker = threading.Thread(target=work, name="signoff-claude-hook", daemon=True)
+    worker.start()
+    worker.join(max(wait, 0.0) + GRACE)
+    if answered:
+        return answered[0]
+    return output("deny", f"signoff did not answer within {wait:g}s (--wait), so the call "
+                          f"did not run")
+
+
+def _answer(call: HookCall, *, url: str | None, api_key: str | None, deadline: float,
+            state_root: Path | None) -> dict[str, Any]:
     try:
         with SignoffSync(url, api_key=api_key, requester=f"claude-code:{call.session_id}",
                          retries=1) as client:
-            return answer(call, client, Asked(call.session_id, state_root), wait)
+            return answer(call, client, Asked(call.session_id, state_root), deadline)
     except Exception as exc:  # fail closed on anything unforeseen
         return output("deny", f"signoff claude-hook failed: {type(exc).__name__}: {exc}")
 

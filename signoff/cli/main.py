@@ -153,6 +153,10 @@ def audit(
     head: Annotated[bool, typer.Option(help="Print the event count and head hash.")] = False,
     expect_head: Annotated[str | None, typer.Option(
         help="With --verify: COUNT:HASH from an earlier --head that must still be there.")] = None,
+    key: Annotated[list[str] | None, typer.Option(
+        help="With --verify: a public key you trust (base64url, or a file holding it; "
+             "repeat for each node): every signed event must be signed by one of them.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines for scripts.")] = False,
     work_dir: WorkDirOpt = None,
     database: DatabaseOpt = None,
@@ -163,7 +167,7 @@ def audit(
     settings = load(config, chat=False)
     try:
         code = asyncio.run(run_audit(settings, task=task, verify=verify, head=head,
-                                     expect_head=expect_head, as_json=as_json,
+                                     expect_head=expect_head, keys=key, as_json=as_json,
                                      work_dir=work_dir, database=database))
     except SignoffError as exc:
         fail(str(exc))

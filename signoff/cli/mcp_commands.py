@@ -88,14 +88,16 @@ def cmd_claude_hook(
     url: UrlOpt = None,
     api_key: KeyOpt = None,
     wait: Annotated[str, typer.Option(
-        help="How long to wait for a person before answering defer (Claude Code gives a "
-             "hook about a minute).")] = "50s",
+        help="The longest the hook takes, asking and waiting for a person included; "
+             "still pending then, it answers deny (keep it below the hook's timeout in "
+             "Claude Code's settings, about a minute).")] = "50s",
 ) -> None:
-    """Claude Code's PreToolUse hook: read the call on stdin, print allow, deny or defer.
+    """Claude Code's PreToolUse hook: read the call on stdin, print allow or deny.
 
     A call the policy or a grant settles is answered at once; otherwise a person is asked
-    and waited for up to --wait, then the answer is defer (resume the headless run once
-    it is decided). The daemon unreachable is a deny, never an allow."""
+    and waited for, the whole hook taking at most --wait; still pending then, the answer
+    is deny, and the same call made again later lands on the same request. The daemon
+    unreachable or too slow is a deny, never an allow."""
     from signoff.cli.claude_hook import main as hook_main
 
     hook_main(url=url, api_key=api_key, wait=_seconds("--wait", wait))

@@ -12,7 +12,8 @@ verification reports as altered, instead of an exception that stops the walk.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import math
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 
 from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import AuditEvent
-from signoff.runtime.signing import PublicKey, Signer, check_signature
+from signoff.runtime.signing import PublicKey, Signer, check_signature, key_id, unb64u
 
 GENESIS = "0" * 64
 UNREADABLE = "unreadable"  # kind of the stand-in for a row that holds no valid event
@@ -42,9 +43,23 @@ def from_row(row_id: int, data: str) -> AuditEvent:
     try:
         event = AuditEvent.model_validate_json(data)
     except ValidationError as exc:  # also what pydantic raises for text that is not JSON
-        return AuditEvent(id=row_id, at=_UNKNOWN_AT, kind=UNREADABLE,
-                          reason=f"its stored data is not a valid audit event: {_why(exc)}")
+        return _unreadable(row_id, _why(exc))
+    # pydantic reads NaN and Infinity (and 1e999) into a float field, which no sealed
+    # event holds and canonical JSON cannot spell: such a row stopped `verify` with a
+    # ValueError (and broke every page listing it) instead of being reported.
+    odd = [name for name in _FLOATS if not math.isfinite(getattr(event, name) or 0.0)]
+    if odd:
+        return _unreadable(row_id, f"{odd[0]}: a number JSON cannot spell (NaN or Infinity)")
     return event if event.id == row_id else event.model_copy(update={"id": row_id})
+
+
+_FLOATS = tuple(name for name, field in AuditEvent.model_fields.items()
+                if field.annotation in (float, float | None))
+
+
+def _unreadable(row_id: int, why: str) -> AuditEvent:
+    return AuditEvent(id=row_id, at=_UNKNOWN_AT, kind=UNREADABLE,
+                      reason=f"its stored data is not a valid audit event: {why}")
 
 
 # Fields added after events were first sealed: left out of the digest while unset, so the
@@ -161,12 +176,18 @@ class Signatures:
 
     keys: Mapping[str, str]
     signed_from: int | None
+    # The kids of the keys the verifier was told to trust (None: every published key).
+    # Whoever can write the database can publish a key of their own beside the node's and
+    # sign a rewritten log with it; only a key pinned outside the database tells.
+    trusted: frozenset[str] | None = None
 
     @classmethod
-    def of(cls, published: list[PublicKey]) -> Signatures:
-        """From the database's key list."""
+    def of(cls, published: list[PublicKey], trusted: Iterable[str] | None = None
+           ) -> Signatures:
+        """From the database's key list, and the public keys (base64url) to trust."""
+        kids = None if trusted is None else frozenset(key_id_of(t) for t in trusted)
         return cls(keys={k.kid: k.public_key for k in published},
-                     signed_from=min((k.since for k in published), default=None))
+                   signed_from=min((k.since for k in published), default=None), trusted=kids)
 
     def problem(self, event: AuditEvent) -> str | None:
         """What is wrong with an event's signature, or None."""
@@ -175,11 +196,22 @@ class Signatures:
                 return (f"event {event.id} is not signed (events are signed from event "
                         f"{self.signed_from} on)")
             return None
+        if self.trusted is not None and event.kid not in self.trusted:
+            return (f"event {event.id} is signed by key {event.kid}, which is not one of "
+                    "the keys you trust (--key)")
         public = self.keys.get(event.kid)
         if public is None:
             return f"event {event.id} is signed by key {event.kid}, which is not published"
         why = check_signature(public, event.kid, event.hash, event.sig)
         return f"event {event.id} has a bad signature: {why}" if why else None
+
+
+def key_id_of(public_key: str) -> str:
+    """The kid of a base64url public key; ValueError when it is not a 32-byte key."""
+    raw = unb64u(public_key)
+    if len(raw) != 32:
+        raise ValueError(f"{public_key[:60]!r} is not a base64url Ed25519 public key")
+    return key_id(raw)
 
 
 # A check of one event beyond its place in the chain and its signature (the passkey
@@ -188,11 +220,13 @@ EventCheck = Callable[[AuditEvent], Awaitable[str | None]]
 
 
 async def verify(store: AuditChain, *, expect_head: tuple[int, str] | None = None,
-                 batch: int = 20_000, check: EventCheck | None = None) -> Verification:
+                 batch: int = 20_000, check: EventCheck | None = None,
+                 trusted: Iterable[str] | None = None) -> Verification:
     """Re-walk the whole chain, checking each signature against the published keys (and
     each event with ``check``: `signoff audit --verify` re-verifies passkey assertions);
-    name the first bad event."""
-    signatures = Signatures.of(await store.signing_keys())
+    name the first bad event. With ``trusted`` (base64url public keys kept outside the
+    database), every signed event must be signed by one of them."""
+    signatures = Signatures.of(await store.signing_keys(), trusted)
     prev, count, after, signed = GENESIS, 0, 0, 0
     seen_expected = expect_head is None
     while True:

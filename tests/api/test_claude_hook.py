@@ -4,9 +4,13 @@ Code documents (input on stdin, decision on stdout) against a daemon app on uvic
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import subprocess
 import sys
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +78,17 @@ async def test_a_denial_is_deny_with_the_reason(daemon, project: Path, tmp_path:
     assert decision == "deny" and "not today" in reason
 
 
-async def test_a_long_wait_defers_and_the_resumed_call_gets_the_answer(
+async def test_a_call_still_pending_is_denied_and_made_again_gets_the_answer(
         daemon, project: Path, tmp_path: Path) -> None:
-    """Nobody answers within --wait: defer. The person approves later; the resumed run's
-    same call is allowed on that request (no second card), and a Once is used up."""
+    """Nobody answers within --wait: deny, never defer (Claude Code ignores defer in an
+    interactive session, for one of several parallel calls and before 2.1.89, and then
+    its own permission flow may run the call). The person approves later; the same call
+    made again is allowed on that request (no second card), and a Once is used up."""
     node, url = daemon
     text = hook_input(project, "Bash", {"command": "make deploy"})
     state = tmp_path / "state"
     decision, reason = await hook(url, text, state, wait=0.3)
-    assert decision == "defer" and "resume" in reason
+    assert decision == "deny" and "still pending" in reason and "did not run" in reason
     [item] = await pending(node)
     await decide_first(node, "approve")
     decision, _ = await hook(url, text, state, wait=5)
@@ -90,7 +96,7 @@ async def test_a_long_wait_defers_and_the_resumed_call_gets_the_answer(
     assert await pending(node) == []
     # The same command once more: the Once was used, a person is asked again.
     decision, _ = await hook(url, text, state, wait=0.3)
-    assert decision == "defer"
+    assert decision == "deny"
     [again] = await pending(node)
     assert again["id"] != item["id"]
 
@@ -103,7 +109,7 @@ async def test_an_edited_state_file_cannot_borrow_another_calls_approval(
     node, url = daemon
     state = tmp_path / "state"
     harmless = hook_input(project, "Bash", {"command": "make lint"})
-    assert (await hook(url, harmless, state, wait=0.3))[0] == "defer"
+    assert (await hook(url, harmless, state, wait=0.3))[0] == "deny"
     [asked] = list((state).glob("*.json"))
     [harmless_key] = json.loads(asked.read_text()).values()
     [item] = await pending(node)
@@ -114,7 +120,7 @@ async def test_an_edited_state_file_cannot_borrow_another_calls_approval(
         asked.write_text(json.dumps({digest: borrowed}))
         decision, _ = await hook(url, hook_input(project, "Bash", dangerous_args), state,
                                  wait=0.3)
-        assert decision == "defer"
+        assert decision == "deny"
     waiting = await pending(node)
     assert waiting and all(w["id"] != item["id"] for w in waiting)
     assert all("rm -rf" in json.dumps(w) for w in waiting)
@@ -135,7 +141,7 @@ async def test_two_identical_calls_at_once_are_two_requests(
     assert len({item["id"] for item in both}) == 2
     await decide(node, both[1]["id"], "approve")
     results = sorted([(await first)[0], (await second)[0]])
-    assert results == ["allow", "defer"]
+    assert results == ["allow", "deny"]
 
 
 async def test_an_unreachable_daemon_is_deny(project: Path, tmp_path: Path) -> None:
@@ -158,6 +164,49 @@ def test_bad_hook_input_is_deny_naming_the_problem(text: str, words: str,
     out = run_hook(text, url="http://127.0.0.1:9", api_key=None, wait=0,
                    state_root=tmp_path)["hookSpecificOutput"]
     assert out["permissionDecision"] == "deny" and words in out["permissionDecisionReason"]
+
+
+@contextlib.asynccontextmanager
+async def silent_daemon() -> AsyncIterator[str]:
+    """A daemon that accepts connections and reads requests but never answers (stalled,
+    or overloaded): its URL."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        await reader.read()  # until the hook goes away
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for writer in held:
+            writer.close()
+        server.close()
+
+
+async def test_a_daemon_that_never_answers_is_deny_within_the_wait(project: Path,
+                                                                   tmp_path: Path) -> None:
+    """Claude Code kills a hook that outlives its `timeout` and then lets the call run,
+    so the hook must answer before then even when the daemon accepts and never answers:
+    `--wait` bounds the whole hook, and the answer is deny."""
+    async with silent_daemon() as url:
+        began = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "signoff", "claude-hook", "--url", url, "--wait", "2s",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env={**os.environ, "XDG_STATE_HOME": str(tmp_path)})
+        out, err = await asyncio.wait_for(proc.communicate(hook_input(
+            project, "Bash", {"command": "rm -rf build"}).encode()), 120)
+        took = time.monotonic() - began
+    assert proc.returncode == 0, err.decode()
+    answer = json.loads(out)["hookSpecificOutput"]
+    assert answer["permissionDecision"] == "deny"
+    assert "did not answer within 2s" in answer["permissionDecisionReason"]
+    # 2 s of --wait, 2 s of grace, and the interpreter's start (a minute is Claude's
+    # usual hook timeout; before, this took the SDK's two 10 s read timeouts and more).
+    assert took < 15, took
 
 
 def test_the_command_reads_stdin_and_prints_the_decision(project: Path) -> None:

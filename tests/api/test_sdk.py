@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
+from fastapi.responses import Response
 
 from signoff.client import NotApproved, Signoff, SignoffSync
 from signoff.runtime.clock import FakeClock
@@ -225,6 +227,53 @@ async def test_an_unreachable_daemon_is_never_approved() -> None:
         with pytest.raises(NotApproved, match="unreachable"):
             await work()
         assert not await s.report("a-x", ok=True)
+    assert ran == []
+
+
+def garbled_daemon(post: Response, poll: Response) -> FastAPI:
+    """A daemon, or a proxy in front of one, answering 200 with ``post`` to every request
+    and ``poll`` to every long poll."""
+    app = FastAPI()
+    app.post("/v1/approvals")(lambda: post)
+    app.get("/v1/approvals/{approval_id}")(lambda approval_id: poll)
+    return app
+
+
+PENDING = Response('{"id": "a-1", "status": "pending", "decision": "ASK_USER"}',
+                   media_type="application/json")
+GARBLED = {
+    "a login page": Response("<html>sign in to the proxy</html>", media_type="text/html"),
+    "cut-off JSON": Response('{"id": "a-1", "status": "appr', media_type="application/json"),
+    "a JSON list": Response('["approved"]', media_type="application/json"),
+    "not UTF-8": Response(b"\xff\xfe{}", media_type="application/json"),
+}
+
+
+@pytest.mark.parametrize("when", ["asked", "waited"])
+@pytest.mark.parametrize("garbled", list(GARBLED))
+async def test_an_answer_that_is_not_a_json_object_is_an_error_not_an_exception(
+        when: str, garbled: str) -> None:
+    """A 200 whose body is not a JSON object, to the request or to its long poll, is
+    status error (approved False), never an exception: a caller that only checks
+    ``approved`` stays closed, and a gated function raises NotApproved without running."""
+    post, poll = (GARBLED[garbled], PENDING) if when == "asked" else (PENDING,
+                                                                      GARBLED[garbled])
+    ran: list[bool] = []
+    async with serve(garbled_daemon(post, poll)) as url:
+        async with Signoff(url, api_key=AGENT_KEY) as s:
+            d = await s.request(tool="send_email", args={"to": "a@example.com"})
+            assert d.status == "error" and not d.approved, d
+            assert "not a JSON object" in (d.reason or "")
+
+            @s.gate(risk="SEND")
+            async def send(to: str) -> None:
+                ran.append(True)
+
+            with pytest.raises(NotApproved, match="not a JSON object"):
+                await send("a@example.com")
+        with SignoffSync(url, api_key=AGENT_KEY) as sync:
+            d = await asyncio.to_thread(sync.request, tool="send_email", args={"to": "b"})
+            assert d.status == "error" and not d.approved
     assert ran == []
 
 

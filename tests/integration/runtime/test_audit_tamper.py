@@ -96,6 +96,10 @@ def _tamper(case: str, db: sa.Engine, events: list[AuditEvent]) -> None:
         _edit(db, 4, at="yesterday")
     elif case == "invalid targets":
         _edit(db, 4, targets="everyone")
+    elif case == "nan latency":
+        _edit(db, 4, latency_ms=float("nan"))  # json.dumps writes NaN; pydantic reads it
+    elif case == "infinite latency":
+        _edit(db, 4, latency_ms=float("inf"))
     elif case in ("invalid json", "not an object"):
         text = '{"id": 4, "kind": "decis' if case == "invalid json" else "[4]"
         with db.begin() as conn:
@@ -113,6 +117,9 @@ CASES = {  # case → (first bad event, words of the problem)
     # Rows that no longer hold a valid event are reported the same way, never a traceback.
     "invalid at": (4, "event 4 was altered"),
     "invalid targets": (4, "event 4 was altered"),
+    # Read as a float, but not one canonical JSON can hash: reported, never a ValueError.
+    "nan latency": (4, "event 4 was altered"),
+    "infinite latency": (4, "event 4 was altered"),
     "invalid json": (4, "event 4 was altered"),
     "not an object": (4, "event 4 was altered"),
     # Resealed without the node's key: the chain holds, the missing signature does not.

@@ -22,7 +22,7 @@ from signoff.cli.receipts import list_keys, rotate_key
 from signoff.errors import BadArguments
 from signoff.runtime import audit, receipts
 from signoff.runtime.models import AuditEvent, RiskClass, Scope
-from signoff.runtime.signing import KEY_FILE, KeySigner, b64u, public_raw
+from signoff.runtime.signing import KEY_FILE, KeySigner, PublicKey, b64u, public_raw
 from signoff.runtime.store.factory import make_store
 from signoff.runtime.store.sql.tables import AuditHeadRow, AuditRow
 from signoff.wiring import Node
@@ -106,6 +106,23 @@ async def test_a_tampered_receipt_or_a_wrong_key_fails(node_factory: NodeFactory
     assert refused.returncode == 1 and "receipt NOT valid" in refused.stderr
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity", '"\\ud800"'])
+async def test_a_receipt_holding_a_value_json_cannot_hash_is_not_valid(
+        node_factory: NodeFactory, sqlite_url: str, tmp_path: Path, value: str) -> None:
+    """A receipt edited to hold NaN, Infinity or a lone surrogate (JSON parsers read them;
+    canonical JSON cannot spell them) is "NOT valid", exit 1, not a traceback."""
+    node = await node_factory(database=sqlite_url)
+    approved, = await _decide(node, Scope.ONCE)
+    body = await receipts.receipt(node.store, approved)
+    text = json.dumps(body).replace('"reason": null', f'"reason": {value}')
+    assert value in text
+    file = tmp_path / "odd.json"
+    file.write_text(text)
+    refused = _cli("receipt", "verify", str(file), "--key", body["key"]["x"], cwd=tmp_path)
+    assert refused.returncode == 1 and "receipt NOT valid" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 async def test_a_receipt_by_event_number_names_that_event(node_factory: NodeFactory,
                                                           store_url: str) -> None:
     """An audit event number gives that event's receipt; an unknown ID is a clear error."""
@@ -183,6 +200,46 @@ async def test_rotation_keeps_old_receipts_verifiable(
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == [old["kid"], new["kid"]]
     assert "retired" in lines[0] and lines[1].endswith("active")
+
+
+async def test_a_log_resigned_with_a_key_the_forger_published_fails_against_a_pinned_key(
+        node_factory: NodeFactory, store_url: str, tmp_path: Path) -> None:
+    """Whoever can write the database can publish a key of their own beside the node's,
+    then rewrite, re-hash and re-sign the log with it: every event is then signed by a
+    published key. `audit --verify --key <the node's key, kept elsewhere>` fails at the
+    first re-signed event; the untouched log passes with the same pin."""
+    node = await node_factory(database=store_url)
+    await _decide(node, Scope.DENY, Scope.ONCE)
+    [published] = await node.store.signing_keys()
+    pinned = tmp_path / "node.pub"
+    pinned.write_text(published.public_key + "\n")
+    ok = _cli("audit", "--verify", "--database", store_url, "--key", str(pinned), cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    events = await node.store.audit_chain(after=0, limit=100)
+    forger = KeySigner(Ed25519PrivateKey.generate(), node_id="node-b")
+    await node.store.publish_key(PublicKey(kid=forger.kid, public_key=forger.public_key(""),
+                                           node_id="node-b", created_at=AT, since=1))
+    prev, engine = events[1].hash, sa.create_engine(store_url)
+    with engine.begin() as conn:
+        for event in events[2:]:
+            changed = event.model_copy(update={"actor": "slack:UFORGED"}) \
+                if event.kind == "decision" else event
+            sealed = audit.seal(changed, event_id=event.id, prev_hash=prev, signer=forger)
+            conn.execute(audit_t.update().where(audit_t.c.id == event.id)
+                         .values(data=sealed.model_dump_json()))
+            prev = sealed.hash
+        conn.execute(head_t.update().values(count=len(events), hash=prev))
+    engine.dispose()
+    assert (await _verify(store_url)).ok  # every signature is a published key's
+    broken = _cli("audit", "--verify", "--database", store_url, "--key", published.public_key,
+                  cwd=tmp_path)
+    assert broken.returncode == 1, broken.stdout
+    assert "BROKEN at event 3" in broken.stderr
+    assert f"signed by key {forger.kid}, which is not one of the keys you trust" \
+        in broken.stderr
+    bad = _cli("audit", "--verify", "--database", store_url, "--key", "not-a-key",
+               cwd=tmp_path)
+    assert bad.returncode == 2 and "not a base64url Ed25519 public key" in bad.stderr
 
 
 def test_an_unsigned_event_after_signing_began_is_reported() -> None:

@@ -19,8 +19,8 @@ at once.
 daemon that cannot be reached (after ``retries`` attempts with exponential backoff), a
 refused key, a bad request, a denial, a block and an expiry all give ``approved == False``
 with the reason in `Decision.reason`; `gate` raises `NotApproved` for every one of them.
-None of these methods raise for network trouble: a caller that only checks
-``d.approved`` cannot act by mistake.
+None of these methods raise for network trouble, nor for an answer that is not a JSON
+object (status error): a caller that only checks ``d.approved`` cannot act by mistake.
 
 Retries are safe: every request carries an ``Idempotency-Key`` (a fresh one per call
 unless given), so a retried POST returns the same request instead of asking twice.
@@ -170,6 +170,22 @@ def _failure(answer: _Answer, approval_id: str | None, base: str) -> Decision | 
                     f"the daemon answered {response.status_code}")
 
 
+def _answered(answer: _Answer, approval_id: str | None, base: str) -> Decision:
+    """The Decision a successful answer holds. A body that is not a JSON object (a proxy's
+    login page, a cut-off answer) is an error Decision: these methods never raise for
+    what comes back, so a caller that only checks ``approved`` stays closed."""
+    assert answer.response is not None
+    try:
+        body = answer.response.json()
+    except ValueError:  # not JSON, or not UTF-8
+        body = None
+    if not isinstance(body, dict):
+        return Decision(id=approval_id, status="error",
+                        reason=f"the answer from {base} ({answer.response.status_code}) is "
+                               "not a JSON object")
+    return _decision(body, approval_id)
+
+
 def _wait_flow(approval_id: str, base: str, seconds: float | None) -> Flow:
     """Long-poll until the request is decided, expires, or ``seconds`` have passed."""
     end = None if seconds is None else time.monotonic() + seconds
@@ -181,8 +197,7 @@ def _wait_flow(approval_id: str, base: str, seconds: float | None) -> Flow:
         failed = _failure(answer, approval_id, base)
         if failed is not None:
             return failed
-        assert answer.response is not None
-        decision = _decision(answer.response.json(), approval_id)
+        decision = _answered(answer, approval_id, base)
         if not decision.pending or (end is not None and time.monotonic() >= end):
             return decision
 
@@ -237,8 +252,7 @@ def _request_flow(body: dict[str, Any], key: str, base: str, wait: bool | float,
     failed = _failure(answer, None, base)
     if failed is not None:
         return failed
-    assert answer.response is not None
-    decision = _decision(answer.response.json())
+    decision = _answered(answer, None, base)
     if not decision.pending or wait is False or decision.id is None:
         return decision
     seconds = None if wait is True else float(wait)
