@@ -29,10 +29,12 @@ The hook starts no MCP SDK and no wiring: it is a process per tool call.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import secrets
+import select
 import sys
 import threading
 import time
@@ -192,16 +194,29 @@ def run_hook(text: str, *, url: str | None, api_key: str | None, wait: float,
         return output("deny", f"signoff claude-hook: bad hook input: {exc}")
     deadline = time.monotonic() + max(wait, 0.0)
     answered: list[dict[str, Any]] = []
+    done, told = os.pipe()
 
     def work() -> None:
-        answered.append(_answer(call, url=url, api_key=api_key, deadline=deadline,
-                                state_root=state_root))
+        try:
+            answered.append(_answer(call, url=url, api_key=api_key, deadline=deadline,
+                                    state_root=state_root))
+            with contextlib.suppress(OSError):  # the hook may have answered without it
+                os.write(told, b".")
+        finally:
+            os.close(told)
 
     # A thread, so that no connect, read or retry of the daemon can hold the answer past
-    # the deadline; it is a daemon thread, left behind when the process ends.
+    # the deadline; it is a daemon thread, left behind when the process ends. The wait is
+    # a select() on a pipe the thread writes when it is done, not Thread.join(timeout):
+    # select's timeout is relative, where a timed lock (join) computes its deadline on
+    # the process's clock and waits for it on the kernel's, which never meet when the
+    # clock is shifted (libfaketime: the CI's run 400 days ahead hung there).
     worker = threading.Thread(target=work, name="signoff-claude-hook", daemon=True)
     worker.start()
-    worker.join(max(wait, 0.0) + GRACE)
+    try:
+        select.select([done], [], [], max(wait, 0.0) + GRACE)
+    finally:
+        os.close(done)
     if answered:
         return answered[0]
     return output("deny", f"signoff did not answer within {wait:g}s (--wait), so the call "
