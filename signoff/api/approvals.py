@@ -184,7 +184,7 @@ def spec_of(body: RequestIn, *, actor: str, key: str | None,
         tool=body.tool, args=body.args, policy_id=body.policy_id, requester=body.requester,
         risk=RiskClass(body.risk) if body.risk else None, capability=body.capability,
         targets=tuple(body.targets), content=tuple(body.content), goal=body.goal,
-        why=body.why, timeout=timeout, editable=body.editable,
+        why=body.why, timeout=timeout, editable=body.editable, definition=body.definition,
         # Keys are the caller's own namespace: two API keys never share a request.
         idempotency_key=f"{actor} {key}" if key else None, submitted_by=actor,
         traceparent=traceparent(trace))

@@ -175,6 +175,12 @@ class RequestIn(_Body):
                            description="The caller runs edited args it is sent back (an "
                                        "approver may then approve with edited args); "
                                        "otherwise an edit is refused")
+    definition: str | None = Field(
+        default=None, min_length=1, max_length=128, pattern=r"^[\x21-\x7e]+$",
+        description="A digest of the tool's definition as the agent was shown it (an MCP "
+                    "tool's description, input schema and annotations): session and always "
+                    "answers cover that definition only, so a tool redefined since asks "
+                    "again")
 
 
 class OutcomeIn(_Body):

@@ -146,7 +146,7 @@ class Gate:
             risk=tool.risk_for(args).value, capability=tool.capability,
             targets=tool.targets(args), content=tool.content,
             goal=f"an MCP client calls {tool.name} through signoff mcp-gate", wait=False,
-            editable=True, traceparent=traceparent)
+            editable=True, traceparent=traceparent, definition=tool.definition)
         if not decision.pending or decision.id is None:
             return decision
         asked = decision.id

@@ -168,6 +168,9 @@ class Action(BaseModel):
     # Set by the policy: a network destination on a private network, asked about as such
     # (the run may connect there; see signoff.runtime.policy.net).
     private_network: bool = False
+    # An outside request's digest of its tool's definition (`outside.RequestSpec`), kept
+    # so an edit is bound to it as the request was.
+    definition: str | None = None
 
     def public(self) -> JsonDict:
         """The contract's `pending_action` shape."""

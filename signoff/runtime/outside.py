@@ -81,6 +81,9 @@ class RequestSpec:
     submitted_by: str | None = None  # the API caller, e.g. web:admin
     traceparent: str | None = None  # the caller's W3C traceparent (telemetry)
     editable: bool = False  # the caller runs edited args it is sent back
+    # A digest of the tool's definition as the caller's agent saw it (mcp-gate: the
+    # upstream's listing): bound into the fingerprint, so a grant covers that one only.
+    definition: str | None = None
 
 
 def request_digest(spec: RequestSpec) -> str:
@@ -91,6 +94,8 @@ def request_digest(spec: RequestSpec) -> str:
     asked = {"tool": spec.tool, "args": spec.args,
              "risk": spec.risk.value if spec.risk else None, "targets": list(spec.targets),
              "content": list(spec.content), "policy_id": spec.policy_id}
+    if spec.definition is not None:  # only when given: older requests keep their digest
+        asked["definition"] = spec.definition
     try:
         return sha256_hex(canonical_json(asked))
     except (TypeError, ValueError) as exc:  # NaN or Infinity in args
@@ -141,7 +146,7 @@ def prepare_request(registry: ToolRegistry, spec: RequestSpec) -> Action:
     if spec.tool in registry:
         action = registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
         _refuse_dropped(spec, action)
-        return action
+        return _defined(action, spec.definition)
     content = tuple(dict.fromkeys([*spec.content,
                                    *(k for k in spec.args if k in CONTENT_KEYS)]))
     tool = ForeignTool(name=spec.tool, capability=spec.capability or spec.tool,
@@ -151,9 +156,24 @@ def prepare_request(registry: ToolRegistry, spec: RequestSpec) -> Action:
         digest = fingerprint(tool, spec.args)
     except (TypeError, ValueError) as exc:
         raise BadArguments(f"args cannot be fingerprinted: {exc}") from exc
-    return Action(tool=spec.tool, args=spec.args, risk=tool.risk,
-                  capability=tool.capability, targets=spec.targets, fingerprint=digest,
-                  summary=summary_of(tool, spec.args, spec.targets), content=content)
+    return _defined(Action(tool=spec.tool, args=spec.args, risk=tool.risk,
+                           capability=tool.capability, targets=spec.targets,
+                           fingerprint=digest, summary=summary_of(tool, spec.args,
+                                                                  spec.targets),
+                           content=content), spec.definition)
+
+
+def _defined(action: Action, definition: str | None) -> Action:
+    """``action`` bound to the caller's definition of its tool: the fingerprint (and so
+    every grant and remembered denial) covers that definition, as the registry's own MCP
+    tools cover theirs. mcp-gate's upstream is a process of its own, which can be
+    redefined while the daemon's copy (if it runs one at all) is not: without this, an
+    Always given to "look at a path" still covered the tool once it deleted paths."""
+    if definition is None:
+        return action
+    bound = sha256_hex(canonical_json({"fingerprint": action.fingerprint,
+                                       "definition": definition}))
+    return action.model_copy(update={"fingerprint": bound, "definition": definition})
 
 
 def _refuse_dropped(spec: RequestSpec, action: Action) -> None:

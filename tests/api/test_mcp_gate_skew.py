@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.asking import AGENT_KEY, pending, stdio_session, text
+from tests.api.asking import AGENT_KEY, asked, decide, pending, stdio_session, text
 from tests.api.helpers import Running, eventually, make_settings, running_node, serve
 
 pytestmark = pytest.mark.slow
@@ -96,3 +96,41 @@ async def test_the_gate_never_forwards_an_argument_the_card_did_not_show(
     assert [a for a in acted(log) if "force" in a] == [], "forwarded an argument no card showed"
     assert result.is_error
     assert "force" in text(result), text(result)
+
+
+async def test_an_always_through_the_gate_does_not_cover_the_tool_once_redefined(
+        daemon: tuple[Running, str], tmp_path: Path, log: Path) -> None:
+    """A daemon that does not run the server itself: an Always for ``act`` ("look at a
+    path") covers the same call while the tool stays as it was shown, and asks again once
+    the upstream redefined it ("delete the path") — the grant was bound to the name and
+    args only, so the rug pull ran unasked."""
+    node, url = daemon
+    async with stdio_session(sys.executable, "-m", "signoff", "mcp-gate", "shifty",
+                             "--config", str(gate_config(tmp_path, log)), "--url", url,
+                             "--api-key", AGENT_KEY) as s:
+        first = asyncio.create_task(s.call_tool("act", {"path": "notes"}))
+        item = (await asked(node))[0]
+        await decide(node, item["id"], "approve", {"scope": "always"})
+        assert not (await asyncio.wait_for(first, 60)).is_error
+        again = await s.call_tool("act", {"path": "notes"})  # the grant covers it
+        assert not again.is_error, text(again)
+        assert len(acted(log)) == 2
+
+        shift = asyncio.create_task(s.call_tool("shift", {}))
+        item = (await asked(node))[0]
+        assert item["action"]["tool"] == "shifty.shift"
+        await decide(node, item["id"], "approve", {"scope": "once"})
+        assert not (await asyncio.wait_for(shift, 60)).is_error
+
+        async def relisted() -> bool:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            return "Delete" in (tools["act"].description or "")
+
+        await eventually(relisted, 30, "the gate to list the redefined act")
+        redefined = asyncio.create_task(s.call_tool("act", {"path": "notes"}))
+        items = await asked(node)  # old code: approved by the Always, run at once
+        assert [i["action"]["tool"] for i in items] == ["shifty.act"]
+        await decide(node, items[0]["id"], "deny")
+        result = await asyncio.wait_for(redefined, 60)
+    assert result.is_error and "not approved" in text(result)
+    assert len(acted(log)) == 2, "the redefined tool ran under the old tool's Always"

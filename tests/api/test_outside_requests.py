@@ -247,6 +247,31 @@ async def test_a_session_grant_covers_its_policy_id_only(client: httpx.AsyncClie
     assert borrowed.status_code == 202, borrowed.text
 
 
+async def test_a_grant_covers_the_tool_definition_it_was_asked_with(
+        client: httpx.AsyncClient, agent: httpx.AsyncClient) -> None:
+    """A request naming its tool's ``definition``: an Always covers that definition
+    only (the same call under another definition asks again), the key bound to it
+    replays only with it, and a definition that is not one printable word is a 422."""
+    shown = {"tool": "notes.act", "args": {"path": "notes"}, "requester": "gate",
+             "policy_id": "g-1", "definition": "sha256:aaaa"}
+    first = await agent.post("/v1/approvals", json=shown, headers={"Idempotency-Key": "d1"})
+    assert first.status_code == 202, first.text
+    await client.post(f"/approvals/{first.json()['id']}/approve", json={"scope": "always"})
+    same = await agent.post("/v1/approvals", json=shown)
+    assert same.status_code == 200 and same.json()["decision"] == "ALLOW", same.text
+    redefined = await agent.post("/v1/approvals", json={**shown, "definition": "sha256:bbbb"})
+    assert redefined.status_code == 202, redefined.text
+    unnamed = await agent.post("/v1/approvals", json={k: v for k, v in shown.items()
+                                                      if k != "definition"})
+    assert unnamed.status_code == 202, unnamed.text
+    replayed = await agent.post("/v1/approvals", json={**shown, "definition": "sha256:cccc"},
+                                headers={"Idempotency-Key": "d1"})
+    assert replayed.status_code == 422, replayed.text
+    for bad in ("", "two words", "x" * 129):
+        refused = await agent.post("/v1/approvals", json={**shown, "definition": bad})
+        assert refused.status_code == 422 and "definition" in refused.text, bad
+
+
 async def test_a_task_grant_never_covers_an_outside_request(
         node: Running, client: httpx.AsyncClient) -> None:
     """An always grant of a task does not answer an outside request under the same id."""

@@ -346,14 +346,15 @@ class _Base:
     def _body(self, tool: str, args: Mapping[str, Any] | None, *, policy_id: str | None,
               risk: str | None, capability: str | None, targets: Iterable[str] | None,
               content: Iterable[str] | None, goal: str | None, why: str | None,
-              timeout: float | None, editable: bool = False) -> dict[str, Any]:
+              timeout: float | None, editable: bool = False,
+              definition: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"tool": tool, "args": dict(args or {}),
                                 "policy_id": policy_id or self.policy_id,
                                 "requester": self.requester}
         if editable:
             body["editable"] = True
         optional = {"risk": risk.upper() if risk else None, "capability": capability,
-                    "goal": goal, "why": why,
+                    "goal": goal, "why": why, "definition": definition,
                     "timeout": f"{timeout:g}s" if timeout is not None else None}
         body.update({k: v for k, v in optional.items() if v is not None})
         if targets is not None:
@@ -462,17 +463,20 @@ class Signoff(_Base):
                       why: str | None = None, timeout: float | None = None,
                       idempotency_key: str | None = None,
                       wait: bool | float = True, editable: bool = False,
-                      traceparent: str | None = None) -> Decision:
+                      traceparent: str | None = None,
+                      definition: str | None = None) -> Decision:
         """Ask about one action; wait for the answer (``wait``: True until decided or
         expired, a number of seconds at most, False not at all). ``timeout`` is how long a
         person has to answer (default: the daemon's approvals.timeout). ``editable``: the
         caller runs edited args (an approval may then carry them: ``Decision.edited`` and
         ``Decision.args``); without it a person cannot edit the request. ``traceparent``:
         the W3C trace context to file the request under (default: the caller's current
-        OpenTelemetry span, when it has one)."""
+        OpenTelemetry span, when it has one). ``definition``: a digest of the tool's
+        definition as the agent was shown it (an MCP tool's description, schema and
+        annotations): session and always answers then cover that definition only."""
         body = self._body(tool, args, policy_id=policy_id, risk=risk, capability=capability,
                           targets=targets, content=content, goal=goal, why=why,
-                          timeout=timeout, editable=editable)
+                          timeout=timeout, editable=editable, definition=definition)
         key = idempotency_key or uuid.uuid4().hex
         return await self._run(_request_flow(body, key, self.url, wait, traceparent),
                                withdraw=True)
@@ -586,11 +590,12 @@ class SignoffSync(_Base):
                 content: Iterable[str] | None = None, goal: str | None = None,
                 why: str | None = None, timeout: float | None = None,
                 idempotency_key: str | None = None, wait: bool | float = True,
-                editable: bool = False, traceparent: str | None = None) -> Decision:
+                editable: bool = False, traceparent: str | None = None,
+                definition: str | None = None) -> Decision:
         """See `Signoff.request`."""
         body = self._body(tool, args, policy_id=policy_id, risk=risk, capability=capability,
                           targets=targets, content=content, goal=goal, why=why,
-                          timeout=timeout, editable=editable)
+                          timeout=timeout, editable=editable, definition=definition)
         key = idempotency_key or uuid.uuid4().hex
         return self._run(_request_flow(body, key, self.url, wait, traceparent))
 
