@@ -1,6 +1,7 @@
 """`signoff receipt` and `signoff keys`: signed receipts of decisions, and the keys.
 
-    signoff receipt ID [--config PATH]              one decision's receipt (JSON)
+    signoff receipt ID [--reveal] [--config PATH]   one decision's receipt (JSON); --reveal
+                                                    adds the args it approved, provably
     signoff receipt verify FILE --key PUBKEY        check a receipt offline (exit 0/1)
     signoff keys [--json] [--config PATH]           the published public keys
     signoff keys rotate [--config PATH]             a new key for this node; the old one
@@ -61,11 +62,11 @@ def verify_file(path: Path, key: str) -> int:
 
 
 async def show_receipt(settings: Settings, ident: str, *, work_dir: Path | None,
-                       database: str | None) -> int:
+                       database: str | None, reveal: bool = False) -> int:
     """Print the receipt of the decision ``ident`` names."""
     store = await open_store(settings, work_dir=work_dir, database=database)
     try:
-        body = await receipts.receipt(store, ident)
+        body = await receipts.receipt(store, ident, reveal=reveal)
     finally:
         await store.close()
     typer.echo(json.dumps(body, indent=2, ensure_ascii=False))
@@ -134,16 +135,22 @@ def receipt(
     file: Annotated[Path | None, typer.Argument(help="With `verify`: the receipt file.")] = None,
     key: Annotated[str | None, typer.Option(
         help="With `verify`: the trusted public key (base64url), or a file holding it.")] = None,
+    reveal: Annotated[bool, typer.Option(
+        "--reveal", help="Add the args the decision was about and the key that proves "
+                         "them (whoever gets the receipt then reads them).")] = False,
     config: ConfigOpt = None, work_dir: WorkDirOpt = None, database: DatabaseOpt = None,
 ) -> None:
-    """Print one decision's signed receipt, or verify a receipt offline (exit 0/1)."""
+    """Print one decision's signed receipt, or verify a receipt offline (exit 0/1).
+
+    A receipt pins the args of the action without showing them; with --reveal it also
+    carries them, and `verify` checks they are the ones the decision was about."""
     try:
         if what == "verify":
             if file is None or key is None:
                 fail("usage: signoff receipt verify FILE --key PUBKEY")
             raise typer.Exit(verify_file(file, key))
         code = asyncio.run(show_receipt(settings_of(config), what, work_dir=work_dir,
-                                        database=database))
+                                        database=database, reveal=reveal))
     except SignoffError as exc:
         fail(str(exc))
     raise typer.Exit(code)

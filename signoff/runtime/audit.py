@@ -12,7 +12,10 @@ verification reports as altered, instead of an exception that stops the walk.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -64,9 +67,24 @@ def _unreadable(row_id: int, why: str) -> AuditEvent:
 
 # Fields added after events were first sealed: left out of the digest while unset, so the
 # hashes of events written before them (and of events that never use them) stay the same.
-_LATER_FIELDS = ("original_fingerprint", "passkey")
+_LATER_FIELDS = ("original_fingerprint", "passkey", "args_digest")
 # The hash itself and the signature over it are not part of what is hashed.
 _UNHASHED = ("hash", "kid", "sig")
+
+
+def new_args_key() -> str:
+    """A fresh secret for one request's `commit_args` (256 bits, base64url)."""
+    return secrets.token_urlsafe(32)
+
+
+def commit_args(key: str, args: Mapping[str, Any]) -> str:
+    """The commitment an audit event keeps to an action's args: HMAC-SHA256 under the
+    request's own secret key, so a receipt pins the exact content approved without
+    showing it. A plain hash would let anyone holding a receipt confirm a guess of a
+    short body ("yes", an amount); with the key, only someone the key is shown to can
+    check the args they are shown (`signoff receipt ID --reveal`)."""
+    return hmac.new(unb64u(key), canonical_json(dict(args)).encode(),
+                    hashlib.sha256).hexdigest()
 
 
 def digest_of(body: Mapping[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from typing import Protocol
 
+from signoff.runtime.audit import commit_args
 from signoff.runtime.models import Action, Approval, AuditEvent, JsonDict, Task
 from signoff.runtime.store.port import OutboxItem
 
@@ -98,8 +99,12 @@ def audit_event(kind: str, task: Task | None, action: Action | None, *,
     task_id = task.id if task is not None and task.id else None
     if task_id is None and approval is not None:
         task_id = approval.task_id
+    committed = (commit_args(approval.args_key, action.args)
+                 if approval is not None and approval.args_key and action is not None
+                 else None)
     return AuditEvent(
         task_id=task_id, approval_id=approval.id if approval else None, kind=kind,
+        args_digest=committed,
         decision=decision, scope=scope, actor=actor,
         tool=action.tool if action else None,
         targets=list(action.targets) if action else [],

@@ -252,6 +252,10 @@ class Approval(BaseModel):
     idempotency_key: str | None = None
     # What the key is bound to (`outside.request_digest`): a replay must ask the same.
     request_digest: str | None = None
+    # The secret its audit events commit to the action's args with (`audit.commit_args`):
+    # a receipt proves which args were approved to whoever is shown them and this key,
+    # and to nobody else. Never in an API answer; None for requests made before 0.3.
+    args_key: str | None = None
     outcome: JsonDict | None = None  # what the caller reported it did: {"ok", "detail", ...}
     # Coalescing (`signoff.runtime.coalesce`): the group of identical requests this one
     # belongs to, and the request whose card it shares (None: it has its own card).
@@ -429,6 +433,9 @@ class AuditEvent(BaseModel):
     # signature, user_handle) and what its challenge was derived from (decision, nonce,
     # rp_id); `signoff.runtime.passkeys.reverify` checks it again.
     passkey: JsonDict | None = None
+    # HMAC-SHA256 of the action's args (canonical JSON) under its approval's ``args_key``:
+    # the content a person approved, pinned without being disclosed (`audit.commit_args`).
+    args_digest: str | None = None
     prev_hash: str = ""
     hash: str = ""
     # The node's Ed25519 signature over ``hash`` (`signoff.runtime.signing`); not hashed.

@@ -25,6 +25,7 @@ from typing import Any
 
 from signoff.errors import BadArguments, Conflict, SignoffError
 from signoff.runtime import coalesce, ids
+from signoff.runtime.audit import new_args_key
 from signoff.runtime.bounds import check_json
 from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.denials import refusal_key
@@ -290,7 +291,7 @@ class OutsideRequests:
             requester=spec.requester, goal=spec.goal, why=spec.why, verdict=ev.verdict,
             idempotency_key=spec.idempotency_key, request_digest=digest,
             submitted_by=spec.submitted_by, traceparent=spec.traceparent,
-            editable=spec.editable,
+            editable=spec.editable, args_key=new_args_key(),
             allowed_scopes=cfg.scopes_for(action.risk), requested_at=now,
             expires_at=now + timeout, needed=cfg.rules.needed(action))
         verdict, actor, reason = ev.verdict, ev.actor or "auto:policy", ev.reason

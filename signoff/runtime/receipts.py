@@ -17,10 +17,16 @@ the rule the chain itself uses), then check ``sig`` with a public key the checke
 An ID is an audit event id (a number, as `signoff audit` lists it) or an approval id: an
 approval's receipt is its latest deciding event (approved, denied, expired, released,
 undone, withdrawn, or settled by the policy at once).
+
+The event pins the action's args without showing them (``args_digest``, an HMAC under the
+request's own key: `audit.commit_args`). A receipt made with ``reveal`` also carries
+``"reveal": {"args", "key"}``, outside the signed event: whoever is given it can check that
+those args are the ones approved; without it, the receipt discloses no content.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -90,14 +96,36 @@ async def _events(store: TaskStore, task_id: str | None) -> Any:
         after = events[-1].id
 
 
-async def receipt(store: TaskStore, ident: str) -> JsonDict:
-    """The receipt of the decision an ID names."""
+async def receipt(store: TaskStore, ident: str, *, reveal: bool = False) -> JsonDict:
+    """The receipt of the decision an ID names (``reveal``: with the args it approved
+    and the key that proves them)."""
     event = await find_event(store, ident)
     if event.sig is None:
         raise BadArguments(f"audit event {event.id} was not signed (it was written before "
                            "signing began): it has no receipt")
     keys = {k.kid: k for k in await store.signing_keys()}
-    return receipt_of(event, keys.get(event.kid or ""))
+    body = receipt_of(event, keys.get(event.kid or ""))
+    if reveal:
+        body["reveal"] = await _revealed(store, event)
+    return body
+
+
+async def _revealed(store: TaskStore, event: AuditEvent) -> JsonDict:
+    """The args ``event`` commits to, and its request's key; BadArguments when it
+    commits to none (an event of no request, or one written before 0.3)."""
+    approval = (await store.get_approval(event.approval_id)
+                if event.approval_id and event.args_digest else None)
+    if approval is None or not approval.args_key:
+        raise BadArguments(f"audit event {event.id} pins no args (it is not about a request "
+                           "made since 0.3): nothing to reveal")
+    key = approval.args_key
+    # An approval holds the action as asked and, once edited, as approved: the event
+    # commits to the one it was about.
+    for action in (approval.action, approval.original_action):
+        if action is not None and chain.commit_args(key, action.args) == event.args_digest:
+            return {"args": action.args, "key": key}
+    raise BadArguments(f"audit event {event.id}: the stored request no longer holds the "
+                       "args it approved (changed since?)")
 
 
 @dataclass(frozen=True)
@@ -106,13 +134,16 @@ class Checked:
 
     problem: str | None
     event: JsonDict
+    revealed: bool = False  # the receipt's "reveal" args are the ones the event pins
 
     def summary(self) -> str:
         """One line about the decision the receipt proves."""
         e = self.event
         what = " ".join(str(p) for p in (e.get("decision"), e.get("scope")) if p)
-        return (f"event {e.get('id')} ({e.get('kind')}{': ' + what if what else ''}) "
+        line = (f"event {e.get('id')} ({e.get('kind')}{': ' + what if what else ''}) "
                 f"by {e.get('actor') or '-'} at {e.get('at')}, {e.get('tool') or '-'}")
+        return line + ("; the args under \"reveal\" are the ones it was about"
+                       if self.revealed else "")
 
 
 def check(text: str | bytes, public_key: str) -> Checked:
@@ -135,4 +166,26 @@ def check(text: str | bytes, public_key: str) -> Checked:
     if digest != event.get("hash"):
         return Checked("the event does not match its hash (it was changed)", event)
     why = check_signature(public_key, kid, str(event["hash"]), sig)
-    return Checked(f"the signature is not valid: {why}" if why else None, event)
+    if why:
+        return Checked(f"the signature is not valid: {why}", event)
+    if "reveal" not in body:
+        return Checked(None, event)
+    return _check_reveal(body["reveal"], event)
+
+
+def _check_reveal(reveal: Any, event: JsonDict) -> Checked:
+    """A genuine event's receipt whose ``reveal`` must hold the args it pins."""
+    pinned = event.get("args_digest")
+    if not isinstance(pinned, str):
+        return Checked("the receipt reveals args, but its event pins none", event)
+    if (not isinstance(reveal, dict) or not isinstance(reveal.get("args"), dict)
+            or not isinstance(reveal.get("key"), str)):
+        return Checked("\"reveal\" must hold \"args\" (an object) and \"key\" (a string)",
+                       event)
+    try:
+        shown = chain.commit_args(reveal["key"], reveal["args"])
+    except (ValueError, TypeError):  # a key that is not base64url, args JSON cannot spell
+        return Checked("\"reveal\" holds a key or args no request could have", event)
+    if not hmac.compare_digest(shown, pinned):
+        return Checked("the args under \"reveal\" are not the ones the event pins", event)
+    return Checked(None, event, revealed=True)

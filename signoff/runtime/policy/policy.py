@@ -23,6 +23,7 @@ from datetime import datetime
 
 import httpx
 
+from signoff.runtime.audit import new_args_key
 from signoff.runtime.models import (
     Action,
     Approval,
@@ -220,4 +221,4 @@ def new_approval(task: Task, action: Action, *, approval_id: str, now: datetime,
                     allowed_scopes=allowed, requested_at=now, expires_at=expires_at,
                     note=note, approvers=approvers or [], why=why, policy_id=task.policy_id,
                     submitted_by=task.submitted_by, needed=needed,
-                    traceparent=task.traceparent)
+                    traceparent=task.traceparent, args_key=new_args_key())

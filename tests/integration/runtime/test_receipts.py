@@ -123,6 +123,57 @@ async def test_a_receipt_holding_a_value_json_cannot_hash_is_not_valid(
     assert "Traceback" not in refused.stderr
 
 
+async def test_a_receipt_pins_the_args_approved_and_reveals_them_only_when_asked(
+        node_factory: NodeFactory, sqlite_url: str, tmp_path: Path) -> None:
+    """The decision's event pins the action's args (message content included) without
+    showing them: a plain receipt holds no word of the message. `--reveal` adds the args
+    and the request's key; `verify` then says they are the args approved, and fails for
+    a receipt whose revealed message was changed (before, a receipt for "pay 12 EUR"
+    proved a send_email to that address, whatever its body)."""
+    node = await node_factory(database=sqlite_url)
+    node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND), replace=True)
+    task = await start(node, [noop("ops", tool="notify_team", text="pay 12 EUR to bob")])
+    assert task.approval is not None
+    await answer(node, task.id, Scope.ONCE)
+    approval_id = task.approval.id
+    plain = await receipts.receipt(node.store, approval_id)
+    assert plain["event"]["args_digest"] and "12 EUR" not in json.dumps(plain)
+    assert "reveal" not in plain
+    await node.store.close()
+    printed = _cli("receipt", approval_id, "--reveal", "--database", sqlite_url, cwd=tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    shown = json.loads(printed.stdout)
+    assert shown["reveal"]["args"] == {"target": "ops", "text": "pay 12 EUR to bob"}
+    key = shown["key"]["x"]
+    file = tmp_path / "revealed.json"
+    file.write_text(printed.stdout)
+    ok = _cli("receipt", "verify", str(file), "--key", key, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert "the args under \"reveal\" are the ones it was about" in ok.stdout
+    shown["reveal"]["args"]["text"] = "pay 12000 EUR to eve"
+    file.write_text(json.dumps(shown))
+    forged = _cli("receipt", "verify", str(file), "--key", key, cwd=tmp_path)
+    assert forged.returncode == 1 and "not the ones the event pins" in forged.stderr
+    assert receipts.check(json.dumps({**plain, "reveal": {"args": {}, "key": "%"}}),
+                          key).problem == "\"reveal\" holds a key or args no request could have"
+
+
+async def test_an_edited_approval_reveals_the_args_it_approved(
+        node_factory: NodeFactory, sqlite_url: str) -> None:
+    """A request approved with edited args: its receipt pins and reveals the edit (what
+    ran), not the args first asked."""
+    node = await node_factory(database=sqlite_url)
+    node.registry.register(NoopTool(name="notify_team", risk=RiskClass.SEND), replace=True)
+    task = await start(node, [noop("ops", tool="notify_team", text="first draft")])
+    assert task.approval is not None
+    result = await node.decider.decide(task.approval.id, Scope.ONCE, actor="web:admin",
+                                       args={"target": "ops", "text": "final words"})
+    assert result.accepted, result.message
+    body = await receipts.receipt(node.store, task.approval.id, reveal=True)
+    assert body["reveal"]["args"]["text"] == "final words"
+    assert receipts.check(json.dumps(body), body["key"]["x"]).revealed
+
+
 async def test_a_receipt_by_event_number_names_that_event(node_factory: NodeFactory,
                                                           store_url: str) -> None:
     """An audit event number gives that event's receipt; an unknown ID is a clear error."""
