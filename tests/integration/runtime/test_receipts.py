@@ -60,6 +60,25 @@ async def _verify(url: str) -> audit.Verification:
         await store.close()
 
 
+def _rewrite(store_url: str, events: list[AuditEvent], signer: KeySigner | None) -> None:
+    """Forge the log from its third event on: each decision's actor changed, every event
+    re-hashed (head included) and signed by ``signer`` (None: the old signatures kept, as
+    a forger without any key must)."""
+    prev, engine = events[1].hash, sa.create_engine(store_url)
+    with engine.begin() as conn:
+        for event in events[2:]:
+            changed = event.model_copy(update={"actor": "slack:UFORGED"}) \
+                if event.kind == "decision" else event
+            sealed = audit.seal(changed, event_id=event.id, prev_hash=prev, signer=signer)
+            if signer is None:
+                sealed = sealed.model_copy(update={"kid": event.kid, "sig": event.sig})
+            conn.execute(audit_t.update().where(audit_t.c.id == event.id)
+                         .values(data=sealed.model_dump_json()))
+            prev = sealed.hash
+        conn.execute(head_t.update().values(count=len(events), hash=prev))
+    engine.dispose()
+
+
 async def test_a_receipt_verifies_offline_after_the_database_is_deleted(
         node_factory: NodeFactory, sqlite_url: str, tmp_path: Path) -> None:
     """`signoff receipt ID` prints a signed receipt; with the database deleted,
@@ -199,27 +218,12 @@ async def test_a_rewritten_and_rehashed_log_fails_audit_verify(
     events = await node.store.audit_chain(after=0, limit=100)
     assert all(e.sig for e in events) and (await _verify(store_url)).signed == len(events)
 
-    def rewrite(signer: KeySigner | None) -> None:
-        prev, engine = events[1].hash, sa.create_engine(store_url)
-        with engine.begin() as conn:
-            for event in events[2:]:
-                changed = event.model_copy(update={"actor": "slack:UFORGED"}) \
-                    if event.kind == "decision" else event
-                sealed = audit.seal(changed, event_id=event.id, prev_hash=prev, signer=signer)
-                if signer is None:  # keep the old signature, as a forger without the key must
-                    sealed = sealed.model_copy(update={"kid": event.kid, "sig": event.sig})
-                conn.execute(audit_t.update().where(audit_t.c.id == event.id)
-                             .values(data=sealed.model_dump_json()))
-                prev = sealed.hash
-            conn.execute(head_t.update().values(count=len(events), hash=prev))
-        engine.dispose()
-
-    rewrite(None)
+    _rewrite(store_url, events, None)
     first_changed = next(e.id for e in events[2:] if e.kind == "decision")
     result = await _verify(store_url)
     assert not result.ok and result.bad_event == first_changed
     assert "bad signature" in (result.problem or "")
-    rewrite(KeySigner(Ed25519PrivateKey.generate()))
+    _rewrite(store_url, events, KeySigner(Ed25519PrivateKey.generate()))
     result = await _verify(store_url)
     assert not result.ok and "not published" in (result.problem or "")
     broken = _cli("audit", "--verify", "--database", store_url, cwd=tmp_path)
@@ -270,17 +274,7 @@ async def test_a_log_resigned_with_a_key_the_forger_published_fails_against_a_pi
     forger = KeySigner(Ed25519PrivateKey.generate(), node_id="node-b")
     await node.store.publish_key(PublicKey(kid=forger.kid, public_key=forger.public_key(""),
                                            node_id="node-b", created_at=AT, since=1))
-    prev, engine = events[1].hash, sa.create_engine(store_url)
-    with engine.begin() as conn:
-        for event in events[2:]:
-            changed = event.model_copy(update={"actor": "slack:UFORGED"}) \
-                if event.kind == "decision" else event
-            sealed = audit.seal(changed, event_id=event.id, prev_hash=prev, signer=forger)
-            conn.execute(audit_t.update().where(audit_t.c.id == event.id)
-                         .values(data=sealed.model_dump_json()))
-            prev = sealed.hash
-        conn.execute(head_t.update().values(count=len(events), hash=prev))
-    engine.dispose()
+    _rewrite(store_url, events, forger)
     assert (await _verify(store_url)).ok  # every signature is a published key's
     broken = _cli("audit", "--verify", "--database", store_url, "--key", published.public_key,
                   cwd=tmp_path)
