@@ -72,6 +72,30 @@ def _steps(settings: Settings, registry: ToolRegistry) -> list[tuple[str, str]]:
     return found
 
 
+def _schedule_prohibits(settings: Settings, registry: ToolRegistry) -> list[tuple[str, str]]:
+    """A ``[[schedules]] prohibit`` entry that names no tool, capability or risk class
+    here. Unlike ``policy.prohibit`` (a notice: it may be meant for outside requests), a
+    schedule's prohibit only ever applies to that schedule's own runs, so such an entry
+    is a typo that prohibits nothing, and the run would go on unattended without the limit
+    its author wrote (``POST /tasks`` refuses the same entry with a 422). A name under a
+    configured MCP server (``git.push``) is taken as is: its tools are listed later."""
+    tools, known = set(registry.names()), _capabilities(settings, registry)
+    servers = tuple(f"{server.name}." for server in settings.mcp.servers)
+    risks = {r.value for r in RiskClass}
+    found = []
+    for i, sched in enumerate(settings.schedules):
+        for j, entry in enumerate(sched.prohibit):
+            word = entry.strip()
+            if (word in tools or word in known or word.upper() in risks
+                    or word.startswith(servers)):
+                continue
+            found.append((f"schedules[{i}].prohibit[{j}]",
+                          f"{entry!r} is not a risk class, a tool or a capability here"
+                          f"{did_you_mean(word, [*tools, *known])}, so it would prohibit "
+                          "nothing"))
+    return found
+
+
 def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | None,
              host: str | None = None, serving: bool = True) -> list[str]:
     """Every problem, as ``file: key: what is wrong`` lines (empty when all is well).
@@ -87,6 +111,8 @@ def problems(settings: Settings, registry: ToolRegistry, *, path: str | Path | N
         lines.append(f'{source}: approvals.mode: "smart" needs a judge endpoint: set [planner] '
                      'base_url and model (any OpenAI-compatible API), or use mode = "manual"')
     lines += [f"{source}: {key}: {message}" for key, message in _steps(settings, registry)]
+    lines += [f"{source}: {key}: {message}"
+              for key, message in _schedule_prohibits(settings, registry)]
     names = [server.name for server in settings.mcp.servers]
     lines += [f"{source}: {server_key(f'mcp.servers[{i}]', names)}.command: {why}"
               for i, server in enumerate(settings.mcp.servers)

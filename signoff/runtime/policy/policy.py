@@ -26,6 +26,7 @@ import httpx
 from signoff.runtime.audit import new_args_key
 from signoff.runtime.models import (
     Action,
+    ActionRecord,
     Approval,
     Grant,
     RiskClass,
@@ -74,6 +75,16 @@ def _prohibited(action: Action, entries: Iterable[str]) -> str | None:
     return None
 
 
+def _ran(record: ActionRecord) -> bool:
+    """True when the record's tool was called, whatever it answered. A call that failed
+    may still have had its effect (a command that did half its work and exited 1, a
+    webhook the server took and answered 500), and an agent is told its error and may
+    call again: counting successes only would let it call for ever. A call refused
+    before its tool ran (blocked, denied, timed out, or a check that failed: decision
+    ``block``) used nothing."""
+    return record.outcome == "ok" or (record.outcome == "error" and record.decision != "block")
+
+
 @dataclass
 class Policy:
     """The configured policy. ``preauthorized`` maps a schedule to its grant keys."""
@@ -86,11 +97,12 @@ class Policy:
     cedar: CedarPolicy | None = None
 
     def budget_left(self, task: Task, action: Action) -> int | None:
-        """Calls left for this capability in this task (a pending request holds one)."""
+        """Calls left for this capability in this task: every call its tool ran counts, failed
+        ones too (`_ran`), and a pending request holds one."""
         cap = action.capability
         if cap is None or cap not in self.budgets:
             return None
-        used = sum(1 for r in task.actions if r.capability == cap and r.outcome == "ok")
+        used = sum(1 for r in task.actions if r.capability == cap and _ran(r))
         if task.pending_action is not None and task.pending_action.capability == cap:
             used += 1
         return self.budgets[cap] - used

@@ -56,3 +56,20 @@ def test_check_raises_one_error_with_every_line(tmp_path: Path) -> None:
     lines = str(caught.value).splitlines()
     assert len(lines) == 2
     assert all(line.startswith(("(embedded defaults): ",)) for line in lines)
+
+
+def test_a_schedule_prohibit_that_names_nothing_is_a_config_error() -> None:
+    """A misspelt `[[schedules]] prohibit` entry would prohibit nothing in the schedule's
+    unattended runs: the daemon refuses to start with it (as POST /tasks answers 422),
+    while a tool, a capability, a risk class in any case, or an MCP server's tool pass."""
+    def schedule(prohibit: list[str]) -> dict[str, Any]:
+        return {"schedules": [{"name": "nightly", "every": "1h", "goal": "report",
+                               "cron_mode": "approve", "prohibit": prohibit}]}
+
+    [line] = problems(schedule(["send_mail"]))
+    assert line.startswith("s.toml: schedules[0].prohibit[0]: 'send_mail' is not a risk "
+                           "class, a tool or a capability here")
+    assert "send_email" in line and line.endswith("so it would prohibit nothing")
+    assert problems(schedule(["send_email", "email.send", "destructive", "SEND"])) == []
+    mcp = {"mcp": {"servers": [{"name": "git", "command": ["git-mcp"]}]}}
+    assert not [p for p in problems({**schedule(["git.push"]), **mcp}) if "prohibit" in p]

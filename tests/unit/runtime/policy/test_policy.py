@@ -109,15 +109,19 @@ async def test_a_budget_blocks_even_a_granted_action() -> None:
     assert verdict is Verdict.BLOCK
 
 
-def test_only_successful_calls_of_the_same_capability_use_the_budget() -> None:
-    """Failed, denied and blocked calls and other capabilities leave the budget alone."""
+def test_every_call_that_ran_uses_the_budget_failed_ones_too() -> None:
+    """A call whose tool ran counts, whether it succeeded or failed (a failed call may
+    have had its effect); denied, blocked and timed-out calls, a call its check refused
+    before it ran, and other capabilities leave the budget alone."""
     records = [ActionRecord(step=i, tool="send_email", capability="email.send",
-                            decision="x", outcome=outcome)
-               for i, outcome in enumerate(["ok", "error", "denied", "blocked", "timed_out"])]
+                            decision=decision, outcome=outcome)
+               for i, (decision, outcome) in enumerate([
+                   ("allow", "ok"), ("approved:once", "error"), ("denied", "denied"),
+                   ("block", "blocked"), ("timed_out", "timed_out"), ("block", "error")])]
     records.append(ActionRecord(step=9, tool="post_message", capability="chat.post",
                                 decision="x", outcome="ok"))
     policy = Policy(budgets={"email.send": 3})
-    assert policy.budget_left(task(actions=records), prepared(email())) == 2
+    assert policy.budget_left(task(actions=records), prepared(email())) == 1
 
 
 def test_a_pending_request_reserves_one_unit_of_its_own_capability_only() -> None:
