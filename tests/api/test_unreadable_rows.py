@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from signoff.runtime.clock import FakeClock
 from signoff.runtime.store.factory import make_store
-from tests.api.helpers import Running, running_node, wait_state
+from tests.api.helpers import BOB_KEY, Running, eventually, running_node, wait_state
 
 HOOK = "https://hooks.example.com/x"
 SEND = {"tool": "send_email", "args": {"to": "a@example.com", "subject": "s", "body": "b"},
@@ -112,3 +112,62 @@ async def test_unreadable_rows_are_set_aside_and_everything_else_goes_on(
     logged = [r.record_id for r in caplog.records  # type: ignore[attr-defined]
               if r.getMessage() == "stored_record_unreadable"]
     assert sorted(logged) == sorted(set(logged)) and ids["queued"] in logged
+
+
+async def test_an_unreadable_grant_grants_nothing_and_the_rest_goes_on(
+        tmp_path: Path, store_url: str) -> None:
+    """A damaged always grant covers nothing (the same request asks a person again), the
+    grant listing leaves it out and keeps working, and the readable grants still apply."""
+    clock = FakeClock()
+    other = {**SEND, "args": {**SEND["args"], "to": "b@example.com"}}
+    async with running_node(tmp_path, store=make_store(store_url), clock=clock) as node, \
+            node.client() as client, node.client(key=BOB_KEY) as bob:
+        for body in (SEND, other):
+            asked = (await bob.post("/v1/approvals", json=body)).json()
+            answer = await client.post(f"/approvals/{asked['id']}/approve",
+                                       json={"scope": "always"})
+            assert answer.status_code == 200, answer.text
+        grants = (await client.get("/grants")).json()["items"]
+        assert len(grants) == 2
+    bad = raw(store_url, "SELECT id FROM grants ORDER BY seq")[0][0]
+    raw(store_url, "UPDATE grants SET data = :d WHERE id = :i", d='{"id": "trunc', i=bad)
+    async with running_node(tmp_path, store=make_store(store_url), clock=clock) as node, \
+            node.client() as client, node.client(key=BOB_KEY) as bob:
+        listed = await client.get("/grants")
+        assert listed.status_code == 200, listed.text
+        assert bad not in [g["id"] for g in listed.json()["items"]]
+        again = await bob.post("/v1/approvals", json=SEND)
+        assert again.status_code == 202, again.text
+        assert again.json()["status"] == "pending", again.json()
+        covered = await bob.post("/v1/approvals", json=other)
+        assert covered.json()["status"] == "approved", covered.json()
+        assert (await client.delete(f"/grants/{bad}")).status_code == 404
+
+
+async def test_an_unreadable_outbox_job_is_given_up_and_cards_still_go_out(
+        tmp_path: Path, store_url: str) -> None:
+    """Outbox jobs whose payload is not a JSON object are given up with the reason; the
+    cards queued after them are still posted (they used to wait behind them for good)."""
+    clock = FakeClock()
+    async with running_node(tmp_path, store=make_store(store_url), clock=clock) as node, \
+            node.client() as client:
+        assert (await client.post("/v1/approvals", json=SEND)).status_code == 202
+    for key, payload in (("bad-1", '{"text": "trunc'), ("bad-2", "[1, 2]")):
+        raw(store_url, "INSERT INTO outbox (key, surface, kind, payload, attempts, done, "
+                       "next_at) SELECT :k, 'web', 'notify', :p, 0, false, next_at "
+                       "FROM outbox ORDER BY id LIMIT 1", k=key, p=payload)
+    async with running_node(tmp_path, store=make_store(store_url), clock=clock) as node, \
+            node.client() as client:
+        fresh = {**SEND, "args": {**SEND["args"], "to": "c@example.com"}}
+        asked = (await client.post("/v1/approvals", json=fresh)).json()
+
+        async def posted() -> bool:
+            return bool(raw(store_url, "SELECT id FROM outbox WHERE approval_id = :a AND "
+                                       "surface = 'web' AND kind = 'post' AND done = true",
+                            a=asked["id"]))
+
+        await eventually(posted, what="the new request's card to be posted")
+    rows = raw(store_url, "SELECT key, done, error FROM outbox WHERE key LIKE 'bad-%' "
+                          "ORDER BY key")
+    assert [(r[0], bool(r[1])) for r in rows] == [("bad-1", True), ("bad-2", True)]
+    assert all("cannot be read" in r[2] for r in rows), rows

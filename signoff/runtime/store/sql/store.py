@@ -76,6 +76,7 @@ from signoff.runtime.store.sql.rows import (
     cards_t,
     coalesce_t,
     grant_from,
+    grants_from,
     grants_t,
     head_t,
     make_engine,
@@ -462,7 +463,7 @@ class SqlTaskStore:
         q = (sa.select(grants_t).where(grants_t.c.key == key, grants_t.c.revoked.is_(False))
              .order_by(grants_t.c.seq))
         with self._tx(write=False) as conn:
-            return [grant_from(row) for row in conn.execute(q)]
+            return grants_from(conn.execute(q))
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
         """Every grant (live ones only unless asked)."""
@@ -473,7 +474,7 @@ class SqlTaskStore:
         if not include_revoked:
             q = q.where(grants_t.c.revoked.is_(False))
         with self._tx(write=False) as conn:
-            return [grant_from(r) for r in conn.execute(q)]
+            return grants_from(conn.execute(q))
 
     async def get_grant(self, grant_id: str) -> Grant | None:
         """One grant by id."""
