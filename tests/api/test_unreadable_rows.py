@@ -4,6 +4,7 @@ is failed and the request expired with the reason, logged once, and the rest goe
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import timedelta
 from pathlib import Path
@@ -171,3 +172,32 @@ async def test_an_unreadable_outbox_job_is_given_up_and_cards_still_go_out(
                           "ORDER BY key")
     assert [(r[0], bool(r[1])) for r in rows] == [("bad-1", True), ("bad-2", True)]
     assert all("cannot be read" in r[2] for r in rows), rows
+
+
+async def test_an_unreadable_transcript_message_is_shown_in_its_place(
+        tmp_path: Path, store_url: str) -> None:
+    """A damaged message of an agent's transcript reads as a note saying it cannot be read,
+    in its place: the transcript API pages on past it and the console's task page shows."""
+    async with running_node(tmp_path, store=make_store(store_url)) as node, \
+            node.client() as client:
+        task_id = await submit(client, [{"tool": "list_dir", "args": {"path": "."}}])
+        await wait_state(client, task_id, "completed")
+    def good(seq: int) -> str:
+        return json.dumps({"task_id": task_id, "seq": seq, "role": "user", "content": "hello"})
+
+    for seq, data in ((0, good(0)), (1, '{"task_id": "trunc'), (2, good(2))):
+        raw(store_url, "INSERT INTO transcript (task_id, seq, role, at, data) VALUES "
+                       "(:i, :s, 'user', '2026-01-01 00:00:00.000000', :d)",
+            s=seq, d=data, i=task_id)
+    async with running_node(tmp_path, store=make_store(store_url)) as node, \
+            node.client() as client:
+        first = await client.get(f"/tasks/{task_id}/transcript", params={"limit": 2})
+        assert first.status_code == 200, first.text
+        items = first.json()["items"]
+        assert [i["content"][:8] for i in items] == ["hello", "(the sto"]
+        assert "cannot be read" in items[1]["content"]
+        rest = await client.get(f"/tasks/{task_id}/transcript",
+                                params={"cursor": first.json()["next_cursor"]})
+        assert [i["content"] for i in rest.json()["items"]] == ["hello"]
+        page = await client.get(f"/console/tasks/{task_id}")
+        assert page.status_code == 200 and "cannot be read" in page.text

@@ -12,7 +12,10 @@ raising through the worker, the expiry sweep, the pending list or a restart:
   grant listings and the policy's look-ups go on with the others;
 - an outbox job's payload that is not a JSON object comes back empty with the reason
   (`read_payload`): the dispatcher gives that one job up instead of failing every round,
-  which held back every card of every surface behind it.
+  which held back every card of every surface behind it;
+- a message of an agent's transcript reads as a ``system`` message saying it cannot be
+  read, ``meta["unreadable"]`` set: the console and the transcript API show it in its
+  place, and the agent loop fails its task rather than send the model a gap.
 
 What the row held is kept as it was (nothing is rewritten until the engine sets the task
 aside). Each unreadable record is logged once per process, with its id and the parser's
@@ -39,6 +42,7 @@ from signoff.runtime.models import (
     Task,
     TaskState,
 )
+from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +111,16 @@ def read_payload(data: str | bytes, item_id: int) -> tuple[JsonDict, str | None]
         return {}, _unreadable("outbox job", str(item_id),
                                ValueError(f"a JSON {type(found).__name__}, not an object"))
     return found, None
+
+
+def read_entry(data: str | bytes, task_id: str, seq: int) -> TranscriptEntry:
+    """The stored transcript message, or its stand-in (``meta["unreadable"]`` set)."""
+    try:
+        return TranscriptEntry.model_validate_json(data)
+    except (ValidationError, ValueError, RecursionError) as exc:
+        reason = _unreadable("transcript message", f"{task_id}#{seq}", exc)
+    return TranscriptEntry(task_id=task_id, seq=seq, role="system", content=f"({reason})",
+                           meta={"unreadable": reason})
 
 
 def readable(records: Iterable[R]) -> list[R]:

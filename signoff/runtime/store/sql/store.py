@@ -57,7 +57,7 @@ from signoff.runtime.store.port import (
     PushSubscription,
     UndeliveredCard,
 )
-from signoff.runtime.store.readers import readable
+from signoff.runtime.store.readers import read_entry, readable
 from signoff.runtime.store.sql import counts as task_counts
 from signoff.runtime.store.sql import groups
 from signoff.runtime.store.sql import keys as key_rows
@@ -338,11 +338,11 @@ class SqlTaskStore:
         return Page(entries, str(entries[-1].seq) if more else None)
 
     def _transcript(self, task_id: str, after: int, limit: int) -> list[TranscriptEntry]:
-        q = (sa.select(transcript_t.c.data)
+        q = (sa.select(transcript_t.c.data, transcript_t.c.seq)
              .where(transcript_t.c.task_id == task_id, transcript_t.c.seq > after)
              .order_by(transcript_t.c.seq).limit(limit))
         with self._tx(write=False) as conn:
-            return [TranscriptEntry.model_validate_json(r.data) for r in conn.execute(q)]
+            return [read_entry(r.data, task_id, r.seq) for r in conn.execute(q)]
 
     # -- approvals -----------------------------------------------------------------------
     async def get_approval(self, approval_id: str) -> Approval | None:

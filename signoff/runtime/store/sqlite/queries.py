@@ -23,7 +23,13 @@ from typing import Any
 
 from signoff.runtime.models import Approval, Grant, Task, TaskState
 from signoff.runtime.store.port import CardRecord, OutboxItem
-from signoff.runtime.store.readers import read_approval, read_grant, read_payload, read_task
+from signoff.runtime.store.readers import (
+    read_approval,
+    read_entry,
+    read_grant,
+    read_payload,
+    read_task,
+)
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.transcript import TranscriptEntry
 
@@ -47,7 +53,7 @@ GET_TASK = "SELECT data, state, version, claimed_by, lease_until FROM tasks WHER
 GET_APPROVAL = "SELECT data, id, task_id, expires_at FROM approvals WHERE id = ?"
 GRANT_CANDIDATES = "SELECT data, used, id FROM grants WHERE key = ? AND revoked = 0 ORDER BY seq"
 CARDS = "SELECT approval_id, surface, channel, message_id FROM cards WHERE approval_id = ?"
-TRANSCRIPT = ("SELECT data FROM transcript WHERE task_id = ? AND seq > ? ORDER BY seq "
+TRANSCRIPT = ("SELECT data, seq FROM transcript WHERE task_id = ? AND seq > ? ORDER BY seq "
               "LIMIT ?")
 DUE_OUTBOX = ("SELECT id, key, surface, kind, approval_id, payload, attempts, next_at, error "
               "FROM outbox WHERE done = 0 AND next_at <= ? ORDER BY id LIMIT ?")
@@ -157,7 +163,7 @@ def transcript(conn: sqlite3.Connection, task_id: str, after: int,
                limit: int) -> list[TranscriptEntry]:
     """Transcript entries of a task after a seq, oldest first."""
     rows = conn.execute(TRANSCRIPT, (task_id, after, limit)).fetchall()
-    return [TranscriptEntry.model_validate_json(r[0]) for r in rows]
+    return [read_entry(r[0], task_id, r[1]) for r in rows]
 
 
 def due_outbox(conn: sqlite3.Connection, now: datetime, limit: int) -> list[OutboxItem]:
