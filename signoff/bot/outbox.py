@@ -206,11 +206,11 @@ class Dispatcher:
         # They stay counted until the read's own count replaces them (a round's reads
         # take a while, and the gate must not open meanwhile).
         seen = self.cards.unread
-        pending = await self.store.due_outbox(FOREVER, limit=1000)
+        pending = await self._readable(await self.store.due_outbox(FOREVER, limit=1000))
         fanouts = [i for i in pending if i.surface == "*"]
         if fanouts:
             await self._expand(fanouts)
-            pending = await self.store.due_outbox(FOREVER, limit=1000)
+            pending = await self._readable(await self.store.due_outbox(FOREVER, limit=1000))
         now = self.clock.now()
         by_surface: dict[str, list[OutboxItem]] = {}
         held = set(self._held)
@@ -231,6 +231,15 @@ class Dispatcher:
         finally:
             self.cards.round_over()
         return sum(counts)
+
+    async def _readable(self, items: list[OutboxItem]) -> list[OutboxItem]:
+        """``items`` without the jobs whose stored payload cannot be read, each given up
+        (and its card announced as undelivered): delivering it with a guessed payload
+        could show the wrong thing, and failing the round on it held back every job."""
+        for item in items:
+            if item.unreadable is not None:
+                await self._give_up(item, item.unreadable)
+        return [item for item in items if item.unreadable is None]
 
     async def _expand(self, items: list[OutboxItem]) -> None:
         # Every copy and the end of every fan-out job in ONE transaction: a burst of

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from signoff.errors import Conflict, PlannerError, ToolError
+from signoff.errors import Conflict, PlannerError, StoreError, ToolError
 from signoff.runtime.bounds import OutOfBounds, parse_json
 from signoff.runtime.denials import refusal_key
 from signoff.runtime.engine.engine import Engine
@@ -175,6 +175,8 @@ class _Run:
         while True:
             page = await self.engine.store.transcript(self.task.id, after=after, limit=PAGE)
             for entry in page.items:
+                if "unreadable" in entry.meta:  # never send the model a gap in its talk
+                    raise StoreError(str(entry.meta["unreadable"]))
                 self._count(entry)
                 self.entries.append(entry)
                 self.messages.append(entry.message())

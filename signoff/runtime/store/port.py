@@ -45,6 +45,9 @@ class OutboxItem:
     next_at: datetime | None = None
     done_at: datetime | None = None
     error: str | None = None
+    # Why the stored payload cannot be read (``payload`` is then empty): the dispatcher
+    # gives the job up rather than deliver it (see `signoff.runtime.store.readers`).
+    unreadable: str | None = None
 
 
 @dataclass(kw_only=True)

@@ -1,4 +1,4 @@
-"""Reading stored tasks and requests back, totally: one bad row never stops a loop.
+"""Reading stored records back, totally: one bad row never stops a loop.
 
 A row whose JSON cannot be parsed or validated (written before inputs were bounded —
 see `signoff.runtime.bounds` — or damaged by hand) is read as a stand-in instead of
@@ -7,7 +7,15 @@ raising through the worker, the expiry sweep, the pending list or a restart:
 - a task reads as FAILED with ``result.reason`` and ``unreadable`` saying why; the engine
   sets it aside (fails it for good, through its own save) when it claims or recovers it;
 - a request reads as EXPIRED with the reason; listings of live work skip it, a decision
-  on it is refused as on any expired request, and the sweep expires it for good when due.
+  on it is refused as on any expired request, and the sweep expires it for good when due;
+- a grant is left out (`read_grant` gives None): it never covers an action, and the
+  grant listings and the policy's look-ups go on with the others;
+- an outbox job's payload that is not a JSON object comes back empty with the reason
+  (`read_payload`): the dispatcher gives that one job up instead of failing every round,
+  which held back every card of every surface behind it;
+- a message of an agent's transcript reads as a ``system`` message saying it cannot be
+  read, ``meta["unreadable"]`` set: the console and the transcript API show it in its
+  place, and the agent loop fails its task rather than send the model a gap.
 
 What the row held is kept as it was (nothing is rewritten until the engine sets the task
 aside). Each unreadable record is logged once per process, with its id and the parser's
@@ -25,7 +33,16 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from signoff.runtime.models import Action, Approval, ApprovalStatus, Task, TaskState
+from signoff.runtime.models import (
+    Action,
+    Approval,
+    ApprovalStatus,
+    Grant,
+    JsonDict,
+    Task,
+    TaskState,
+)
+from signoff.runtime.transcript import TranscriptEntry
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +90,37 @@ def read_approval(data: str | bytes, approval_id: str, *, task_id: str | None,
         return Approval.model_validate({**base, **kept})
     except ValidationError:
         return Approval.model_validate(base)
+
+
+def read_grant(data: str | bytes, grant_id: str) -> Grant | None:
+    """The stored grant, or None when it cannot be read (it then grants nothing)."""
+    try:
+        return Grant.model_validate_json(data)
+    except (ValidationError, ValueError, RecursionError) as exc:
+        _unreadable("grant", grant_id, exc)
+        return None
+
+
+def read_payload(data: str | bytes, item_id: int) -> tuple[JsonDict, str | None]:
+    """An outbox job's payload and None, or ``({}, reason)`` when it is not a JSON object."""
+    try:
+        found = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        return {}, _unreadable("outbox job", str(item_id), exc)
+    if not isinstance(found, dict):
+        return {}, _unreadable("outbox job", str(item_id),
+                               ValueError(f"a JSON {type(found).__name__}, not an object"))
+    return found, None
+
+
+def read_entry(data: str | bytes, task_id: str, seq: int) -> TranscriptEntry:
+    """The stored transcript message, or its stand-in (``meta["unreadable"]`` set)."""
+    try:
+        return TranscriptEntry.model_validate_json(data)
+    except (ValidationError, ValueError, RecursionError) as exc:
+        reason = _unreadable("transcript message", f"{task_id}#{seq}", exc)
+    return TranscriptEntry(task_id=task_id, seq=seq, role="system", content=f"({reason})",
+                           meta={"unreadable": reason})
 
 
 def readable(records: Iterable[R]) -> list[R]:

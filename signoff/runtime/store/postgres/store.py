@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -54,7 +53,7 @@ from signoff.runtime.store.outage import store_error
 from signoff.runtime.store.port import Change, OutboxItem
 from signoff.runtime.store.postgres.notify import libpq_url
 from signoff.runtime.store.postgres.shared import Shared
-from signoff.runtime.store.readers import read_approval
+from signoff.runtime.store.readers import read_approval, read_payload
 from signoff.runtime.store.sql.request_steps import Dialect, Many, One, request_steps
 from signoff.runtime.store.sql.rows import (
     PG_SESSION_OPTIONS,
@@ -489,8 +488,10 @@ class PgTaskStore(SqlTaskStore):
         async with self._conn() as conn:
             cur = await conn.execute(_DUE_OUTBOX, [_naive(now), limit])
             rows = await cur.fetchall()
-        return [OutboxItem(key=key, surface=surface, kind=kind, payload=json.loads(payload),
-                           approval_id=approval_id, id=item_id, attempts=attempts,
-                           next_at=_aware(next_at), error=error)
-                for key, surface, kind, payload, approval_id, item_id, attempts, next_at, error
-                in rows]
+        out = []
+        for key, surface, kind, data, approval_id, item_id, attempts, next_at, error in rows:
+            payload, unreadable = read_payload(data, item_id)
+            out.append(OutboxItem(key=key, surface=surface, kind=kind, payload=payload,
+                                  approval_id=approval_id, id=item_id, attempts=attempts,
+                                  next_at=_aware(next_at), error=error, unreadable=unreadable))
+        return out

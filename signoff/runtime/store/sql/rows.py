@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,7 +17,7 @@ from sqlalchemy.engine import Connection, Engine
 from signoff.errors import StoreError
 from signoff.runtime.models import Approval, Grant, Task, TaskState
 from signoff.runtime.store.port import Change, OutboxItem
-from signoff.runtime.store.readers import read_approval, read_task
+from signoff.runtime.store.readers import read_approval, read_grant, read_payload, read_task
 from signoff.runtime.store.sql.tables import (
     ApprovalRow,
     AuditHeadRow,
@@ -189,13 +190,21 @@ def grant_cols(g: Grant) -> dict[str, Any]:
             "revoked": g.revoked_at is not None, "data": g.model_dump_json()}
 
 
-def grant_from(row: Any) -> Grant:
-    grant = Grant.model_validate_json(row.data)
-    grant.used = row.used
+def grant_from(row: Any) -> Grant | None:
+    """A grants row as its grant; None when it cannot be read (it then grants nothing)."""
+    grant = read_grant(row.data, row.id)
+    if grant is not None:
+        grant.used = row.used
     return grant
 
 
+def grants_from(rows: Iterable[Any]) -> list[Grant]:
+    """The readable grants of ``rows``, in their order."""
+    return [g for g in map(grant_from, rows) if g is not None]
+
+
 def outbox_from(row: Any) -> OutboxItem:
-    return OutboxItem(key=row.key, surface=row.surface, kind=row.kind,
-                      payload=json.loads(row.payload), approval_id=row.approval_id, id=row.id,
-                      attempts=row.attempts, next_at=row.next_at, error=row.error)
+    payload, unreadable = read_payload(row.payload, row.id)
+    return OutboxItem(key=row.key, surface=row.surface, kind=row.kind, payload=payload,
+                      approval_id=row.approval_id, id=row.id, attempts=row.attempts,
+                      next_at=row.next_at, error=row.error, unreadable=unreadable)

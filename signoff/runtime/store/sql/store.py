@@ -57,7 +57,7 @@ from signoff.runtime.store.port import (
     PushSubscription,
     UndeliveredCard,
 )
-from signoff.runtime.store.readers import readable
+from signoff.runtime.store.readers import read_entry, readable
 from signoff.runtime.store.sql import counts as task_counts
 from signoff.runtime.store.sql import groups
 from signoff.runtime.store.sql import keys as key_rows
@@ -76,6 +76,7 @@ from signoff.runtime.store.sql.rows import (
     cards_t,
     coalesce_t,
     grant_from,
+    grants_from,
     grants_t,
     head_t,
     make_engine,
@@ -337,11 +338,11 @@ class SqlTaskStore:
         return Page(entries, str(entries[-1].seq) if more else None)
 
     def _transcript(self, task_id: str, after: int, limit: int) -> list[TranscriptEntry]:
-        q = (sa.select(transcript_t.c.data)
+        q = (sa.select(transcript_t.c.data, transcript_t.c.seq)
              .where(transcript_t.c.task_id == task_id, transcript_t.c.seq > after)
              .order_by(transcript_t.c.seq).limit(limit))
         with self._tx(write=False) as conn:
-            return [TranscriptEntry.model_validate_json(r.data) for r in conn.execute(q)]
+            return [read_entry(r.data, task_id, r.seq) for r in conn.execute(q)]
 
     # -- approvals -----------------------------------------------------------------------
     async def get_approval(self, approval_id: str) -> Approval | None:
@@ -462,7 +463,7 @@ class SqlTaskStore:
         q = (sa.select(grants_t).where(grants_t.c.key == key, grants_t.c.revoked.is_(False))
              .order_by(grants_t.c.seq))
         with self._tx(write=False) as conn:
-            return [grant_from(row) for row in conn.execute(q)]
+            return grants_from(conn.execute(q))
 
     async def list_grants(self, *, include_revoked: bool = False) -> list[Grant]:
         """Every grant (live ones only unless asked)."""
@@ -473,7 +474,7 @@ class SqlTaskStore:
         if not include_revoked:
             q = q.where(grants_t.c.revoked.is_(False))
         with self._tx(write=False) as conn:
-            return [grant_from(r) for r in conn.execute(q)]
+            return grants_from(conn.execute(q))
 
     async def get_grant(self, grant_id: str) -> Grant | None:
         """One grant by id."""

@@ -16,7 +16,6 @@ Column formats are SQLAlchemy's own (naive UTC "YYYY-MM-DD HH:MM:SS.ffffff", boo
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -24,7 +23,13 @@ from typing import Any
 
 from signoff.runtime.models import Approval, Grant, Task, TaskState
 from signoff.runtime.store.port import CardRecord, OutboxItem
-from signoff.runtime.store.readers import read_approval, read_task
+from signoff.runtime.store.readers import (
+    read_approval,
+    read_entry,
+    read_grant,
+    read_payload,
+    read_task,
+)
 from signoff.runtime.store.sql.writes import Lost
 from signoff.runtime.transcript import TranscriptEntry
 
@@ -46,9 +51,9 @@ APPEND = "INSERT INTO transcript (task_id, seq, role, at, data) VALUES (?, ?, ?,
 # -- reads -------------------------------------------------------------------------------
 GET_TASK = "SELECT data, state, version, claimed_by, lease_until FROM tasks WHERE id = ?"
 GET_APPROVAL = "SELECT data, id, task_id, expires_at FROM approvals WHERE id = ?"
-GRANT_CANDIDATES = "SELECT data, used FROM grants WHERE key = ? AND revoked = 0 ORDER BY seq"
+GRANT_CANDIDATES = "SELECT data, used, id FROM grants WHERE key = ? AND revoked = 0 ORDER BY seq"
 CARDS = "SELECT approval_id, surface, channel, message_id FROM cards WHERE approval_id = ?"
-TRANSCRIPT = ("SELECT data FROM transcript WHERE task_id = ? AND seq > ? ORDER BY seq "
+TRANSCRIPT = ("SELECT data, seq FROM transcript WHERE task_id = ? AND seq > ? ORDER BY seq "
               "LIMIT ?")
 DUE_OUTBOX = ("SELECT id, key, surface, kind, approval_id, payload, attempts, next_at, error "
               "FROM outbox WHERE done = 0 AND next_at <= ? ORDER BY id LIMIT ?")
@@ -140,8 +145,10 @@ def approval_row(row: Sequence[Any]) -> Approval:
 def grant_candidates(conn: sqlite3.Connection, key: str) -> list[Grant]:
     """Unrevoked grants stored under ``key``, oldest first."""
     grants = []
-    for data, used in conn.execute(GRANT_CANDIDATES, (key,)).fetchall():
-        grant = Grant.model_validate_json(data)
+    for data, used, grant_id in conn.execute(GRANT_CANDIDATES, (key,)).fetchall():
+        grant = read_grant(data, grant_id)
+        if grant is None:  # unreadable: grants nothing (see store.readers)
+            continue
         grant.used = int(used)
         grants.append(grant)
     return grants
@@ -156,12 +163,16 @@ def transcript(conn: sqlite3.Connection, task_id: str, after: int,
                limit: int) -> list[TranscriptEntry]:
     """Transcript entries of a task after a seq, oldest first."""
     rows = conn.execute(TRANSCRIPT, (task_id, after, limit)).fetchall()
-    return [TranscriptEntry.model_validate_json(r[0]) for r in rows]
+    return [read_entry(r[0], task_id, r[1]) for r in rows]
 
 
 def due_outbox(conn: sqlite3.Connection, now: datetime, limit: int) -> list[OutboxItem]:
     """Undelivered outbox jobs whose time has come, oldest first."""
     rows = conn.execute(DUE_OUTBOX, (sqlite_time(now), limit)).fetchall()
-    return [OutboxItem(id=r[0], key=r[1], surface=r[2], kind=r[3], approval_id=r[4],
-                       payload=json.loads(r[5]), attempts=r[6], next_at=read_time(r[7]),
-                       error=r[8]) for r in rows]
+    out = []
+    for r in rows:
+        payload, unreadable = read_payload(r[5], r[0])
+        out.append(OutboxItem(id=r[0], key=r[1], surface=r[2], kind=r[3], approval_id=r[4],
+                              payload=payload, attempts=r[6], next_at=read_time(r[7]),
+                              error=r[8], unreadable=unreadable))
+    return out
