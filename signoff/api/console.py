@@ -44,6 +44,7 @@ from signoff.bot.cards import build_card, complete
 from signoff.bot.flow import ApprovalFlow
 from signoff.bot.ports import Actor, ApprovalCard, CardRef, DecisionEvent
 from signoff.runtime import record
+from signoff.runtime.bounds import OutOfBounds, parse_json
 from signoff.runtime.coalesce import group_size
 from signoff.runtime.models import Approval, ApprovalStatus, JsonDict, Scope, Task
 from signoff.runtime.refusals import reported_words
@@ -107,9 +108,11 @@ def answer_terms(form: dict[str, str], scope: Scope) -> tuple[timedelta | None, 
     if "args" not in form:
         return lasts, None
     try:
-        args = json.loads(form["args"])
+        args = parse_json(form["args"], "args")
     except json.JSONDecodeError as exc:
         raise ValueError(f"The edited arguments are not valid JSON: {exc}") from exc
+    except OutOfBounds as exc:  # deeper or larger than any intake takes
+        raise ValueError(f"The edited arguments are refused: {exc}") from exc
     if not isinstance(args, dict):
         raise ValueError("The edited arguments must be a JSON object of argument names.")
     return lasts, args

@@ -46,10 +46,12 @@ async def test_always_with_edited_args_and_for_survives_the_confirmation(
 
 async def test_edited_args_that_are_not_a_json_object_decide_nothing(
         client: httpx.AsyncClient, echo: HttpEcho) -> None:
-    """Bad JSON, or JSON that is no object, is a 422 page; the request stays pending."""
+    """Bad JSON, JSON that is no object, or JSON nested deeper than any intake takes (it
+    was a 500 past Python's recursion limit) is a 422 page; the request stays pending."""
     task_id, approval_id = await waiting(client, echo)
     token = csrf((await client.get("/")).text)
-    for args in ("{not json", "[1, 2]"):
+    for args in ("{not json", "[1, 2]", '{"a": ' + "[" * 5000 + "]" * 5000 + "}",
+                 '{"a": ' + "[" * 40 + "]" * 40 + "}"):
         answer = await client.post("/console/decide", data={
             "approval_id": approval_id, "csrf": token, "next": "/", "scope": "once",
             "args": args}, headers={"origin": BASE})
