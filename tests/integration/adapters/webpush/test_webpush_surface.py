@@ -216,18 +216,22 @@ async def test_step_up_and_other_risks_get_open_only(tmp_path: Path) -> None:
 
 
 async def test_subscriptions_belong_to_their_person(tmp_path: Path) -> None:
-    """Only a signed-in approver subscribes (401 without a key, 422 for a bad body or a
-    plain-http endpoint when not allowed); DELETE removes only one's own."""
+    """Only a signed-in approver subscribes (401 without a key, 422 for a bad body, one
+    nested too deep included, or a plain-http endpoint when not allowed); DELETE removes
+    only one's own."""
     async with pushed(tmp_path) as p:
         _, sub_id = await p.subscribe("phone")
         browser = p.push.subscriber("x")
         anonymous = await p.anonymous.post("/webpush/subscriptions", json=browser.subscription)
         bad = await p.bob.post("/webpush/subscriptions", json={"endpoint": "https://x/y"})
+        deep = await p.bob.post("/webpush/subscriptions", content="[" * 2000 + "]" * 2000,
+                                headers={"content-type": "application/json"})
         others = await p.admin.delete(f"/webpush/subscriptions/{sub_id}")
         mine = await p.bob.delete(f"/webpush/subscriptions/{sub_id}")
         left = await p.running.node.store.push_subscriptions()
     assert anonymous.status_code == 401
     assert bad.status_code == 422 and "keys" in bad.json()["detail"]
+    assert deep.status_code == 422 and "nested" in deep.json()["detail"], deep.text
     assert others.status_code == 404 and mine.status_code == 200
     assert left == []
 
