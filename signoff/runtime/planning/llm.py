@@ -188,6 +188,9 @@ class LlmJudge:
         except PlannerError as exc:
             log.warning("smart_judge_failed", extra={"error": str(exc)})
             return "ESCALATE"
+        # Exactly the one word asked for: a reply that goes on ("APPROVE. No wait, DENY",
+        # or words an injected action talked the judge into) is not clear, so a person
+        # decides. Only the punctuation a model ends a word with is forgiven.
         words = str(message.get("content") or "").strip().split()
-        word = words[0].strip(".!:").upper() if words else ""
+        word = words[0].strip(".!:").upper() if len(words) == 1 else ""
         return word if word in ("APPROVE", "DENY") else "ESCALATE"

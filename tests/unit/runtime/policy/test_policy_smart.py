@@ -37,10 +37,12 @@ async def test_deny_from_the_judge_blocks(node_factory: NodeFactory) -> None:
     assert (last.decision, last.actor) == ("BLOCK", "auto:smart")
 
 
-@pytest.mark.parametrize("answer", ["ESCALATE", "maybe", "", "I APPROVE of this", None])
+@pytest.mark.parametrize("answer", ["ESCALATE", "maybe", "", "I APPROVE of this", None,
+                                    "APPROVE. No wait, DENY", "Approve! looks fine"])
 async def test_escalate_anything_unclear_or_a_judge_error_asks_a_person(
         node_factory: NodeFactory, answer: str | None) -> None:
-    """ESCALATE, an unclear answer or an HTTP error: a card is posted and the task waits."""
+    """ESCALATE, an unclear answer (more than the one word asked for, too) or an HTTP
+    error: a card is posted and the task waits."""
     async with FakeJudge(answer) as judge:
         node, tool = await _smart_node(node_factory, judge)
         task = await start(node, [noop("x", tool="notify_team")])
@@ -49,10 +51,11 @@ async def test_escalate_anything_unclear_or_a_judge_error_asks_a_person(
     assert len(node.surfaces["recording"].messages) == 1
 
 
-@pytest.mark.parametrize("answer", ["APPROVE", "approve.", "Approve! looks fine"])
+@pytest.mark.parametrize("answer", ["APPROVE", "approve.", " Approve!\n"])
 async def test_approve_runs_the_action_without_a_person(node_factory: NodeFactory,
                                                         answer: str) -> None:
-    """A clear APPROVE (first word, any case) runs the action; nobody is asked."""
+    """A clear APPROVE (the one word of the reply, any case) runs the action; nobody
+    is asked."""
     async with FakeJudge(answer) as judge:
         node, tool = await _smart_node(node_factory, judge)
         task = await start(node, [noop("x", tool="notify_team")])
