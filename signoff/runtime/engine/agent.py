@@ -410,8 +410,10 @@ class _Run:
         if agent.call_id in self._answered():  # told before a crash; the row did not know
             task.pending_action, agent.call_id, agent.why = None, None, None
             return True
-        if approval.status is ApprovalStatus.PENDING:
-            return False  # still waiting; nothing to do
+        if approval.status in (ApprovalStatus.PENDING, ApprovalStatus.HELD):
+            # Still waiting: for a person, or for its undo window to end (the release
+            # runs it). Judged afresh instead, a held call got a second card.
+            return False
         if approval.status is ApprovalStatus.APPROVED and task.pending_action is not None:
             scope = approval.scope.value if approval.scope else "once"
             # The decision was audited when it was made; do not audit it twice.

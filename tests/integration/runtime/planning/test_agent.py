@@ -23,7 +23,7 @@ from tests.agentkit import (
     tool_results,
     transcript,
 )
-from tests.conftest import NodeFactory
+from tests.conftest import NodeFactory, deep_merge
 from tests.fakes.openai import Answer, FakeOpenAI, Seen, steps
 from tests.fakes.smtp import FakeSmtpServer
 
@@ -73,6 +73,40 @@ async def test_read_then_send_mails_what_was_read(node_factory: NodeFactory,
     stored = await transcript(node, task.id)
     assert [e.role for e in stored] == ["system", "user", "assistant", "tool", "assistant",
                                         "tool", "assistant"]
+
+
+async def test_a_call_held_in_its_undo_window_waits_and_is_asked_nowhere_else(
+        node_factory: NodeFactory, tmp_path: Path) -> None:
+    """Approved under ``approvals.hold``, the e-mail waits out its undo window: the task,
+    advanced meanwhile, neither sends it nor asks about it again (the agent's resume took
+    only PENDING for "still waiting", so a held call was judged afresh and got a second
+    card); nothing was mailed and the model was asked nothing more. Released when the
+    window ends, the e-mail goes out once and the model hears of it."""
+    clock = FakeClock()
+    with FakeSmtpServer() as smtp:
+        async with FakeOpenAI(script=email_what_was_read) as llm:
+            config = deep_merge(agent_config(llm.base_url, tmp_path / "work"),
+                                {**smtp_settings(smtp), "approvals": {"hold": {"SEND": "10m"}}})
+            node = await node_factory(config, clock=clock)
+            task = await start(node, GOAL)
+            assert task.state is TaskState.WAITING_APPROVAL
+            ref = await last_card_ref(node)
+            outcome = await recorder(node).click(ref, Scope.ONCE, "alice")
+            assert outcome.accepted, outcome.message
+            held = await node.store.get_task(task.id)
+            assert held is not None and held.approval is not None
+            assert held.approval.status.value == "held"
+            again = await node.engine.advance(held)
+            await node.flow.dispatcher.run_once()
+            assert again.state is TaskState.WAITING_APPROVAL
+            asked = {m.card.approval_id for m in recorder(node).messages.values()}
+            assert asked == {held.approval.id}
+            assert smtp.messages == [] and len(llm.requests) == 2
+            clock.advance(601)
+            await node.decider.release_due()
+            done = await node.engine.advance(await node.worker._ready.get())
+        assert [m.body.strip() for m in smtp.messages] == ["Meeting moved to 3pm"]
+    assert done.state is TaskState.COMPLETED and len(llm.requests) == 3
 
 
 async def test_deny_is_told_to_the_model_which_goes_on(node_factory: NodeFactory,
