@@ -5,15 +5,17 @@ Every caller is an `Identity` with a `Role`:
 - ``admin`` (``[api] key``, a ``[[api.keys]]`` entry with ``role = "admin"``, and the
   keyless loopback caller ``web:local``): everything;
 - ``approver`` (a ``[[api.keys]]`` entry without ``role``, as every named key was in
-  0.2): reads everything, decides, submits; withdraws only what it asked itself;
+  0.2): reads everything, decides, submits; withdraws, and reports the outcome of, only
+  what it asked itself;
 - ``requester`` (an agent's key): submits tasks and ``/v1/approvals`` requests, reads
   and withdraws what it asked itself; never decides and never sees other callers' work.
 
 Two rules apply them. `gate` runs before every route (an app-wide FastAPI dependency):
 a requester may call only the routes in `REQUESTER_ROUTES`, so a route added later is
 closed to requesters until it is listed here (403). Inside the routes, `may_read`,
-`may_decide` and `may_withdraw` decide about one task or request; a requester asking
-for someone else's gets 404, the same answer as for an id that does not exist.
+`may_decide`, `may_withdraw` and `may_report` decide about one task or request; a
+requester asking for someone else's gets 404, the same answer as for an id that does not
+exist.
 
 Who may decide a particular request (approvers, on-call, quorum, self-approval) is the
 runtime's `Authorizer`; this module only keeps a key from reaching it when its role
@@ -101,6 +103,13 @@ def may_read(who: Caller, owner: str | None) -> bool:
 def may_withdraw(who: Caller, owner: str | None) -> bool:
     """An admin withdraws any pending request; anyone else only one it asked itself."""
     return who.role is Role.ADMIN or (owner is not None and owner == who.actor)
+
+
+def may_report(who: Caller, owner: str | None) -> bool:
+    """What a caller did with a decided request is its own word: the key that asked (or
+    an admin) reports it, once. An approver reads every request, but a report of its
+    would take the asker's one report and put words in the audit the asker never said."""
+    return may_withdraw(who, owner)
 
 
 def caller_of(request: Request) -> Caller | None:

@@ -31,7 +31,7 @@ from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import Headers
 from starlette.responses import Response
 
-from signoff.api.access import may_read, may_withdraw, must_decide, owner_of
+from signoff.api.access import may_read, may_report, may_withdraw, must_decide, owner_of
 from signoff.api.answers import NO_TERMS, Terms, refused_passkey, refused_terms, terms_of
 from signoff.api.auth import Identity
 from signoff.api.batch import decide_all
@@ -332,12 +332,15 @@ def build_router(ctx: ApiContext, fast: dict[str, FastPost] | None = None) -> AP
 
     @router.post("/v1/approvals/{approval_id}/outcome", tags=["approvals"],
                  response_model=RequestStatusOut,
-                 responses=responses(401, 404, 409, 413, 422))
+                 responses=responses(401, 403, 404, 409, 413, 422))
     async def outcome(request: Request, approval_id: ApprovalId,
                       body: OutcomeIn) -> JsonDict:
         """Record what the caller did with a decided request (once)."""
         who = identity_of(request)
         approval = await approval_or_404(approval_id, request)
+        if not may_report(who, owner_of(approval)):
+            raise ApiError(403, f"request {approval.id} was asked by another key; only it "
+                                "or an admin key may report what was done")
         try:
             updated = await desk.report_outcome(approval, ok=body.ok, detail=body.detail,
                                                 actor=who.actor)

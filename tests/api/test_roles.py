@@ -157,3 +157,22 @@ async def test_every_route_not_listed_for_requesters_refuses_them(roles_node: Ru
                 assert answer.status_code == 403, (method, template, answer.status_code)
     future = {("DELETE", "/v1/approvals/{approval_id}")}  # withdrawing: not built yet
     assert REQUESTER_ROUTES - future <= seen
+
+
+async def test_only_the_asker_reports_what_it_did(node: Running) -> None:
+    """An approver key cannot record the outcome of a request another key asked: the
+    caller's one report would be refused as "already reported" and the audit would say
+    the action failed (or ran) on a stranger's word. The asker still reports it."""
+    async with node.client() as admin, node.client("bob-key-0123456789abcdef") as bob:
+        asked = await admin.post("/v1/approvals", json=ASK)
+        assert asked.status_code == 202, asked.text
+        request_id = asked.json()["id"]
+        approved = await bob.post(f"/approvals/{request_id}/approve", json={"scope": "once"})
+        assert approved.status_code == 200, approved.text
+        forged = await bob.post(f"/v1/approvals/{request_id}/outcome",
+                                json={"ok": False, "detail": "it failed"})
+        assert forged.status_code == 403, forged.text
+        assert (await bob.get(f"/v1/approvals/{request_id}")).json()["outcome"] is None
+        reported = await admin.post(f"/v1/approvals/{request_id}/outcome", json={"ok": True})
+        assert reported.status_code == 200, reported.text
+        assert reported.json()["outcome"]["reported_by"] == "web:admin"
