@@ -317,7 +317,14 @@ class Passkeys:
         except WebAuthnException as exc:
             raise PasskeyRefused(f"passkey: the assertion does not verify ({exc})") from exc
         await self._use(challenge)
-        await self.store.passkey_signed(passkey.credential_id, verified.new_sign_count)
+        # The counter moves forward by compare-and-set: two assertions checked at once
+        # against the same stored counter (a cloned authenticator racing its original, on
+        # one node or two) would both pass the check above; only one moves it.
+        if not await self.store.passkey_signed(passkey.credential_id,
+                                               verified.new_sign_count):
+            raise PasskeyRefused("passkey: an assertion with the same or a later signature "
+                                 "counter was accepted from this passkey meanwhile (a "
+                                 "cloned authenticator?): ask for new options")
         return evidence_of(credential, decision=decision.value, nonce=challenge.nonce or "",
                            rp_id=self.rp.id)
 

@@ -496,11 +496,14 @@ class MemTaskStore:
                 return True
         return False
 
-    async def passkey_signed(self, credential_id: str, sign_count: int) -> None:
-        """Remember the signature counter."""
+    async def passkey_signed(self, credential_id: str, sign_count: int) -> bool:
+        """Move the signature counter forward (see the port)."""
         found = self._passkeys.get(credential_id)
-        if found is not None:
-            self._passkeys[credential_id] = replace(found, sign_count=sign_count)
+        if found is None or not (found.sign_count < sign_count
+                                 or sign_count == found.sign_count == 0):
+            return False
+        self._passkeys[credential_id] = replace(found, sign_count=sign_count)
+        return True
 
     async def add_passkey_challenge(self, challenge: PasskeyChallenge, *,
                                     now: datetime) -> None:

@@ -463,8 +463,11 @@ class TaskStore(Protocol):
         """Revoke a passkey; False when unknown or revoked already."""
         ...
 
-    async def passkey_signed(self, credential_id: str, sign_count: int) -> None:
-        """Remember the authenticator's signature counter after an assertion."""
+    async def passkey_signed(self, credential_id: str, sign_count: int) -> bool:
+        """Move the authenticator's signature counter to ``sign_count`` after an assertion,
+        only forward (compare-and-set): False when it is already there or past it (another
+        assertion with that counter was accepted meanwhile: a clone racing its original),
+        except that an authenticator without a counter (0, and 0 stored) always moves."""
         ...
 
     async def add_passkey_challenge(self, challenge: PasskeyChallenge, *,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import timedelta
+from typing import Any, cast
 
 import pytest
 
@@ -25,6 +26,7 @@ from signoff.runtime.passkeys import (
 )
 from signoff.runtime.people import People
 from signoff.runtime.store.memory import MemTaskStore
+from signoff.runtime.store.port import PasskeyRecord, TaskStore
 from tests.fakes.authenticator import SoftAuthenticator
 
 
@@ -178,3 +180,37 @@ async def test_reverify_refuses_an_assertion_without_user_verification(keys: Pas
         event = AuditEvent(kind="decision", approval_id=request.id, decision="approve",
                            scope="once", fingerprint=request.action.fingerprint, passkey=kept)
         assert "user verification" in (reverify(event, passkey) or "")
+
+
+class RacingReads:
+    """The store as a second checker saw it: every call goes to ``store``, but the passkey
+    reads as it was before the other checker's assertion was accepted (two nodes, or two
+    requests of one node, each past its read and before its write)."""
+
+    def __init__(self, store: MemTaskStore, before: PasskeyRecord) -> None:
+        self.store = store
+        self.before = before
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    async def passkey(self, credential_id: str) -> PasskeyRecord | None:
+        return self.before if credential_id == self.before.credential_id else None
+
+
+async def test_a_cloned_authenticator_racing_its_original_decides_once(keys: Passkeys) -> None:
+    """Two assertions with the same signature counter (a copy of the authenticator's key
+    used beside the original), each checked against the counter stored before either was
+    accepted: one decides, the other is refused as a clone."""
+    device = await registered(keys)
+    clone = SoftAuthenticator()
+    clone.key, clone.credential_id, clone.count = device.key, device.credential_id, device.count
+    first, second = approval(1), approval(2)
+    made = device.get(await keys.request_options("web:alice", first, Scope.ONCE))
+    copied = clone.get(await keys.request_options("web:alice", second, Scope.ONCE))
+    before = (await keys.owned("web:alice"))[0]
+    await keys.check("web:alice", first, Scope.ONCE, made)
+    racing = Passkeys(store=cast(TaskStore, RacingReads(cast(MemTaskStore, keys.store), before)),
+                      clock=keys.clock, rp=keys.rp, people=keys.people)
+    with pytest.raises(PasskeyRefused, match="cloned"):
+        await racing.check("web:alice", second, Scope.ONCE, copied)

@@ -56,10 +56,15 @@ def revoke(conn: Connection, passkey_id: str, at: datetime) -> bool:
     return bool(done.rowcount)
 
 
-def signed(conn: Connection, credential_id: str, sign_count: int) -> None:
-    """Store the authenticator's signature counter."""
-    conn.execute(passkeys_t.update().where(passkeys_t.c.credential_id == credential_id)
-                 .values(sign_count=sign_count))
+def signed(conn: Connection, credential_id: str, sign_count: int) -> bool:
+    """Move the authenticator's signature counter forward; True for the one caller that
+    did (a counter of 0 that stays 0: an authenticator without one, always)."""
+    grows = passkeys_t.c.sign_count < sign_count
+    if sign_count == 0:
+        grows = passkeys_t.c.sign_count == 0
+    done = conn.execute(passkeys_t.update().where(passkeys_t.c.credential_id == credential_id,
+                                                  grows).values(sign_count=sign_count))
+    return bool(done.rowcount)
 
 
 def add_challenge(conn: Connection, challenge: PasskeyChallenge, now: datetime) -> None:

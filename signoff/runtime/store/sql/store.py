@@ -695,9 +695,10 @@ class SqlTaskStore:
         """Revoke a passkey."""
         return await self._run(self._in_tx, passkey_rows.revoke, True, passkey_id, at)
 
-    async def passkey_signed(self, credential_id: str, sign_count: int) -> None:
-        """Store the signature counter."""
-        await self._run(self._in_tx, passkey_rows.signed, True, credential_id, sign_count)
+    async def passkey_signed(self, credential_id: str, sign_count: int) -> bool:
+        """Move the signature counter forward (compare-and-set, see the port)."""
+        return await self._run(self._in_tx, passkey_rows.signed, True, credential_id,
+                               sign_count)
 
     async def add_passkey_challenge(self, challenge: PasskeyChallenge, *,
                                     now: datetime) -> None:

@@ -62,3 +62,18 @@ async def test_a_challenge_is_used_once_and_never_after_expiry(store: TaskStore)
                              expires_at=NOW + timedelta(hours=1))
     await store.add_passkey_challenge(later, now=NOW + timedelta(seconds=2))
     assert await store.passkey_challenge("c0") is None
+
+
+async def test_the_signature_counter_only_moves_forward(store: TaskStore) -> None:
+    """The counter is a compare-and-set: of racing assertions with one counter value one
+    moves it, a lower or equal one never does (nor lowers it), and an authenticator
+    without a counter (0 stays 0) is never refused for it."""
+    await store.add_passkey(passkey(1))
+    await store.add_passkey(passkey(2))
+    wins = await asyncio.gather(*(store.passkey_signed("cred1", 5) for _ in range(4)))
+    assert sorted(wins) == [False, False, False, True]
+    assert not await store.passkey_signed("cred1", 3)
+    assert (await store.passkey("cred1")).sign_count == 5  # type: ignore[union-attr]
+    assert await store.passkey_signed("cred1", 6)
+    assert await store.passkey_signed("cred2", 0) and await store.passkey_signed("cred2", 0)
+    assert not await store.passkey_signed("nope", 1)
