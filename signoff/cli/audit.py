@@ -20,6 +20,7 @@ from signoff.cli.tables import cut
 from signoff.config.settings import Settings
 from signoff.errors import BadArguments
 from signoff.runtime import audit as chain
+from signoff.runtime import signing
 from signoff.runtime.models import AuditEvent
 from signoff.runtime.passkeys import assertion_check
 from signoff.runtime.store.factory import make_store
@@ -71,7 +72,7 @@ def _trusted(keys: list[str] | None) -> list[str] | None:
     found = [read_key_arg(k) for k in keys]
     for text in found:
         try:
-            chain.key_id_of(text)
+            signing.key_id_of(text)
         except ValueError:
             raise BadArguments(f"--key {text[:60]!r}: not a base64url Ed25519 public key "
                                "(as `signoff keys` prints it)") from None

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import AuditEvent
-from signoff.runtime.signing import PublicKey, Signer, check_signature, key_id, unb64u
+from signoff.runtime.signing import PublicKey, Signer, check_signature, key_id_of, unb64u
 
 GENESIS = "0" * 64
 UNREADABLE = "unreadable"  # kind of the stand-in for a row that holds no valid event
@@ -222,14 +222,6 @@ class Signatures:
             return f"event {event.id} is signed by key {event.kid}, which is not published"
         why = check_signature(public, event.kid, event.hash, event.sig)
         return f"event {event.id} has a bad signature: {why}" if why else None
-
-
-def key_id_of(public_key: str) -> str:
-    """The kid of a base64url public key; ValueError when it is not a 32-byte key."""
-    raw = unb64u(public_key)
-    if len(raw) != 32:
-        raise ValueError(f"{public_key[:60]!r} is not a base64url Ed25519 public key")
-    return key_id(raw)
 
 
 # A check of one event beyond its place in the chain and its signature (the passkey

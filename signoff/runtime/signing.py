@@ -63,6 +63,14 @@ def key_id(public_raw: bytes) -> str:
     return b64u(hashlib.sha256(public_raw).digest())[:KID_CHARS]
 
 
+def key_id_of(public_key: str) -> str:
+    """The kid of a base64url public key; ValueError when it is not a 32-byte key."""
+    raw = unb64u(public_key)
+    if len(raw) != 32:
+        raise ValueError(f"{public_key[:60]!r} is not a base64url Ed25519 public key")
+    return key_id(raw)
+
+
 def signed_bytes(kid: str, event_hash: str) -> bytes:
     """The bytes a signature covers: the event's chain hash, the key and the format."""
     return canonical_json({"format": SIGNED, "hash": event_hash, "kid": kid}).encode("utf-8")
