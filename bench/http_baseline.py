@@ -3,7 +3,7 @@ same commits, with nothing else.
 
 Run by bench/throughput.py as ``python bench/http_baseline.py DB PORT``: a bare Starlette
 app on uvicorn with the daemon's own server settings (`signoff.wiring.daemon.server_config`:
-httptools, no lifespan, no access log, the same keep-alive), in one process and one event
+httptools, no lifespan, no access log, the same keep-alive; the same event loop), in one process and one event
 loop like the daemon. ``POST /tasks`` parses the JSON body, checks it has a goal and steps,
 inserts the queued row (its own ``BEGIN IMMEDIATE … COMMIT``) and answers 202; a worker
 in the same loop claims the oldest queued row (``UPDATE … RETURNING``, parsing its JSON)
@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from signoff.wiring import event_loop
 from signoff.wiring.daemon import server_config
 
 SCHEMA = ("CREATE TABLE IF NOT EXISTS tasks (seq INTEGER PRIMARY KEY, id TEXT UNIQUE NOT NULL,"
@@ -156,4 +157,5 @@ async def serve(path: str, port: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(serve(sys.argv[1], int(sys.argv[2])))
+    # The daemon's own loop too ("auto": uvloop where installed), as its server settings.
+    event_loop.run(serve(sys.argv[1], int(sys.argv[2])), "auto")

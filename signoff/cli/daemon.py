@@ -24,6 +24,7 @@ from signoff.runtime.daemon import Daemon
 from signoff.runtime.models import RiskClass
 from signoff.runtime.outages import OutageTooLong
 from signoff.wiring.daemon import assemble
+from signoff.wiring.event_loop import loop_name
 from signoff.wiring.node import build_registry
 
 log = logging.getLogger(__name__)
@@ -87,7 +88,7 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     main = asyncio.create_task(daemon.run(), name="daemon")
     log.info(f"signoff_started url=http://{host}:{port}/ work_dir={node.work_dir} "
              f"state_dir={settings.resolved_state_dir(work_dir)} "
-             f"surfaces={','.join(node.surfaces) or 'none'}")
+             f"surfaces={','.join(node.surfaces) or 'none'} event_loop={loop_name(loop)}")
     stopper = asyncio.create_task(stop.wait())
     await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
     if not main.done():

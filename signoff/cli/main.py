@@ -46,14 +46,16 @@ def daemon_start(
 ) -> None:
     """Start the daemon: worker, approvals, web console and API, chat surfaces, schedules."""
     from signoff.cli.daemon import run_daemon
+    from signoff.wiring import event_loop
 
     setup_logging()
     settings = load(config)
     risks = _risks(autonomous_risks)
     try:
-        code = asyncio.run(run_daemon(settings, host=host, port=port, work_dir=work_dir,
-                                      database=database, reset=reset, autonomous_risks=risks,
-                                      config_path=config))
+        code = event_loop.run(run_daemon(settings, host=host, port=port, work_dir=work_dir,
+                                         database=database, reset=reset,
+                                         autonomous_risks=risks, config_path=config),
+                              settings.daemon.event_loop)
     except (ConfigError, StoreError) as exc:
         fail(str(exc))
     raise typer.Exit(code)

@@ -97,6 +97,9 @@ __all__ = [
 ]  # fmt: skip
 
 
+EventLoop = Literal["auto", "uvloop", "asyncio"]  # daemon.event_loop
+
+
 class DaemonSettings(Section):
     """[daemon]: where the daemon listens and keeps its state."""
 
@@ -127,6 +130,10 @@ class DaemonSettings(Section):
     # request's address is its TCP peer's (a local process cannot pick the address its
     # failed sign-ins are counted by).
     trusted_proxies: list[NonEmpty] = []
+    # "auto": uvloop where it is installed (it is a dependency on Linux and macOS), else
+    # asyncio's own loop; "asyncio" asks for asyncio's loop; "uvloop" refuses to start
+    # without it.
+    event_loop: EventLoop = "auto"
 
     @field_validator("trusted_proxies")
     @classmethod
