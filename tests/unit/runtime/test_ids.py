@@ -22,3 +22,25 @@ def test_every_symbol_is_used_and_ids_do_not_repeat() -> None:
         counts = Counter(i[position] for i in made)
         assert len(counts) == 32
         assert min(counts.values()) > 20_000 / 32 / 2  # no symbol starved
+
+
+def test_a_forked_child_never_repeats_its_parents_ids() -> None:
+    """Ids come from random bytes read ahead; a child forked after the parent read them
+    must draw its own, not the parent's next ones (two processes, one id)."""
+    import os
+
+    ids.new_id("")  # the parent has bytes in hand
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        try:
+            os.write(write, " ".join(ids.new_id("") for _ in range(50)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child = pipe.read().decode().split()
+    os.waitpid(pid, 0)
+    parent = [ids.new_id("") for _ in range(50)]
+    assert len(child) == 50
+    assert not set(child) & set(parent)

@@ -76,7 +76,9 @@ def normalize_path(work_dir: Path | None, path: str) -> str:
             if candidate.is_relative_to(base):
                 return candidate.relative_to(base).as_posix() or "."
         return candidate.as_posix()
-    return Path(norm).as_posix()
+    # normpath's answer is already POSIX on POSIX; a Path of it was a third of labelling
+    # a list_dir call (once per step at POST /tasks).
+    return norm if os.sep == "/" else Path(norm).as_posix()
 
 
 def _escapes(rel: str) -> bool:
