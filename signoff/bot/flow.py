@@ -260,6 +260,15 @@ class ApprovalFlow:
         elif approval is not None and event.surface not in TRUSTED_SURFACES and stepped:
             return await self._confirm_in_console(approval, actor, event.surface,
                                                   "step-up: decided in the console only")
+        elif (approval is not None and event.typed_in is not None and event.scope.approves
+                and approval.status is ApprovalStatus.PENDING
+                and not await self._card_in(approval, event.surface, event.typed_in)):
+            # An id typed where its card is not (yet) shown was seen whole nowhere there:
+            # from a /pending line (a title), another surface, a card the outbox has not
+            # delivered. Denying approves nothing, so a typed Deny needs no card.
+            return await self._confirm_in_console(
+                approval, actor, event.surface,
+                "typed approval: its card is not shown where it was typed")
         elif (approval is not None and event.surface not in TRUSTED_SURFACES
                 and event.scope.approves and approval.status is ApprovalStatus.PENDING
                 and not await self._shown_whole(approval, event.surface)):
@@ -327,6 +336,12 @@ class ApprovalFlow:
                                            reason=event.reason, channel=surface,
                                            lasts=event.lasts, passkey=evidence)
         return DecisionOutcome(result.accepted, result.message, code=result.code)
+
+    async def _card_in(self, approval: Approval, surface: str, chat: str) -> bool:
+        """Whether ``surface`` posted the card of ``approval`` in ``chat`` (a request that
+        shares another's card, `coalesce`, is shown on that one)."""
+        card = await self._ref(approval.coalesced_into or approval.id, surface)
+        return card is not None and card.channel == chat
 
     async def _shown_whole(self, approval: Approval, surface: str) -> bool:
         """Whether ``surface``'s card of ``approval`` offers approving decisions: it shows

@@ -142,6 +142,10 @@ class DecisionEvent:
     lasts: timedelta | None = None  # "for": a session/always grant lapses after this
     args: JsonDict | None = None  # edited args to approve instead (console and API only)
     undo: bool = False  # the Undo button of a held card (``scope`` is then deny)
+    # A typed answer (a text command naming the request's id, no card button): the chat it
+    # was typed in. It approves only where this surface showed the request's card, the
+    # whole action (`ApprovalFlow.on_decision`); None for a button and for the console.
+    typed_in: str | None = None
     # Passkey step-up: the WebAuthn assertion (JSON form) confirming this very answer.
     passkey: JsonDict | None = None
 

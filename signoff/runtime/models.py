@@ -334,6 +334,11 @@ class Task(BaseModel):
     result: JsonDict | None = None
     retries: int = 0
     schedule: str | None = None
+    # A scheduled run: the digest of its schedule's definition when it was queued
+    # (`Schedule.definition`). Its Always grants belong to that definition and cover
+    # only runs of the same one (`policy.grants.covers`). None: not fired by the
+    # scheduler (or queued before 0.3).
+    schedule_definition: str | None = None
     fire_time: datetime | None = None
     cron_mode: str | None = None  # resolved cron_mode for scheduled tasks
     prohibit: list[str] = Field(default_factory=list)
@@ -396,6 +401,9 @@ class Grant(BaseModel):
     created_by: str | None = None
     revoked_at: datetime | None = None
     source: str = "decision"  # decision | schedule
+    # Made in a scheduled run: its schedule's definition (`Task.schedule_definition`). An
+    # Always grant covers later runs of that schedule only while it is defined the same.
+    schedule_definition: str | None = None
     # When it lapses (an answer's "for", or approvals.grant_ttl for always); None: never.
     # Whether it still covers at a given time is `policy.grants.covers`, not this model's.
     expires_at: datetime | None = None

@@ -5,6 +5,11 @@ and ``/deny <id> [reason]`` all become one `DecisionEvent` for the flow, which d
 whether this person may answer (by ``telegram:<user id>``, never by username). This
 module only reports who acted and relays the flow's answer: every tap is answered with a
 toast, even when its data is not ours, so the person's spinner stops.
+
+``/approve`` decides only in the approval chat, where the cards are: an approval must come
+from someone who saw the whole action, and a DM with the bot or another group shows none
+of it (the id alone says nothing). Elsewhere the bot says where to answer and decides
+nothing. ``/deny`` works in any chat: denying approves nothing.
 """
 
 from __future__ import annotations
@@ -44,11 +49,14 @@ UNKNOWN_REQUEST = "Unknown or expired request"
 NOT_RUNNING = "Approvals are not being taken right now; try again shortly"
 FAILED = "Something went wrong; please try again"
 ANONYMOUS = "Cannot tell who tapped: nothing was decided"
+ELSEWHERE = ("Nothing was decided: /approve works only in the approval chat, where the "
+             "request's card shows the whole action. Answer there, or in the console. "
+             "(/deny works in any chat.)")
 TOAST_LIMIT = 200  # Bot API limit for answerCallbackQuery text
 
 USAGE = (
     "Answer an approval request:\n"
-    "/approve <id> [once|session|always]\n"
+    "/approve <id> [once|session|always] — in the approval chat\n"
     "/deny <id> [reason]\n"
     "/pending — list the requests waiting for an answer"
 )
@@ -114,21 +122,28 @@ class UpdateRouter:
         await _answer(query, await self._decide(event))
 
     async def on_approve(self, update: Update, context: Context) -> None:
-        """``/approve <id> [once|session|always]`` (default once)."""
+        """``/approve <id> [once|session|always]`` (default once), in the approval chat."""
         message, user = update.effective_message, update.effective_user
         if message is None or user is None:
+            return
+        if not self._approval_chat(message):
+            log.info("telegram_approve_elsewhere chat_id=%s user_id=%s: nothing decided",
+                     message.chat.id, user.id)
+            await _reply(message, ELSEWHERE)
             return
         args = context.args or []
         scope = _SCOPE_WORDS.get(args[1].lower()) if len(args) == 2 else Scope.ONCE
         if not 1 <= len(args) <= 2 or scope is None:
             await _reply(message, USAGE)
             return
+        # typed_in: the flow checks the card was shown in this very chat (it may not be
+        # delivered yet, or never was: the id may come from /pending or another surface).
         event = DecisionEvent(approval_id=args[0], scope=scope, actor=actor_of(user),
-                              surface=SURFACE)
+                              surface=SURFACE, typed_in=str(message.chat.id))
         await _reply(message, await self._decide(event))
 
     async def on_deny(self, update: Update, context: Context) -> None:
-        """``/deny <id> [reason]``."""
+        """``/deny <id> [reason]``, in any chat."""
         message, user = update.effective_message, update.effective_user
         if message is None or user is None:
             return
@@ -137,7 +152,8 @@ class UpdateRouter:
             await _reply(message, USAGE)
             return
         event = DecisionEvent(approval_id=args[0], scope=Scope.DENY, actor=actor_of(user),
-                              surface=SURFACE, reason=" ".join(args[1:]) or None)
+                              surface=SURFACE, reason=" ".join(args[1:]) or None,
+                              typed_in=str(message.chat.id))
         await _reply(message, await self._decide(event))
 
     async def on_pending(self, update: Update, context: Context) -> None:
@@ -145,7 +161,7 @@ class UpdateRouter:
         message = update.effective_message
         if message is None:
             return
-        if str(message.chat.id) != self._chat_id:
+        if not self._approval_chat(message):
             await _reply(message, "Pending requests are listed only in the approval chat.")
             return
         if self._pending_lister is None:
@@ -164,6 +180,16 @@ class UpdateRouter:
         message = update.effective_message
         if message is not None:
             await _reply(message, f"{USAGE}\n\nThis chat's id is {message.chat.id}.")
+
+    def _approval_chat(self, message: Message) -> bool:
+        """Whether ``message`` was sent in the approval chat (``chat_id``: its number, or
+        ``@name`` for a public one)."""
+        chat = message.chat
+        if str(chat.id) == self._chat_id:
+            return True
+        name = self._chat_id.removeprefix("@")
+        return (name != self._chat_id and chat.username is not None
+                and chat.username.lower() == name.lower())
 
     async def _decide(self, event: DecisionEvent) -> str:
         """The flow's answer for the person, whatever happens inside the flow."""

@@ -269,7 +269,9 @@ def _decide(task: Task | None, approval: Approval, given: Answer, rules: Rules,
         policy_id, home = policy_of(approval, task), home_of(approval, task)
         grants.append(grant_for(decided.action, scope, policy_id=policy_id, home=home,
                                 task_id=task.id if task else None, actor=given.actor,
-                                now=now, lasts=decided.grant_lasts))
+                                now=now, lasts=decided.grant_lasts,
+                                schedule_definition=task.schedule_definition if task
+                                else None))
     words = SCOPE_WORDS[scope] + (" (edited)" if given.edited is not None else "")
     if grants and grants[0].expires_at is not None and scope is not Scope.ONCE:
         words += f" until {grants[0].expires_at.strftime('%Y-%m-%d %H:%M UTC')}"

@@ -55,7 +55,8 @@ class Holds:
         grant = grant_for(approval.action, scope, policy_id=policy_id, home=home,
                           task_id=task.id if task else None,
                           actor=approval.decided_by or RELEASER, now=now,
-                          lasts=approval.grant_lasts)
+                          lasts=approval.grant_lasts,
+                          schedule_definition=task.schedule_definition if task else None)
         event = audit_event("released", task, approval.action, decision="approve",
                             actor=RELEASER, scope=scope.value, approval=done,
                             reason=f"hold over; approved by {approval.decided_by}")

@@ -224,15 +224,19 @@ class Engine:
                      schedule: str | None = None, fire_time: Any = None,
                      cron_mode: str | None = None, submitted_by: str | None = None,
                      claim: bool = False, prepared: bool = False,
-                     traceparent: str | None = None) -> Task | None:
+                     traceparent: str | None = None,
+                     schedule_definition: str | None = None) -> Task | None:
         """Store a new task (queued, or claimed by this node); None if the schedule
         already has a task for this fire time. ``prepared``: the steps came from this
-        engine's registry's ``prepare`` already (the API checks them so), not again."""
+        engine's registry's ``prepare`` already (the API checks them so), not again.
+        ``schedule_definition``: the digest of the schedule it runs (its Always grants
+        belong to it)."""
         now = self.clock.now()
         labelled = None if steps is None else (
             list(steps) if prepared else self.prepare_steps(steps))
         task = Task(id=ids.task_id(), goal=goal, prohibit=list(prohibit), mode=mode,
                     schedule=schedule, fire_time=fire_time, cron_mode=cron_mode,
+                    schedule_definition=schedule_definition,
                     submitted_by=submitted_by, created_at=now, updated_at=now,
                     steps=labelled, traceparent=traceparent)
         if claim:

@@ -4,6 +4,11 @@ an action — the one place that rule is written (stores only return candidates 
 A grant may lapse (``expires_at``: an answer's ``"for": "30m"``, or
 ``approvals.grant_ttl`` for an always grant): from then on it covers nothing, on every
 store, because `covers` is given the Clock's time and the stores never filter by it.
+
+A schedule's Always grants live under its name (its runs' policy_id) and belong to its
+definition (`Schedule.definition`: name, goal, steps): they cover later runs only while
+the schedule is defined the same, so a schedule given another goal — or a new schedule
+under a removed one's name — asks again, while a restart or a new cron line does not.
 """
 
 from __future__ import annotations
@@ -73,18 +78,20 @@ def make_grant(task: Task, action: Action, scope: Scope, *, actor: str, now: dat
                lasts: timedelta | None = None) -> Grant:
     """The grant a person's approval of a task's action creates."""
     return grant_for(action, scope, policy_id=task.policy_id, task_id=task.id, actor=actor,
-                     now=now, lasts=lasts)
+                     now=now, lasts=lasts, schedule_definition=task.schedule_definition)
 
 
 def grant_for(action: Action, scope: Scope, *, policy_id: str, task_id: str | None,
               actor: str, now: datetime, lasts: timedelta | None = None,
-              home: str | None = None) -> Grant:
+              home: str | None = None, schedule_definition: str | None = None) -> Grant:
     """The grant an approval creates; `once` is used up by the action it approves.
 
     ``task_id`` None: the grant of an outside request (POST /v1/approvals), which covers
     later requests of the same ``policy_id`` only (see `covers`). ``lasts``: it lapses
     that long after ``now`` (None: it lasts as long as its scope does). ``home``: where it
     lives when that is not ``policy_id`` itself (an outside request's, `grants_home`).
+    ``schedule_definition``: the definition of the scheduled run it is made in (see
+    `covers`).
     """
     if action.capability is None or action.risk is None or action.fingerprint is None:
         raise ValueError("only prepared actions can be granted")
@@ -93,7 +100,8 @@ def grant_for(action: Action, scope: Scope, *, policy_id: str, task_id: str | No
         task_id=task_id, scope=scope, tool=action.tool, capability=action.capability,
         risk=action.risk, fingerprint=action.fingerprint, targets=list(action.targets),
         max_calls=1 if scope is Scope.ONCE else None, used=1, created_at=now,
-        created_by=actor, expires_at=now + lasts if lasts is not None else None)
+        created_by=actor, expires_at=now + lasts if lasts is not None else None,
+        schedule_definition=schedule_definition)
 
 
 def lapsed(grant: Grant, now: datetime) -> bool:
@@ -101,11 +109,14 @@ def lapsed(grant: Grant, now: datetime) -> bool:
     return grant.expires_at is not None and grant.expires_at <= now
 
 
-def covers(grant: Grant, *, task_id: str | None, now: datetime) -> bool:
+def covers(grant: Grant, *, task_id: str | None, now: datetime,
+           definition: str | None = None) -> bool:
     """True while ``grant`` allows its action again in task ``task_id``: not revoked, not
-    used up, not lapsed at ``now`` (the Clock's time), and either remembered (``always``,
-    already scoped by its key's policy_id) or made in this very task (``session``; a
-    ``once`` grant is used up by its own action).
+    used up, not lapsed at ``now`` (the Clock's time), and either made in this very task
+    (``session``; a ``once`` grant is used up by its own action) or remembered
+    (``always``, already scoped by its key's policy_id) for a task of the same schedule
+    ``definition`` (the task's `Task.schedule_definition`; None for a task no schedule
+    fired, whose policy_id is its own id anyway).
 
     ``task_id`` None asks for an outside request: then only grants made by outside
     requests count (``session`` and ``always`` both last for the key's policy_id). A
@@ -116,7 +127,11 @@ def covers(grant: Grant, *, task_id: str | None, now: datetime) -> bool:
         return False
     if task_id is None or grant.task_id is None:
         return task_id is None and grant.task_id is None
-    return grant.scope is Scope.ALWAYS or grant.task_id == task_id
+    if grant.task_id == task_id:
+        return True
+    # Same name, other definition (an edited goal, a new schedule reusing a removed one's
+    # name): what was approved for that goal is not approved for this one.
+    return grant.scope is Scope.ALWAYS and grant.schedule_definition == definition
 
 
 def status(grant: Grant, task_state: TaskState | None, now: datetime) -> str:
@@ -133,8 +148,9 @@ def status(grant: Grant, task_state: TaskState | None, now: datetime) -> str:
     return "ended" if grant.scope is Scope.SESSION and ended else "live"
 
 
-def first_valid(candidates: Iterable[Grant], *, task_id: str | None,
-                now: datetime) -> Grant | None:
+def first_valid(candidates: Iterable[Grant], *, task_id: str | None, now: datetime,
+                definition: str | None = None) -> Grant | None:
     """The oldest candidate (stored order) that covers the action at ``now`` in this task
-    (or, with ``task_id`` None, in this outside request)."""
-    return next((g for g in candidates if covers(g, task_id=task_id, now=now)), None)
+    of schedule ``definition`` (or, with ``task_id`` None, in this outside request)."""
+    return next((g for g in candidates
+                 if covers(g, task_id=task_id, now=now, definition=definition)), None)

@@ -122,7 +122,7 @@ class Policy:
         who = f"schedule:{task.schedule}" if task.schedule else (task.submitted_by or "")
         ev = await self._judge(judged, store, policy_id=task.policy_id, task_id=task.id,
                                schedule=task.schedule, budget_left=left, per="task", now=now,
-                               principal=who)
+                               principal=who, definition=task.schedule_definition)
         return _as_judged(ev, action, judged)
 
     async def evaluate_request(self, action: Action, store: TaskStore, *,
@@ -181,7 +181,8 @@ class Policy:
     async def _judge(self, action: Action, store: TaskStore, *, policy_id: str,
                      task_id: str | None, schedule: str | None, budget_left: int | None,
                      per: str, now: datetime, principal: str,
-                     grants_under: str | None = None) -> Evaluation:
+                     grants_under: str | None = None,
+                     definition: str | None = None) -> Evaluation:
         hit = _prohibited(action, self.prohibit)
         if hit:
             return Evaluation(Verdict.BLOCK, f"prohibited by policy ({hit})")
@@ -204,7 +205,8 @@ class Policy:
         if not asked and action.risk in self.autonomous_risks and not action.private_network:
             return Evaluation(Verdict.ALLOW, "autonomous risk class")
         key = grant_key(grants_under or policy_id, action)
-        grant = first_valid(await store.grant_candidates(key), task_id=task_id, now=now)
+        grant = first_valid(await store.grant_candidates(key), task_id=task_id, now=now,
+                            definition=definition)
         if grant is not None:
             return Evaluation(Verdict.ALLOW, f"{grant.scope.value} grant {grant.id}",
                               actor="auto:grant", grant=grant)

@@ -231,7 +231,7 @@ class Scheduler:
             sched.goal, steps=sched.actions(), prohibit=list(sched.prohibit),
             mode=RunMode.SCHEDULED, schedule=sched.name, fire_time=fire_time,
             cron_mode=str(sched.cron_mode) if sched.cron_mode else None,
-            submitted_by=submitted_by)
+            submitted_by=submitted_by, schedule_definition=sched.definition)
         if task is not None and self.wake is not None:
             self.wake()
         return task

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from zoneinfo import ZoneInfo
 
+from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import Action, JsonDict
 from signoff.runtime.policy.unattended import CronMode
 
@@ -52,3 +53,18 @@ class Schedule:
     def actions(self) -> list[Action] | None:
         """The explicit steps as actions for one run, or None when the goal is planned."""
         return None if self.steps is None else [s.action() for s in self.steps]
+
+    @property
+    def definition(self) -> str:
+        """sha256 of what the schedule does: its name, goal and steps (each tool with its
+        arguments). Its runs' Always grants belong to it (`Task.schedule_definition`): a
+        person approved an action for *this* goal, and a grant covers the action's
+        targets, never its content, so a schedule given another goal or other steps —
+        or a new one under a removed one's name — must ask again. When it runs (cron,
+        every, zone, jitter, grace, timeout, enabled) and its guards (prohibit,
+        cron_mode) are not part of it: editing those keeps the grants, as does a restart.
+        """
+        steps = None if self.steps is None else [{"tool": s.tool, "args": s.args}
+                                                 for s in self.steps]
+        return sha256_hex(canonical_json({"name": self.name, "goal": self.goal,
+                                          "steps": steps}))

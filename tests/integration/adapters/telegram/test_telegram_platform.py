@@ -324,6 +324,51 @@ async def test_approve_command_reaches_the_flow_and_gets_a_reply(make_platform: 
                                                                ("ap7Q2xK9", Scope.ONCE)]
     assert flow.events[0].actor.key == "telegram:42"
     assert flow.events[0].surface == "telegram"
+    assert [e.typed_in for e in flow.events] == [CHAT, CHAT]  # the flow checks the card is there
+
+
+@pytest.mark.parametrize("chat", ["4242", "-1005550001"])  # a DM with the bot, another group
+async def test_approve_outside_the_approval_chat_decides_nothing_and_says_where(
+        make_platform: Factory, fake: FakeTelegramApi, chat: str) -> None:
+    """/approve in a DM or another group never reaches the flow (no card, so nothing of the
+    action was shown there); the bot answers plainly where to approve."""
+    platform = make_platform()
+    flow = Flow()
+    async with running(platform, fake, flow):
+        reply = await command(fake, "/approve ap7Q2xK9 always", chat=chat,
+                              sender=user(42, "alice"))
+    assert flow.events == []
+    assert reply.startswith("Nothing was decided: /approve works only in the approval chat")
+    assert "Approved" not in reply
+
+
+async def test_deny_outside_the_approval_chat_still_decides(make_platform: Factory,
+                                                            fake: FakeTelegramApi) -> None:
+    """/deny in a DM reaches the flow: denying approves nothing, so it needs no card."""
+    platform = make_platform()
+    flow = Flow(DecisionOutcome(True, "Denied"))
+    async with running(platform, fake, flow):
+        reply = await command(fake, "/deny ap7Q2xK9 not tonight", chat="4242")
+    assert reply == "Denied"
+    [event] = flow.events
+    assert (event.scope, event.reason, event.typed_in) == (Scope.DENY, "not tonight", "4242")
+
+
+async def test_an_approval_chat_named_by_username_takes_approve(
+        make_platform: Factory, fake: FakeTelegramApi) -> None:
+    """chat_id = "@name" (a public group): /approve sent there counts as in the approval
+    chat (Telegram's usernames are case-insensitive); sent in another group, it does not."""
+    platform = make_platform(chat_id="@SignoffApprovals")
+    flow = Flow()
+    async with running(platform, fake, flow):
+        approve = fake.command_update(CHAT, "/approve ap7Q2xK9")
+        approve["message"]["chat"]["username"] = "signoffapprovals"
+        fake.push_update(approve)
+        await fake.wait_until(lambda: len(fake.chat_messages(CHAT)) == 1)
+        other = await command(fake, "/approve ap7Q2xK9")  # the same id, no username
+    assert [e.typed_in for e in flow.events] == [CHAT]
+    assert fake.chat_messages(CHAT)[0].text == "Approved once"
+    assert other.startswith("Nothing was decided")
 
 
 async def test_approve_with_a_bad_scope_gets_usage_only(make_platform: Factory,
