@@ -3,14 +3,16 @@ client (``notifications/tools/list_changed``, advertised as ``tools.listChanged`
 it holds the new listing, judges the very next call by the tool as now listed, and
 refuses a tool no longer listed. Real processes throughout: the upstream is
 tests/mcp_shifty_server.py (the SDK's low-level Server, which changes ``act`` when
-``shift`` is called), the gate runs over stdio driven by the SDK's ClientSession, and
-decides through a daemon on uvicorn."""
+``shift`` is called), the gate runs over stdio (and ``--http``) driven by the SDK's
+ClientSession, and decides through a daemon on uvicorn."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +22,7 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.api.asking import AGENT_KEY, asked, decide, pending, text
 from tests.api.helpers import Running
@@ -106,6 +109,41 @@ async def gate(config: Path, url: str) -> AsyncIterator[Client]:
         yield client
 
 
+@contextlib.asynccontextmanager
+async def http_gate(config: Path, url: str) -> AsyncIterator[str]:
+    """The gate as a process serving streamable HTTP; its MCP endpoint once it listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "signoff", "mcp-gate", "shifty", "--config", str(config),
+        "--url", url, "--api-key", AGENT_KEY, "--http", "--port", str(port),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    try:
+        line = ""
+        async with asyncio.timeout(60):
+            while "serving at" not in line:
+                raw = await proc.stderr.readline()
+                assert raw, "the gate exited before it listened"
+                line = raw.decode()
+        yield line.rsplit(" ", 1)[-1].strip()
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
+@contextlib.asynccontextmanager
+async def http_client(url: str) -> AsyncIterator[Client]:
+    """An SDK ClientSession over streamable HTTP (its own session of the gate)."""
+    client = Client()
+    async with streamable_http_client(url) as (read, write), ClientSession(
+            read, write, message_handler=client.on_message) as s:
+        client.session = s
+        client.init = await s.initialize()
+        yield client
+
+
 async def shift(client: Client) -> None:
     """Have the upstream change its tools (READ: forwarded without asking)."""
     result = await client.s.call_tool("shift", {})
@@ -177,3 +215,22 @@ async def test_a_tool_the_upstream_no_longer_lists_is_refused(
     assert result.is_error and "has no tool 'act'" in text(result), text(result)
     assert await pending(node) == []
     assert acted(log) == []
+
+
+async def test_over_http_every_session_that_listed_is_told(
+        daemon: tuple[Running, str], config: Path, log: Path) -> None:
+    """Two HTTP sessions of one gate list the tools; one has the upstream redefine
+    ``act``: both are told (each on its own stream), and each then lists the new
+    definition."""
+    _, url = daemon
+    async with http_gate(config, url) as endpoint, http_client(endpoint) as first, \
+            http_client(endpoint) as second:
+        for client in (first, second):
+            assert client.init is not None and client.init.capabilities.tools is not None
+            assert client.init.capabilities.tools.list_changed is True
+            assert (await client.descriptions())["act"].startswith("Look")
+        await shift(first)
+        await first.notice()
+        await second.notice()
+        assert (await first.descriptions())["act"].startswith("Delete")
+        assert (await second.descriptions())["act"].startswith("Delete")
