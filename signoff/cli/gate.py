@@ -24,6 +24,16 @@ The upstream's prompts and resources (``prompts/list``, ``prompts/get``,
 unchanged and never gated: reading them has no effect. Subscriptions and completions are
 not offered.
 
+The gate advertises ``tools.listChanged``: when the upstream's listing changes (it sent
+``notifications/tools/list_changed``, or came back from a restart with other tools), each
+client session that listed the tools gets ``notifications/tools/list_changed``, sent once
+the gate holds the new listing, so the client's next ``tools/list`` shows it. A call is
+always judged, and its grant bound, by the tool as the upstream lists it at that moment
+(a call that comes between the upstream's notice and its new listing waits for that
+listing); a tool the upstream no longer lists is refused. Clients on the 2026-07-28
+protocol, which get such notices only on a ``subscriptions/listen`` stream the gate does
+not serve, are not told (nor is listChanged advertised to them).
+
 The policy_id (what a session or always answer covers) is ``--policy-id`` (one id for
 every client, on either transport) or, by default, on stdio ``mcp-gate:SERVER:CLIENT``
 with the client's name from its ``initialize`` (stable, so an Always survives the host
@@ -46,9 +56,11 @@ from typing import Any, TypeVar
 import anyio
 import mcp_types as types
 import uvicorn
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from signoff._version import __version__
 from signoff.client import Decision, Signoff
@@ -83,6 +95,10 @@ class Gate:
         self.progress_every = progress_every
         self.policy_id = policy_id  # None: per client (`policy_for`)
         self.waiting: set[str] = set()  # requests a call of this session waits on
+        # The client connections (the SDK's `Connection`) that listed the tools, each with
+        # the upstream's `listing` it was last given or told of: told when a later one
+        # comes, forgotten when they close.
+        self.listeners: dict[Any, int] = {}
 
     def policy_for(self, client_name: str | None, session_id: str | None = None) -> str:
         """The policy_id of a call: as configured, else the HTTP session's own, else stable
@@ -100,10 +116,42 @@ class Gate:
                 await self.client.withdraw(approval_id)
             self.waiting.clear()
 
-    async def list_tools(self) -> types.ListToolsResult:
-        """The upstream's tools as it listed them."""
+    async def list_tools(self, ctx: Any = None) -> types.ListToolsResult:
+        """The upstream's tools as it listed them; the client of ``ctx`` (a request's
+        context) is told when they change."""
         await self.upstream.wait_up(self.upstream.spec.connect_timeout)
+        if ctx is not None:
+            self.listens(ctx, self.upstream.listing)
         return types.ListToolsResult(tools=list(self.upstream.raw_tools))
+
+    def listens(self, ctx: Any, listing: int) -> None:
+        """Note that the client connection of ``ctx`` holds ``listing``. Not on the
+        2026-07-28 protocol (see the module docstring)."""
+        connection = getattr(ctx.session, "_connection", None)
+        if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        if connection not in self.listeners:
+            connection.exit_stack.callback(self.listeners.pop, connection, None)
+        self.listeners[connection] = listing
+
+    async def forward_changes(self) -> None:
+        """Tell every listening client when the upstream's listing changes, once the gate
+        has the new one; runs until cancelled. A notice is best-effort (the SDK drops one
+        for a client that went away)."""
+        seen = self.upstream.listing
+        while True:
+            seen = await self.upstream.listing_after(seen)
+            stale = [c for c, held in self.listeners.items() if held < seen]
+            log.info("gate_tools_changed", extra={"server": self.upstream.spec.name,
+                                                  "clients": len(stale)})
+            for connection in stale:
+                if connection in self.listeners:  # else it closed meanwhile
+                    self.listeners[connection] = max(self.listeners[connection], seen)
+                try:
+                    await connection.send_tool_list_changed()
+                except Exception:  # one client's broken stream must not silence the rest
+                    log.warning("gate_notice_failed", exc_info=True,
+                                extra={"server": self.upstream.spec.name})
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None,
                         progress: Progress | None = None, *, client_name: str | None = None,
@@ -173,7 +221,7 @@ class Gate:
     def server(self) -> Server[Any]:
         """The MCP server the outside client talks to."""
         async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-            return await self.list_tools()
+            return await self.list_tools(ctx)
 
         async def on_call_tool(ctx: Any, params: types.CallToolRequestParams
                                ) -> types.CallToolResult:
@@ -183,11 +231,25 @@ class Gate:
                                         session_id=session_id(ctx),
                                         traceparent=trace_of(params))
 
-        return Server("signoff-mcp-gate", version=__version__,
-                      instructions=f"Tools of {self.upstream.spec.name}; each call is "
-                                   "approved by a person through signoff first.",
-                      on_list_tools=on_list_tools, on_call_tool=on_call_tool,
-                      **ReadOnly(self.upstream).handlers())
+        return GateServer("signoff-mcp-gate", version=__version__,
+                          instructions=f"Tools of {self.upstream.spec.name}; each call is "
+                                       "approved by a person through signoff first.",
+                          on_list_tools=on_list_tools, on_call_tool=on_call_tool,
+                          **ReadOnly(self.upstream).handlers())
+
+
+class GateServer(Server[Any]):
+    """The SDK's low-level server, advertising ``tools.listChanged`` on every transport:
+    the streamable HTTP manager builds each session's ``initialize`` answer from
+    `create_initialization_options` with no options of its own."""
+
+    def create_initialization_options(
+        self, notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities, extensions)
 
 
 class ReadOnly:
@@ -387,6 +449,7 @@ async def serve_gate(upstream: McpConnection, *, url: str | None, api_key: str |
             gate = Gate(upstream=upstream, client=client, wait_limit=wait_limit,
                         policy_id=policy_id)
             server = gate.server()
+            forwarding = asyncio.create_task(gate.forward_changes())
             try:
                 if http is not None:
                     await serve_http(server, http)
@@ -394,6 +457,8 @@ async def serve_gate(upstream: McpConnection, *, url: str | None, api_key: str |
                     async with stdio_server() as (read, write):
                         await server.run(read, write, server.create_initialization_options())
             finally:  # the client disconnected: nobody waits for its calls any more
+                forwarding.cancel()
+                await asyncio.gather(forwarding, return_exceptions=True)
                 await gate.withdraw_all()
     finally:
         keep_up.cancel()  # stops the upstream server process

@@ -9,7 +9,11 @@ doubles up to 30 s and starts again once a session has served for a ping interva
 A server that sends ``notifications/tools/list_changed`` is listed again (by the watch
 loop, never inside the SDK's notification callback, which must not wait on the server):
 its tools are then validated, labelled and fingerprinted by what it says now, so a grant
-given to the old definition of a tool does not cover the new one (see `tool`).
+given to the old definition of a tool does not cover the new one (see `tool`). A tool
+looked up (`listed`) between the notification and that answer waits for the answer: the
+server already said the listing it would be judged by is out of date. Each listing that
+differs from the one before (after a notification, or a restart) moves `listing` on, for
+those who pass the tools on (`signoff mcp-gate` tells its clients, `listing_after`).
 
 While the server is down its tools fail at once with "MCP server 'git' is down: …";
 during a (re)start a call waits for it, up to the connect timeout. The last listing is
@@ -81,6 +85,10 @@ class McpConnection:
         self._tried = asyncio.Event()  # the first attempt ended, either way
         self._lost = asyncio.Event()  # a call saw the connection close under it
         self._changed = asyncio.Event()  # the server said its tools changed: list again
+        self._current = asyncio.Event()  # clear from that notice until the listing answers
+        self._current.set()
+        self.listing = 0  # moves on with each listing that differs from the one before
+        self._moved = asyncio.Event()  # set (and replaced) when `listing` moves on
         self._log_start = 0  # where this session's stderr begins in the log file
 
     # -- what the registry sees ------------------------------------------------------
@@ -121,14 +129,36 @@ class McpConnection:
         return self._session is not None
 
     async def listed(self, tool: str) -> McpTool:
-        """The listed tool called ``tool``; ToolError while down or if it is not listed."""
+        """The listed tool called ``tool``; ToolError while down or if it is not listed.
+        Waits for a listing the server said is out of date to be replaced."""
         await self._ready()
+        await self._relisted()
         found = self._tools.get(tool) if self._tools is not None else None
         if found is None:
             known = ", ".join(sorted(self._tools or ())) or "none"
             raise UnknownTool(f"MCP server {self.spec.name!r} has no tool {tool!r} "
                               f"(it lists: {known})")
         return found
+
+    async def _relisted(self) -> None:
+        """Return once no listing is outstanding; a ToolUnavailable (fail closed) if the
+        server did not answer: its session ended under the wait (`_watch` gives it up when
+        ``tools/list`` goes unanswered for the connect timeout), or that long passed."""
+        if self._current.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.spec.connect_timeout):
+                await self._current.wait()
+        if not self._current.is_set() or self._session is None:
+            raise ToolUnavailable(f"MCP server {self.spec.name!r} said its tools changed "
+                                  f"and did not list them again ({self.state})")
+
+    async def listing_after(self, seen: int) -> int:
+        """Wait until `listing` is past ``seen``; return it."""
+        while self.listing == seen:
+            moved = self._moved  # the event of this listing: a later one replaces it
+            await moved.wait()
+        return self.listing
 
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         """``tools/call``; the result as JSON-able data, a ToolError on any failure."""
@@ -198,6 +228,7 @@ class McpConnection:
                 self._session = None
                 self._connecting = False
                 self._up.clear()
+                self._current.set()  # no answer will come on this session; a restart lists
             reason = self._with_log_tail(reason)
             self.state = f"down: {reason}"
             self._tried.set()
@@ -249,6 +280,10 @@ class McpConnection:
                 "names": [ascii(name[:80]) for name, _ in skipped[:5]],
                 "why": sorted({why for _, why in skipped})})
             raw = [t for t, why in judged if why is None]
+        if raw != self.raw_tools:
+            self.listing += 1
+            moved, self._moved = self._moved, asyncio.Event()
+            moved.set()
         self._tools = {t.name: McpTool(self.spec, t, self) for t in map(_listed, raw)}
         self.raw_tools = raw
 
@@ -256,12 +291,13 @@ class McpConnection:
         """The SDK's callback for what the server sends unasked: note a changed tool list
         (listed again by `_watch`; a request from here would wait on this very callback)."""
         if isinstance(message, types.ToolListChangedNotification):
+            self._current.clear()
             self._changed.set()
 
     async def _relist(self, session: ClientSession) -> str | None:
         """List the tools again after the server said they changed; why that failed, or
-        None. Until it answers, calls use the old listing (as they would have a moment
-        before the notification)."""
+        None. Until it answers, a tool looked up waits (`listed`): the old listing is
+        what the server just said is out of date."""
         self._changed.clear()
         try:
             with anyio.fail_after(self.spec.connect_timeout):
@@ -269,6 +305,8 @@ class McpConnection:
         except Exception:  # a timeout, or the connection failed under the request
             return f"no answer to tools/list within {self.spec.connect_timeout:g}s"
         self._take(raw)
+        if not self._changed.is_set():  # else another notice came during the request
+            self._current.set()
         log.info("mcp_tools_changed", extra={"server": self.spec.name, "tools": len(raw)})
         return None
 
