@@ -8,11 +8,12 @@ remote address is the daemon's own (``scope["client"]`` and ``scope["server"]``,
 and our end as uvicorn saw them on the socket, never a header).
 
 On Linux the question goes to the kernel's socket-diagnostics netlink family (what ``ss``
-uses), which looks up that one connection: a few microseconds, asked afresh on each
-request (a per-connection cache would have to know when a port is reused by someone
-else). Where netlink is not allowed, ``/proc/net/tcp`` and ``/proc/net/tcp6`` tell the
-same, at the price of the kernel writing out every socket it has (about a millisecond a
-request on a busy machine). Where neither exists (macOS, BSD, a sandbox without /proc)
+uses), which looks up that one connection: a few microseconds, asked once per connection
+(`Connection`, which the daemon's HTTP server gives each request of a keep-alive
+connection, never keyed by a port another process could reuse). Where netlink is not
+allowed, ``/proc/net/tcp`` and ``/proc/net/tcp6`` tell the same, at the price of the
+kernel writing out every socket it has (about a millisecond a connection on a busy
+machine). Where neither exists (macOS, BSD, a sandbox without /proc)
 the owner is unknown and the keyless mode refuses, unless ``[api] keyless_any_local_user
 = true`` says every local user may decide.
 """
@@ -35,6 +36,25 @@ _ESTABLISHED = "01"
 _TCP_ESTABLISHED = 1  # the same state, as a number (linux/tcp_states.h)
 Address = tuple[str, int]
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+CONNECTION = "signoff.connection"  # the ASGI scope key of a request's `Connection`
+
+
+class Connection:
+    """What one TCP connection has shown of its owner, for as long as it is open.
+
+    The server makes one per connection and puts it in every request's scope under
+    `CONNECTION` (signoff.wiring.daemon). A socket's owner is fixed when the socket is
+    made, so once the kernel has said that this connection's client is the daemon's own
+    user, later requests on it need not ask again: the lookup (two system calls and
+    some packing) was a tenth of a keyless ``POST /tasks`` (bench/throughput.py). Only
+    that yes is kept: a refusal, or an owner not found, is asked again next time."""
+
+    __slots__ = ("owned",)
+
+    def __init__(self) -> None:
+        self.owned = False
 
 
 @functools.lru_cache(maxsize=64)  # a handful of client addresses, parsed on every request

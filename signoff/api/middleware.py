@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from signoff.api.errors import invalid, is_json
-from signoff.local_user import owner_refusal
+from signoff.local_user import CONNECTION, Connection, owner_refusal
 from signoff.net import is_loopback
 from signoff.runtime.bounds import MAX_BYTES, MAX_DEPTH, OutOfBounds, parse_json
 
@@ -87,7 +87,13 @@ def keyless_refusal(scope: Scope, headers: Headers, *, any_local_user: bool = Fa
     if host and (hostname is None or not is_loopback(hostname)):
         return f"it was addressed to {host}"
     if not any_local_user and scope.get("path") not in ANY_ACCOUNT:
-        return owner_refusal(client, scope.get("server"))
+        connection = scope.get(CONNECTION)
+        if isinstance(connection, Connection) and connection.owned:
+            return None  # this connection's owner was asked already (see Connection)
+        why = owner_refusal(client, scope.get("server"))
+        if why is None and isinstance(connection, Connection):
+            connection.owned = True
+        return why
     return None
 
 

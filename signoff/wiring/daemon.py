@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from signoff.bot.ports import Route, Surface, SurfaceDeps
 from signoff.bot.surfaces import Surfaces
 from signoff.config.settings import Settings, proxy_network
 from signoff.errors import ConfigError
+from signoff.local_user import CONNECTION, Connection
 from signoff.net import is_loopback
 from signoff.runtime.clock import SystemClock
 from signoff.runtime.daemon import Service, open_patiently
@@ -38,6 +40,20 @@ from signoff.wiring.surfaces import PendingCards, build_surfaces
 KEEP_ALIVE_SECONDS = 75
 
 
+class _ConnectionProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol (one object per TCP connection) that also puts the
+    connection's `Connection` in each request's scope: the keyless owner check asks the
+    kernel once per connection instead of once per request (signoff.local_user)."""
+
+    _connection: Connection | None = None
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._connection is None:
+            self._connection = Connection()
+        self.scope[CONNECTION] = self._connection  # type: ignore[literal-required]
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its own signal handlers: the daemon owns shutdown."""
 
@@ -51,7 +67,8 @@ def server_config(app: Any, host: str, port: int,
     """uvicorn's settings for the daemon (see `KEEP_ALIVE_SECONDS`).
 
     ``httptools`` (a dependency), not uvicorn's pure-Python h11: it parses a request in C,
-    and parsing was a large share of a small request's cost (bench/cluster.py).
+    and parsing was a large share of a small request's cost (bench/cluster.py); through
+    `_ConnectionProtocol`, which tells each request which connection it came on.
 
     Forwarded headers are believed only from ``trusted_proxies`` (``daemon.
     trusted_proxies``). uvicorn's own default believes them from 127.0.0.1: any local
@@ -60,7 +77,7 @@ def server_config(app: Any, host: str, port: int,
     return uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
                           access_log=False, timeout_keep_alive=KEEP_ALIVE_SECONDS,
                           log_config=None,  # its records reach our handler (masked)
-                          http="httptools", proxy_headers=bool(trusted_proxies),
+                          http=_ConnectionProtocol, proxy_headers=bool(trusted_proxies),
                           # normalised: uvicorn takes "10.0.0.1/8" for a name, not a network
                           forwarded_allow_ips=[str(proxy_network(p)) for p in trusted_proxies]
                           or None)

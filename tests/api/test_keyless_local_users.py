@@ -18,8 +18,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.datastructures import Headers
 
-from signoff.local_user import PROC_NET, connection_owner, owner_refusal
+from signoff.api.middleware import keyless_refusal
+from signoff.local_user import CONNECTION, PROC_NET, Connection, connection_owner, owner_refusal
 from tests.api.helpers import loopback_socket, make_settings, running_node, serve
 
 NOBODY = 65534
@@ -153,3 +155,68 @@ def _v6_socket() -> socket.socket:
 
 def _connect(server: socket.socket) -> socket.socket:
     return socket.create_connection(server.getsockname()[:2])
+
+
+# Two requests over one keep-alive connection, as another user: http.client keeps it open.
+KEEP_ALIVE_CLIENT = """
+import http.client, json, sys
+host, port = sys.argv[1], int(sys.argv[2])
+connection = http.client.HTTPConnection(host, port, timeout=10)
+answers = []
+for _ in range(2):
+    connection.request("GET", "/tasks")
+    answer = connection.getresponse()
+    answers.append([answer.status, answer.read().decode()])
+print(json.dumps(answers))
+"""
+
+
+@as_root
+async def test_each_connection_is_judged_by_its_own_owner(tmp_path: Path) -> None:
+    """The daemon's server asks the kernel once per connection, not once per request: the
+    yes its own user's keep-alive connection got covers that connection only. Another
+    user's keep-alive connection to the same server is refused on every request."""
+    async with running_node(tmp_path, keys=False) as node, \
+            serve(node.app, trusted_proxies=[]) as url, \
+            httpx.AsyncClient(base_url=url, timeout=10) as mine:
+        for _ in range(3):  # one connection, kept alive: the first answer holds
+            assert (await mine.get("/tasks")).status_code == 200
+        port = url.rsplit(":", 1)[1]
+
+        def nobody_twice() -> list[list[object]]:
+            done = subprocess.run([SYSTEM_PYTHON, "-I", "-c", KEEP_ALIVE_CLIENT, "127.0.0.1",
+                                   port], user=NOBODY, group=NOBODY, extra_groups=[],
+                                  capture_output=True, text=True, timeout=30, cwd="/",
+                                  env={"PATH": "/usr/bin:/bin"}, check=True)
+            return list(json.loads(done.stdout))
+
+        answers = await _off_loop(nobody_twice)
+        assert [status for status, _ in answers] == [403, 403]
+        assert all(f"another local user (uid {NOBODY})" in str(text) for _, text in answers)
+        assert (await mine.get("/tasks")).status_code == 200
+
+
+def test_a_connections_yes_is_kept_and_a_no_is_asked_again() -> None:
+    """`keyless_refusal` with the server's per-connection `Connection`: the kernel's yes
+    for a live connection is kept on it; an owner not found is not, and is asked anew."""
+    server = loopback_socket()
+    server.listen()
+    with server, _connect(server) as client, server.accept()[0] as accepted:
+        peer, ours = accepted.getpeername()[:2], accepted.getsockname()[:2]
+        mine = Connection()
+        scope = {"type": "http", "path": "/tasks", "headers": [], "client": peer,
+                 "server": ours, CONNECTION: mine}
+        assert keyless_refusal(scope, Headers(scope=scope)) is None
+        assert mine.owned
+        unknown = Connection()
+        gone = {**scope, "client": (ours[0], 1), CONNECTION: unknown}  # no such socket
+        for _ in range(2):
+            assert "could not be found" in str(keyless_refusal(gone, Headers(scope=gone)))
+        assert not unknown.owned
+        client.close()
+        assert accepted.recv(1) == b""
+        # The same connection object keeps its yes (a socket's owner never changes) ...
+        assert keyless_refusal(scope, Headers(scope=scope)) is None
+        # ... which a request without one does not get: it is asked, and it is closed now.
+        bare = {k: v for k, v in scope.items() if k != CONNECTION}
+        assert "could not be found" in str(keyless_refusal(bare, Headers(scope=bare)))
