@@ -10,6 +10,7 @@ approval requests (any request, and those of agents that are not ours) are in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -99,10 +100,13 @@ def identity_of(request: Request) -> Identity:
     return found
 
 
-async def grant_public(grant: Grant, store: TaskStore, now: datetime) -> JsonDict:
+async def grant_public(grant: Grant, store: TaskStore, now: datetime,
+                       definitions: Mapping[str, str] | None = None) -> JsonDict:
     """The API's grant shape; ``status`` says ``ended`` for a session grant whose task
-    finished and ``lapsed`` past its ``expires_at`` (``live`` keeps meaning "not revoked,
-    not used up")."""
+    finished, ``lapsed`` past its ``expires_at`` and ``superseded`` for a schedule's
+    Always grant that no longer covers its runs, the schedule being defined otherwise
+    now or gone from ``definitions`` (the ``live`` field keeps meaning "not revoked, not
+    used up")."""
     task = await store.get_task(grant.task_id) if grant.task_id else None
     return {
         "id": grant.id, "key": grant.key, "policy_id": grant.policy_id,
@@ -110,7 +114,8 @@ async def grant_public(grant: Grant, store: TaskStore, now: datetime) -> JsonDic
         "capability": grant.capability, "risk": grant.risk.value,
         "fingerprint": grant.fingerprint, "targets": list(grant.targets),
         "max_calls": grant.max_calls, "used": grant.used,
-        "live": grant.live, "status": grant_status(grant, task.state if task else None, now),
+        "live": grant.live, "status": grant_status(grant, task.state if task else None, now,
+                                              definitions=definitions),
         "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
         "created_at": grant.created_at.isoformat(),
         "created_by": grant.created_by,
@@ -367,7 +372,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener,
     async def grants(include_revoked: bool = False) -> JsonDict:
         """Remembered decisions (session and always grants)."""
         found = await ctx.store.list_grants(include_revoked=include_revoked)
-        items = [await grant_public(g, ctx.store, ctx.engine.clock.now()) for g in found]
+        now, definitions = ctx.engine.clock.now(), ctx.engine.config.schedule_definitions
+        items = [await grant_public(g, ctx.store, now, definitions) for g in found]
         return {"items": items, "next_cursor": None}
 
     @router.delete("/grants/{grant_id}", tags=["grants"],
@@ -381,7 +387,8 @@ def build_router(ctx: ApiContext, metrics: MetricsListener,
             raise ApiError(404, f"no grant {grant_id}")
         if grant.revoked_at is None:
             grant = await ctx.decider.revoke_grant(grant_id, who.actor) or grant
-        return await grant_public(grant, ctx.store, ctx.engine.clock.now())
+        return await grant_public(grant, ctx.store, ctx.engine.clock.now(),
+                                  ctx.engine.config.schedule_definitions)
 
     @router.get("/schedules", tags=["daemon"],
                 response_model=ScheduleList, responses=responses(401))

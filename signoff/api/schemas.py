@@ -497,7 +497,9 @@ class GrantOut(BaseModel):
     max_calls: int | None
     used: int
     live: bool
-    status: Literal["live", "revoked", "used", "ended", "lapsed"]
+    status: Literal["live", "revoked", "used", "ended", "lapsed", "superseded"] = Field(
+        description="superseded: a schedule's always grant that no longer covers its runs "
+                    "(the schedule's goal or steps changed, or it was removed)")
     expires_at: str | None = Field(description="When it lapses (null: never)")
     created_at: str
     created_by: str | None

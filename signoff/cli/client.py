@@ -353,8 +353,8 @@ def cmd_deny(task_id: IdArg,
 
 
 def grant_status(grant: dict[str, Any]) -> str:
-    """live, revoked, used, ended or lapsed, as the daemon says (an older one only says
-    live)."""
+    """live, revoked, used, ended, lapsed or superseded, as the daemon says (an older one
+    only says live)."""
     return str(grant.get("status") or ("live" if grant["live"] else "not live"))
 
 

@@ -230,7 +230,7 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
     ap = settings.approvals
     policy = build_policy(settings, registry, net, autonomous_risks)
     scopes = {risk: tuple(ap.scopes_for(risk)) for risk in RiskClass}
-    schedules = [s.to_runtime() for s in settings.schedules]  # converted once, used twice
+    schedules = [s.to_runtime() for s in settings.schedules]  # converted once, used thrice
     router = OnCallRouter(
         rotations=[r.to_runtime() for r in settings.oncall.rotations],
         overrides=[o.to_runtime() for o in settings.oncall.overrides], clock=clock,
@@ -246,7 +246,8 @@ def build_node(settings: Settings, *, work_dir: Path | None = None, database: st
         shared_work_dir=settings.daemon.shared_work_dir,
         approvers_for=router.approvers_for,
         rules=ApprovalRules(quorum=dict(pol.quorum), hold=dict(ap.hold)),
-        timeout_for=schedule_timeouts(schedules))
+        timeout_for=schedule_timeouts(schedules),
+        schedule_definitions={s.name: s.definition for s in schedules})
     judge = None
     client = _chat_client(settings)
     if str(ap.mode) == "smart" and client is not None:

@@ -119,6 +119,10 @@ class EngineConfig:
     # approval timeout; both None outside the daemon.
     approvers_for: Callable[[Task], Sequence[str]] | None = None
     timeout_for: Callable[[Task], timedelta | None] | None = None
+    # Each configured schedule's definition by name (`Schedule.definition`): what tells
+    # people which of a schedule's Always grants still cover its runs (`grants.status`).
+    # None outside the daemon: not known, so no grant is said to be superseded.
+    schedule_definitions: Mapping[str, str] | None = None
     # Every node sees the same work dir (daemon.shared_work_dir): a task is not kept on the
     # node that ran its steps.
     shared_work_dir: bool = False

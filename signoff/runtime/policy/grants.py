@@ -9,11 +9,12 @@ A schedule's Always grants live under its name (its runs' policy_id) and belong 
 definition (`Schedule.definition`: name, goal, steps): they cover later runs only while
 the schedule is defined the same, so a schedule given another goal — or a new schedule
 under a removed one's name — asks again, while a restart or a new cron line does not.
+The listing says so (`status`: ``superseded``), so nobody reads such a grant as live.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from json.encoder import encode_basestring as _text  # json.dumps' own, for ensure_ascii=False
 
@@ -134,16 +135,40 @@ def covers(grant: Grant, *, task_id: str | None, now: datetime,
     return grant.scope is Scope.ALWAYS and grant.schedule_definition == definition
 
 
-def status(grant: Grant, task_state: TaskState | None, now: datetime) -> str:
+def made_in_a_scheduled_run(grant: Grant) -> bool:
+    """True for a grant a person gave in a run a schedule fired: a task's grant lives under
+    its task's policy_id (`Task.policy_id`), which is the task's own id unless a schedule
+    fired it, then the schedule's name."""
+    return grant.task_id is not None and grant.policy_id != grant.task_id
+
+
+def superseded(grant: Grant, definitions: Mapping[str, str]) -> bool:
+    """True for a scheduled run's Always grant that no longer covers that schedule's runs
+    because the schedule of its name is defined otherwise now (another goal or steps), is
+    gone from ``definitions`` (each configured schedule's `Schedule.definition` by name),
+    or the grant predates definitions (None): `covers` needs the same definition."""
+    if grant.scope is not Scope.ALWAYS or not made_in_a_scheduled_run(grant):
+        return False
+    current = definitions.get(grant.policy_id)
+    # The scheduler gives every run its definition: None matches no run it fires.
+    return current is None or current != grant.schedule_definition
+
+
+def status(grant: Grant, task_state: TaskState | None, now: datetime, *,
+           definitions: Mapping[str, str] | None = None) -> str:
     """For people: ``live``, ``revoked``, ``used`` (a once grant), ``lapsed`` (its time is
-    over), or ``ended`` — a session grant whose task finished, which `covers` only ever
-    allowed inside that task."""
+    over), ``ended`` — a session grant whose task finished, which `covers` only ever
+    allowed inside that task — or ``superseded``: a schedule's Always grant that its
+    schedule, edited or removed since, is no longer covered by (see `superseded`;
+    ``definitions`` None: the schedules are not known here, so none is said to be)."""
     if grant.revoked_at is not None:
         return "revoked"
     if not grant.live:
         return "used"
     if lapsed(grant, now):
         return "lapsed"
+    if definitions is not None and superseded(grant, definitions):
+        return "superseded"
     ended = task_state in (TaskState.COMPLETED, TaskState.FAILED)
     return "ended" if grant.scope is Scope.SESSION and ended else "live"
 
