@@ -85,7 +85,9 @@ def refused(text: str) -> types.CallToolResult:
 
 
 class Gate:
-    """Decides and forwards the calls of one client session."""
+    """The gate in front of one upstream, for every client session it serves (one on
+    stdio; over HTTP, each client's own, all at once): decides and forwards their calls,
+    and tells each session that listed the tools when the upstream's listing changes."""
 
     def __init__(self, *, upstream: McpConnection, client: Signoff, wait_limit: float,
                  progress_every: float = PROGRESS_EVERY, policy_id: str | None = None) -> None:
@@ -94,7 +96,7 @@ class Gate:
         self.wait_limit = wait_limit
         self.progress_every = progress_every
         self.policy_id = policy_id  # None: per client (`policy_for`)
-        self.waiting: set[str] = set()  # requests a call of this session waits on
+        self.waiting: set[str] = set()  # requests a call of any session waits on
         # The client connections (the SDK's `Connection`) that listed the tools, each with
         # the upstream's `listing` it was last given or told of: told when a later one
         # comes, forgotten when they close.
@@ -110,7 +112,8 @@ class Gate:
         return f"mcp-gate:{self.upstream.spec.name}:{client_name or 'unknown-client'}"
 
     async def withdraw_all(self) -> None:
-        """Withdraw what calls still wait on (the client went away); never cancelled."""
+        """Withdraw what calls still wait on (the gate stops: on stdio, its client went
+        away); never cancelled."""
         with anyio.CancelScope(shield=True):
             for approval_id in list(self.waiting):
                 await self.client.withdraw(approval_id)
