@@ -21,18 +21,24 @@ nobody is asked about a call no one waits for.
 
 The upstream's prompts and resources (``prompts/list``, ``prompts/get``,
 ``resources/list``, ``resources/templates/list``, ``resources/read``) are passed through
-unchanged and never gated: reading them has no effect. Subscriptions and completions are
-not offered.
+unchanged and never gated: reading them has no effect. Subscriptions (so
+``notifications/resources/updated``) and completions are not offered.
 
-The gate advertises ``tools.listChanged``: when the upstream's listing changes (it sent
+The gate advertises ``listChanged`` for tools, prompts and resources, and passes each
+change on to every client session that listed that list (`Gate.forward_changes`, one rule
+for the three). Tools: when the upstream's listing changes (it sent
 ``notifications/tools/list_changed``, or came back from a restart with other tools), each
-client session that listed the tools gets ``notifications/tools/list_changed``, sent once
-the gate holds the new listing, so the client's next ``tools/list`` shows it. A call is
+session that listed the tools gets ``notifications/tools/list_changed``, sent once the
+gate holds the new listing, so the client's next ``tools/list`` shows it. A call is
 always judged, and its grant bound, by the tool as the upstream lists it at that moment
 (a call that comes between the upstream's notice and its new listing waits for that
-listing); a tool the upstream no longer lists is refused. Clients on the 2026-07-28
-protocol, which get such notices only on a ``subscriptions/listen`` stream the gate does
-not serve, are not told (nor is listChanged advertised to them).
+listing); a tool the upstream no longer lists is refused. Prompts and resources, which
+the gate does not hold: when the upstream sends ``notifications/prompts/list_changed`` or
+``notifications/resources/list_changed``, or comes back from a restart (they may then
+differ), each session that listed them (``prompts/list``; ``resources/list`` or
+``resources/templates/list``) gets the same notice. Clients on the 2026-07-28 protocol,
+which get such notices only on a ``subscriptions/listen`` stream the gate does not serve,
+are not told (nor is listChanged advertised to them).
 
 The policy_id (what a session or always answer covers) is ``--policy-id`` (one id for
 every client, on either transport) or, by default, on stdio ``mcp-gate:SERVER:CLIENT``
@@ -56,6 +62,7 @@ from typing import Any, TypeVar
 import anyio
 import mcp_types as types
 import uvicorn
+from mcp.server.connection import Connection
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
@@ -76,6 +83,13 @@ GRACE = 30.0  # waited past approvals.timeout for the daemon's own expiry to lan
 
 Progress = Callable[[str], Awaitable[None]]
 T = TypeVar("T")
+# The notice a client connection gets when the upstream's list changes, by list (see
+# `McpConnection.lists`); the capabilities `GateServer` advertises follow these.
+NOTICES: dict[str, Callable[[Connection], Awaitable[None]]] = {
+    "tools": Connection.send_tool_list_changed,
+    "prompts": Connection.send_prompt_list_changed,
+    "resources": Connection.send_resource_list_changed,
+}
 
 
 def refused(text: str) -> types.CallToolResult:
@@ -85,7 +99,9 @@ def refused(text: str) -> types.CallToolResult:
 
 
 class Gate:
-    """Decides and forwards the calls of one client session."""
+    """The gate in front of one upstream, for every client session it serves (one on
+    stdio; over HTTP, each client's own, all at once): decides and forwards their calls,
+    and tells each session that listed something when the upstream's list changes."""
 
     def __init__(self, *, upstream: McpConnection, client: Signoff, wait_limit: float,
                  progress_every: float = PROGRESS_EVERY, policy_id: str | None = None) -> None:
@@ -94,11 +110,12 @@ class Gate:
         self.wait_limit = wait_limit
         self.progress_every = progress_every
         self.policy_id = policy_id  # None: per client (`policy_for`)
-        self.waiting: set[str] = set()  # requests a call of this session waits on
-        # The client connections (the SDK's `Connection`) that listed the tools, each with
-        # the upstream's `listing` it was last given or told of: told when a later one
-        # comes, forgotten when they close.
-        self.listeners: dict[Any, int] = {}
+        self.waiting: set[str] = set()  # requests a call of any session waits on
+        # The client connections (the SDK's `Connection`) that listed tools, prompts or
+        # resources, each with the count of the upstream's `lists` it was last given or
+        # told of, by list: told when the count moves past it, forgotten when they close.
+        self.listeners: dict[Any, dict[str, int]] = {}
+        self._listened = asyncio.Event()  # a connection was given a list already stale
 
     def policy_for(self, client_name: str | None, session_id: str | None = None) -> str:
         """The policy_id of a call: as configured, else the HTTP session's own, else stable
@@ -110,7 +127,8 @@ class Gate:
         return f"mcp-gate:{self.upstream.spec.name}:{client_name or 'unknown-client'}"
 
     async def withdraw_all(self) -> None:
-        """Withdraw what calls still wait on (the client went away); never cancelled."""
+        """Withdraw what calls still wait on (the gate stops: on stdio, its client went
+        away); never cancelled."""
         with anyio.CancelScope(shield=True):
             for approval_id in list(self.waiting):
                 await self.client.withdraw(approval_id)
@@ -121,37 +139,53 @@ class Gate:
         context) is told when they change."""
         await self.upstream.wait_up(self.upstream.spec.connect_timeout)
         if ctx is not None:
-            self.listens(ctx, self.upstream.listing)
+            self.listens(ctx, "tools", self.upstream.lists["tools"])
         return types.ListToolsResult(tools=list(self.upstream.raw_tools))
 
-    def listens(self, ctx: Any, listing: int) -> None:
-        """Note that the client connection of ``ctx`` holds ``listing``. Not on the
-        2026-07-28 protocol (see the module docstring)."""
+    def listens(self, ctx: Any, kind: str, held: int) -> None:
+        """Note that the client connection of ``ctx`` was given the upstream's list
+        ``kind`` ("tools", "prompts" or "resources") as of count ``held``: it is told
+        (`forward_changes`) once that list's count is past it, at once if it already is.
+        Not on the 2026-07-28 protocol (see the module docstring)."""
         connection = getattr(ctx.session, "_connection", None)
         if connection is None or ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return
         if connection not in self.listeners:
             connection.exit_stack.callback(self.listeners.pop, connection, None)
-        self.listeners[connection] = listing
+        self.listeners.setdefault(connection, {})[kind] = held
+        if held < self.upstream.lists[kind]:  # it changed while the answer was on its way
+            self._listened.set()
 
     async def forward_changes(self) -> None:
-        """Tell every listening client when the upstream's listing changes, once the gate
-        has the new one; runs until cancelled. A notice is best-effort (the SDK drops one
-        for a client that went away)."""
-        seen = self.upstream.listing
+        """Tell each listening client connection when a list it was given has changed
+        upstream (for tools, once the gate has the new listing); runs until cancelled. A
+        notice is best-effort (the SDK drops one for a client that went away)."""
         while True:
-            seen = await self.upstream.listing_after(seen)
-            stale = [c for c, held in self.listeners.items() if held < seen]
-            log.info("gate_tools_changed", extra={"server": self.upstream.spec.name,
-                                                  "clients": len(stale)})
-            for connection in stale:
-                if connection in self.listeners:  # else it closed meanwhile
-                    self.listeners[connection] = max(self.listeners[connection], seen)
-                try:
-                    await connection.send_tool_list_changed()
-                except Exception:  # one client's broken stream must not silence the rest
-                    log.warning("gate_notice_failed", exc_info=True,
-                                extra={"server": self.upstream.spec.name})
+            self._listened.clear()
+            now = dict(self.upstream.lists)
+            for kind, notice in NOTICES.items():
+                stale = [c for c, held in self.listeners.items()
+                         if held.get(kind, now[kind]) < now[kind]]
+                if stale:
+                    log.info("gate_list_changed", extra={
+                        "server": self.upstream.spec.name, "list": kind,
+                        "clients": len(stale)})
+                for connection in stale:
+                    await self._tell(connection, kind, now[kind], notice)
+            if self.upstream.lists == now and not self._listened.is_set():
+                await _first(self.upstream.changed_after(now), self._listened.wait())
+
+    async def _tell(self, connection: Any, kind: str, count: int,
+                    notice: Callable[[Connection], Awaitable[None]]) -> None:
+        """Send ``connection`` the ``notice`` that its list ``kind`` is now at ``count``."""
+        held = self.listeners.get(connection)
+        if held is not None:  # else it closed meanwhile
+            held[kind] = max(held[kind], count)
+        try:
+            await notice(connection)
+        except Exception:  # one client's broken stream must not silence the rest
+            log.warning("gate_notice_failed", exc_info=True,
+                        extra={"server": self.upstream.spec.name, "list": kind})
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None,
                         progress: Progress | None = None, *, client_name: str | None = None,
@@ -235,29 +269,35 @@ class Gate:
                           instructions=f"Tools of {self.upstream.spec.name}; each call is "
                                        "approved by a person through signoff first.",
                           on_list_tools=on_list_tools, on_call_tool=on_call_tool,
-                          **ReadOnly(self.upstream).handlers())
+                          **ReadOnly(self.upstream, self.listens).handlers())
 
 
 class GateServer(Server[Any]):
-    """The SDK's low-level server, advertising ``tools.listChanged`` on every transport:
-    the streamable HTTP manager builds each session's ``initialize`` answer from
-    `create_initialization_options` with no options of its own."""
+    """The SDK's low-level server, advertising ``listChanged`` for the lists whose
+    changes the gate passes on (`NOTICES`: tools, prompts, resources) on every
+    transport: the streamable HTTP manager builds each session's ``initialize`` answer
+    from `create_initialization_options` with no options of its own."""
 
     def create_initialization_options(
         self, notification_options: NotificationOptions | None = None,
         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
         extensions: dict[str, dict[str, Any]] | None = None) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True),
+            notification_options or NotificationOptions(
+                tools_changed="tools" in NOTICES, prompts_changed="prompts" in NOTICES,
+                resources_changed="resources" in NOTICES),
             experimental_capabilities, extensions)
 
 
 class ReadOnly:
     """The upstream's prompts and resources, forwarded unchanged: reading them causes no
-    effect, so nothing is asked. A server that offers none lists none."""
+    effect, so nothing is asked. A server that offers none lists none. A client that
+    lists them is noted (``listens``, `Gate.listens`), to be told when they change."""
 
-    def __init__(self, upstream: McpConnection) -> None:
+    def __init__(self, upstream: McpConnection,
+                 listens: Callable[[Any, str, int], None]) -> None:
         self.upstream = upstream
+        self.listens = listens
 
     def handlers(self) -> dict[str, Any]:
         """The low-level Server's handlers for the read-only requests."""
@@ -267,20 +307,27 @@ class ReadOnly:
                 "on_read_resource": self.read_resource}
 
     async def _forward(self, part: str, what: str, call: Callable[[Any], Awaitable[T]],
-                       empty: T | None = None) -> T:
+                       empty: T | None = None, *, listed_by: Any = None) -> T:
+        """``what`` as the upstream answers it; ``listed_by``, the context of a listing
+        of ``part``: its client is told when ``part`` changes."""
         await self.upstream.wait_up(self.upstream.spec.connect_timeout)
+        held = self.upstream.lists[part]  # before the answer, which may miss a change
         if empty is not None and not self.upstream.offers(part):
-            return empty
-        try:
-            return await self.upstream.forward(what, call)
-        except ToolError as exc:
-            raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
+            answer = empty
+        else:
+            try:
+                answer = await self.upstream.forward(what, call)
+            except ToolError as exc:
+                raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
+        if listed_by is not None:
+            self.listens(listed_by, part, held)
+        return answer
 
     async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None
                            ) -> types.ListPromptsResult:
         return await self._forward("prompts", "prompts/list",
                                    lambda s: s.list_prompts(params=params),
-                                   types.ListPromptsResult(prompts=[]))
+                                   types.ListPromptsResult(prompts=[]), listed_by=ctx)
 
     async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams
                          ) -> types.GetPromptResult:
@@ -291,14 +338,15 @@ class ReadOnly:
                              ) -> types.ListResourcesResult:
         return await self._forward("resources", "resources/list",
                                    lambda s: s.list_resources(params=params),
-                                   types.ListResourcesResult(resources=[]))
+                                   types.ListResourcesResult(resources=[]), listed_by=ctx)
 
     async def list_resource_templates(self, ctx: Any,
                                       params: types.PaginatedRequestParams | None
                                       ) -> types.ListResourceTemplatesResult:
         return await self._forward("resources", "resources/templates/list",
                                    lambda s: s.list_resource_templates(params=params),
-                                   types.ListResourceTemplatesResult(resource_templates=[]))
+                                   types.ListResourceTemplatesResult(resource_templates=[]),
+                                   listed_by=ctx)
 
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
@@ -367,6 +415,16 @@ class _Web(uvicorn.Server):
 
     def stop(self) -> None:
         self.should_exit = True
+
+
+async def _first(*waits: Awaitable[Any]) -> None:
+    """Return when any of ``waits`` is done; the others are cancelled."""
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 def result_text(result: types.CallToolResult) -> str:

@@ -1,16 +1,21 @@
 """`signoff mcp-gate` when its upstream changes its tools while running: the gate tells its
 client (``notifications/tools/list_changed``, advertised as ``tools.listChanged``) once
 it holds the new listing, judges the very next call by the tool as now listed, and
-refuses a tool no longer listed. Real processes throughout: the upstream is
-tests/mcp_shifty_server.py (the SDK's low-level Server, which changes ``act`` when
-``shift`` is called), the gate runs over stdio (and ``--http``) driven by the SDK's
-ClientSession, and decides through a daemon on uvicorn."""
+refuses a tool no longer listed. Its prompts and resources likewise: each session that
+listed them is told (``notifications/prompts/list_changed``,
+``notifications/resources/list_changed``) when the upstream says they changed or comes
+back from a restart. Real processes throughout: the upstream is
+tests/mcp_shifty_server.py (the SDK's low-level Server, which changes ``act``, its prompt
+or its resources when ``shift`` is called), the gate runs over stdio (and ``--http``)
+driven by the SDK's ClientSession, and decides through a daemon on uvicorn."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -67,24 +72,35 @@ def acted(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
+NOTICES = {types.ToolListChangedNotification: "tools",
+           types.PromptListChangedNotification: "prompts",
+           types.ResourceListChangedNotification: "resources"}
+
+
 class Client:
-    """A ClientSession with the gate, and the tools/list_changed notices it received."""
+    """A ClientSession with the gate, and the list_changed notices it received, in order
+    (by list: "tools", "prompts", "resources")."""
 
     def __init__(self) -> None:
-        self.notices = 0
+        self.notices: list[str] = []
+        self.taken: dict[str, int] = {}  # notices `notice` already returned, by list
         self.noticed = asyncio.Event()
         self.session: ClientSession | None = None
         self.init: types.InitializeResult | None = None
 
     async def on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
-            self.notices += 1
+        if type(message) in NOTICES:
+            self.notices.append(NOTICES[type(message)])
             self.noticed.set()
 
-    async def notice(self) -> None:
-        """Wait for the next notice (a generous bound: the machine may be busy)."""
-        await asyncio.wait_for(self.noticed.wait(), 60)
-        self.noticed.clear()
+    async def notice(self, kind: str = "tools") -> None:
+        """Wait for the next notice that ``kind`` changed (a generous bound: the machine
+        may be busy)."""
+        async with asyncio.timeout(60):
+            while self.notices.count(kind) <= self.taken.get(kind, 0):
+                self.noticed.clear()
+                await self.noticed.wait()
+        self.taken[kind] = self.taken.get(kind, 0) + 1
 
     @property
     def s(self) -> ClientSession:
@@ -144,10 +160,24 @@ async def http_client(url: str) -> AsyncIterator[Client]:
         yield client
 
 
-async def shift(client: Client) -> None:
-    """Have the upstream change its tools (READ: forwarded without asking)."""
-    result = await client.s.call_tool("shift", {})
+async def shift(client: Client, what: str = "tools") -> None:
+    """Have the upstream change its tools, prompts or resources (READ: forwarded without
+    asking)."""
+    result = await client.s.call_tool("shift", {"what": what})
     assert not result.is_error, text(result)
+
+
+async def prompts(client: Client) -> dict[str, str]:
+    return {p.name: p.description or "" for p in (await client.s.list_prompts()).prompts}
+
+
+async def resources(client: Client) -> list[str]:
+    return [str(r.uri) for r in (await client.s.list_resources()).resources]
+
+
+async def templates(client: Client) -> list[str]:
+    listed = (await client.s.list_resource_templates()).resource_templates
+    return [t.uri_template for t in listed]
 
 
 async def test_the_client_is_told_and_lists_the_new_definition(
@@ -165,7 +195,7 @@ async def test_the_client_is_told_and_lists_the_new_definition(
         await client.notice()
         after = await client.descriptions()
     assert after["act"] == "Delete the path, recursively."
-    assert client.notices == 1
+    assert client.notices == ["tools"]
 
 
 async def test_the_next_call_of_a_redefined_tool_is_asked_again_despite_an_always(
@@ -234,3 +264,76 @@ async def test_over_http_every_session_that_listed_is_told(
         await second.notice()
         assert (await first.descriptions())["act"].startswith("Delete")
         assert (await second.descriptions())["act"].startswith("Delete")
+
+
+async def test_the_client_is_told_when_prompts_or_resources_change(
+        daemon: tuple[Running, str], config: Path, log: Path) -> None:
+    """The gate says its prompts and resources may change (and offers no subscriptions);
+    after the upstream changes its prompts, then its resources, the client is told of
+    each (and of nothing else), and lists the new ones right after (old code: no notice
+    came, so the client kept offering the prompts and resources as first listed)."""
+    _, url = daemon
+    async with gate(config, url) as client:
+        assert client.init is not None
+        caps = client.init.capabilities
+        assert caps.prompts is not None and caps.prompts.list_changed is True
+        assert caps.resources is not None and caps.resources.list_changed is True
+        assert not caps.resources.subscribe
+        assert await prompts(client) == {"brief": "A brief, edition 0."}
+        assert await resources(client) == ["shifty://edition/0"]
+        await shift(client, "prompts")
+        await client.notice("prompts")
+        assert await prompts(client) == {"brief": "A brief, edition 1."}
+        await shift(client, "resources")
+        await client.notice("resources")
+        assert await resources(client) == ["shifty://edition/1"]
+    assert client.notices == ["prompts", "resources"]
+    assert acted(log) == []
+
+
+async def test_over_http_each_session_is_told_of_what_it_listed(
+        daemon: tuple[Running, str], config: Path, log: Path) -> None:
+    """Two HTTP sessions of one gate: both list the tools, the first its prompts, the
+    second the resource templates. A change of the prompts is told to the first only, of
+    the resources to the second only; a change of the tools, which both listed, reaches
+    both after what each was told before."""
+    _, url = daemon
+    async with http_gate(config, url) as endpoint, http_client(endpoint) as first, \
+            http_client(endpoint) as second:
+        for client in (first, second):
+            await client.descriptions()
+        assert (await prompts(first))["brief"].endswith("edition 0.")
+        assert await templates(second) == ["shifty://edition/0/{part}"]
+        await shift(first, "prompts")
+        await first.notice("prompts")
+        await shift(first, "resources")
+        await second.notice("resources")
+        assert await templates(second) == ["shifty://edition/1/{part}"]
+        await shift(first)  # a notice of the tools comes after any other on a stream
+        await first.notice()
+        await second.notice()
+    assert first.notices == ["prompts", "tools"]
+    assert second.notices == ["resources", "tools"]
+
+
+async def test_a_restarted_upstream_is_a_change_of_its_prompts_and_resources(
+        daemon: tuple[Running, str], config: Path, log: Path) -> None:
+    """The upstream is upgraded and restarted (killed; the gate starts it again): the
+    client that listed its prompts and resources is told of both, and lists the new ones;
+    its tools are the same, so of those it is not told."""
+    _, url = daemon
+    async with gate(config, url) as client:
+        await client.descriptions()
+        assert await prompts(client) == {"brief": "A brief, edition 0."}
+        assert await resources(client) == ["shifty://edition/0"]
+        pid_file = log.with_name(log.name + ".pid")
+        pid = int(pid_file.read_text())
+        for what in ("prompts", "resources"):  # what the upgraded server lists
+            log.with_name(f"{log.name}.{what}").write_text("1")
+        os.kill(pid, signal.SIGKILL)
+        await client.notice("prompts")
+        await client.notice("resources")
+        assert int(pid_file.read_text()) != pid
+        assert await prompts(client) == {"brief": "A brief, edition 1."}
+        assert await resources(client) == ["shifty://edition/1"]
+    assert sorted(client.notices) == ["prompts", "resources"]

@@ -11,9 +11,15 @@ loop, never inside the SDK's notification callback, which must not wait on the s
 its tools are then validated, labelled and fingerprinted by what it says now, so a grant
 given to the old definition of a tool does not cover the new one (see `tool`). A tool
 looked up (`listed`) between the notification and that answer waits for the answer: the
-server already said the listing it would be judged by is out of date. Each listing that
-differs from the one before (after a notification, or a restart) moves `listing` on, for
-those who pass the tools on (`signoff mcp-gate` tells its clients, `listing_after`).
+server already said the listing it would be judged by is out of date.
+
+`lists` counts the changes of each of the server's lists, for those who pass them on
+(`signoff mcp-gate` tells its clients, `changed_after`): ``tools`` moves on with each
+listing that differs from the one before (after a notification, or a restart);
+``prompts`` and ``resources``, which are not listed here, move on when the server says
+they changed (``notifications/prompts/list_changed``,
+``notifications/resources/list_changed``) and when it comes back from a restart, as
+they may then differ.
 
 While the server is down its tools fail at once with "MCP server 'git' is down: …";
 during a (re)start a call waits for it, up to the connect timeout. The last listing is
@@ -61,6 +67,7 @@ BACKOFF_MAX = 30.0
 PING_TIMEOUT = 10.0
 MAX_DEFINITION = 64 * 1024  # bytes of JSON a tool's description, schema and hints may take
 STARTING = "starting"
+LISTS = ("tools", "prompts", "resources")  # the server's lists whose changes are counted
 T = TypeVar("T")
 UP = "up"
 
@@ -87,8 +94,8 @@ class McpConnection:
         self._changed = asyncio.Event()  # the server said its tools changed: list again
         self._current = asyncio.Event()  # clear from that notice until the listing answers
         self._current.set()
-        self.listing = 0  # moves on with each listing that differs from the one before
-        self._moved = asyncio.Event()  # set (and replaced) when `listing` moves on
+        self.lists = dict.fromkeys(LISTS, 0)  # changes of each list, as far as we know
+        self._moved = asyncio.Event()  # set (and replaced) when one of `lists` moves on
         self._log_start = 0  # where this session's stderr begins in the log file
 
     # -- what the registry sees ------------------------------------------------------
@@ -153,12 +160,18 @@ class McpConnection:
             raise ToolUnavailable(f"MCP server {self.spec.name!r} said its tools changed "
                                   f"and did not list them again ({self.state})")
 
-    async def listing_after(self, seen: int) -> int:
-        """Wait until `listing` is past ``seen``; return it."""
-        while self.listing == seen:
-            moved = self._moved  # the event of this listing: a later one replaces it
+    async def changed_after(self, seen: dict[str, int]) -> dict[str, int]:
+        """Wait until one of `lists` is past ``seen``; return them all."""
+        while self.lists == seen:
+            moved = self._moved  # the event of these counts: a later one replaces it
             await moved.wait()
-        return self.listing
+        return dict(self.lists)
+
+    def _move(self, kind: str) -> None:
+        """Note that the server's list ``kind`` changed (see `lists`)."""
+        self.lists[kind] += 1
+        moved, self._moved = self._moved, asyncio.Event()
+        moved.set()
 
     async def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         """``tools/call``; the result as JSON-able data, a ToolError on any failure."""
@@ -263,6 +276,9 @@ class McpConnection:
             self._session = session
             self.state = UP
             self.starts += 1
+            if self.starts > 1:  # a restarted server may offer other prompts and resources
+                self._move("prompts")
+                self._move("resources")
             self._up.set()
             self._tried.set()
             log.info("mcp_server_up", extra={"server": self.spec.name,
@@ -281,18 +297,21 @@ class McpConnection:
                 "why": sorted({why for _, why in skipped})})
             raw = [t for t, why in judged if why is None]
         if raw != self.raw_tools:
-            self.listing += 1
-            moved, self._moved = self._moved, asyncio.Event()
-            moved.set()
+            self._move("tools")
         self._tools = {t.name: McpTool(self.spec, t, self) for t in map(_listed, raw)}
         self.raw_tools = raw
 
     async def _on_message(self, message: Any) -> None:
         """The SDK's callback for what the server sends unasked: note a changed tool list
-        (listed again by `_watch`; a request from here would wait on this very callback)."""
+        (listed again by `_watch`; a request from here would wait on this very callback),
+        or changed prompts or resources."""
         if isinstance(message, types.ToolListChangedNotification):
             self._current.clear()
             self._changed.set()
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._move("prompts")
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self._move("resources")
 
     async def _relist(self, session: ClientSession) -> str | None:
         """List the tools again after the server said they changed; why that failed, or
