@@ -9,6 +9,7 @@ Exit codes: 0 ok; 1 failed; 2 usage or configuration error (nothing started);
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -33,8 +34,11 @@ from signoff.errors import ConfigError, SignoffError, StoreError
 @daemon_app.command("start")
 def daemon_start(
     config: ConfigOpt = None,
-    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="HTTP port (default 8080).")] = None,
+    host: Annotated[str | None, typer.Option(
+        help="Bind address (default: daemon.host of the config, 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(
+        help="HTTP port (default: daemon.port of the config, 8080); on another port the "
+             "client commands need --url or SIGNOFF_URL.")] = None,
     work_dir: Annotated[Path | None, typer.Option(
         help="Sandbox for file tools (state: daemon.state_dir, or signoff-state beside it)."
     )] = None,
@@ -283,9 +287,23 @@ def command() -> Any:
     root = typer.main.get_command(app)
     panel_of = {name: panel for panel, names in PANELS.items() for name in names}
     _quiet_flags(root, None)
+    _one_line_summaries(root)
     for name, sub in getattr(root, "commands", {}).items():
         sub.rich_help_panel = panel_of.get(name)
     return root
+
+
+def _one_line_summaries(cmd: Any) -> None:
+    """Give every command below ``cmd`` its summary on one line.
+
+    A group's list shows each command's first docstring paragraph as written: Typer's rich
+    mode keeps its line breaks there (only the command's own page joins them), so a
+    summary wrapped in the source was cut mid-sentence in `signoff --help`.
+    """
+    for sub in getattr(cmd, "commands", {}).values():
+        if sub.short_help is None and sub.help:
+            sub.short_help = " ".join(inspect.cleandoc(sub.help).split("\n\n")[0].split())
+        _one_line_summaries(sub)
 
 
 def _quiet_flags(cmd: Any, parent: Any) -> None:
