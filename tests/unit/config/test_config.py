@@ -111,6 +111,13 @@ def test_broken_toml_names_the_line(write_config: WriteConfig) -> None:
     assert "invalid TOML" in message
 
 
+def test_an_unquoted_string_is_hinted(write_config: WriteConfig) -> None:
+    """tomllib's bare "Invalid value" for `work_dir = ./w` says what is most likely wrong."""
+    message = config_error(write_config("[daemon]\nwork_dir = ./w\n"))
+    assert message == ('config.toml: line 2, column 12: invalid TOML: Invalid value '
+                       '(a string needs quotes: key = "value")')
+
+
 # ------------------------------------------------------------------ ${ENV}
 
 
@@ -197,6 +204,25 @@ def test_a_path_that_is_not_a_string_says_so_in_toml_words(write_config: WriteCo
     value given."""
     message = config_error(write_config("[daemon]\nwork_dir = 3\n"))
     assert message == "config.toml: daemon.work_dir: should be a path (a string), got 3"
+
+
+def test_a_section_that_is_not_a_table_says_so_in_toml_words(write_config: WriteConfig) -> None:
+    """Not pydantic's "valid dictionary or instance of DaemonSettings": a table is wanted."""
+    message = config_error(write_config("daemon = 5\n"))
+    assert message == ("config.toml: daemon: should be a table (a [section] with key = value "
+                       "lines, or { key = value }), got 5")
+    message = config_error(write_config("[policy]\nbudgets = 3\n"))
+    assert message.startswith("config.toml: policy.budgets: should be a table")
+
+
+def test_a_single_string_where_a_list_is_wanted_shows_the_list(write_config: WriteConfig) -> None:
+    """`autonomous_risks = "READ"` is answered with the bracketed form to write instead."""
+    message = config_error(write_config('[approvals]\nautonomous_risks = "READ"\n'))
+    assert message == ('config.toml: approvals.autonomous_risks: should be a list in '
+                       'brackets, e.g. ["READ"], got \'READ\'')
+    # A list of tables (a recipe's steps) gets no bracketed string to copy.
+    message = config_error(write_config('[[recipes]]\nname = "r"\nmatch = "x"\nsteps = "z"\n'))
+    assert message == "config.toml: recipes[0].steps: should be a list in brackets, got 'z'"
 
 
 def test_unknown_section_suggests_the_right_one(write_config: WriteConfig) -> None:
