@@ -287,23 +287,25 @@ def command() -> Any:
     root = typer.main.get_command(app)
     panel_of = {name: panel for panel, names in PANELS.items() for name in names}
     _quiet_flags(root, None)
-    _one_line_summaries(root)
+    _unwrap_help(root)
     for name, sub in getattr(root, "commands", {}).items():
         sub.rich_help_panel = panel_of.get(name)
     return root
 
 
-def _one_line_summaries(cmd: Any) -> None:
-    """Give every command below ``cmd`` its summary on one line.
+def _unwrap_help(cmd: Any) -> None:
+    """Join the lines of each paragraph of the help of every command below ``cmd``.
 
-    A group's list shows each command's first docstring paragraph as written: Typer's rich
-    mode keeps its line breaks there (only the command's own page joins them), so a
-    summary wrapped in the source was cut mid-sentence in `signoff --help`.
+    Typer's rich mode keeps the line breaks of a docstring wrapped in the source and then
+    wraps again at the terminal's width: a group's list cut summaries mid-sentence ("(the
+    task fails; an") and `handle --help` left a lone "asked" on a line. Every paragraph of
+    our help is prose, so a single line break is only a space.
     """
     for sub in getattr(cmd, "commands", {}).values():
-        if sub.short_help is None and sub.help:
-            sub.short_help = " ".join(inspect.cleandoc(sub.help).split("\n\n")[0].split())
-        _one_line_summaries(sub)
+        if sub.help:
+            paragraphs = inspect.cleandoc(sub.help).split("\n\n")
+            sub.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+        _unwrap_help(sub)
 
 
 def _quiet_flags(cmd: Any, parent: Any) -> None:

@@ -59,6 +59,16 @@ def test_each_summary_in_the_list_is_one_unbroken_sentence() -> None:
             assert f"{name} " in done.stdout and summary in done.stdout, (name, summary)
 
 
+def test_a_later_paragraph_keeps_no_line_break_of_the_source() -> None:
+    """`handle --help` wraps its second paragraph at the terminal's width only: the source's
+    own breaks left "asked" alone on a line at 80 columns."""
+    env = {**os.environ, "COLUMNS": "250"}
+    done = subprocess.run([sys.executable, "-m", "signoff", "handle", "--help"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert ("an answer that is none of the keys is asked again; approvals.timeout ends the "
+            "prompt") in done.stdout
+
+
 def test_daemon_start_says_where_host_and_port_default_from() -> None:
     """--host and --port name the config keys they override, and --port says the client
     commands then need --url: "default 8080" misled when the config set another port."""
