@@ -229,13 +229,13 @@ def _substitute(text: str, env: Mapping[str, str], path: str, out: list[tuple[st
         if value is None or (has_default and value == ""):
             if has_default:
                 return default
-            out.append(
-                (
-                    path,
-                    f"environment variable {name} is not set"
-                    f" (set it, or write ${{{name}:-default}})",
-                )
-            )
+            # A token or password wants its value exported, not a default written into
+            # the file (where `config show` and a backup would carry it).
+            last = path.rsplit(".", 1)[-1].lower()
+            hint = (f"export {name}=… where the daemon starts"
+                    if any(word in last for word in _SECRET_WORDS)
+                    else f"set it, or write ${{{name}:-default}}")
+            out.append((path, f"environment variable {name} is not set ({hint})"))
             return ""
         return value
 

@@ -177,6 +177,18 @@ def test_missing_env_var_names_the_key(
     message = config_error(path)
     assert message.startswith("config.toml: slack.bot_token: environment variable SLACK_BOT_TOKEN")
     assert "not set" in message
+    # A token is to be exported, not given a default in the file.
+    assert message.endswith("is not set (export SLACK_BOT_TOKEN=… where the daemon starts)")
+
+
+def test_missing_env_var_of_a_plain_key_offers_a_default(
+    write_config: WriteConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variable in a key that holds no secret may take a default in the file instead."""
+    monkeypatch.delenv("SIGNOFF_HOST", raising=False)
+    message = config_error(write_config('[daemon]\nhost = "${SIGNOFF_HOST}"\n'))
+    assert message == ("config.toml: daemon.host: environment variable SIGNOFF_HOST is not "
+                       "set (set it, or write ${SIGNOFF_HOST:-default})")
 
 
 # ------------------------------------------------------------------ key errors
