@@ -128,7 +128,9 @@ def call(method: str, url: str, path: str, key: str | None, *, body: Any = None,
     except httpx.TimeoutException:
         fail(f"the signoff daemon at {base} did not answer within {TIMEOUT:.0f} s")
     except httpx.TransportError:
-        fail(f"cannot reach the signoff daemon at {base}; is it running? (signoff daemon start)")
+        # The URL may be the default while the daemon was started with another port.
+        fail(f"cannot reach the signoff daemon at {base}; is it running? (signoff daemon "
+             f"start) On another address or port, pass --url or set SIGNOFF_URL")
     if not response.is_success:
         _explain(response, key=key, subject=subject)
     try:

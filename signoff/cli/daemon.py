@@ -106,4 +106,7 @@ async def run_daemon(settings: Settings, *, host: str | None, port: int | None,
     finally:
         if node.telemetry is not None:  # flush the spans and metrics still buffered
             node.telemetry.shutdown()
+    # The last line of a clean stop: without it a log ending in "signoff_stopping" could
+    # as well be a daemon killed while draining.
+    log.info("signoff_stopped")
     return 0

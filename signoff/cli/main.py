@@ -9,6 +9,7 @@ Exit codes: 0 ok; 1 failed; 2 usage or configuration error (nothing started);
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -33,8 +34,11 @@ from signoff.errors import ConfigError, SignoffError, StoreError
 @daemon_app.command("start")
 def daemon_start(
     config: ConfigOpt = None,
-    host: Annotated[str | None, typer.Option(help="Bind address (default 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="HTTP port (default 8080).")] = None,
+    host: Annotated[str | None, typer.Option(
+        help="Bind address (default: daemon.host of the config, 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(
+        help="HTTP port (default: daemon.port of the config, 8080); on another port the "
+             "client commands need --url or SIGNOFF_URL.")] = None,
     work_dir: Annotated[Path | None, typer.Option(
         help="Sandbox for file tools (state: daemon.state_dir, or signoff-state beside it)."
     )] = None,
@@ -283,9 +287,25 @@ def command() -> Any:
     root = typer.main.get_command(app)
     panel_of = {name: panel for panel, names in PANELS.items() for name in names}
     _quiet_flags(root, None)
+    _unwrap_help(root)
     for name, sub in getattr(root, "commands", {}).items():
         sub.rich_help_panel = panel_of.get(name)
     return root
+
+
+def _unwrap_help(cmd: Any) -> None:
+    """Join the lines of each paragraph of the help of every command below ``cmd``.
+
+    Typer's rich mode keeps the line breaks of a docstring wrapped in the source and then
+    wraps again at the terminal's width: a group's list cut summaries mid-sentence ("(the
+    task fails; an") and `handle --help` left a lone "asked" on a line. Every paragraph of
+    our help is prose, so a single line break is only a space.
+    """
+    for sub in getattr(cmd, "commands", {}).values():
+        if sub.help:
+            paragraphs = inspect.cleandoc(sub.help).split("\n\n")
+            sub.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+        _unwrap_help(sub)
 
 
 def _quiet_flags(cmd: Any, parent: Any) -> None:

@@ -229,13 +229,13 @@ def _substitute(text: str, env: Mapping[str, str], path: str, out: list[tuple[st
         if value is None or (has_default and value == ""):
             if has_default:
                 return default
-            out.append(
-                (
-                    path,
-                    f"environment variable {name} is not set"
-                    f" (set it, or write ${{{name}:-default}})",
-                )
-            )
+            # A token or password wants its value exported, not a default written into
+            # the file (where `config show` and a backup would carry it).
+            last = path.rsplit(".", 1)[-1].lower()
+            hint = (f"export {name}=… where the daemon starts"
+                    if any(word in last for word in _SECRET_WORDS)
+                    else f"set it, or write ${{{name}:-default}}")
+            out.append((path, f"environment variable {name} is not set ({hint})"))
             return ""
         return value
 
@@ -286,7 +286,10 @@ def read_toml(source: Path) -> dict[str, Any]:
         at = re.search(r"\(at (line \d+, column \d+|end of document)\)$", text)
         what = text[: at.start()].strip() if at else text
         where = f"{at.group(1)}: " if at else ""
-        raise ConfigError(f"{source}: {where}invalid TOML: {what}") from None
+        # tomllib's "Invalid value" is most often a string written without quotes.
+        hint = (' (a string needs quotes: key = "value")'
+                if what.lower().startswith("invalid value") else "")
+        raise ConfigError(f"{source}: {where}invalid TOML: {what}{hint}") from None
 
 
 def absolute_sqlite_url(url: str) -> str:
@@ -358,23 +361,28 @@ def _unwrap(tp: Any) -> Any:
             return tp
 
 
-def _keys_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
-    """The keys allowed at ``loc`` (the table holding an unknown key), in schema order."""
+def _type_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> Any:
+    """The declared type of the value at ``loc`` (unwrapped), or None when unknown."""
     tp: Any = root
     for part in loc:
         tp = _unwrap(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(part, str):
             fields = {(f.alias or n): f for n, f in tp.model_fields.items()}
             if part not in fields:
-                return []
+                return None
             tp = fields[part].annotation
         elif get_origin(tp) is list and isinstance(part, int):
             tp = get_args(tp)[0]
         elif get_origin(tp) is dict and isinstance(part, str):  # e.g. mcp tool rules by name
             tp = get_args(tp)[1]
         else:
-            return []
-    tp = _unwrap(tp)
+            return None
+    return _unwrap(tp)
+
+
+def _keys_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The keys allowed at ``loc`` (the table holding an unknown key), in schema order."""
+    tp = _type_at(root, loc)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return [(f.alias or n) for n, f in tp.model_fields.items()]
     return []
@@ -402,11 +410,24 @@ def _explain(err: Mapping[str, Any], root: type[BaseModel], top: Sequence[str]) 
         return msg.removeprefix("Value error, ")
     if kind == "assertion_error":
         return msg.removeprefix("Assertion failed, ")
-    # pydantic names the Python class ("not a valid path for <class 'pathlib.Path'>"),
-    # which says nothing to someone editing a TOML file.
-    text = "should be a path (a string)" if kind in {"path_type", "path_parsing"} else (
-        msg[:1].lower() + msg[1:])
     value, names = err.get("input"), [str(p) for p in err["loc"]]
+    # pydantic names the Python class ("not a valid path for <class 'pathlib.Path'>",
+    # "a valid dictionary or instance of DaemonSettings"), which says nothing to someone
+    # editing a TOML file; name the TOML shape instead.
+    if kind in {"path_type", "path_parsing"}:
+        text = "should be a path (a string)"
+    elif kind in {"model_type", "model_attributes_type", "dict_type"}:
+        text = "should be a table (a [section] with key = value lines, or { key = value })"
+    elif kind == "list_type":
+        text = "should be a list in brackets"
+        listed = _type_at(root, tuple(err["loc"]))
+        item = _unwrap(get_args(listed)[0]) if get_origin(listed) is list else None
+        # The value itself, bracketed, when the list holds strings (risk classes, approvers).
+        if (isinstance(item, type) and issubclass(item, str) and isinstance(value, str)
+                and '"' not in value):
+            text += f', e.g. ["{value}"]'
+    else:
+        text = msg[:1].lower() + msg[1:]
     secret = any(word in name.lower() for name in names for word in _SECRET_WORDS)
     # Echo the offending scalar to help, but never a token or password.
     if isinstance(value, str | int | float | bool) and not secret:

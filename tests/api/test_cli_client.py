@@ -158,7 +158,8 @@ async def test_usage_errors_exit_2() -> None:
 
 
 async def test_unreachable_daemon_says_how_to_start_it() -> None:
-    """With nothing listening, the message names the URL and `signoff daemon start`."""
+    """With nothing listening, the message names the URL, `signoff daemon start`, and how
+    to point the CLI at a daemon started on another port."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -166,6 +167,7 @@ async def test_unreachable_daemon_says_how_to_start_it() -> None:
     assert result.exit_code == 1
     assert f"cannot reach the signoff daemon at http://127.0.0.1:{port}" in result.output
     assert "signoff daemon start" in result.output
+    assert "--url or set SIGNOFF_URL" in result.output
 
 
 async def test_grants_list_and_revoke(node: Running, base: str, echo: HttpEcho) -> None:

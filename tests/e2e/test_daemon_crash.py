@@ -122,6 +122,8 @@ def test_sigterm_shuts_down_cleanly_and_the_next_start_resumes(daemon: Daemon) -
     wait_for(lambda: bool(processes(READ_SLEEP)), "the action to run again")
     log = (daemon.tmp / "daemon.log").read_text()
     assert "signoff_stopping" in log
+    # … and says it finished stopping, so a log read later tells a clean stop from a kill.
+    assert log.index("signoff_stopping") < log.index("signoff_stopped")
 
 
 def test_sigterm_lets_a_task_in_flight_finish_within_the_grace(tmp_path: Path) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
+from typing import get_args
 
 import pytest
+from pydantic import BaseModel
 
 from signoff.config.settings import (
     ApprovalMode,
@@ -64,6 +67,27 @@ def test_example_config_matches_the_defaults() -> None:
     assert settings.model_copy(update={"recipes": []}) == Settings.default()
 
 
+def _keys(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, str]]:
+    """(dotted path, TOML key) of every setting of ``model`` and its sub-sections."""
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        path = f"{prefix}.{key}" if prefix else key
+        yield path, key
+        for arg in (field.annotation, *get_args(field.annotation)):
+            for inner in (arg, *get_args(arg)):
+                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                    yield from _keys(inner, path)
+
+
+def test_example_config_shows_every_key() -> None:
+    """The example's promise, "every key is shown", holds: each setting is written there,
+    as itself or in a comment (event_loop and trusted_proxies were missing)."""
+    text = EXAMPLE.read_text()
+    missing = [path for path, key in _keys(Settings)
+               if not re.search(rf"(^|[\s#{{,\[.]){re.escape(key)}(\s*=|\]|\.)", text, re.M)]
+    assert missing == []
+
+
 def test_defaults() -> None:
     """Settings.default() needs no file and has the documented defaults."""
     s = Settings.default()
@@ -111,6 +135,13 @@ def test_broken_toml_names_the_line(write_config: WriteConfig) -> None:
     assert "invalid TOML" in message
 
 
+def test_an_unquoted_string_is_hinted(write_config: WriteConfig) -> None:
+    """tomllib's bare "Invalid value" for `work_dir = ./w` says what is most likely wrong."""
+    message = config_error(write_config("[daemon]\nwork_dir = ./w\n"))
+    assert message == ('config.toml: line 2, column 12: invalid TOML: Invalid value '
+                       '(a string needs quotes: key = "value")')
+
+
 # ------------------------------------------------------------------ ${ENV}
 
 
@@ -146,6 +177,18 @@ def test_missing_env_var_names_the_key(
     message = config_error(path)
     assert message.startswith("config.toml: slack.bot_token: environment variable SLACK_BOT_TOKEN")
     assert "not set" in message
+    # A token is to be exported, not given a default in the file.
+    assert message.endswith("is not set (export SLACK_BOT_TOKEN=… where the daemon starts)")
+
+
+def test_missing_env_var_of_a_plain_key_offers_a_default(
+    write_config: WriteConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variable in a key that holds no secret may take a default in the file instead."""
+    monkeypatch.delenv("SIGNOFF_HOST", raising=False)
+    message = config_error(write_config('[daemon]\nhost = "${SIGNOFF_HOST}"\n'))
+    assert message == ("config.toml: daemon.host: environment variable SIGNOFF_HOST is not "
+                       "set (set it, or write ${SIGNOFF_HOST:-default})")
 
 
 # ------------------------------------------------------------------ key errors
@@ -197,6 +240,25 @@ def test_a_path_that_is_not_a_string_says_so_in_toml_words(write_config: WriteCo
     value given."""
     message = config_error(write_config("[daemon]\nwork_dir = 3\n"))
     assert message == "config.toml: daemon.work_dir: should be a path (a string), got 3"
+
+
+def test_a_section_that_is_not_a_table_says_so_in_toml_words(write_config: WriteConfig) -> None:
+    """Not pydantic's "valid dictionary or instance of DaemonSettings": a table is wanted."""
+    message = config_error(write_config("daemon = 5\n"))
+    assert message == ("config.toml: daemon: should be a table (a [section] with key = value "
+                       "lines, or { key = value }), got 5")
+    message = config_error(write_config("[policy]\nbudgets = 3\n"))
+    assert message.startswith("config.toml: policy.budgets: should be a table")
+
+
+def test_a_single_string_where_a_list_is_wanted_shows_the_list(write_config: WriteConfig) -> None:
+    """`autonomous_risks = "READ"` is answered with the bracketed form to write instead."""
+    message = config_error(write_config('[approvals]\nautonomous_risks = "READ"\n'))
+    assert message == ('config.toml: approvals.autonomous_risks: should be a list in '
+                       'brackets, e.g. ["READ"], got \'READ\'')
+    # A list of tables (a recipe's steps) gets no bracketed string to copy.
+    message = config_error(write_config('[[recipes]]\nname = "r"\nmatch = "x"\nsteps = "z"\n'))
+    assert message == "config.toml: recipes[0].steps: should be a list in brackets, got 'z'"
 
 
 def test_unknown_section_suggests_the_right_one(write_config: WriteConfig) -> None:
