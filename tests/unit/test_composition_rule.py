@@ -20,8 +20,9 @@ COMPOSITION = [*sorted((ROOT / "wiring").rglob("*.py")), *sorted((ROOT / "cli").
 # store's own setting, not a wire between two parts. Known, and the only one.
 ALLOWED = {("node.py", "store.sealer.signer")}
 # How a library's own objects are driven: uvicorn stops on ``should_exit``, click keeps
-# a command's value in ``ctx.obj``, Typer reads a command's help panel and metavar.
-LIBRARY_ATTRIBUTES = {"should_exit", "obj", "rich_help_panel", "metavar"}
+# a command's value in ``ctx.obj``, Typer reads a command's help panel, metavar and help
+# text (the CLI joins the help's wrapped lines, `signoff.cli.main._unwrap_help`).
+LIBRARY_ATTRIBUTES = {"should_exit", "obj", "rich_help_panel", "metavar", "help"}
 
 
 def late_wires(path: Path, root: Path = ROOT) -> list[str]:

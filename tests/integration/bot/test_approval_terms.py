@@ -56,9 +56,12 @@ class Rig:
     async def start(self, *steps: Action, prohibit: tuple[str, ...] = (),
                     schedule: str | None = None) -> Task:
         """Submit steps and run the task until it waits or ends; deliver the cards (an
-        always grant lives under the schedule's name, else the task's own id)."""
-        task = await self.node.engine.submit("terms", steps=list(steps), claim=True,
-                                             prohibit=prohibit, schedule=schedule)
+        always grant lives under the schedule's name, else the task's own id). A
+        schedule's run carries its configured definition, as one the scheduler fires."""
+        definitions = self.node.engine.config.schedule_definitions or {}
+        task = await self.node.engine.submit(
+            "terms", steps=list(steps), claim=True, prohibit=prohibit, schedule=schedule,
+            schedule_definition=definitions.get(schedule) if schedule else None)
         assert task is not None
         task = await self.node.engine.advance(task)
         await self.node.flow.dispatcher.run_once()
@@ -88,7 +91,8 @@ async def rig(node_factory: Any) -> AsyncIterator[Rig]:
                                     base_url=telegram_api.base_url,
                                     base_file_url=telegram_api.base_file_url, timeout=5.0)
         config = {"api": {"key": KEY}, "daemon": {"public_url": PUBLIC},
-                  "approvals": {"grant_ttl": "1h", "step_up": ["DESTRUCTIVE"]}}
+                  "approvals": {"grant_ttl": "1h", "step_up": ["DESTRUCTIVE"]},
+                  "schedules": [{"name": "nightly", "cron": "0 3 * * *", "goal": "terms"}]}
         node = await node_factory(config, clock=clock, approvers=(f"slack:{ALICE}",
                                                                   "telegram:42"),
                                   surfaces={"slack": harness.surface, "telegram": telegram})
