@@ -181,7 +181,8 @@ def _still_wanted(asked: int) -> None:
 
     psycopg_pool waits for a free connection in ``asyncio.wait_for``, which on Python 3.11
     returns what it waited for, and drops the cancel, when the cancel lands in the same
-    turn of the loop as the connection. The caller then went on as if it had never been
+    turn of the loop as the connection (CPython gh-86296, fixed in 3.12 only; psycopg
+    #1345 and #1413 leave it to the caller). The caller then went on as if it had never been
     told to stop: a worker consumer cancelled at shutdown claimed and polled on forever,
     and the daemon's stop (and the three-node scheduler test, one run in a hundred under
     faketime) waited for it forever. The task still counts such a cancel
