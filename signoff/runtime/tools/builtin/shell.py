@@ -264,7 +264,10 @@ class RunCommandTool:
             proc.wait(),
         )
         try:
-            out, err, _ = await asyncio.wait_for(work, timeout=ctx.command_timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for returns the output and drops
+            # a cancel that lands as the command ends, and the worker then never stops.
+            async with asyncio.timeout(ctx.command_timeout):
+                out, err, _ = await work
         except TimeoutError:
             _kill_group(proc)
             await proc.wait()
