@@ -46,7 +46,14 @@ from signoff.runtime.models import (
 from signoff.runtime.policy.policy import Evaluation
 from signoff.runtime.policy.unattended import Outcome, resolve_unattended
 from signoff.runtime.store.port import Change
-from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
+from signoff.runtime.tools.base import (
+    CONTENT_KEYS,
+    Param,
+    RedefinableTool,
+    ToolContext,
+    is_a,
+    summary_of,
+)
 from signoff.runtime.tools.registry import ToolRegistry, fingerprint
 
 log = logging.getLogger(__name__)
@@ -151,7 +158,10 @@ def prepare_request(registry: ToolRegistry, spec: RequestSpec) -> Action:
     if spec.tool in registry:
         action = registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
         _refuse_dropped(spec, action)
-        if spec.description is not None:  # what the caller's agent was shown
+        # What the caller's agent was shown of an MCP tool (its server may describe it
+        # otherwise by now); a built-in's card speaks in signoff's own words only, and no
+        # caller puts words on it as "the server's".
+        if spec.description is not None and is_a(registry.get(spec.tool), RedefinableTool):
             action = action.model_copy(update={"description": spec.description})
         return _defined(action, spec.definition)
     content = tuple(dict.fromkeys([*spec.content,

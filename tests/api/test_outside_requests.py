@@ -512,7 +512,8 @@ async def test_the_tools_description_is_on_the_card_and_binds_nothing(
         client: httpx.AsyncClient, agent: httpx.AsyncClient) -> None:
     """A request's ``description`` (what the tool says it does, as the agent was shown
     it) is on its card as the server's words; it is display only: an Always covers the
-    call whatever it says, and an idempotency key replays with another one. Over 1,000
+    call whatever it says, and an idempotency key replays with another one. A built-in
+    tool's card never carries a caller's description. Over 1,000
     characters, or with control characters other than line breaks, it is a 422 naming
     the field."""
     shown = {"tool": "notes.act", "args": {"path": "notes"}, "requester": "gate",
@@ -537,3 +538,7 @@ async def test_the_tools_description_is_on_the_card_and_binds_nothing(
     fits = await agent.post("/v1/approvals", json={**shown, "policy_id": "dsc-2",
                                                     "description": "y" * 1_000})
     assert fits.status_code == 202, fits.text
+    built_in = await agent.post("/v1/approvals", json=ask(description="Harmless, really."))
+    assert built_in.status_code == 202, built_in.text  # signoff's own tool: its own words
+    card = (await client.get(f"/console/cards/{built_in.json()['id']}")).text
+    assert "Send email" in card and "Harmless" not in card, card
