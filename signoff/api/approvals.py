@@ -185,6 +185,7 @@ def spec_of(body: RequestIn, *, actor: str, key: str | None,
         risk=RiskClass(body.risk) if body.risk else None, capability=body.capability,
         targets=tuple(body.targets), content=tuple(body.content), goal=body.goal,
         why=body.why, timeout=timeout, editable=body.editable, definition=body.definition,
+        description=body.description,
         # Keys are the caller's own namespace: two API keys never share a request.
         idempotency_key=f"{actor} {key}" if key else None, submitted_by=actor,
         traceparent=traceparent(trace))

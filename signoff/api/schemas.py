@@ -153,6 +153,9 @@ class BatchOut(BaseModel):
 
 RISKS = Literal["READ", "DRAFT", "SEND", "DESTRUCTIVE"]
 LABEL = r"^[^\x00-\x1f\x7f]+$"  # one line: no control characters
+# Text of several lines: no control characters but tab and line breaks.
+DESCRIPTION_TEXT = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+$"
+DESCRIPTION_MAX = 1_000
 
 
 class RequestIn(_Body):
@@ -181,6 +184,12 @@ class RequestIn(_Body):
                     "tool's description, input schema and annotations): session and always "
                     "answers cover that definition only, so a tool redefined since asks "
                     "again")
+    description: str | None = Field(
+        default=None, min_length=1, max_length=DESCRIPTION_MAX, pattern=DESCRIPTION_TEXT,
+        description="What the tool says it does, as the agent was shown it (an MCP tool's "
+                    "description as its server lists it): shown on the card, attributed to "
+                    "the tool's server and shortened, as plain text; it changes neither "
+                    "the fingerprint nor the idempotency of the request")
 
 
 class OutcomeIn(_Body):

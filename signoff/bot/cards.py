@@ -190,6 +190,21 @@ def describe(action: Action) -> str:
 
 CARD_CONTENT = 1000  # characters of each content argument a card carries whole
 
+# An MCP tool's description as its server lists it (`Action.description`): the server's
+# claim, not ours, so its line says whose words they are. It is hostile text like any
+# argument: one plain line, shortened, then shown as every card text is (`masked`), and
+# escaped by each surface as it escapes content.
+DESCRIBED_LABEL = "The server describes this tool as"
+DESCRIBED = 300  # characters of it: enough to see what the tool claims to do
+
+
+def described_line(action: Action) -> tuple[str, str] | None:
+    """``(DESCRIBED_LABEL, the first DESCRIBED characters of the description)`` for an
+    action whose tool's server described it, else None."""
+    if not action.description or not action.description.strip():
+        return None
+    return DESCRIBED_LABEL, shorten(action.description, DESCRIBED)
+
 
 def content_lines(action: Action, limit: int = SHORT) -> tuple[tuple[str, str], ...]:
     """Message content shortened to ``limit`` characters each, to show on a card (and in
@@ -381,6 +396,9 @@ def _card(task: Task | None, approval: Approval, *, console_url: str | None,
     stepped = steps_up(approval, step_up)
     group = identical_words(identical)
     details, cut = _content(action)
+    described = described_line(action)
+    if described is not None:  # after the content, so a surface's budget keeps that first
+        details += (described,)
     total = (len(task.steps or []) or 1) if task is not None else 1
     goal = task.goal if task is not None else (approval.goal or "")
     return ApprovalCard(

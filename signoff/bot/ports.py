@@ -81,7 +81,9 @@ class ApprovalCard:
     schedule: str | None
     step: int  # 1-based
     steps_total: int
-    details: tuple[tuple[str, str], ...]  # shortened content lines (label, value)
+    # Shortened content lines (label, value), then the tool's own description as its
+    # server lists it, under `bot.cards.DESCRIBED_LABEL`, when it has one.
+    details: tuple[tuple[str, str], ...]
     allowed: tuple[Scope, ...]
     requested_at: datetime
     expires_at: datetime

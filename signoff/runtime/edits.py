@@ -82,7 +82,8 @@ def _prepare(engine: Engine, task: Task | None, approval: Approval, args: JsonDi
             tool=original.tool, args=args, policy_id=approval.policy_id or approval.id,
             requester=approval.requester or "", risk=original.risk,
             capability=original.capability, targets=original.targets,
-            content=original.content, definition=original.definition))
+            content=original.content, definition=original.definition,
+            description=original.description))
     except (ToolError, SignoffError) as exc:
         raise EditRefused(DecisionCode.INVALID, f"args: {exc}") from exc
 

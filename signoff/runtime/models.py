@@ -171,6 +171,10 @@ class Action(BaseModel):
     # An outside request's digest of its tool's definition (`outside.RequestSpec`), kept
     # so an edit is bound to it as the request was.
     definition: str | None = None
+    # What the tool says it does, as its server lists it (an MCP tool's description; an
+    # outside request's ``description``): the server's claim, shown on the card, never in
+    # a fingerprint, a grant or an idempotency digest (``definition`` binds those).
+    description: str | None = None
 
     def public(self) -> JsonDict:
         """The contract's `pending_action` shape."""

@@ -46,7 +46,14 @@ from signoff.runtime.models import (
 from signoff.runtime.policy.policy import Evaluation
 from signoff.runtime.policy.unattended import Outcome, resolve_unattended
 from signoff.runtime.store.port import Change
-from signoff.runtime.tools.base import CONTENT_KEYS, Param, ToolContext, summary_of
+from signoff.runtime.tools.base import (
+    CONTENT_KEYS,
+    Param,
+    RedefinableTool,
+    ToolContext,
+    is_a,
+    summary_of,
+)
 from signoff.runtime.tools.registry import ToolRegistry, fingerprint
 
 log = logging.getLogger(__name__)
@@ -85,6 +92,10 @@ class RequestSpec:
     # A digest of the tool's definition as the caller's agent saw it (mcp-gate: the
     # upstream's listing): bound into the fingerprint, so a grant covers that one only.
     definition: str | None = None
+    # What the tool says it does, as the caller's agent was shown it (mcp-gate: the
+    # upstream's listed description). Shown on the card as that claim, and nothing else:
+    # not in the fingerprint, not in `request_digest` (``definition`` binds the grant).
+    description: str | None = None
 
 
 def request_digest(spec: RequestSpec) -> str:
@@ -147,6 +158,11 @@ def prepare_request(registry: ToolRegistry, spec: RequestSpec) -> Action:
     if spec.tool in registry:
         action = registry.prepare(Action(tool=spec.tool, args=spec.args, risk=spec.risk))
         _refuse_dropped(spec, action)
+        # What the caller's agent was shown of an MCP tool (its server may describe it
+        # otherwise by now); a built-in's card speaks in signoff's own words only, and no
+        # caller puts words on it as "the server's".
+        if spec.description is not None and is_a(registry.get(spec.tool), RedefinableTool):
+            action = action.model_copy(update={"description": spec.description})
         return _defined(action, spec.definition)
     content = tuple(dict.fromkeys([*spec.content,
                                    *(k for k in spec.args if k in CONTENT_KEYS)]))
@@ -161,7 +177,8 @@ def prepare_request(registry: ToolRegistry, spec: RequestSpec) -> Action:
                            capability=tool.capability, targets=spec.targets,
                            fingerprint=digest, summary=summary_of(tool, spec.args,
                                                                   spec.targets),
-                           content=content), spec.definition)
+                           content=content, description=spec.description),
+                    spec.definition)
 
 
 def _defined(action: Action, definition: str | None) -> Action:

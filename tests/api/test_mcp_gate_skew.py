@@ -134,3 +134,65 @@ async def test_an_always_through_the_gate_does_not_cover_the_tool_once_redefined
         result = await asyncio.wait_for(redefined, 60)
     assert result.is_error and "not approved" in text(result)
     assert len(acted(log)) == 2, "the redefined tool ran under the old tool's Always"
+
+
+async def card_of(node: Running, approval_id: str) -> str:
+    """The console's card of one request, as the admin sees it."""
+    async with node.client() as admin:
+        page = await admin.get(f"/console/cards/{approval_id}")
+    assert page.status_code == 200, page.text
+    return page.text
+
+
+async def test_the_card_shows_what_the_upstream_says_the_tool_does_before_and_after_a_shift(
+        daemon: tuple[Running, str], tmp_path: Path, log: Path) -> None:
+    """A person deciding a call through the gate reads what the upstream says ``act``
+    does, as its server's words: "Look at a path"; once the upstream redefined it, the
+    card that asks again says "Delete the path" — the old card showed the same name and
+    arguments both times, so the rug pull looked like the call approved before."""
+    node, url = daemon
+    async with stdio_session(sys.executable, "-m", "signoff", "mcp-gate", "shifty",
+                             "--config", str(gate_config(tmp_path, log)), "--url", url,
+                             "--api-key", AGENT_KEY) as s:
+        first = asyncio.create_task(s.call_tool("act", {"path": "notes"}))
+        item = (await asked(node))[0]
+        card = await card_of(node, item["id"])
+        assert "The server describes this tool as" in card
+        assert "Look at a path (changes nothing)." in card and "Delete" not in card
+        await decide(node, item["id"], "approve", {"scope": "always"})
+        assert not (await asyncio.wait_for(first, 60)).is_error
+
+        shift = asyncio.create_task(s.call_tool("shift", {}))
+        item = (await asked(node))[0]
+        assert "Change act, or the prompts or resources." in await card_of(node, item["id"])
+        await decide(node, item["id"], "approve", {"scope": "once"})
+        assert not (await asyncio.wait_for(shift, 60)).is_error
+
+        async def relisted() -> bool:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            return "Delete" in (tools["act"].description or "")
+
+        await eventually(relisted, 30, "the gate to list the redefined act")
+        redefined = asyncio.create_task(s.call_tool("act", {"path": "notes"}))
+        item = (await asked(node))[0]
+        card = await card_of(node, item["id"])
+        assert "The server describes this tool as" in card
+        assert "Delete the path, recursively." in card and "Look at a path" not in card
+        await decide(node, item["id"], "deny")
+        assert (await asyncio.wait_for(redefined, 60)).is_error
+
+
+async def test_a_task_calling_a_server_the_daemon_runs_shows_its_description(
+        daemon_with_server: tuple[Running, str]) -> None:
+    """A task's call of a tool of an MCP server the daemon itself runs: its card quotes
+    the tool's description as the server listed it, said to be the server's words."""
+    node, _ = daemon_with_server
+    async with node.client() as admin:
+        made = await admin.post("/tasks", json={"goal": "look", "steps": [
+            {"tool": "shifty.act", "args": {"path": "notes"}}]})
+    assert made.status_code in (200, 201, 202), made.text
+    item = (await asked(node))[0]
+    assert item["action"]["tool"] == "shifty.act"
+    card = await card_of(node, item["id"])
+    assert "The server describes this tool as" in card
+    assert "Look at a path (changes nothing)." in card

@@ -506,3 +506,39 @@ async def test_a_decision_on_another_node_reaches_a_waiting_agent(tmp_path: Path
         assert (await on_b.post(f"/approvals/{approval_id}/approve")).status_code == 200
         answer = (await waiter).json()
     assert answer["status"] == "approved"
+
+
+async def test_the_tools_description_is_on_the_card_and_binds_nothing(
+        client: httpx.AsyncClient, agent: httpx.AsyncClient) -> None:
+    """A request's ``description`` (what the tool says it does, as the agent was shown
+    it) is on its card as the server's words; it is display only: an Always covers the
+    call whatever it says, and an idempotency key replays with another one. A built-in
+    tool's card never carries a caller's description. Over 1,000
+    characters, or with control characters other than line breaks, it is a 422 naming
+    the field."""
+    shown = {"tool": "notes.act", "args": {"path": "notes"}, "requester": "gate",
+             "policy_id": "dsc-1", "definition": "sha256:aaaa",
+             "description": "Look at a path.\nChanges <i>nothing</i>."}
+    first = await agent.post("/v1/approvals", json=shown, headers={"Idempotency-Key": "k1"})
+    assert first.status_code == 202, first.text
+    approval_id = first.json()["id"]
+    card = (await client.get(f"/console/cards/{approval_id}")).text
+    assert "The server describes this tool as" in card
+    assert "Look at a path. Changes &lt;i&gt;nothing&lt;/i&gt;." in card, card
+    replayed = await agent.post("/v1/approvals", json={**shown, "description": "Other."},
+                                headers={"Idempotency-Key": "k1"})
+    assert replayed.status_code == 202 and replayed.json()["id"] == approval_id, replayed.text
+    await client.post(f"/approvals/{approval_id}/approve", json={"scope": "always"})
+    for said in ("Says something else now.", None):
+        again = await agent.post("/v1/approvals", json={**shown, "description": said})
+        assert again.status_code == 200 and again.json()["decision"] == "ALLOW", again.text
+    for bad in ("", "x" * 1_001, "bell\x07", "nul\x00"):
+        refused = await agent.post("/v1/approvals", json={**shown, "description": bad})
+        assert refused.status_code == 422 and "description" in refused.text, bad
+    fits = await agent.post("/v1/approvals", json={**shown, "policy_id": "dsc-2",
+                                                    "description": "y" * 1_000})
+    assert fits.status_code == 202, fits.text
+    built_in = await agent.post("/v1/approvals", json=ask(description="Harmless, really."))
+    assert built_in.status_code == 202, built_in.text  # signoff's own tool: its own words
+    card = (await client.get(f"/console/cards/{built_in.json()['id']}")).text
+    assert "Send email" in card and "Harmless" not in card, card

@@ -167,6 +167,14 @@ class RedefinableTool(Tool, Protocol):
 DEFINITION = "definition"  # the fingerprint field of a `RedefinableTool` holding it
 
 
+def said_of(tool: Tool) -> str | None:
+    """What a `RedefinableTool` says it does, in its server's own words (its ``said``; an
+    MCP tool's listed description), for a card to quote as that server's claim; None for
+    any other tool, whose card speaks in the tool's own summary."""
+    said = getattr(tool, "said", None) if is_a(tool, RedefinableTool) else None
+    return said if isinstance(said, str) and said else None
+
+
 @runtime_checkable
 class DescribedTool(Tool, Protocol):
     """A tool that also says, in its own words, what a call does (every built-in does).

@@ -43,6 +43,7 @@ from signoff.runtime.tools.base import (
     args_preview,
     content_names,
     is_a,
+    said_of,
     summary_of,
 )
 from signoff.runtime.tools.builtin.fs import (
@@ -323,6 +324,8 @@ class ToolRegistry:
                 "fingerprint": digest,
                 "summary": summary,
                 "content": content_names(tool),
+                # Display only: the definition in the fingerprint binds the grant.
+                "description": said_of(tool),
             }
         )
 

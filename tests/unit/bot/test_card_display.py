@@ -180,3 +180,34 @@ def test_a_host_idna_2003_would_rename_shows_as_httpx_contacts_it() -> None:
     assert card.targets == ("https://hooks.xn--claic-crm-i1a.com/in/42",)
     for surface, text in every_surface(card).items():
         assert "classic-crm" not in text and "xn--claic-crm-i1a" in text, surface
+
+
+def test_an_mcp_tools_description_is_on_every_surface_attributed_and_plain() -> None:
+    """The tool's description as its server lists it is on the card: said to be the
+    server's words, its first 300 characters on one line, never markup, its URLs masked
+    and its invisible characters escaped, as any other text a caller wrote."""
+    said = (f"Delete the path.\n<b>Safe</b> *really* see https://u:pw@h.example/x{RLO}y "
+            + "z" * 400)
+    action = Action(tool="files.act", args={"path": "notes"}, risk=RiskClass.DESTRUCTIVE,
+                    capability="files", targets=("notes",), fingerprint="f" * 64,
+                    description=said)
+    card = build_card(None, Approval(id="a-1", action=action, requested_at=AT,
+                                     expires_at=AT + timedelta(hours=1), requester="gate",
+                                     policy_id="g-1", allowed_scopes=(Scope.ONCE,)))
+    label, shown = card.details[-1]
+    assert label == "The server describes this tool as"
+    assert shown.startswith("Delete the path. <b>Safe</b>")
+    assert len(shown.replace("[U+202E]", RLO)) == 300  # 300 characters, then escaped
+    assert shown.endswith("…") and "u:pw" not in shown and RLO not in shown
+    assert "[U+202E]" in shown
+    for surface, text in every_surface(card).items():
+        assert "The server describes this tool as" in text, surface
+        assert "Delete the path." in text, surface
+        assert "<b>Safe</b>" not in text or surface in ("terminal", "email"), surface
+        assert "pw@" not in text, surface
+
+
+def test_a_card_without_a_description_has_no_description_line() -> None:
+    """A built-in tool's card (no server to quote) carries only its content lines."""
+    card = build_card(None, approval(to="bob", text="hi"))
+    assert [label for label, _ in card.details] == ["text"]

@@ -347,7 +347,8 @@ class _Base:
               risk: str | None, capability: str | None, targets: Iterable[str] | None,
               content: Iterable[str] | None, goal: str | None, why: str | None,
               timeout: float | None, editable: bool = False,
-              definition: str | None = None) -> dict[str, Any]:
+              definition: str | None = None,
+              description: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"tool": tool, "args": dict(args or {}),
                                 "policy_id": policy_id or self.policy_id,
                                 "requester": self.requester}
@@ -355,6 +356,7 @@ class _Base:
             body["editable"] = True
         optional = {"risk": risk.upper() if risk else None, "capability": capability,
                     "goal": goal, "why": why, "definition": definition,
+                    "description": description,
                     "timeout": f"{timeout:g}s" if timeout is not None else None}
         body.update({k: v for k, v in optional.items() if v is not None})
         if targets is not None:
@@ -464,7 +466,8 @@ class Signoff(_Base):
                       idempotency_key: str | None = None,
                       wait: bool | float = True, editable: bool = False,
                       traceparent: str | None = None,
-                      definition: str | None = None) -> Decision:
+                      definition: str | None = None,
+                      description: str | None = None) -> Decision:
         """Ask about one action; wait for the answer (``wait``: True until decided or
         expired, a number of seconds at most, False not at all). ``timeout`` is how long a
         person has to answer (default: the daemon's approvals.timeout). ``editable``: the
@@ -473,10 +476,14 @@ class Signoff(_Base):
         the W3C trace context to file the request under (default: the caller's current
         OpenTelemetry span, when it has one). ``definition``: a digest of the tool's
         definition as the agent was shown it (an MCP tool's description, schema and
-        annotations): session and always answers then cover that definition only."""
+        annotations): session and always answers then cover that definition only.
+        ``description``: what the tool says it does, as the agent was shown it (at most
+        1,000 characters, no control characters but line breaks): the card quotes it as
+        the tool's server's claim; it changes neither grants nor idempotency."""
         body = self._body(tool, args, policy_id=policy_id, risk=risk, capability=capability,
                           targets=targets, content=content, goal=goal, why=why,
-                          timeout=timeout, editable=editable, definition=definition)
+                          timeout=timeout, editable=editable, definition=definition,
+                          description=description)
         key = idempotency_key or uuid.uuid4().hex
         return await self._run(_request_flow(body, key, self.url, wait, traceparent),
                                withdraw=True)
@@ -591,11 +598,13 @@ class SignoffSync(_Base):
                 why: str | None = None, timeout: float | None = None,
                 idempotency_key: str | None = None, wait: bool | float = True,
                 editable: bool = False, traceparent: str | None = None,
-                definition: str | None = None) -> Decision:
+                definition: str | None = None,
+                description: str | None = None) -> Decision:
         """See `Signoff.request`."""
         body = self._body(tool, args, policy_id=policy_id, risk=risk, capability=capability,
                           targets=targets, content=content, goal=goal, why=why,
-                          timeout=timeout, editable=editable, definition=definition)
+                          timeout=timeout, editable=editable, definition=definition,
+                          description=description)
         key = idempotency_key or uuid.uuid4().hex
         return self._run(_request_flow(body, key, self.url, wait, traceparent))
 

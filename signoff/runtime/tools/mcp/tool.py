@@ -101,6 +101,9 @@ class McpTool:
         self.capability = (self.rule.capability if self.rule and self.rule.capability
                            else spec.capability)
         self.description = listed.description or f"{listed.name} (MCP server {spec.name})"
+        # The server's own words only (none for a placeholder or a tool it left
+        # undescribed): what a card quotes as its claim.
+        self.said = listed.description or None
         self.annotations = dict(listed.annotations)
         # Message content: shown on the card, never part of a fingerprint or grant.
         self.content: tuple[str, ...] = self.rule.content if self.rule else ()

@@ -109,7 +109,8 @@ async def test_a_session_grant_on_one_repo_does_not_cover_another(node_factory,
 async def test_the_card_shows_the_arguments_and_the_untrusted_hints(node_factory,
                                                                     root: Path) -> None:
     """The card's title names the call and the server's annotations, marked unverified;
-    the commit message (content) is shown in its details."""
+    the commit message (content) is shown in its details, then the tool's description
+    as the server lists it, said to be the server's words."""
     repo = make_repo(root / "a")
     node = await git_node(node_factory, root)
     await start(node, [commit(repo, "fix the bug")])
@@ -117,7 +118,10 @@ async def test_the_card_shows_the_arguments_and_the_untrusted_hints(node_factory
     assert card.tool == "git.git_commit" and card.targets == (str(repo),)
     assert card.title.startswith(f"Run git.git_commit on {repo} — server hints: not read-only")
     assert "the server's claim, not verified" in card.title
-    assert dict(card.details) == {"message": "fix the bug"}
+    (content, (label, said)) = card.details
+    assert content == ("message", "fix the bug")
+    assert label == "The server describes this tool as"
+    assert said.startswith("Records changes to the repository")
 
 
 async def test_arguments_are_checked_against_the_input_schema_before_any_card(

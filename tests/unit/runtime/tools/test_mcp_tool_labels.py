@@ -202,3 +202,21 @@ def test_a_result_nested_too_deep_is_kept_without_its_structured_part() -> None:
     shallow = {"a": {"b": [1, 2]}}
     kept = tool_output("git.x", types.CallToolResult(content=text, structured_content=shallow))
     assert kept["structured"] == shallow
+
+
+def test_a_prepared_call_carries_the_servers_description_outside_its_fingerprint() -> None:
+    """`registry.prepare` gives the action the tool's description as its server listed
+    it (for the card); a placeholder, which nothing has described yet, gives none, and
+    neither does a built-in tool (its card speaks in its own summary)."""
+    spec = McpServerSpec(name="git", command=("git-server",))
+    listed = ListedTool(name="git_commit", description="Commit the staged changes.",
+                        input_schema=SCHEMA)
+    action = registry_with(McpTool(spec, listed, NoServer())).prepare(
+        Action(tool="git.git_commit", args=ARGS))
+    assert action.description == "Commit the staged changes."
+    placeholder = McpTool(spec, ListedTool(name="git_commit"), NoServer(), placeholder=True)
+    unlisted = registry_with(placeholder).prepare(Action(tool="git.git_commit", args=ARGS))
+    assert unlisted.description is None
+    built_in = builtin_registry(entry_points_group=None).prepare(
+        Action(tool="read_file", args={"path": "a.txt"}))
+    assert built_in.description is None
