@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -89,3 +93,34 @@ async def stdio_session(command: str, *args: str, cwd: Path | None = None
 def text(result: types.CallToolResult) -> str:
     """The text blocks of a tool's result, one a line."""
     return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+@contextlib.asynccontextmanager
+async def gate_over_http(server: str, config: Path, url: str) -> AsyncIterator[str]:
+    """``signoff mcp-gate SERVER --http`` as a process on a free port, asking the daemon
+    at ``url`` with the agent's key; its MCP endpoint once it says it listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "signoff", "mcp-gate", server, "--config", str(config),
+        "--url", url, "--api-key", AGENT_KEY, "--http", "--port", str(port),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    try:
+        line = ""
+        async with asyncio.timeout(60):
+            while "serving at" not in line:
+                raw = await proc.stderr.readline()
+                assert raw, "the gate exited before it listened"
+                line = raw.decode()
+        yield line.rsplit(" ", 1)[-1].strip()
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
+
+
+def acted(log: Path) -> list[dict[str, Any]]:
+    """The calls tests/mcp_shifty_server.py carried out, one JSON line each in ``log``."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [json.loads(line) for line in lines]

@@ -18,7 +18,14 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.api.asking import AGENT_KEY, asked, cancelled_and_withdrawn, decide, pending, text
+from tests.api.asking import (
+    asked,
+    cancelled_and_withdrawn,
+    decide,
+    gate_over_http,
+    pending,
+    text,
+)
 from tests.api.helpers import Running
 
 NOTES_SERVER = Path(__file__).resolve().parents[1] / "mcp_notes_server.py"
@@ -48,32 +55,12 @@ capability = "notes.write"
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 async def gate_url(daemon: tuple[Running, str], config: Path) -> AsyncIterator[str]:
     """The gate as a process serving HTTP; its MCP endpoint once it says it listens."""
     _, url = daemon
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "signoff", "mcp-gate", "notes", "--config", str(config),
-        "--url", url, "--api-key", AGENT_KEY, "--http", "--port", str(free_port()),
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    try:
-        line = ""
-        async with asyncio.timeout(60):
-            while "serving at" not in line:
-                raw = await proc.stderr.readline()
-                assert raw, "the gate exited before it listened"
-                line = raw.decode()
-        yield line.rsplit(" ", 1)[-1].strip()
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 30)
+    async with gate_over_http("notes", config, url) as endpoint:
+        yield endpoint
 
 
 @contextlib.asynccontextmanager

@@ -16,8 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,7 +27,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.api.asking import AGENT_KEY, asked, decide, pending, text
+from tests.api.asking import AGENT_KEY, acted, asked, decide, gate_over_http, pending, text
 from tests.api.helpers import Running
 
 pytestmark = pytest.mark.slow
@@ -65,11 +63,6 @@ risk = "READ"
 targets = ["path"]
 ''')
     return path
-
-
-def acted(log: Path) -> list[dict[str, Any]]:
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [json.loads(line) for line in lines]
 
 
 NOTICES = {types.ToolListChangedNotification: "tools",
@@ -123,30 +116,6 @@ async def gate(config: Path, url: str) -> AsyncIterator[Client]:
         client.session = s
         client.init = await s.initialize()
         yield client
-
-
-@contextlib.asynccontextmanager
-async def http_gate(config: Path, url: str) -> AsyncIterator[str]:
-    """The gate as a process serving streamable HTTP; its MCP endpoint once it listens."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "signoff", "mcp-gate", "shifty", "--config", str(config),
-        "--url", url, "--api-key", AGENT_KEY, "--http", "--port", str(port),
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    try:
-        line = ""
-        async with asyncio.timeout(60):
-            while "serving at" not in line:
-                raw = await proc.stderr.readline()
-                assert raw, "the gate exited before it listened"
-                line = raw.decode()
-        yield line.rsplit(" ", 1)[-1].strip()
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 30)
 
 
 @contextlib.asynccontextmanager
@@ -253,7 +222,7 @@ async def test_over_http_every_session_that_listed_is_told(
     ``act``: both are told (each on its own stream), and each then lists the new
     definition."""
     _, url = daemon
-    async with http_gate(config, url) as endpoint, http_client(endpoint) as first, \
+    async with gate_over_http("shifty", config, url) as endpoint, http_client(endpoint) as first, \
             http_client(endpoint) as second:
         for client in (first, second):
             assert client.init is not None and client.init.capabilities.tools is not None
@@ -298,7 +267,7 @@ async def test_over_http_each_session_is_told_of_what_it_listed(
     the resources to the second only; a change of the tools, which both listed, reaches
     both after what each was told before."""
     _, url = daemon
-    async with http_gate(config, url) as endpoint, http_client(endpoint) as first, \
+    async with gate_over_http("shifty", config, url) as endpoint, http_client(endpoint) as first, \
             http_client(endpoint) as second:
         for client in (first, second):
             await client.descriptions()

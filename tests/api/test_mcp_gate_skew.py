@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.asking import AGENT_KEY, asked, decide, pending, stdio_session, text
+from tests.api.asking import AGENT_KEY, acted, asked, decide, pending, stdio_session, text
 from tests.api.helpers import Running, eventually, make_settings, running_node, serve
 
 pytestmark = pytest.mark.slow
@@ -63,11 +63,6 @@ targets = ["path"]
     return path
 
 
-def acted(log: Path) -> list[dict[str, Any]]:
-    lines = log.read_text().splitlines() if log.exists() else []
-    return [json.loads(line) for line in lines]
-
-
 async def test_the_gate_never_forwards_an_argument_the_card_did_not_show(
         daemon_with_server: tuple[Running, str], tmp_path: Path, log: Path) -> None:
     """The upgraded server takes ``force``; the daemon's listing does not, so its card
@@ -75,9 +70,7 @@ async def test_the_gate_never_forwards_an_argument_the_card_did_not_show(
     The request is refused instead: nothing a person did not see is sent."""
     node, url = daemon_with_server
     log.with_name(log.name + ".version").write_text("1")  # upgraded since the daemon started
-    async with stdio_session(sys.executable, "-m", "signoff", "mcp-gate", "shifty",
-                             "--config", str(gate_config(tmp_path, log)), "--url", url,
-                             "--api-key", AGENT_KEY) as s:
+    async with shifty_gate(tmp_path, log, url) as s:
         call = asyncio.create_task(s.call_tool("act", {"path": "notes", "force": True}))
         items: list[dict[str, Any]] = []
 
@@ -98,6 +91,31 @@ async def test_the_gate_never_forwards_an_argument_the_card_did_not_show(
     assert "force" in text(result), text(result)
 
 
+def shifty_gate(tmp_path: Path, log: Path, url: str) -> Any:
+    """An MCP client session with ``signoff mcp-gate shifty`` over stdio, asking the
+    daemon at ``url`` with the agent's key."""
+    return stdio_session(sys.executable, "-m", "signoff", "mcp-gate", "shifty", "--config",
+                         str(gate_config(tmp_path, log)), "--url", url, "--api-key", AGENT_KEY)
+
+
+async def redefine_act(s: Any, node: Running, *, card_says: str | None = None) -> None:
+    """Call ``shift`` through the gate (asked: approved once; its card saying
+    ``card_says``), then wait until the gate lists the redefined ``act``."""
+    shift = asyncio.create_task(s.call_tool("shift", {}))
+    item = (await asked(node))[0]
+    assert item["action"]["tool"] == "shifty.shift"
+    if card_says is not None:
+        assert card_says in await card_of(node, item["id"])
+    await decide(node, item["id"], "approve", {"scope": "once"})
+    assert not (await asyncio.wait_for(shift, 60)).is_error
+
+    async def relisted() -> bool:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        return "Delete" in (tools["act"].description or "")
+
+    await eventually(relisted, 30, "the gate to list the redefined act")
+
+
 async def test_an_always_through_the_gate_does_not_cover_the_tool_once_redefined(
         daemon: tuple[Running, str], tmp_path: Path, log: Path) -> None:
     """A daemon that does not run the server itself: an Always for ``act`` ("look at a
@@ -105,9 +123,7 @@ async def test_an_always_through_the_gate_does_not_cover_the_tool_once_redefined
     the upstream redefined it ("delete the path") — the grant was bound to the name and
     args only, so the rug pull ran unasked."""
     node, url = daemon
-    async with stdio_session(sys.executable, "-m", "signoff", "mcp-gate", "shifty",
-                             "--config", str(gate_config(tmp_path, log)), "--url", url,
-                             "--api-key", AGENT_KEY) as s:
+    async with shifty_gate(tmp_path, log, url) as s:
         first = asyncio.create_task(s.call_tool("act", {"path": "notes"}))
         item = (await asked(node))[0]
         await decide(node, item["id"], "approve", {"scope": "always"})
@@ -116,17 +132,7 @@ async def test_an_always_through_the_gate_does_not_cover_the_tool_once_redefined
         assert not again.is_error, text(again)
         assert len(acted(log)) == 2
 
-        shift = asyncio.create_task(s.call_tool("shift", {}))
-        item = (await asked(node))[0]
-        assert item["action"]["tool"] == "shifty.shift"
-        await decide(node, item["id"], "approve", {"scope": "once"})
-        assert not (await asyncio.wait_for(shift, 60)).is_error
-
-        async def relisted() -> bool:
-            tools = {t.name: t for t in (await s.list_tools()).tools}
-            return "Delete" in (tools["act"].description or "")
-
-        await eventually(relisted, 30, "the gate to list the redefined act")
+        await redefine_act(s, node)
         redefined = asyncio.create_task(s.call_tool("act", {"path": "notes"}))
         items = await asked(node)  # old code: approved by the Always, run at once
         assert [i["action"]["tool"] for i in items] == ["shifty.act"]
@@ -151,9 +157,7 @@ async def test_the_card_shows_what_the_upstream_says_the_tool_does_before_and_af
     card that asks again says "Delete the path" — the old card showed the same name and
     arguments both times, so the rug pull looked like the call approved before."""
     node, url = daemon
-    async with stdio_session(sys.executable, "-m", "signoff", "mcp-gate", "shifty",
-                             "--config", str(gate_config(tmp_path, log)), "--url", url,
-                             "--api-key", AGENT_KEY) as s:
+    async with shifty_gate(tmp_path, log, url) as s:
         first = asyncio.create_task(s.call_tool("act", {"path": "notes"}))
         item = (await asked(node))[0]
         card = await card_of(node, item["id"])
@@ -162,17 +166,7 @@ async def test_the_card_shows_what_the_upstream_says_the_tool_does_before_and_af
         await decide(node, item["id"], "approve", {"scope": "always"})
         assert not (await asyncio.wait_for(first, 60)).is_error
 
-        shift = asyncio.create_task(s.call_tool("shift", {}))
-        item = (await asked(node))[0]
-        assert "Change act, or the prompts or resources." in await card_of(node, item["id"])
-        await decide(node, item["id"], "approve", {"scope": "once"})
-        assert not (await asyncio.wait_for(shift, 60)).is_error
-
-        async def relisted() -> bool:
-            tools = {t.name: t for t in (await s.list_tools()).tools}
-            return "Delete" in (tools["act"].description or "")
-
-        await eventually(relisted, 30, "the gate to list the redefined act")
+        await redefine_act(s, node, card_says="Change act, or the prompts or resources.")
         redefined = asyncio.create_task(s.call_tool("act", {"path": "notes"}))
         item = (await asked(node))[0]
         card = await card_of(node, item["id"])
