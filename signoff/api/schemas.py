@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from signoff.runtime.text import mask
+from signoff.runtime.tools.base import DESCRIPTION_MAX
 
 MAX_STEPS = 100
 
@@ -155,7 +156,6 @@ RISKS = Literal["READ", "DRAFT", "SEND", "DESTRUCTIVE"]
 LABEL = r"^[^\x00-\x1f\x7f]+$"  # one line: no control characters
 # Text of several lines: no control characters but tab and line breaks.
 DESCRIPTION_TEXT = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+$"
-DESCRIPTION_MAX = 1_000
 
 
 class RequestIn(_Body):

@@ -92,21 +92,6 @@ NOTICES: dict[str, Callable[[Connection], Awaitable[None]]] = {
 }
 
 
-# What the daemon takes as a request's ``description`` (`api.schemas.RequestIn`): a
-# server may list a longer one, or one with control characters; the card shows its start.
-DESCRIPTION_MAX = 1_000
-_CONTROL = {c: None for c in (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)}
-
-
-def told(description: str | None) -> str | None:
-    """The upstream's description of a tool as the daemon takes it: control characters
-    (but tab and line breaks) left out, the first `DESCRIPTION_MAX` characters; None
-    when nothing is left. Its start is what the card quotes, so a long one loses only
-    what no card would show."""
-    text = (description or "").translate(_CONTROL)[:DESCRIPTION_MAX]
-    return text if text.strip() else None
-
-
 def refused(text: str) -> types.CallToolResult:
     """A tool result that tells the model the call did not happen."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
@@ -244,7 +229,7 @@ class Gate:
             targets=tool.targets(args), content=tool.content,
             goal=f"an MCP client calls {tool.name} through signoff mcp-gate", wait=False,
             editable=True, traceparent=traceparent, definition=tool.definition,
-            description=told(tool.said))
+            description=tool.said)
         if not decision.pending or decision.id is None:
             return decision
         asked = decision.id

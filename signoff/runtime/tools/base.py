@@ -167,6 +167,22 @@ class RedefinableTool(Tool, Protocol):
 DEFINITION = "definition"  # the fingerprint field of a `RedefinableTool` holding it
 
 
+# What an action carries of a tool's description (`told`), and what POST /v1/approvals
+# takes as a request's ``description``: a server may list a longer one; a card shows its
+# first few hundred characters.
+DESCRIPTION_MAX = 1_000
+_CONTROL = {c: None for c in (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F)}
+
+
+def told(description: str | None) -> str | None:
+    """A server's description of a tool as signoff keeps it (an MCP tool's ``said``, the
+    ``description`` mcp-gate sends): control characters (but tab and line breaks) left
+    out, the first `DESCRIPTION_MAX` characters; None when nothing is left. It is hostile
+    text of any length; its start is what a card quotes."""
+    text = (description or "").translate(_CONTROL)[:DESCRIPTION_MAX]
+    return text if text.strip() else None
+
+
 def said_of(tool: Tool) -> str | None:
     """What a `RedefinableTool` says it does, in its server's own words (its ``said``; an
     MCP tool's listed description), for a card to quote as that server's claim; None for

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from signoff.api.schemas import DESCRIPTION_MAX, DESCRIPTION_TEXT
-from signoff.cli.gate import told
+from signoff.api.schemas import DESCRIPTION_TEXT
+from signoff.runtime.tools.base import DESCRIPTION_MAX, told
 
 
 def test_the_upstreams_description_is_sent_as_the_daemon_takes_it() -> None:

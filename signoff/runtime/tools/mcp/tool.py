@@ -32,7 +32,14 @@ from signoff.errors import BadArguments, ToolError
 from signoff.runtime.canonical import canonical_json, sha256_hex
 from signoff.runtime.models import RiskClass
 from signoff.runtime.text import shorten
-from signoff.runtime.tools.base import DEFINITION, Param, Preview, ToolContext, args_preview
+from signoff.runtime.tools.base import (
+    DEFINITION,
+    Param,
+    Preview,
+    ToolContext,
+    args_preview,
+    told,
+)
 from signoff.runtime.tools.mcp.spec import McpServerSpec
 from signoff.runtime.tools.names import mcp_tool_name
 
@@ -103,7 +110,7 @@ class McpTool:
         self.description = listed.description or f"{listed.name} (MCP server {spec.name})"
         # The server's own words only (none for a placeholder or a tool it left
         # undescribed): what a card quotes as its claim.
-        self.said = listed.description or None
+        self.said = told(listed.description)
         self.annotations = dict(listed.annotations)
         # Message content: shown on the card, never part of a fingerprint or grant.
         self.content: tuple[str, ...] = self.rule.content if self.rule else ()

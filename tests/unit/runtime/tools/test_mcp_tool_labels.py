@@ -10,6 +10,7 @@ import pytest
 
 from signoff.errors import BadArguments, ToolError
 from signoff.runtime.models import Action, RiskClass
+from signoff.runtime.tools.base import DESCRIPTION_MAX
 from signoff.runtime.tools.mcp import ListedTool, McpServerSpec, McpTool, McpToolRule
 from signoff.runtime.tools.mcp.connection import tool_output
 from signoff.runtime.tools.names import llm_name, split_mcp_name
@@ -220,3 +221,20 @@ def test_a_prepared_call_carries_the_servers_description_outside_its_fingerprint
     built_in = builtin_registry(entry_points_group=None).prepare(
         Action(tool="read_file", args={"path": "a.txt"}))
     assert built_in.description is None
+
+
+def test_a_servers_long_or_garbled_description_is_kept_bounded_on_each_call() -> None:
+    """A server may list a description of any length and bytes: each prepared call (and
+    so each stored task step) carries its first DESCRIPTION_MAX characters, control
+    characters left out; one of control characters only is no description."""
+    spec = McpServerSpec(name="git", command=("git-server",))
+    huge = "Commit\x1b[31m the staged changes. " + "x" * 50_000
+    action = registry_with(McpTool(spec, ListedTool(name="git_commit", description=huge,
+                                                    input_schema=SCHEMA), NoServer())
+                           ).prepare(Action(tool="git.git_commit", args=ARGS))
+    assert action.description is not None and len(action.description) == DESCRIPTION_MAX
+    assert action.description.startswith("Commit[31m the staged changes.")
+    blank = registry_with(McpTool(spec, ListedTool(name="git_commit", description="\x00\x07",
+                                                   input_schema=SCHEMA), NoServer())
+                          ).prepare(Action(tool="git.git_commit", args=ARGS))
+    assert blank.description is None
