@@ -95,12 +95,15 @@ async def test_the_console_fits_a_phone(tmp_path: Path, echo: HttpEcho) -> None:
         result = page.locator("pre.result").first
         await result.wait_for(timeout=10_000)
         # Waited for, not read once: on a loaded machine the first read came before the
-        # page's layout settled (one faketime CI run in many).
-        wrapping = ("el => getComputedStyle(el).whiteSpace === 'pre-wrap' "
-                    "&& el.scrollWidth <= el.clientWidth")
+        # page's layout settled (one faketime CI run in many). The element is looked up on
+        # every try, not held: the live page may swap it for a fresh one, and a held
+        # (detached) element has no computed style, so the wait could never succeed.
+        wrapping = ("() => { const el = document.querySelector('pre.result'); "
+                    "return el !== null && el.isConnected "
+                    "&& getComputedStyle(el).whiteSpace === 'pre-wrap' "
+                    "&& el.scrollWidth <= el.clientWidth; }")
         try:
-            await page.wait_for_function(wrapping, arg=await result.element_handle(),
-                                         timeout=10_000)
+            await page.wait_for_function(wrapping, timeout=10_000)
         except PlaywrightTimeout:
             seen = await result.evaluate(
                 "el => [getComputedStyle(el).whiteSpace, el.scrollWidth, el.clientWidth]")
