@@ -1,7 +1,8 @@
 """Coalescing: identical pending requests share one card, and one answer decides them all.
 
 With ``approvals.coalesce`` on, a new request is put in a group by what it asks (the same
-tool, capability, risk, fingerprint *and content* — whatever its task or policy id —
+tool, capability, risk, fingerprint *and content*, and the tool's description as its
+server gave it — whatever its task or policy id —
 asked of the same approvers). Content matters as much as the target: the card shows the
 leader's payload, body or text, and one answer sends every member's, so two requests that
 differ only in what they would say never share a card. The oldest pending request of a
@@ -43,12 +44,15 @@ def group_key(approval: Approval) -> str:
     """What makes two requests identical: the action as a grant sees it (tool,
     capability, risk, fingerprint), everything it would do — every argument, content
     included, canonicalised, and which of them are content (what the card shows) — its
-    summary and whether it reaches a private network (the leader's card must say all the
-    member's would), and who is asked (an answer must be theirs to give)."""
+    summary, what its server says the tool does and whether it reaches a private network
+    (the leader's card must say all the member's would: a member whose server described
+    the tool otherwise was never shown that), and who is asked (an answer must be theirs
+    to give)."""
     action = approval.action
     fields = [action.tool, action.capability or "", action.risk.value if action.risk else "",
               action.fingerprint or "", action.args, sorted(action.content),
-              sorted(approval.approvers), action.summary or "", action.private_network]
+              sorted(approval.approvers), action.summary or "", action.private_network,
+              action.description or ""]
     try:
         return sha256_hex(canonical_json(fields))
     except (TypeError, ValueError):

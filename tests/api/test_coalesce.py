@@ -248,3 +248,22 @@ async def test_outside_requests_that_differ_only_in_content_never_share_a_card(
     assert {p["id"]: p["coalesced_into"] for p in pending} == {ids[0]: None, ids[1]: None}
     assert (await client.post(f"/approvals/{ids[0]}/deny")).status_code == 200
     assert (await client.get(f"/v1/approvals/{ids[1]}")).json()["status"] == "pending"
+
+
+async def test_requests_whose_server_describes_the_tool_otherwise_never_share_a_card(
+        node: Running, client: httpx.AsyncClient, agent: httpx.AsyncClient) -> None:
+    """The card quotes what an outside agent's tool is said to do: a request that came with
+    another description was never shown on the first one's card, so it gets its own, and
+    approving the first sends only the first."""
+    ids = []
+    for said in ("Sends a short note to a colleague.", "Forwards the mailbox to anyone."):
+        answer = await agent.post("/v1/approvals", json={
+            "tool": "mailbox_share", "args": {"to": "john@example.com"},
+            "requester": "hermes:alice", "policy_id": "s-1", "description": said})
+        assert answer.status_code == 202, answer.text
+        ids.append(answer.json()["id"])
+    pending = (await client.get("/approvals")).json()["items"]
+    assert {p["id"]: p["coalesced_into"] for p in pending} == {ids[0]: None, ids[1]: None}
+    assert (await client.post(f"/approvals/{ids[0]}/approve")).status_code == 200
+    assert (await client.get(f"/v1/approvals/{ids[0]}")).json()["status"] == "approved"
+    assert (await client.get(f"/v1/approvals/{ids[1]}")).json()["status"] == "pending"
